@@ -1,0 +1,86 @@
+"""Archive of what compaction summarizes away, written before the compacted request leaves.
+
+Nothing the client sent is lost: the summarized middle is kept as indented JSON at
+``<archive_dir>/<session>/compact-<ISO-8601>-<seq>.json`` (owner-only permissions), so an
+operator can always recover the originals. A failed write is logged and never blocks the
+request: losing the archive is bad, failing the user's request for it is worse.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import os
+import re
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Protocol
+
+from compact_hook.fingerprint import combine, fingerprint
+from compact_hook.messages import Message
+
+logger = logging.getLogger(__name__)
+
+SESSION_ID_MAX = 96
+SESSION_SEED_MESSAGES = 2
+_UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
+_NAME = re.compile(r"^compact-.*-(\d+)\.json$")
+
+
+class Archive(Protocol):
+    async def save(self, session_id: str, messages: Sequence[Message]) -> Path | None:
+        """Persist ``messages``; return where, or None if it could not be done."""
+
+
+def conversation_session_id(messages: Sequence[Message]) -> str:
+    """A stable id for a conversation that names none: a hash of its first messages."""
+    seed = combine(fingerprint(message) for message in messages[:SESSION_SEED_MESSAGES])
+    return "conv-" + seed.hex()[:24]
+
+
+def safe_session_name(session_id: str) -> str:
+    """A directory name that cannot escape the archive root, and stays recognisable."""
+    cleaned = _UNSAFE.sub("_", session_id).strip("._-")[:SESSION_ID_MAX]
+    if cleaned == session_id:
+        return cleaned
+    digest = combine([session_id.encode("utf-8", "surrogatepass")]).hex()[:12]
+    return f"{cleaned or 'session'}-{digest}"
+
+
+class FileArchive:
+    """Writes each archive with ``O_EXCL`` so concurrent compactions never overwrite one another."""
+
+    def __init__(self, root: str | Path) -> None:
+        self.root = Path(root).expanduser()
+
+    async def save(self, session_id: str, messages: Sequence[Message]) -> Path | None:
+        try:
+            return await asyncio.to_thread(self.write, session_id, messages)
+        except Exception:
+            logger.exception("compact_hook: archive write failed for session %r", session_id)
+            return None
+
+    def write(self, session_id: str, messages: Sequence[Message]) -> Path:
+        directory = self.root / safe_session_name(session_id)
+        directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+        os.chmod(directory, 0o700)
+        payload = json.dumps(list(messages), indent=2, ensure_ascii=False).encode("utf-8", "surrogatepass")
+        stamp = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        sequence = _next_sequence(directory)
+        while True:
+            path = directory / f"compact-{stamp}-{sequence}.json"
+            try:
+                handle = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            except FileExistsError:
+                sequence += 1
+                continue
+            with os.fdopen(handle, "wb") as file:
+                file.write(payload)
+            return path
+
+
+def _next_sequence(directory: Path) -> int:
+    numbers = [int(match.group(1)) for entry in os.scandir(directory) if (match := _NAME.match(entry.name))]
+    return max(numbers, default=0) + 1

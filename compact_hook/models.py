@@ -1,0 +1,116 @@
+"""Which model groups compact, and with what settings, read from the LiteLLM router.
+
+Settings live in ``model_info.compact`` (``litellm_params`` keys would leak to the
+provider). They are resolved once per (router, model group) — the proxy rebinds
+``llm_router`` on a config reload, which invalidates the memo — so a request pays a dict
+lookup, not a config parse.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from compact_hook.config import CompactConfig
+from compact_hook.tokens import tokenizer_name_for_model
+
+logger = logging.getLogger(__name__)
+
+
+def compact_block(deployment: Mapping[str, Any]) -> object:
+    """The raw ``model_info.compact`` value of a deployment (None when absent)."""
+    model_info = deployment.get("model_info")
+    return model_info.get("compact") if isinstance(model_info, Mapping) else None
+
+
+def settings_from_block(block: object, base: CompactConfig) -> CompactConfig | None:
+    """``compact: true`` / ``{...}`` → settings; absent, ``false`` or ``enabled: false`` → None."""
+    if block is None or block is False:
+        return None
+    config = base if block is True else CompactConfig.from_dict(block, base)  # type: ignore[arg-type]
+    return config if config.enabled else None
+
+
+def validate_model_list(model_list: Iterable[Any], base: CompactConfig) -> None:
+    """Raise ``ValueError`` naming the model and key of the first bad ``compact`` block."""
+    for entry in model_list:
+        if not isinstance(entry, Mapping):
+            continue
+        name = entry.get("model_name", "?")
+        try:
+            settings_from_block(compact_block(entry), base)
+        except ValueError as exc:
+            raise ValueError(f"compact_hook: model {name!r}: model_info.compact.{exc}") from exc
+
+
+class ModelSettings:
+    """Per-group resolution with a memo invalidated when the router object changes."""
+
+    def __init__(self, base: CompactConfig) -> None:
+        self.base = base
+        self._router: object = None
+        self._memo: dict[str, CompactConfig | None] = {}
+        self._warned: set[str] = set()
+
+    def resolve(self, router: Any, group: str) -> CompactConfig | None:
+        if router is not self._router:
+            self._router, self._memo = router, {}
+        if group not in self._memo:
+            self._memo[group] = self._resolve(router, group)
+        return self._memo[group]
+
+    def _resolve(self, router: Any, group: str) -> CompactConfig | None:
+        deployments = router.get_model_list(model_name=group) or []
+        blocks = [compact_block(d) for d in deployments if compact_block(d) is not None]
+        if not blocks:
+            return None
+        try:
+            config = settings_from_block(blocks[0], self.base)
+        except ValueError as exc:
+            logger.error("compact_hook: model %r: model_info.compact.%s; compaction off for it", group, exc)
+            return None
+        if config is None:
+            return None
+        return dataclasses.replace(
+            config,
+            context_window=config.context_window or self._window(router, group, deployments),
+            tokenizer=config.tokenizer or tokenizer_name_for_model(_provider_model(deployments[0], group)),
+        )
+
+    def _window(self, router: Any, group: str, deployments: list[Any]) -> int | None:
+        """The smallest known window of the group's deployments (the router reports the largest)."""
+        windows = [w for w in (_deployment_window(d) for d in deployments) if w]
+        if not windows:
+            info = router.get_model_group_info(group)
+            group_window = getattr(info, "max_input_tokens", None) if info is not None else None
+            windows = [int(group_window)] if group_window else []
+        if not windows and group not in self._warned:
+            self._warned.add(group)
+            logger.warning(
+                "compact_hook: model %r: context window unknown; set model_info.compact.context_window "
+                "(or model_info.max_input_tokens). Not compacting it.",
+                group,
+            )
+        return min(windows) if windows else None
+
+
+def _provider_model(deployment: Mapping[str, Any], group: str) -> str:
+    params = deployment.get("litellm_params")
+    model = params.get("model") if isinstance(params, Mapping) else None
+    return model if isinstance(model, str) else group
+
+
+def _deployment_window(deployment: Mapping[str, Any]) -> int | None:
+    model_info = deployment.get("model_info")
+    explicit = model_info.get("max_input_tokens") if isinstance(model_info, Mapping) else None
+    if isinstance(explicit, int | float) and not isinstance(explicit, bool) and explicit > 0:
+        return int(explicit)
+    try:
+        import litellm
+
+        known = litellm.get_model_info(model=_provider_model(deployment, "")).get("max_input_tokens")
+    except Exception:
+        return None
+    return int(known) if isinstance(known, int | float) and known > 0 else None
