@@ -43,7 +43,7 @@ def conversation_session_id(messages: Sequence[Message]) -> str:
 def safe_session_name(session_id: str) -> str:
     """A directory name that cannot escape the archive root, and stays recognisable."""
     cleaned = _UNSAFE.sub("_", session_id).strip("._-")[:SESSION_ID_MAX]
-    if cleaned == session_id:
+    if cleaned and cleaned == session_id:
         return cleaned
     digest = combine([session_id.encode("utf-8", "surrogatepass")]).hex()[:12]
     return f"{cleaned or 'session'}-{digest}"

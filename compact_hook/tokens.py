@@ -22,7 +22,7 @@ from collections import OrderedDict
 from collections.abc import Sequence
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from tokenizers import Tokenizer
 
@@ -96,7 +96,23 @@ def _read_tokenizer(spec: str) -> Tokenizer:
         raise TokenizerError(f"tokenizer {spec!r} could not be loaded: {exc}") from exc
 
 
-class TokenCounter:
+class TokenCounter(Protocol):
+    """What the engine needs from a counter; ``HFTokenCounter`` is the real one."""
+
+    def count_text(self, text: str) -> int: ...
+
+    def count_messages(
+        self, messages: Sequence[Message], prints: Sequence[Fingerprint] | None = None
+    ) -> list[int]: ...
+
+    async def acount_messages(
+        self, messages: Sequence[Message], prints: Sequence[Fingerprint] | None = None
+    ) -> list[int]: ...
+
+    def total(self, message_counts: Sequence[int]) -> int: ...
+
+
+class HFTokenCounter:
     """Counts messages with one tokenizer, remembering each message's count by fingerprint."""
 
     def __init__(self, spec: str, cache_size: int = DEFAULT_CACHE_SIZE) -> None:
@@ -289,15 +305,15 @@ def _warn_unknown_part(kind: object) -> None:
         logger.warning("compact_hook: content part of unknown type %s is not counted", label)
 
 
-_counters: dict[str, TokenCounter] = {}
+_counters: dict[str, HFTokenCounter] = {}
 _counters_lock = threading.Lock()
 
 
-def counter_for(spec: str) -> TokenCounter:
+def counter_for(spec: str) -> HFTokenCounter:
     """The process-wide counter for a tokenizer, so its cache outlives one request."""
     with _counters_lock:
         if spec not in _counters:
-            _counters[spec] = TokenCounter(spec)
+            _counters[spec] = HFTokenCounter(spec)
         return _counters[spec]
 
 

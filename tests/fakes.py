@@ -1,0 +1,64 @@
+"""Fakes, not mocks, one per seam.
+
+``FakeSummarizer`` records what it was asked and answers from a queue; ``InMemoryArchive``
+keeps what it was given; ``WordCounter`` counts whitespace-separated words so partition
+tables can be read by eye.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+from compact_hook.fingerprint import Fingerprint
+from compact_hook.messages import Message
+from compact_hook.tokens import REPLY_PRIMING, message_strings
+
+
+class FakeSummarizer:
+    """Answers summary requests from a queue (str or exception); records every request."""
+
+    def __init__(self, *answers: str | BaseException, default: str = "the summary") -> None:
+        self.answers = list(answers)
+        self.default = default
+        self.requests: list[list[Message]] = []
+
+    async def __call__(self, messages: list[Message]) -> str:
+        self.requests.append(messages)
+        answer = self.answers.pop(0) if self.answers else self.default
+        if isinstance(answer, BaseException):
+            raise answer
+        return answer
+
+    @property
+    def transcripts(self) -> list[str]:
+        return [request[-1]["content"] for request in self.requests]
+
+
+class InMemoryArchive:
+    def __init__(self) -> None:
+        self.saved: list[tuple[str, list[Message]]] = []
+
+    async def save(self, session_id: str, messages: Sequence[Message]) -> Path | None:
+        self.saved.append((session_id, list(messages)))
+        return Path(f"/memory/{session_id}/{len(self.saved)}.json")
+
+
+class WordCounter:
+    """Counts words of every string a message holds, plus 1 per message; no framing surprises."""
+
+    def count_text(self, text: str) -> int:
+        return len(text.split())
+
+    def count_messages(
+        self, messages: Sequence[Message], prints: Sequence[Fingerprint] | None = None
+    ) -> list[int]:
+        return [1 + sum(len(s.split()) for s in message_strings(m)[0][1:]) for m in messages]
+
+    async def acount_messages(
+        self, messages: Sequence[Message], prints: Sequence[Fingerprint] | None = None
+    ) -> list[int]:
+        return self.count_messages(messages, prints)
+
+    def total(self, message_counts: Sequence[int]) -> int:
+        return sum(message_counts) + REPLY_PRIMING if message_counts else 0

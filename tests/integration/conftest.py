@@ -1,0 +1,41 @@
+"""Fixtures for end-to-end tests: one stand-in upstream per session, reset before each test that uses it."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.integration.harness import StandinUpstream
+
+HERE = Path(__file__).resolve().parent
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Mark everything under this directory, so ``-m "not integration"`` skips real processes."""
+    for item in items:
+        if item.path.resolve().is_relative_to(HERE):
+            item.add_marker(pytest.mark.integration)
+
+
+@pytest.fixture(scope="session")
+def standin() -> Iterator[Any]:
+    """One stand-in for the whole session: starting it is cheap, but proxies configured against it are not."""
+    with StandinUpstream() as upstream:
+        yield upstream
+
+
+@pytest.fixture(autouse=True)
+def _reset_standin(request: pytest.FixtureRequest) -> None:
+    """Each test sees only its own requests; tests that never touch the stand-in do not start it."""
+    if "standin" in request.fixturenames:
+        request.getfixturevalue("standin").reset()
+
+
+@pytest.fixture
+def upstream(standin: Any) -> Any:
+    """The session stand-in, already reset (an explicit alternative to relying on the autouse reset)."""
+    standin.reset()
+    return standin

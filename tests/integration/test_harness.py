@@ -1,0 +1,266 @@
+"""Tests of the test infrastructure itself: if these fail, no end-to-end result can be trusted."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+import openai
+import pytest
+
+from tests.integration.harness import (
+    STANDIN_PATH,
+    SUMMARY_MARKER,
+    ProxyProcess,
+    StandinUpstream,
+    free_port,
+    proxy_start_failure,
+    standin_deployment,
+    standin_upstream,
+)
+
+HEADINGS = standin_upstream.SUMMARY_HEADINGS
+MESSAGES: Any = [  # Any: the openai SDK types messages as TypedDicts
+    {"role": "system", "content": "You are terse. Ünïcödé → ✓ 🎉"},
+    {
+        "role": "user",
+        "content": [{"type": "text", "text": "part one"}, {"type": "text", "text": " part two"}],
+    },
+    {
+        "role": "assistant",
+        "content": "",
+        "tool_calls": [
+            {
+                "id": "call_1",
+                "type": "function",
+                "function": {"name": "read", "arguments": '{"path": "a.py"}'},
+            }
+        ],
+    },
+    {"role": "tool", "tool_call_id": "call_1", "content": "print('hi')\n\ttabs  "},
+    {"role": "user", "content": "continue"},
+]
+
+
+def sdk(base_url: str, api_key: str = "none") -> openai.OpenAI:
+    """An openai client that surfaces the first error instead of retrying it (retries would hide counts)."""
+    return openai.OpenAI(base_url=base_url, api_key=api_key, max_retries=0, timeout=30)
+
+
+# ------------------------------------------------------------------------------------------------------------
+# stand-in upstream, in process
+# ------------------------------------------------------------------------------------------------------------
+
+
+def test_standin_answers_openai_sdk(upstream: Any) -> None:
+    reply = sdk(upstream.url).chat.completions.create(model="standin", messages=MESSAGES)
+
+    assert reply.choices[0].message.content == "stand-in reply to 5 messages"
+    assert reply.choices[0].finish_reason == "stop"
+    chars = sum(len(t) for t in standin_upstream.message_texts(MESSAGES))
+    assert reply.usage is not None
+    assert reply.usage.prompt_tokens == (chars + 3) // 4
+    assert reply.usage.completion_tokens == (len("stand-in reply to 5 messages") + 3) // 4
+    [rec] = upstream.requests
+    assert rec["path"] == "/v1/chat/completions"
+    assert rec["headers"]["authorization"] == "Bearer none"
+    assert rec["body"] == {"model": "standin", "messages": MESSAGES}
+    assert json.loads(rec["raw"]) == rec["body"]
+
+
+def test_standin_streams_openai_chunks(upstream: Any) -> None:
+    stream = sdk(upstream.url).chat.completions.create(
+        model="standin", messages=MESSAGES, stream=True, stream_options={"include_usage": True}
+    )
+    chunks = list(stream)
+
+    assert chunks[0].choices[0].delta.role == "assistant"
+    text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+    assert text == "stand-in reply to 5 messages"
+    assert [c.choices[0].finish_reason for c in chunks if c.choices][-1] == "stop"
+    assert chunks[-1].choices == [] and chunks[-1].usage is not None
+    assert upstream.requests[0]["body"]["stream"] is True
+
+
+def test_standin_stream_without_usage_has_no_usage_chunk(upstream: Any) -> None:
+    chunks = list(sdk(upstream.url).chat.completions.create(model="standin", messages=MESSAGES, stream=True))
+    assert all(c.choices for c in chunks)
+    assert all(c.usage is None for c in chunks)
+
+
+def test_standin_records_exact_request_bytes(upstream: Any) -> None:
+    """Byte-exact recording is what lets e2e tests tell 'unchanged' from 'equal after parsing'."""
+    raw = '{ "model" : "standin",\n  "messages": [{"role":"user", "content":"caf\\u00e9 café \\n"}] }'
+    resp = httpx.post(f"{upstream.url}/chat/completions", content=raw.encode(), timeout=10)
+
+    assert resp.status_code == 200
+    [rec] = upstream.requests
+    assert rec["raw"] == raw
+    assert rec["body"]["messages"] == [{"role": "user", "content": "café café \n"}]
+
+
+def test_standin_summary_request_is_structured_and_deterministic(upstream: Any) -> None:
+    messages: Any = [
+        {"role": "system", "content": f"Summarize the transcript. {SUMMARY_MARKER}"},
+        {"role": "user", "content": "USER: fix the build\nASSISTANT: ran make, 3 errors"},
+    ]
+    client = sdk(upstream.url)
+    first = client.chat.completions.create(model="standin", messages=messages).choices[0].message.content
+    second = client.chat.completions.create(model="standin", messages=messages).choices[0].message.content
+
+    assert first == second and first is not None
+    positions = [first.index(h) for h in HEADINGS]
+    assert positions == sorted(positions)
+    total_chars = sum(len(m["content"]) for m in messages)
+    assert f"{total_chars} characters" in first
+    assert "Summarize the transcript." in first  # first 80 chars of the transcript
+    assert SUMMARY_MARKER not in first
+
+
+def test_standin_fail_mode_returns_openai_error(upstream: Any) -> None:
+    with pytest.raises(openai.InternalServerError) as info:
+        sdk(upstream.url).chat.completions.create(model="standin-fail", messages=MESSAGES)
+
+    assert info.value.status_code == 500
+    assert info.value.body is not None and "stand-in failure" in str(info.value.body)
+    assert len(upstream.requests) == 1  # recorded even though it failed
+
+
+def test_standin_empty_mode_returns_empty_content(upstream: Any) -> None:
+    reply = sdk(upstream.url).chat.completions.create(model="standin-empty", messages=MESSAGES)
+    assert reply.choices[0].message.content == ""
+    assert reply.usage is not None and reply.usage.completion_tokens == 0
+
+
+def test_standin_slow_mode_delays_the_answer() -> None:
+    """Uses its own short-delay instance: the mechanism is the point, not three seconds of waiting."""
+    assert StandinUpstream().slow_seconds == 3.0
+    with StandinUpstream(slow_seconds=0.3) as slow:
+        started = time.monotonic()
+        reply = sdk(slow.url).chat.completions.create(model="standin-slow", messages=MESSAGES)
+        elapsed = time.monotonic() - started
+    assert elapsed >= 0.3
+    assert reply.choices[0].message.content == "stand-in reply to 5 messages"
+
+
+@pytest.mark.parametrize(
+    "raw, fragment",
+    [(b"{not json", "invalid JSON"), (b"[1, 2]", "JSON object"), (b'{"model": "standin"}', "messages")],
+)
+def test_standin_rejects_bad_requests_and_keeps_serving(upstream: Any, raw: bytes, fragment: str) -> None:
+    bad = httpx.post(f"{upstream.url}/chat/completions", content=raw, timeout=10)
+    good = httpx.post(
+        f"{upstream.url}/chat/completions", json={"model": "standin", "messages": []}, timeout=10
+    )
+
+    assert bad.status_code == 400
+    assert fragment in bad.json()["error"]["message"]
+    assert good.status_code == 200
+    assert [r["raw"] for r in upstream.requests][0] == raw.decode()
+
+
+def test_standin_models_and_unknown_paths(upstream: Any) -> None:
+    ids = [m.id for m in sdk(upstream.url).models.list()]
+    missing = httpx.post(f"{upstream.url}/embeddings", json={"input": "x"}, timeout=10)
+
+    assert "standin" in ids and "standin-fail" in ids
+    assert missing.status_code == 404
+
+
+# ------------------------------------------------------------------------------------------------------------
+# stand-in upstream, as a script (what `make run` starts)
+# ------------------------------------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def script_standin() -> Iterator[str]:
+    """The script started like `make run` does; yields its base URL without /v1."""
+    port = free_port()
+    proc = subprocess.Popen(
+        [sys.executable, str(STANDIN_PATH), "--host", "127.0.0.1", "--port", str(port)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    try:
+        assert proc.stdout is not None
+        assert "listening on" in proc.stdout.readline()
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+        if proc.stdout is not None:
+            proc.stdout.close()
+
+
+def test_script_standin_control_endpoints(script_standin: str) -> None:
+    client = sdk(f"{script_standin}/v1")
+    client.chat.completions.create(model="standin", messages=[{"role": "user", "content": "hi"}])
+    recorded = httpx.get(f"{script_standin}/_recorded", timeout=10).json()
+    reset = httpx.post(f"{script_standin}/_reset", timeout=10)
+    after = httpx.get(f"{script_standin}/_recorded", timeout=10).json()
+
+    assert [r["body"]["messages"] for r in recorded] == [[{"role": "user", "content": "hi"}]]
+    assert reset.status_code == 200
+    assert after == []
+
+
+# ------------------------------------------------------------------------------------------------------------
+# real litellm proxy
+# ------------------------------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def proxy(standin: Any) -> Iterator[ProxyProcess]:
+    """One proxy for the module's proxy tests: start-up costs several seconds."""
+    config = {"model_list": [standin_deployment("standin", standin.url)]}
+    with ProxyProcess(config) as running:
+        yield running
+
+
+def test_proxy_forwards_messages_unchanged(proxy: ProxyProcess, upstream: Any) -> None:
+    client = sdk(proxy.base_url, api_key=proxy.master_key)
+    reply = client.chat.completions.create(model="standin", messages=MESSAGES)
+
+    assert reply.choices[0].message.content == "stand-in reply to 5 messages"
+    [rec] = upstream.chat_requests
+    assert rec["body"]["messages"] == MESSAGES
+    assert json.dumps(rec["body"]["messages"]) == json.dumps(MESSAGES)  # key order too
+    assert set(rec["body"]) == {"model", "messages"}
+    assert rec["body"]["model"] == "standin"
+
+
+def test_proxy_forwards_stream_with_usage_requested(proxy: ProxyProcess, upstream: Any) -> None:
+    """litellm asks the provider for usage on every stream, whether or not the client did."""
+    client = sdk(proxy.base_url, api_key=proxy.master_key)
+    text = "".join(
+        c.choices[0].delta.content or ""
+        for c in client.chat.completions.create(model="standin", messages=MESSAGES, stream=True)
+        if c.choices
+    )
+
+    assert text == "stand-in reply to 5 messages"
+    [rec] = upstream.chat_requests
+    assert rec["body"]["messages"] == MESSAGES
+    assert rec["body"]["stream"] is True
+    assert rec["body"]["stream_options"] == {"include_usage": True}
+    assert set(rec["body"]) == {"model", "messages", "stream", "stream_options"}
+
+
+def test_proxy_log_text_has_startup_output(proxy: ProxyProcess) -> None:
+    assert proxy.startup_seconds is not None and proxy.startup_seconds < 90
+    assert "Application startup complete" in proxy.log_text()
+
+
+def test_proxy_start_failure_reports_the_missing_module() -> None:
+    config = {
+        "model_list": [standin_deployment("standin", "http://127.0.0.1:9/v1")],
+        "litellm_settings": {"callbacks": "nonexistent_module_xyz.instance"},
+    }
+    output = proxy_start_failure(config)
+    assert "nonexistent_module_xyz" in output

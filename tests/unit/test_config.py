@@ -1,0 +1,99 @@
+from typing import Any
+
+import pytest
+
+from compact_hook.config import CompactConfig
+
+
+def test_defaults_match_the_documented_values() -> None:
+    config = CompactConfig()
+    assert config.trigger_ratio == 0.92
+    assert config.tail_retention_ratio == 0.25
+    assert config.max_retries == 2
+    assert config.context_window is None
+    assert config.summary_model is None
+
+
+def test_config_is_frozen() -> None:
+    with pytest.raises(AttributeError):
+        CompactConfig().trigger_ratio = 0.5  # type: ignore[misc]
+
+
+@pytest.mark.parametrize(
+    ("key", "value"),
+    [
+        ("trigger_ratio", 0),
+        ("trigger_ratio", 1.5),
+        ("trigger_ratio", -0.1),
+        ("trigger_ratio", "0.9"),
+        ("trigger_ratio", True),
+        ("tail_retention_ratio", 1.0),
+        ("tail_retention_ratio", 0.95),
+        ("context_window", 0),
+        ("context_window", 1000.5),
+        ("context_window", "128000"),
+        ("summary_max_tokens", 0),
+        ("max_retries", -1),
+        ("max_retries", 1.0),
+        ("max_retries", False),
+        ("summary_timeout_seconds", 0),
+        ("archive_dir", ""),
+        ("summary_model", "  "),
+        ("tokenizer", 5),
+        ("enabled", "yes"),
+    ],
+)
+def test_invalid_values_raise_value_error_naming_the_key(key: str, value: Any) -> None:
+    with pytest.raises(ValueError, match=key):
+        CompactConfig(**{key: value})
+
+
+def test_from_dict_layers_over_the_base() -> None:
+    base = CompactConfig(trigger_ratio=0.8, max_retries=5)
+    config = CompactConfig.from_dict({"context_window": 1000, "trigger_ratio": 0.9}, base)
+    assert (config.context_window, config.trigger_ratio, config.max_retries) == (1000, 0.9, 5)
+
+
+def test_from_dict_rejects_unknown_keys_by_name() -> None:
+    with pytest.raises(ValueError, match="trigger_ration"):
+        CompactConfig.from_dict({"trigger_ration": 0.9})
+
+
+def test_from_dict_rejects_a_non_mapping() -> None:
+    with pytest.raises(ValueError, match="compact"):
+        CompactConfig.from_dict(["trigger_ratio"])  # type: ignore[arg-type]
+
+
+def test_int_is_accepted_where_a_float_is_expected() -> None:
+    assert CompactConfig(trigger_ratio=1).trigger_ratio == 1
+
+
+def test_environment_overrides_defaults() -> None:
+    config = CompactConfig.from_env(
+        {
+            "COMPACT_TRIGGER_RATIO": "0.8",
+            "COMPACT_MAX_RETRIES": "4",
+            "COMPACT_SUMMARY_MODEL": "cheap",
+            "X": "1",
+        }
+    )
+    assert (config.trigger_ratio, config.max_retries, config.summary_model) == (0.8, 4, "cheap")
+
+
+def test_environment_can_switch_a_default_off_and_unset_optionals() -> None:
+    config = CompactConfig.from_env({"COMPACT_ENABLED": "false", "COMPACT_CONTEXT_WINDOW": "none"})
+    assert config.enabled is False and config.context_window is None
+
+
+@pytest.mark.parametrize(
+    ("var", "value"),
+    [("COMPACT_MAX_RETRIES", "two"), ("COMPACT_TRIGGER_RATIO", "2"), ("COMPACT_ENABLED", "maybe")],
+)
+def test_bad_environment_values_name_the_variable_or_key(var: str, value: str) -> None:
+    with pytest.raises(ValueError, match=var.removeprefix("COMPACT_").lower() + "|" + var):
+        CompactConfig.from_env({var: value})
+
+
+def test_from_env_reads_the_process_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("COMPACT_TAIL_RETENTION_RATIO", "0.3")
+    assert CompactConfig.from_env().tail_retention_ratio == 0.3

@@ -1,0 +1,212 @@
+"""The engine end to end with fakes: trigger boundaries, assembly, failure, archive."""
+
+import copy
+import json
+from pathlib import Path
+
+import pytest
+
+from compact_hook import CompactConfig, CompactStats, compact_messages, should_compact
+from compact_hook.engine import threshold
+from compact_hook.errors import SummarizerError
+from compact_hook.messages import SUMMARY_PREFIX, Message, is_summary_message
+from tests.fakes import FakeSummarizer, InMemoryArchive, WordCounter
+from tests.support import assistant, call, load_transcript, pairing_problems, result, system, user
+
+
+def w(n: int) -> str:
+    return " ".join(["w"] * n)
+
+
+def config(**overrides: object) -> CompactConfig:
+    settings: dict[str, object] = {
+        "context_window": 100,
+        "trigger_ratio": 0.8,
+        "tail_retention_ratio": 0.2,
+        "retry_backoff_seconds": 0,
+        "summary_context_window": 100_000,
+        "summary_max_tokens": 100,
+    }
+    settings.update(overrides)
+    return CompactConfig(**settings)  # type: ignore[arg-type]
+
+
+def history(total_words: int) -> list[Message]:
+    """system + task + alternating turns, WordCounter total = total_words + framing."""
+    return [system(w(4)), user(w(4))] + [
+        assistant(w(9)) if i % 2 else user(w(9)) for i in range(max(0, (total_words - 10) // 10))
+    ]
+
+
+# --- trigger -------------------------------------------------------------------------------
+
+
+def test_threshold_is_inclusive_at_the_trigger_ratio() -> None:
+    words = WordCounter()
+    cfg = config(context_window=1000, trigger_ratio=0.8)
+    at = [user(w(800 - 1 - 3))]  # 1 per message + 3 reply priming
+    assert words.total(words.count_messages(at)) == 800
+    assert should_compact(at, cfg, counter=words) is True
+    assert should_compact(at, config(context_window=1000, trigger_ratio=0.81), counter=words) is False
+    below = [user(w(800 - 1 - 3 - 1))]
+    assert should_compact(below, cfg, counter=words) is False
+
+
+def test_empty_messages_never_compact() -> None:
+    assert should_compact([], config()) is False
+
+
+def test_unknown_window_never_compacts() -> None:
+    assert should_compact([user(w(10_000))], config(context_window=None), counter=WordCounter()) is False
+
+
+def test_max_tokens_lowers_the_threshold_when_the_reply_would_not_fit() -> None:
+    cfg = config(context_window=1000, trigger_ratio=0.9)
+    assert threshold(cfg) == 900
+    assert threshold(cfg, max_output_tokens=50) == 900
+    assert threshold(cfg, max_output_tokens=400) == 600
+    messages = [user(w(700))]
+    assert should_compact(messages, cfg, counter=WordCounter()) is False
+    assert should_compact(messages, cfg, max_output_tokens=400, counter=WordCounter()) is True
+
+
+def test_disabled_config_never_compacts() -> None:
+    assert should_compact([user(w(1000))], config(enabled=False), counter=WordCounter()) is False
+
+
+async def test_below_threshold_returns_the_same_messages_and_zero_stats() -> None:
+    messages = [user("hello"), assistant("hi")]
+    summarizer = FakeSummarizer()
+    out = await compact_messages(messages, config(), summarizer, counter=WordCounter())
+    assert out.compacted is False and out.messages == messages and out.stats == CompactStats()
+    assert out.reason == "below_threshold" and out.input_tokens > 0
+    assert summarizer.requests == []
+
+
+# --- compaction ----------------------------------------------------------------------------
+
+
+async def test_compaction_assembles_head_kept_user_summary_tail(archive: InMemoryArchive) -> None:
+    messages = history(200)
+    original = copy.deepcopy(messages)
+    summarizer = FakeSummarizer("## Goal\nthe summary text")
+    out = await compact_messages(messages, config(), summarizer, "s1", counter=WordCounter(), archive=archive)
+    assert out.compacted
+    assert messages == original  # input not mutated
+    assert out.messages[0] is messages[0]  # head, same object
+    summaries = [m for m in out.messages if is_summary_message(m)]
+    assert len(summaries) == 1
+    assert summaries[0]["content"].startswith(SUMMARY_PREFIX)
+    assert "the summary text" in summaries[0]["content"]
+    tail = out.messages[out.messages.index(summaries[0]) + 1 :]
+    assert all(kept is orig for kept, orig in zip(tail, messages[len(messages) - len(tail) :], strict=True))
+    assert out.stats.compacted_message_count == len(archive.saved[0][1])
+    assert out.stats.retained_message_count == len(out.messages) - 1
+    assert out.stats.compacted_token_count < out.stats.original_token_count
+    assert out.stats.compaction_ratio == pytest.approx(
+        out.stats.compacted_token_count / out.stats.original_token_count, abs=1e-4
+    )
+
+
+async def test_the_archive_holds_exactly_the_summarized_middle(archive: InMemoryArchive) -> None:
+    messages = history(200)
+    out = await compact_messages(messages, config(), FakeSummarizer(), "sess", counter=WordCounter(), archive=archive)
+    kept_ids = {id(m) for m in out.messages}
+    middle = [m for m in messages if id(m) not in kept_ids]
+    assert archive.saved == [("sess", middle)]
+    assert out.archive_path == Path("/memory/sess/1.json")
+
+
+async def test_the_summary_request_carries_the_whole_middle() -> None:
+    messages = [system("rules"), user("task words")] + [
+        assistant(f"step {i} " + w(8)) if i % 2 else user(f"reply {i} " + w(8)) for i in range(18)
+    ]
+    summarizer = FakeSummarizer()
+    out = await compact_messages(messages, config(), summarizer, counter=WordCounter(), archive=InMemoryArchive())
+    summarized = [m for m in messages if all(m is not k for k in out.messages)]
+    sent = "\n".join(summarizer.transcripts)
+    for message in summarized:
+        assert message["content"] in sent
+
+
+async def test_the_latest_user_message_is_never_summarized_away() -> None:
+    task = user("the task: fix the bug in parser.py")
+    messages = [system("sys"), task] + [m for i in range(12) for m in (call("bash"), result(w(20), "call_0"))]
+    out = await compact_messages(messages, config(), FakeSummarizer(), counter=WordCounter(), archive=InMemoryArchive())
+    assert out.compacted
+    assert out.messages[1] is task
+    assert is_summary_message(out.messages[2])
+    assert pairing_problems(out.messages) == []
+
+
+async def test_a_previous_summary_is_merged_not_stacked() -> None:
+    first = await compact_messages(
+        history(200), config(), FakeSummarizer("first summary"), counter=WordCounter(), archive=InMemoryArchive()
+    )
+    grown = first.messages + [assistant(w(9)) if i % 2 else user(w(9)) for i in range(12)]
+    summarizer = FakeSummarizer("second summary")
+    second = await compact_messages(grown, config(), summarizer, counter=WordCounter(), archive=InMemoryArchive())
+    assert second.compacted
+    summaries = [m for m in second.messages if is_summary_message(m)]
+    assert len(summaries) == 1 and "second summary" in summaries[0]["content"]
+    assert "### previous summary\nfirst summary" in summarizer.transcripts[0]
+
+
+async def test_a_failing_summarizer_leaves_the_request_unchanged() -> None:
+    messages = history(200)
+    summarizer = FakeSummarizer(RuntimeError("boom"), RuntimeError("boom"), RuntimeError("boom"))
+    archive = InMemoryArchive()
+    out = await compact_messages(messages, config(), summarizer, counter=WordCounter(), archive=archive)
+    assert out.compacted is False and out.reason == "summary_failed"
+    assert out.messages == messages and all(a is b for a, b in zip(out.messages, messages, strict=True))
+    assert len(summarizer.requests) == 3  # 1 + max_retries
+    assert archive.saved == []
+
+
+async def test_a_retry_after_a_failure_succeeds() -> None:
+    summarizer = FakeSummarizer(RuntimeError("flaky"), "", "good summary")
+    out = await compact_messages(
+        history(200), config(), summarizer, counter=WordCounter(), archive=InMemoryArchive()
+    )
+    assert out.compacted and len(summarizer.requests) == 3
+    assert any("good summary" in m["content"] for m in out.messages if is_summary_message(m))
+
+
+async def test_nothing_to_summarize_is_not_compacted() -> None:
+    messages = [user(w(500))]
+    out = await compact_messages(messages, config(), FakeSummarizer(), counter=WordCounter())
+    assert out.compacted is False and out.reason == "nothing_to_summarize"
+
+
+async def test_malformed_input_is_passed_through_not_raised() -> None:
+    for bad in ([{"content": "no role"}], [{"role": "user", "content": 5}], "not a list"):
+        out = await compact_messages(bad, config(), FakeSummarizer(), counter=WordCounter())  # type: ignore[arg-type]
+        assert out.compacted is False and out.reason.startswith("malformed")
+
+
+async def test_real_file_archive_is_written_by_default(tmp_path: Path) -> None:
+    out = await compact_messages(
+        history(200), config(archive_dir=str(tmp_path)), FakeSummarizer(), "abc", counter=WordCounter()
+    )
+    assert out.archive_path is not None and out.archive_path.parent == tmp_path / "abc"
+    archived = json.loads(out.archive_path.read_text())
+    assert len(archived) == out.stats.compacted_message_count
+
+
+async def test_summarizer_error_type_is_reported(caplog: pytest.LogCaptureFixture) -> None:
+    out = await compact_messages(
+        history(200), config(max_retries=0), FakeSummarizer(SummarizerError("down")), counter=WordCounter()
+    )
+    assert out.reason == "summary_failed"
+    assert "down" in caplog.text
+
+
+async def test_real_transcript_compacts_with_the_real_tokenizer(archive: InMemoryArchive) -> None:
+    messages = load_transcript("claude_code_fa812bfe_pre_compact.json")
+    cfg = CompactConfig(context_window=60_000, retry_backoff_seconds=0, summary_max_tokens=2000)
+    out = await compact_messages(messages, cfg, FakeSummarizer("## Goal\nshort"), archive=archive)
+    assert out.compacted
+    assert out.stats.compacted_token_count < 0.92 * 60_000
+    assert pairing_problems(out.messages) == []
+    latest_user = max(i for i, m in enumerate(messages) if m["role"] == "user")
+    assert out.messages[0] is messages[latest_user]  # no system head; the task is kept verbatim

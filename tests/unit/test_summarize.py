@@ -1,0 +1,136 @@
+"""Prompt, transcript, chunking and retries of the summary step."""
+
+import asyncio
+import time
+
+import pytest
+
+from compact_hook.assemble import summary_message
+from compact_hook.config import CompactConfig
+from compact_hook.errors import SummarizerError
+from compact_hook.summarize import (
+    PROMPT_VERSION,
+    call_with_retries,
+    input_budget,
+    plan_chunks,
+    summarize_middle,
+    summary_prompt,
+)
+from compact_hook.tokens import HFTokenCounter
+from compact_hook.transcript import transcript_entries
+from tests.fakes import FakeSummarizer, WordCounter
+from tests.support import assistant, call, load_transcript, result, user
+
+SECTIONS = [
+    "## Goal and user constraints",
+    "## Decisions",
+    "## Files and artifacts",
+    "## Tool calls and outcomes",
+    "## Errors and fixes",
+    "## Current state",
+    "## Next steps",
+]
+
+
+def test_the_prompt_is_a_package_file_with_every_section() -> None:
+    prompt = summary_prompt()
+    positions = [prompt.index(section) for section in SECTIONS]
+    assert positions == sorted(positions)
+    assert PROMPT_VERSION
+
+
+def test_transcript_labels_roles_tool_results_and_previous_summaries() -> None:
+    messages = [
+        summary_message("older facts"),
+        user("please fix it"),
+        call("read_file", "grep"),
+        result("file body", "call_0"),
+        result("3 matches", "call_1"),
+        {"role": "user", "content": [{"type": "image_url", "image_url": {"url": "https://x.test/a.png"}}]},
+    ]
+    entries = transcript_entries(messages)
+    assert entries[0] == "### previous summary\nolder facts"
+    assert entries[1] == "### user\nplease fix it"
+    assert entries[2] == "### assistant\n-> call read_file({})\n-> call grep({})"
+    assert entries[3] == "### tool result (read_file)\nfile body"
+    assert entries[4] == "### tool result (grep)\n3 matches"
+    assert "https://x.test/a.png" in entries[5]
+
+
+def test_reused_ids_still_label_results_by_position() -> None:
+    messages = load_transcript("tau_bench_airline_gpt4o_task2_trial1.json")
+    entries = transcript_entries(messages)
+    assert len(entries) == len(messages)
+    assert all(e.startswith("### ") for e in entries)
+
+
+def test_chunks_cover_every_character_and_respect_the_budget() -> None:
+    counter = HFTokenCounter("o200k_base")
+    entries = transcript_entries(load_transcript("claude_code_fa812bfe_pre_compact.json"))
+    chunks = plan_chunks(entries, counter, budget=8_000)
+    assert len(chunks) > 5
+    assert all(counter.count_text(chunk) <= 8_000 + 50 for chunk in chunks)
+    joined = "".join(chunks).replace("\n", "")
+    assert joined == "".join(entries).replace("\n", "")
+
+
+def test_an_entry_larger_than_the_budget_is_split_never_cut() -> None:
+    counter = HFTokenCounter("o200k_base")
+    big = "line of tool output number {}\n"
+    entry = "".join(big.format(i) for i in range(3000))
+    chunks = plan_chunks([entry], counter, budget=1000)
+    assert len(chunks) > 10
+    assert "".join(chunks) == entry
+    assert all(counter.count_text(chunk) <= 1000 for chunk in chunks)
+
+
+async def test_a_middle_larger_than_the_summary_window_is_summarized_in_chunks_with_the_running_summary() -> None:
+    middle = [user(f"fact number {i} " + "x " * 300) for i in range(40)]
+    config = CompactConfig(context_window=200_000, summary_context_window=4000, summary_max_tokens=300)
+    summarizer = FakeSummarizer(*[f"summary after part {i}" for i in range(1, 100)])
+    text = await summarize_middle(middle, config, summarizer, WordCounter())
+    assert len(summarizer.requests) > 1
+    assert text == f"summary after part {len(summarizer.requests)}"
+    for index, request in enumerate(summarizer.requests[1:], start=1):
+        assert f"<summary-so-far>\nsummary after part {index}\n</summary-so-far>" in request[-1]["content"]
+    sent = "".join(summarizer.transcripts)
+    assert all(f"fact number {i} " in sent for i in range(40))
+
+
+async def test_a_single_chunk_request_has_the_system_prompt_and_the_transcript() -> None:
+    summarizer = FakeSummarizer()
+    config = CompactConfig(context_window=100_000)
+    await summarize_middle([user("hello"), assistant("hi")], config, summarizer, WordCounter())
+    [request] = summarizer.requests
+    assert request[0] == {"role": "system", "content": summary_prompt()}
+    assert "<transcript>\n### user\nhello\n\n### assistant\nhi\n</transcript>" in request[1]["content"]
+
+
+def test_a_window_too_small_for_prompt_and_summary_is_an_error() -> None:
+    config = CompactConfig(context_window=1000, summary_max_tokens=800)
+    with pytest.raises(SummarizerError, match="window"):
+        input_budget(config, WordCounter())
+
+
+async def test_retries_back_off_exponentially() -> None:
+    config = CompactConfig(max_retries=2, retry_backoff_seconds=0.05)
+    summarizer = FakeSummarizer(RuntimeError("1"), RuntimeError("2"), "ok")
+    start = time.monotonic()
+    assert await call_with_retries(summarizer, [user("x")], config) == "ok"
+    assert time.monotonic() - start >= 0.05 + 0.1
+
+
+async def test_an_empty_answer_counts_as_a_failure() -> None:
+    config = CompactConfig(max_retries=1, retry_backoff_seconds=0)
+    with pytest.raises(SummarizerError, match="empty"):
+        await call_with_retries(FakeSummarizer("", "   "), [user("x")], config)
+
+
+async def test_a_hanging_summary_call_times_out() -> None:
+    async def hang(messages: object) -> str:
+        await asyncio.sleep(10)
+        return "never"
+
+    config = CompactConfig(max_retries=0, summary_timeout_seconds=0.05)
+    with pytest.raises(SummarizerError, match="Timeout"):
+        await call_with_retries(hang, [user("x")], config)

@@ -1,0 +1,219 @@
+import asyncio
+import logging
+import threading
+from pathlib import Path
+from typing import Any
+
+import pytest
+from tokenizers import Tokenizer
+
+from compact_hook import count_tokens
+from compact_hook.errors import TokenizerError
+from compact_hook.tokens import (
+    MEDIA_TOKENS,
+    MESSAGE_OVERHEAD,
+    NAME_OVERHEAD,
+    REPLY_PRIMING,
+    TOOL_CALL_OVERHEAD,
+    HFTokenCounter,
+    load_tokenizer,
+    tokenizer_name_for_model,
+)
+from tests.support import load_transcript
+
+
+def encoded(text: str, spec: str = "o200k_base") -> int:
+    return len(load_tokenizer(spec).encode(text, add_special_tokens=False).ids)
+
+
+def test_a_plain_message_counts_framing_role_and_content() -> None:
+    message = {"role": "user", "content": "Hello there, how are you?"}
+    expected = MESSAGE_OVERHEAD + encoded("user") + encoded("Hello there, how are you?") + REPLY_PRIMING
+    assert count_tokens([message]) == expected
+
+
+def test_empty_messages_count_zero() -> None:
+    assert count_tokens([]) == 0
+
+
+def test_every_string_counts_tool_calls_results_names_and_parts() -> None:
+    calls = {
+        "role": "assistant",
+        "content": None,
+        "tool_calls": [
+            {
+                "id": "a",
+                "type": "function",
+                "function": {"name": "read_file", "arguments": '{"path": "x.py"}'},
+            },
+            {"id": "b", "type": "function", "function": {"name": "grep", "arguments": '{"q": "TODO"}'}},
+        ],
+    }
+    tool = {"role": "tool", "tool_call_id": "a", "name": "read_file", "content": "print('hi')"}
+    parts = {
+        "role": "user",
+        "content": [{"type": "text", "text": "first"}, {"type": "text", "text": "second"}],
+    }
+    expected_calls = (
+        MESSAGE_OVERHEAD
+        + encoded("assistant")
+        + 2 * TOOL_CALL_OVERHEAD
+        + sum(encoded(s) for s in ("read_file", '{"path": "x.py"}', "grep", '{"q": "TODO"}'))
+    )
+    expected_tool = (
+        MESSAGE_OVERHEAD + NAME_OVERHEAD + sum(encoded(s) for s in ("tool", "read_file", "print('hi')"))
+    )
+    expected_parts = MESSAGE_OVERHEAD + sum(encoded(s) for s in ("user", "first", "second"))
+    assert count_tokens([calls]) == expected_calls + REPLY_PRIMING
+    assert count_tokens([tool]) == expected_tool + REPLY_PRIMING
+    assert count_tokens([parts]) == expected_parts + REPLY_PRIMING
+
+
+def test_nested_anthropic_style_blocks_count() -> None:
+    message = {
+        "role": "user",
+        "content": [
+            {
+                "type": "tool_result",
+                "tool_use_id": "t",
+                "content": [{"type": "text", "text": "nested output"}],
+            },
+            {"type": "thinking", "thinking": "hmm let me think"},
+        ],
+    }
+    base = count_tokens([{"role": "user", "content": ""}])
+    assert count_tokens([message]) == base + encoded("nested output") + encoded("hmm let me think")
+
+
+def test_images_cost_a_fixed_documented_estimate() -> None:
+    image = {"type": "image_url", "image_url": {"url": "data:image/png;base64," + "A" * 50_000}}
+    with_image = {"role": "user", "content": [{"type": "text", "text": "look"}, image]}
+    without = {"role": "user", "content": [{"type": "text", "text": "look"}]}
+    assert count_tokens([with_image]) - count_tokens([without]) == MEDIA_TOKENS
+
+
+def test_an_unknown_block_type_is_skipped_with_one_warning(caplog: pytest.LogCaptureFixture) -> None:
+    message = {"role": "user", "content": [{"type": "hologram_v9", "data": "x" * 1000}]}
+    with caplog.at_level(logging.WARNING):
+        first = count_tokens([message])
+        count_tokens([{"role": "user", "content": [{"type": "hologram_v9", "data": "other"}]}])
+    assert first == count_tokens([{"role": "user", "content": []}])
+    assert sum("hologram_v9" in record.getMessage() for record in caplog.records) == 1
+
+
+def test_lone_surrogates_do_not_crash_counting() -> None:
+    assert count_tokens([{"role": "user", "content": "bad \ud800 surrogate"}]) > 0
+
+
+@pytest.mark.parametrize(
+    ("model", "name"),
+    [
+        ("gpt-4o", "o200k_base"),
+        ("openai/gpt-4o-mini", "o200k_base"),
+        ("gpt-4.1-nano", "o200k_base"),
+        ("gpt-5", "o200k_base"),
+        ("o3-mini", "o200k_base"),
+        ("gpt-4", "cl100k_base"),
+        ("gpt-4-turbo", "cl100k_base"),
+        ("gpt-3.5-turbo", "cl100k_base"),
+        ("anthropic/claude-sonnet-4-5", "claude"),
+        ("bedrock/anthropic.claude-3-haiku", "claude"),
+        ("mystery-model", "o200k_base"),
+    ],
+)
+def test_tokenizer_is_chosen_by_model_family(model: str, name: str) -> None:
+    assert tokenizer_name_for_model(model) == name
+
+
+def test_models_of_different_families_count_differently() -> None:
+    messages = [{"role": "user", "content": "Compaction keeps agents alive. 長い会話を要約します。" * 20}]
+    assert count_tokens(messages, model="claude-sonnet-4") != count_tokens(messages, model="gpt-4o")
+    assert count_tokens(messages, model="gpt-4") != count_tokens(messages, model="gpt-4o")
+
+
+def test_a_tokenizer_json_path_can_be_given(tmp_path: Path) -> None:
+    path = tmp_path / "tok.json"
+    path.write_text(load_tokenizer("cl100k_base").to_str(), encoding="utf-8")
+    messages = [{"role": "user", "content": "same text either way"}]
+    assert count_tokens(messages, tokenizer=str(path)) == count_tokens(messages, tokenizer="cl100k_base")
+
+
+def test_an_unknown_tokenizer_raises_a_clear_error() -> None:
+    with pytest.raises(TokenizerError, match="no-such-tokenizer"):
+        load_tokenizer("no-such-tokenizer")
+
+
+class SpyCounter(HFTokenCounter):
+    """Records how many strings each tokenizer batch held, and on which thread it ran."""
+
+    def __init__(self, spec: str = "o200k_base", cache_size: int = 100_000) -> None:
+        super().__init__(spec, cache_size)
+        self.batches: list[int] = []
+        self.threads: list[int] = []
+
+    def _encode_lengths(self, texts: list[str]) -> list[int]:
+        self.batches.append(len(texts))
+        self.threads.append(threading.get_ident())
+        return super()._encode_lengths(texts)
+
+
+def test_the_next_turn_tokenizes_only_the_new_messages() -> None:
+    history = load_transcript("claude_code_fa812bfe_pre_compact.json")
+    counter = SpyCounter()
+    first = counter.count_messages(history[:-2])
+    second = counter.count_messages(history)
+    assert second[:-2] == first
+    new_strings = sum(len([s for s in (m.get("role"), m.get("content")) if s]) for m in history[-2:])
+    assert counter.batches[-1] <= new_strings + 4  # the new messages' strings, not the history's
+
+
+def test_cached_counts_equal_fresh_counts() -> None:
+    history = load_transcript("tau_bench_airline_gpt4o_task2_trial1.json")
+    warm = HFTokenCounter("o200k_base")
+    warm.count_messages(history)
+    assert warm.count_messages(history) == HFTokenCounter("o200k_base").count_messages(history)
+
+
+def test_the_cache_is_bounded() -> None:
+    counter = HFTokenCounter("o200k_base", cache_size=10)
+    counter.count_messages([{"role": "user", "content": f"message {i}"} for i in range(50)])
+    assert len(counter._cache) == 10
+
+
+def test_a_request_larger_than_the_cache_still_counts_every_message() -> None:
+    counter = HFTokenCounter("o200k_base", cache_size=3)
+    messages: list[dict[str, Any]] = [{"role": "user", "content": f"message number {i}"} for i in range(20)]
+    assert counter.count_messages(messages) == HFTokenCounter("o200k_base").count_messages(messages)
+
+
+async def test_a_large_uncached_history_is_tokenized_off_the_event_loop() -> None:
+    history = load_transcript("claude_code_fa812bfe_pre_compact.json")
+    counter = SpyCounter()
+    loop_thread = threading.get_ident()
+    counts = await counter.acount_messages(history)
+    assert counter.threads[-1] != loop_thread
+    assert counts == HFTokenCounter("o200k_base").count_messages(history)
+    await counter.acount_messages(history + [{"role": "user", "content": "one more"}])
+    assert counter.threads[-1] == loop_thread  # a small batch is cheaper inline
+
+
+async def test_the_event_loop_keeps_running_while_a_long_history_is_counted() -> None:
+    history = load_transcript("claude_code_fa812bfe_pre_compact.json") * 2
+    counter = HFTokenCounter("o200k_base")
+    ticks = 0
+
+    async def ticker() -> None:
+        nonlocal ticks
+        while True:
+            ticks += 1
+            await asyncio.sleep(0)
+
+    task = asyncio.create_task(ticker())
+    await counter.acount_messages(history)
+    task.cancel()
+    assert ticks > 1
+
+
+def test_shipped_tokenizers_load() -> None:
+    for spec in ("o200k_base", "cl100k_base", "claude"):
+        assert isinstance(load_tokenizer(spec), Tokenizer)
