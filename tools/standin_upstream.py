@@ -10,8 +10,8 @@ Two ways to use it:
   ``up.requests``.
 
 Endpoints: ``POST /v1/chat/completions`` (also ``/chat/completions``), ``GET /v1/models`` (also ``/models``),
-``GET /health``, and the control endpoints ``GET /_recorded`` / ``POST /_reset`` so a test can inspect a
-script-started instance over HTTP. Control endpoints are not recorded; every other request is, before it is
+and the control endpoints ``GET /health``, ``GET /_recorded`` and ``POST /_reset`` (so a test can inspect a
+script-started instance over HTTP). Control endpoints are not recorded; every other request is, before it is
 answered, as ``{"method", "path", "headers", "body", "raw"}`` (headers with lower-cased names, ``body`` the
 parsed JSON or ``None``, ``raw`` the exact request bytes decoded as UTF-8).
 
@@ -19,7 +19,8 @@ Behaviour is chosen by substrings of the request's ``model`` (litellm strips the
 modes compose:
 
 * ``slow``  -> sleep ``slow_seconds`` (3 s) before answering;
-* ``fail``  -> HTTP 500 with an OpenAI-style error body;
+* ``fail``  -> HTTP 500 with an OpenAI-style error body (through a litellm proxy with default settings one
+  client request arrives 3 times, ~6 s with back-off; ``router_settings: {num_retries: 0}`` makes it once);
 * ``empty`` -> HTTP 200 with ``""`` as content;
 * otherwise HTTP 200. If any message text contains ``SUMMARY_MARKER`` the reply is a deterministic markdown
   summary (see ``summary_reply``); else it is ``stand-in reply to N messages``.
@@ -197,6 +198,14 @@ def stream_chunks(
         yield {**base, "choices": [], "usage": usage_for(messages, reply)}
 
 
+def json_bytes(payload: Any) -> bytes:
+    """UTF-8 JSON; falls back to ASCII escapes when a string holds a lone surrogate (legal in JSON input)."""
+    try:
+        return json.dumps(payload, ensure_ascii=False).encode("utf-8")
+    except UnicodeEncodeError:
+        return json.dumps(payload).encode("ascii")
+
+
 def parse_chat_request(raw: bytes) -> dict[str, Any]:
     """Validate just enough of a chat request to answer it; anything else is the client's problem (400)."""
     try:
@@ -292,17 +301,17 @@ class _Handler(BaseHTTPRequestHandler):
         path = self._route()
         if path == "/_recorded":
             self._send_json(200, self.server.recorder.snapshot())
-            return
-        self._record(b"")
-        if path in MODELS_PATHS:
+        elif path == "/health":  # readiness probe for `make run`; unrecorded so polling leaves no trace
+            self._send_json(200, {"status": "ok"})
+        elif path in MODELS_PATHS:
+            self._record(b"")
             data = [
                 {"id": m, "object": "model", "created": CREATED, "owned_by": "standin"}
                 for m in ADVERTISED_MODELS
             ]
             self._send_json(200, {"object": "list", "data": data})
-        elif path == "/health":
-            self._send_json(200, {"status": "ok"})
         else:
+            self._record(b"")
             self._not_found(path)
 
     def _post(self) -> None:
@@ -385,7 +394,7 @@ class _Handler(BaseHTTPRequestHandler):
         )
 
     def _send_json(self, status: int, payload: Any) -> None:
-        data = json.dumps(payload, ensure_ascii=False).encode("utf-8")
+        data = json_bytes(payload)
         self.send_response(status)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(data)))
@@ -398,7 +407,7 @@ class _Handler(BaseHTTPRequestHandler):
         self.send_header("Cache-Control", "no-cache")
         self.end_headers()
         for chunk in chunks:
-            self.wfile.write(b"data: " + json.dumps(chunk, ensure_ascii=False).encode("utf-8") + b"\n\n")
+            self.wfile.write(b"data: " + json_bytes(chunk) + b"\n\n")
             self.wfile.flush()
         self.wfile.write(b"data: [DONE]\n\n")
         self.wfile.flush()

@@ -1,0 +1,245 @@
+"""The proxy hook against a real ``litellm.Router``, the provider faked with respx."""
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import litellm
+import pytest
+import respx
+
+from compact_hook import hook as hook_module
+from compact_hook.config import CompactConfig
+from compact_hook.hook import CompactHook, response_headers, session_id_of
+from compact_hook.messages import is_summary_message
+from compact_hook.models import validate_model_list
+from tests.support import load_transcript, pairing_problems
+
+UPSTREAM = "http://upstream.test/v1"
+SUMMARY = "## Goal and user constraints\nkeep going\n## Current state\nhalfway"
+
+
+def completion(content: str) -> dict[str, Any]:
+    return {
+        "id": "cmpl",
+        "object": "chat.completion",
+        "created": 1,
+        "model": "m",
+        "choices": [{"index": 0, "message": {"role": "assistant", "content": content}, "finish_reason": "stop"}],
+        "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
+    }
+
+
+def deployment(name: str, compact: Any = None, model: str = "openai/gpt-4o-mini") -> dict[str, Any]:
+    entry: dict[str, Any] = {
+        "model_name": name,
+        "litellm_params": {"model": model, "api_base": UPSTREAM, "api_key": "sk-test"},
+    }
+    if compact is not None:
+        entry["model_info"] = {"compact": compact}
+    return entry
+
+
+class SpyRouter(litellm.Router):  # type: ignore[misc]
+    """A real router that also remembers the kwargs of every acompletion call."""
+
+    calls: list[dict[str, Any]]
+
+    async def acompletion(self, *args: Any, **kwargs: Any) -> Any:
+        self.calls.append(kwargs)
+        return await super().acompletion(*args, **kwargs)
+
+
+@pytest.fixture
+def router(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> SpyRouter:
+    litellm.disable_aiohttp_transport = True
+    compact = {"context_window": 20_000, "archive_dir": str(tmp_path / "archive"), "retry_backoff_seconds": 0}
+    spy = SpyRouter(
+        model_list=[
+            deployment("agent", compact),
+            deployment("plain"),
+            deployment("off", {"enabled": False}),
+        ]
+    )
+    spy.calls = []
+    monkeypatch.setattr(hook_module, "_proxy_router", lambda: spy)
+    return spy
+
+
+@pytest.fixture
+def upstream() -> Iterator[respx.Route]:
+    with respx.mock(assert_all_called=False) as mock:
+        yield mock.post(f"{UPSTREAM}/chat/completions").mock(return_value=httpx.Response(200, json=completion(SUMMARY)))
+
+
+def request(model: str = "agent", messages: Any = None, **extra: Any) -> dict[str, Any]:
+    data: dict[str, Any] = {
+        "model": model,
+        "messages": load_transcript("claude_code_fa812bfe_pre_compact.json") if messages is None else messages,
+        "metadata": {"user_api_key": "hashed-key", "user_api_key_team_id": "team-1", "other": "x"},
+        "litellm_call_id": "call-123",
+    }
+    data.update(extra)
+    return data
+
+
+async def run(data: dict[str, Any], call_type: str = "acompletion") -> dict[str, Any]:
+    out = await CompactHook(CompactConfig()).async_pre_call_hook(None, None, data, call_type)
+    assert out is data
+    return out
+
+
+async def test_a_long_request_is_compacted_through_the_router(router: SpyRouter, upstream: respx.Route) -> None:
+    original = load_transcript("claude_code_fa812bfe_pre_compact.json")
+    data = await run(request())
+    messages = data["messages"]
+    assert [m for m in messages if is_summary_message(m)] and SUMMARY in next(
+        m["content"] for m in messages if is_summary_message(m)
+    )
+    assert pairing_problems(messages) == []
+    assert messages[-1] == original[-1]
+    report = data["metadata"]["compact_hook"]
+    assert report["compacted"] is True
+    assert report["tokens_after"] < 0.92 * 20_000 < report["tokens_before"]
+    assert Path(report["archive"]).is_file()
+    assert set(data) == {"model", "messages", "metadata", "litellm_call_id"}  # no top-level keys added
+    summary_calls = router.calls
+    assert summary_calls and all(call["model"] == "agent" for call in summary_calls)
+    assert summary_calls[0]["metadata"]["user_api_key"] == "hashed-key"
+    assert summary_calls[0]["metadata"]["user_api_key_team_id"] == "team-1"
+    assert summary_calls[0]["metadata"]["compact_hook_internal"] is True
+    assert "other" not in summary_calls[0]["metadata"]
+    sent = json.loads(upstream.calls[0].request.content)
+    assert sent["max_tokens"] == CompactConfig().summary_max_tokens
+    assert "<compact_hook:summary-request>" in sent["messages"][0]["content"]
+
+
+async def test_a_failing_summary_model_forwards_the_request_unchanged(router: SpyRouter) -> None:
+    with respx.mock() as mock:
+        mock.post(f"{UPSTREAM}/chat/completions").mock(return_value=httpx.Response(500, json={"error": "down"}))
+        data = await run(request())
+    assert data["messages"] == load_transcript("claude_code_fa812bfe_pre_compact.json")
+    assert data["metadata"]["compact_hook"]["compacted"] is False
+    assert data["metadata"]["compact_hook"]["reason"] == "summary_failed"
+    assert len(router.calls) == 1 + CompactConfig().max_retries
+
+
+async def test_an_internal_error_forwards_the_request_untouched(
+    router: SpyRouter, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    async def explode(*args: Any, **kwargs: Any) -> Any:
+        raise RuntimeError("bug")
+
+    monkeypatch.setattr(hook_module, "compact_messages", explode)
+    data = request()
+    before = json.dumps(data, sort_keys=True)
+    await run(data)
+    assert json.dumps(data, sort_keys=True) == before
+    assert "call-123" in caplog.text
+
+
+@pytest.mark.parametrize("model", ["plain", "off", "unknown-model"])
+async def test_models_without_compaction_are_untouched(router: SpyRouter, model: str) -> None:
+    data = request(model)
+    before = json.dumps(data, sort_keys=True)
+    await run(data)
+    assert json.dumps(data, sort_keys=True) == before
+    assert router.calls == []
+
+
+@pytest.mark.parametrize("call_type", ["atext_completion", "aembedding", "anthropic_messages", "aresponses"])
+async def test_other_call_types_pass_through(router: SpyRouter, call_type: str) -> None:
+    data = request()
+    before = json.dumps(data, sort_keys=True)
+    await run(data, call_type)
+    assert json.dumps(data, sort_keys=True) == before
+
+
+async def test_our_own_summary_call_is_never_compacted(router: SpyRouter) -> None:
+    data = request()
+    data["metadata"]["compact_hook_internal"] = True
+    before = json.dumps(data, sort_keys=True)
+    await run(data)
+    assert json.dumps(data, sort_keys=True) == before
+
+
+@pytest.mark.parametrize(
+    "messages",
+    ["a string", [{"content": "no role"}], [{"role": "user", "content": {"a": 1}}], [["nested"]], None],
+)
+async def test_malformed_messages_pass_through_for_the_provider_to_judge(router: SpyRouter, messages: Any) -> None:
+    data = request(messages=messages) if messages is not None else {"model": "agent", "metadata": {}}
+    kept = data.get("messages")
+    await run(data)
+    assert data.get("messages") is kept
+    assert router.calls == []
+
+
+async def test_a_short_request_is_reported_but_untouched(router: SpyRouter) -> None:
+    messages = [{"role": "user", "content": "hi"}]
+    data = await run(request(messages=messages))
+    assert data["messages"] is messages
+    report = data["metadata"]["compact_hook"]
+    assert report["compacted"] is False and report["reason"] == "below_threshold"
+    assert report["tokens_before"] == report["tokens_after"] > 0
+
+
+async def test_headers_hook_reports_the_stats(router: SpyRouter, upstream: respx.Route) -> None:
+    hook = CompactHook(CompactConfig())
+    data = request()
+    await hook.async_pre_call_hook(None, None, data, "acompletion")
+    headers = await hook.async_post_call_response_headers_hook(data, None, None)
+    assert headers is not None
+    assert headers["x-compact-compacted"] == "true"
+    assert int(headers["x-compact-tokens-before"]) > int(headers["x-compact-tokens-after"])
+    assert int(headers["x-compact-messages-summarized"]) > 0
+    assert await hook.async_post_call_response_headers_hook({"metadata": {}}, None, None) is None
+
+
+def test_response_headers_for_a_pass_through() -> None:
+    headers = response_headers({"compacted": False, "tokens_before": 10, "tokens_after": 10, "reason": "x"})
+    assert headers == {
+        "x-compact-compacted": "false",
+        "x-compact-tokens-before": "10",
+        "x-compact-tokens-after": "10",
+        "x-compact-reason": "x",
+    }
+
+
+def test_session_id_comes_from_the_client_first() -> None:
+    messages = [{"role": "user", "content": "x"}]
+    assert session_id_of({"metadata": {"session_id": "abc"}, "user": "u"}, messages) == "abc"
+    assert session_id_of({"metadata": {"litellm_session_id": "lit"}}, messages) == "lit"
+    assert session_id_of({"litellm_session_id": "top"}, messages) == "top"
+    assert session_id_of({"user": "u"}, messages) == "u"
+    assert session_id_of({}, messages).startswith("conv-")
+
+
+def test_a_bad_compact_block_names_the_model_and_key() -> None:
+    models = [deployment("good", {"context_window": 1000}), deployment("bad", {"trigger_ratio": 3})]
+    with pytest.raises(ValueError, match=r"model 'bad': model_info\.compact\.trigger_ratio"):
+        validate_model_list(models, CompactConfig())
+
+
+async def test_a_group_without_a_known_window_warns_once(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    spy = SpyRouter(model_list=[deployment("custom", {}, model="openai/my-own-finetune")])
+    spy.calls = []
+    monkeypatch.setattr(hook_module, "_proxy_router", lambda: spy)
+    hook = CompactHook(CompactConfig())
+    for _ in range(3):
+        data = request("custom")
+        await hook.async_pre_call_hook(None, None, data, "acompletion")
+        assert data["metadata"]["compact_hook"]["reason"] == "window_unknown"
+    assert caplog.text.count("context window unknown") == 1
+
+
+async def test_the_window_defaults_to_the_routers_max_input_tokens(monkeypatch: pytest.MonkeyPatch) -> None:
+    spy = SpyRouter(model_list=[deployment("known", {})])
+    monkeypatch.setattr(hook_module, "_proxy_router", lambda: spy)
+    hook = CompactHook(CompactConfig())
+    config = hook.models.resolve(spy, "known")
+    assert config is not None and config.context_window == 128_000 and config.tokenizer == "o200k_base"
