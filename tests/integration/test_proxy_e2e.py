@@ -1,0 +1,187 @@
+"""End to end: the openai client -> a real litellm proxy with compact_hook -> the stand-in upstream.
+
+LiteLLM re-serializes what it forwards and drops keys whose value is ``null`` (e.g. the
+``content: null`` of a tool-calling assistant message), so "byte-identical" is checked on
+each message's JSON after that normalization, which is all the provider can ever see.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import openai
+import pytest
+
+from compact_hook import count_tokens
+from compact_hook.messages import SUMMARY_PREFIX
+from compact_hook.transcript import transcript_entries
+from tests.integration.harness import SUMMARY_MARKER, ProxyProcess, proxy_start_failure, standin_deployment
+from tests.support import load_transcript, pairing_problems
+
+WINDOW = 20_000
+THRESHOLD = int(0.92 * WINDOW)
+TRANSCRIPT = "claude_code_fa812bfe_pre_compact.json"
+
+
+def canonical(message: dict[str, Any]) -> str:
+    """A message as the provider sees it: nulls dropped by LiteLLM, key order irrelevant."""
+    return json.dumps({k: v for k, v in message.items() if v is not None}, sort_keys=True, ensure_ascii=False)
+
+
+def compact(archive: Path, **extra: Any) -> dict[str, Any]:
+    return {"compact": {"context_window": WINDOW, "archive_dir": str(archive), "retry_backoff_seconds": 0, **extra}}
+
+
+@pytest.fixture(scope="module")
+def archive_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("archive")
+
+
+@pytest.fixture(scope="module")
+def proxy(standin: Any, archive_dir: Path) -> Iterator[ProxyProcess]:
+    config = {
+        "model_list": [
+            standin_deployment("agent", standin.url, "standin-agent", **compact(archive_dir)),
+            standin_deployment(
+                "agent-broken-summary",
+                standin.url,
+                "standin-main",
+                **compact(archive_dir, summary_model="summarizer-fail"),
+            ),
+            standin_deployment("summarizer-fail", standin.url, "standin-fail"),
+            standin_deployment("plain", standin.url, "standin-plain"),
+        ],
+        "litellm_settings": {"callbacks": "compact_hook.proxy_handler_instance"},
+    }
+    with ProxyProcess(config) as process:
+        yield process
+
+
+@pytest.fixture
+def client(proxy: ProxyProcess) -> openai.OpenAI:
+    return openai.OpenAI(api_key=proxy.master_key, base_url=proxy.base_url, max_retries=0, timeout=120)
+
+
+def main_requests(standin: Any, model: str) -> list[dict[str, Any]]:
+    return [
+        r["body"]
+        for r in standin.chat_requests
+        if r["body"]["model"] == model and SUMMARY_MARKER not in json.dumps(r["body"]["messages"])
+    ]
+
+
+def summary_requests(standin: Any) -> list[dict[str, Any]]:
+    return [r["body"] for r in standin.chat_requests if SUMMARY_MARKER in json.dumps(r["body"]["messages"])]
+
+
+def test_a_short_conversation_arrives_upstream_unchanged(client: openai.OpenAI, standin: Any) -> None:
+    messages = [
+        {"role": "system", "content": "You are terse."},
+        {"role": "user", "content": "Say hi. ✓ 日本"},
+    ]
+    raw = client.chat.completions.with_raw_response.create(model="agent", messages=messages)  # type: ignore[arg-type]
+    assert raw.http_response.status_code == 200
+    assert raw.headers["x-compact-compacted"] == "false"
+    assert raw.headers["x-compact-reason"] == "below_threshold"
+    [forwarded] = main_requests(standin, "standin-agent")
+    assert [canonical(m) for m in forwarded["messages"]] == [canonical(m) for m in messages]
+    assert summary_requests(standin) == []
+
+
+def check_compacted(original: list[dict[str, Any]], forwarded: list[dict[str, Any]]) -> int:
+    """Shape checks shared by the streaming and non-streaming cases; returns the summary's index."""
+    summaries = [i for i, m in enumerate(forwarded) if str(m.get("content", "")).startswith(SUMMARY_PREFIX)]
+    assert len(summaries) == 1
+    at = summaries[0]
+    latest_user = max(i for i, m in enumerate(original) if m["role"] == "user")
+    assert canonical(forwarded[0]) == canonical(original[latest_user])  # no system head: the task is kept
+    tail = forwarded[at + 1 :]
+    assert [canonical(m) for m in tail] == [canonical(m) for m in original[len(original) - len(tail) :]]
+    assert pairing_problems(forwarded) == []
+    assert count_tokens(forwarded) < THRESHOLD
+    return at
+
+
+def test_a_long_conversation_arrives_compacted(
+    client: openai.OpenAI, standin: Any, archive_dir: Path
+) -> None:
+    original = load_transcript(TRANSCRIPT)
+    raw = client.chat.completions.with_raw_response.create(
+        model="agent", messages=original, user="session-e2e"  # type: ignore[arg-type]
+    )
+    assert raw.http_response.status_code == 200
+    assert raw.parse().choices[0].message.content.startswith("stand-in reply")  # type: ignore[union-attr]
+    assert raw.headers["x-compact-compacted"] == "true"
+    before, after = int(raw.headers["x-compact-tokens-before"]), int(raw.headers["x-compact-tokens-after"])
+    assert after < THRESHOLD <= before
+    [forwarded] = main_requests(standin, "standin-agent")
+    at = check_compacted(original, forwarded["messages"])
+    # The archive holds exactly the summarized middle.
+    [archive_file] = (archive_dir / "session-e2e").glob("compact-*-1.json")
+    archived = json.loads(archive_file.read_text())
+    kept = {canonical(m) for m in forwarded["messages"]}
+    assert [canonical(m) for m in archived] == [canonical(m) for m in original if canonical(m) not in kept]
+    assert len(archived) == len(original) - (len(forwarded["messages"]) - 1)
+    assert int(raw.headers["x-compact-messages-summarized"]) == len(archived)
+    # The summary model was sent the whole middle, in order (in chunks: it is larger than its window).
+    chunks = [transcript_of(body) for body in summary_requests(standin)]
+    assert len(chunks) > 1
+    assert "".join(chunks).replace("\n", "") == "".join(transcript_entries(archived)).replace("\n", "")
+    assert at == 1
+
+
+def transcript_of(summary_request: dict[str, Any]) -> str:
+    match = re.search(r"<transcript[^>]*>\n(.*)\n</transcript>", summary_request["messages"][-1]["content"], re.S)
+    assert match is not None
+    return match.group(1)
+
+
+def test_a_long_streaming_conversation_arrives_compacted(client: openai.OpenAI, standin: Any) -> None:
+    original = load_transcript(TRANSCRIPT)
+    raw = client.chat.completions.with_raw_response.create(
+        model="agent", messages=original, stream=True  # type: ignore[arg-type]
+    )
+    assert raw.headers["x-compact-compacted"] == "true"
+    text = "".join(chunk.choices[0].delta.content or "" for chunk in raw.parse() if chunk.choices)
+    assert text.startswith("stand-in reply")
+    [forwarded] = main_requests(standin, "standin-agent")
+    assert forwarded["stream"] is True
+    check_compacted(original, forwarded["messages"])
+
+
+def test_a_failing_summary_model_still_gets_the_client_a_200_with_the_original(
+    client: openai.OpenAI, standin: Any
+) -> None:
+    original = load_transcript(TRANSCRIPT)
+    raw = client.chat.completions.with_raw_response.create(
+        model="agent-broken-summary", messages=original  # type: ignore[arg-type]
+    )
+    assert raw.http_response.status_code == 200
+    assert raw.headers["x-compact-compacted"] == "false"
+    assert raw.headers["x-compact-reason"] == "summary_failed"
+    [forwarded] = main_requests(standin, "standin-main")
+    assert [canonical(m) for m in forwarded["messages"]] == [canonical(m) for m in original]
+    failed = [r for r in standin.chat_requests if r["body"]["model"] == "standin-fail"]
+    assert len(failed) == 3  # 1 + max_retries, no router retries on top
+
+
+def test_a_model_without_compact_is_untouched(client: openai.OpenAI, standin: Any) -> None:
+    original = load_transcript(TRANSCRIPT)
+    raw = client.chat.completions.with_raw_response.create(model="plain", messages=original)  # type: ignore[arg-type]
+    assert "x-compact-compacted" not in raw.headers
+    [forwarded] = main_requests(standin, "standin-plain")
+    assert [canonical(m) for m in forwarded["messages"]] == [canonical(m) for m in original]
+    assert summary_requests(standin) == []
+
+
+def test_a_bad_compact_setting_fails_proxy_start_up_naming_model_and_key(standin: Any) -> None:
+    config = {
+        "model_list": [standin_deployment("broken", standin.url, compact={"trigger_ratio": 7})],
+        "litellm_settings": {"callbacks": "compact_hook.proxy_handler_instance"},
+    }
+    output = proxy_start_failure(config)
+    assert "model 'broken': model_info.compact.trigger_ratio" in output
