@@ -1,0 +1,42 @@
+# compact_hook — `make run` starts the demo proxy, `make test` runs the whole suite.
+# Both set everything up from nothing (a fresh .venv) on first use.
+
+VENV ?= .venv
+PY := $(VENV)/bin/python
+INSTALLED := $(VENV)/.installed
+export LITELLM_LOCAL_MODEL_COST_MAP := True
+
+.PHONY: install run test unit lint typecheck bench clean
+
+$(INSTALLED): pyproject.toml
+	test -x $(PY) || python3 -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -e '.[dev]'
+	touch $(INSTALLED)
+
+install: $(INSTALLED)
+
+run: install
+	tools/run_proxy.sh $(VENV)
+
+test: install
+	$(PY) -m ruff check compact_hook tests bench tools scripts
+	$(PY) -m mypy
+	$(PY) -m pytest
+
+unit: install
+	$(PY) -m pytest -m "not integration"
+
+lint: install
+	$(PY) -m ruff check compact_hook tests bench tools scripts
+	$(PY) -m ruff format --check compact_hook tests bench tools scripts
+
+typecheck: install
+	$(PY) -m mypy
+
+bench: install
+	$(PY) bench/bench_tokens.py
+	$(PY) bench/bench_hook_overhead.py
+
+clean:
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache compact_archive

@@ -1,0 +1,107 @@
+"""Token-counting cost: cold, warm (two new messages), and the alternatives, in one run.
+
+    .venv/bin/python bench/bench_tokens.py [--repeat 15]
+
+Inputs: the shared Claude Code transcript (claude_code_fa812bfe_pre_compact.json) and a
+~200K-token history made by concatenating the shared transcripts. Each figure is the median
+of ``--repeat`` runs. "cold" is a fresh counter (tokenizer already loaded, empty cache);
+"warm" is the next turn: the same history plus two new messages, counter already warm.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import statistics
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+
+import litellm  # noqa: E402
+import tiktoken  # noqa: E402
+
+from compact_hook.tokens import HFTokenCounter, load_tokenizer, message_strings  # noqa: E402
+
+TRANSCRIPTS = ROOT / "tests" / "data" / "transcripts" / "openai"
+os.environ.setdefault("TIKTOKEN_CACHE_DIR", str(Path(litellm.__file__).parent / "litellm_core_utils" / "tokenizers"))
+
+
+def median_ms(fn: Callable[[], Any], repeat: int) -> float:
+    samples = []
+    for _ in range(repeat):
+        start = time.perf_counter()
+        fn()
+        samples.append((time.perf_counter() - start) * 1000)
+    return statistics.median(samples)
+
+
+def load(name: str) -> list[dict[str, Any]]:
+    return json.loads((TRANSCRIPTS / name).read_text(encoding="utf-8"))  # type: ignore[no-any-return]
+
+
+def history_of(tokens: int, counter: HFTokenCounter) -> list[dict[str, Any]]:
+    """Concatenated shared transcripts (system messages dropped) until ``tokens`` is reached."""
+    messages: list[dict[str, Any]] = []
+    names = sorted(p.name for p in TRANSCRIPTS.glob("*.json"))
+    while counter.total(counter.count_messages(messages)) < tokens:
+        for name in names:
+            messages += [m for m in load(name) if m["role"] != "system"]
+            if counter.total(counter.count_messages(messages)) >= tokens:
+                break
+    return messages
+
+
+def measure(label: str, history: list[dict[str, Any]], repeat: int) -> dict[str, Any]:
+    new = [{"role": "user", "content": "Two new messages arrive."}, {"role": "assistant", "content": "Noted."}]
+    encoding = tiktoken.get_encoding("o200k_base")
+    strings = [s for m in history for s in message_strings(m)[0]]
+    warm = HFTokenCounter("o200k_base")
+    warm.count_messages(history)
+    tokens = warm.total(warm.count_messages(history))
+    row = {
+        "input": label,
+        "messages": len(history),
+        "tokens": tokens,
+        "cold_ms": median_ms(lambda: HFTokenCounter("o200k_base").count_messages(history), repeat),
+        "cold_off_loop_ms": median_ms(
+            lambda: asyncio.run(HFTokenCounter("o200k_base").acount_messages(history)), repeat
+        ),
+        "warm_ms": median_ms(lambda: warm.count_messages(history + new), repeat),
+        "litellm_token_counter_ms": median_ms(
+            lambda: litellm.token_counter(model="gpt-4o", messages=history), repeat
+        ),
+        "tiktoken_ms": median_ms(lambda: [encoding.encode(s, disallowed_special=()) for s in strings], repeat),
+    }
+    return row
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--repeat", type=int, default=15)
+    args = parser.parse_args()
+    start = time.perf_counter()
+    load_tokenizer("o200k_base")
+    load_ms = (time.perf_counter() - start) * 1000
+    counter = HFTokenCounter("o200k_base")
+    rows = [
+        measure("claude_code_fa812bfe_pre_compact", load("claude_code_fa812bfe_pre_compact.json"), args.repeat),
+        measure("200K-token history", history_of(200_000, counter), args.repeat),
+    ]
+    print(f"o200k_base tokenizer load (once per process): {load_ms:.0f} ms")
+    header = list(rows[0])
+    print("| " + " | ".join(header) + " |")
+    print("|" + "---|" * len(header))
+    for row in rows:
+        print("| " + " | ".join(f"{v:.2f}" if isinstance(v, float) else str(v) for v in row.values()) + " |")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# Start the stand-in upstream (127.0.0.1:4001) and the LiteLLM proxy with compact_hook (127.0.0.1:4000).
+# The stand-in lets the `demo` model work without any provider account; it stops with the proxy.
+set -euo pipefail
+venv="${1:-.venv}"
+cd "$(dirname "$0")/.."
+
+"$venv/bin/python" tools/standin_upstream.py --host 127.0.0.1 --port 4001 &
+standin=$!
+trap 'kill "$standin" 2>/dev/null || true' EXIT INT TERM
+
+export LITELLM_LOCAL_MODEL_COST_MAP=True
+# LiteLLM refuses to start without a master key; a local default keeps the demo one command.
+export LITELLM_MASTER_KEY="${LITELLM_MASTER_KEY:-sk-compact-hook-local-demo-key-5f1c2a}"
+echo "compact_hook: proxy on http://127.0.0.1:4000 (API key: \$LITELLM_MASTER_KEY = $LITELLM_MASTER_KEY)"
+"$venv/bin/litellm" --config litellm_config.yaml --host 127.0.0.1 --port 4000
