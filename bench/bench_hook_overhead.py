@@ -56,7 +56,7 @@ def compare(name: str, messages: list[dict[str, Any]], proxies: dict[str, ProxyP
     body = json.dumps({"model": "bench", "messages": messages}).encode()
     samples: dict[str, list[float]] = {label: [] for label in proxies}
     with httpx.Client(timeout=60) as client:
-        for label, proxy in proxies.items():  # warm-up: imports, connection pools, count cache
+        for proxy in proxies.values():  # warm-up: imports, connection pools, count cache
             for _ in range(5):
                 timed_post(client, proxy, body)
         for _ in range(n):
@@ -79,7 +79,10 @@ def main() -> None:
     ]
     long = json.loads(TRANSCRIPT.read_text(encoding="utf-8"))
     with StandinUpstream() as upstream:
-        with ProxyProcess(config(upstream.url, False)) as plain, ProxyProcess(config(upstream.url, True)) as hooked:
+        with (
+            ProxyProcess(config(upstream.url, False)) as plain,
+            ProxyProcess(config(upstream.url, True)) as hooked,
+        ):
             proxies = {"without hook": plain, "with hook": hooked}
             print(f"{args.requests} interleaved requests per proxy; latency in ms, client side")
             print("| workload | messages | median without | median with | added | p90 without | p90 with |")

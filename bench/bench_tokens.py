@@ -31,7 +31,9 @@ import tiktoken  # noqa: E402
 from compact_hook.tokens import HFTokenCounter, load_tokenizer, message_strings  # noqa: E402
 
 TRANSCRIPTS = ROOT / "tests" / "data" / "transcripts" / "openai"
-os.environ.setdefault("TIKTOKEN_CACHE_DIR", str(Path(litellm.__file__).parent / "litellm_core_utils" / "tokenizers"))
+os.environ.setdefault(
+    "TIKTOKEN_CACHE_DIR", str(Path(litellm.__file__).parent / "litellm_core_utils" / "tokenizers")
+)
 
 
 def median_ms(fn: Callable[[], Any], repeat: int) -> float:
@@ -60,7 +62,10 @@ def history_of(tokens: int, counter: HFTokenCounter) -> list[dict[str, Any]]:
 
 
 def measure(label: str, history: list[dict[str, Any]], repeat: int) -> dict[str, Any]:
-    new = [{"role": "user", "content": "Two new messages arrive."}, {"role": "assistant", "content": "Noted."}]
+    new = [
+        {"role": "user", "content": "Two new messages arrive."},
+        {"role": "assistant", "content": "Noted."},
+    ]
     encoding = tiktoken.get_encoding("o200k_base")
     strings = [s for m in history for s in message_strings(m)[0]]
     warm = HFTokenCounter("o200k_base")
@@ -78,7 +83,9 @@ def measure(label: str, history: list[dict[str, Any]], repeat: int) -> dict[str,
         "litellm_token_counter_ms": median_ms(
             lambda: litellm.token_counter(model="gpt-4o", messages=history), repeat
         ),
-        "tiktoken_ms": median_ms(lambda: [encoding.encode(s, disallowed_special=()) for s in strings], repeat),
+        "tiktoken_ms": median_ms(
+            lambda: [encoding.encode(s, disallowed_special=()) for s in strings], repeat
+        ),
     }
     return row
 
@@ -92,7 +99,9 @@ def main() -> None:
     load_ms = (time.perf_counter() - start) * 1000
     counter = HFTokenCounter("o200k_base")
     rows = [
-        measure("claude_code_fa812bfe_pre_compact", load("claude_code_fa812bfe_pre_compact.json"), args.repeat),
+        measure(
+            "claude_code_fa812bfe_pre_compact", load("claude_code_fa812bfe_pre_compact.json"), args.repeat
+        ),
         measure("200K-token history", history_of(200_000, counter), args.repeat),
     ]
     print(f"o200k_base tokenizer load (once per process): {load_ms:.0f} ms")

@@ -1,6 +1,6 @@
 """Send a real 126K-token agent conversation to the `make run` proxy and show what compact_hook did.
 
-    .venv/bin/python tools/demo.py [--model demo] [--base-url http://127.0.0.1:4000/v1]
+.venv/bin/python tools/demo.py [--model demo] [--base-url http://127.0.0.1:4000/v1]
 """
 
 from __future__ import annotations
@@ -17,7 +17,9 @@ TRANSCRIPT = Path(__file__).parents[1] / "tests/data/transcripts/openai/claude_c
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--model", default="demo")
     parser.add_argument("--base-url", default="http://127.0.0.1:4000/v1")
     parser.add_argument("--api-key", default=os.environ.get("LITELLM_MASTER_KEY", DEMO_KEY))

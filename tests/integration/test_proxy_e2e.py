@@ -33,7 +33,14 @@ def canonical(message: dict[str, Any]) -> str:
 
 
 def compact(archive: Path, **extra: Any) -> dict[str, Any]:
-    return {"compact": {"context_window": WINDOW, "archive_dir": str(archive), "retry_backoff_seconds": 0, **extra}}
+    return {
+        "compact": {
+            "context_window": WINDOW,
+            "archive_dir": str(archive),
+            "retry_backoff_seconds": 0,
+            **extra,
+        }
+    }
 
 
 @pytest.fixture(scope="module")
@@ -111,7 +118,9 @@ def test_a_long_conversation_arrives_compacted(
 ) -> None:
     original = load_transcript(TRANSCRIPT)
     raw = client.chat.completions.with_raw_response.create(
-        model="agent", messages=original, user="session-e2e"  # type: ignore[arg-type]
+        model="agent",
+        messages=original,
+        user="session-e2e",  # type: ignore[arg-type]
     )
     assert raw.http_response.status_code == 200
     assert raw.parse().choices[0].message.content.startswith("stand-in reply")  # type: ignore[union-attr]
@@ -135,7 +144,9 @@ def test_a_long_conversation_arrives_compacted(
 
 
 def transcript_of(summary_request: dict[str, Any]) -> str:
-    match = re.search(r"<transcript[^>]*>\n(.*)\n</transcript>", summary_request["messages"][-1]["content"], re.S)
+    match = re.search(
+        r"<transcript[^>]*>\n(.*)\n</transcript>", summary_request["messages"][-1]["content"], re.S
+    )
     assert match is not None
     return match.group(1)
 
@@ -143,7 +154,9 @@ def transcript_of(summary_request: dict[str, Any]) -> str:
 def test_a_long_streaming_conversation_arrives_compacted(client: openai.OpenAI, standin: Any) -> None:
     original = load_transcript(TRANSCRIPT)
     raw = client.chat.completions.with_raw_response.create(
-        model="agent", messages=original, stream=True  # type: ignore[arg-type]
+        model="agent",
+        messages=original,
+        stream=True,  # type: ignore[arg-type]
     )
     assert raw.headers["x-compact-compacted"] == "true"
     text = "".join(chunk.choices[0].delta.content or "" for chunk in raw.parse() if chunk.choices)
@@ -158,7 +171,8 @@ def test_a_failing_summary_model_still_gets_the_client_a_200_with_the_original(
 ) -> None:
     original = load_transcript(TRANSCRIPT)
     raw = client.chat.completions.with_raw_response.create(
-        model="agent-broken-summary", messages=original  # type: ignore[arg-type]
+        model="agent-broken-summary",
+        messages=original,  # type: ignore[arg-type]
     )
     assert raw.http_response.status_code == 200
     assert raw.headers["x-compact-compacted"] == "false"

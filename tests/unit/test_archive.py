@@ -49,7 +49,9 @@ def test_distinct_unsafe_ids_do_not_collide() -> None:
     assert safe_session_name("plain-id_1.x") == "plain-id_1.x"
 
 
-async def test_a_failed_write_is_logged_and_returns_none(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+async def test_a_failed_write_is_logged_and_returns_none(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
     blocker = tmp_path / "file"
     blocker.write_text("not a directory")
     assert await FileArchive(blocker).save("s", [user("x")]) is None

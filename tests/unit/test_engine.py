@@ -110,7 +110,9 @@ async def test_compaction_assembles_head_kept_user_summary_tail(archive: InMemor
 
 async def test_the_archive_holds_exactly_the_summarized_middle(archive: InMemoryArchive) -> None:
     messages = history(200)
-    out = await compact_messages(messages, config(), FakeSummarizer(), "sess", counter=WordCounter(), archive=archive)
+    out = await compact_messages(
+        messages, config(), FakeSummarizer(), "sess", counter=WordCounter(), archive=archive
+    )
     kept_ids = {id(m) for m in out.messages}
     middle = [m for m in messages if id(m) not in kept_ids]
     assert archive.saved == [("sess", middle)]
@@ -122,7 +124,9 @@ async def test_the_summary_request_carries_the_whole_middle() -> None:
         assistant(f"step {i} " + w(8)) if i % 2 else user(f"reply {i} " + w(8)) for i in range(18)
     ]
     summarizer = FakeSummarizer()
-    out = await compact_messages(messages, config(), summarizer, counter=WordCounter(), archive=InMemoryArchive())
+    out = await compact_messages(
+        messages, config(), summarizer, counter=WordCounter(), archive=InMemoryArchive()
+    )
     summarized = [m for m in messages if all(m is not k for k in out.messages)]
     sent = "\n".join(summarizer.transcripts)
     for message in summarized:
@@ -132,7 +136,9 @@ async def test_the_summary_request_carries_the_whole_middle() -> None:
 async def test_the_latest_user_message_is_never_summarized_away() -> None:
     task = user("the task: fix the bug in parser.py")
     messages = [system("sys"), task] + [m for i in range(12) for m in (call("bash"), result(w(20), "call_0"))]
-    out = await compact_messages(messages, config(), FakeSummarizer(), counter=WordCounter(), archive=InMemoryArchive())
+    out = await compact_messages(
+        messages, config(), FakeSummarizer(), counter=WordCounter(), archive=InMemoryArchive()
+    )
     assert out.compacted
     assert out.messages[1] is task
     assert is_summary_message(out.messages[2])
@@ -141,11 +147,17 @@ async def test_the_latest_user_message_is_never_summarized_away() -> None:
 
 async def test_a_previous_summary_is_merged_not_stacked() -> None:
     first = await compact_messages(
-        history(200), config(), FakeSummarizer("first summary"), counter=WordCounter(), archive=InMemoryArchive()
+        history(200),
+        config(),
+        FakeSummarizer("first summary"),
+        counter=WordCounter(),
+        archive=InMemoryArchive(),
     )
     grown = first.messages + [assistant(w(9)) if i % 2 else user(w(9)) for i in range(12)]
     summarizer = FakeSummarizer("second summary")
-    second = await compact_messages(grown, config(), summarizer, counter=WordCounter(), archive=InMemoryArchive())
+    second = await compact_messages(
+        grown, config(), summarizer, counter=WordCounter(), archive=InMemoryArchive()
+    )
     assert second.compacted
     summaries = [m for m in second.messages if is_summary_message(m)]
     assert len(summaries) == 1 and "second summary" in summaries[0]["content"]

@@ -27,7 +27,9 @@ def completion(content: str) -> dict[str, Any]:
         "object": "chat.completion",
         "created": 1,
         "model": "m",
-        "choices": [{"index": 0, "message": {"role": "assistant", "content": content}, "finish_reason": "stop"}],
+        "choices": [
+            {"index": 0, "message": {"role": "assistant", "content": content}, "finish_reason": "stop"}
+        ],
         "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
     }
 
@@ -71,13 +73,17 @@ def router(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> SpyRouter:
 @pytest.fixture
 def upstream() -> Iterator[respx.Route]:
     with respx.mock(assert_all_called=False) as mock:
-        yield mock.post(f"{UPSTREAM}/chat/completions").mock(return_value=httpx.Response(200, json=completion(SUMMARY)))
+        yield mock.post(f"{UPSTREAM}/chat/completions").mock(
+            return_value=httpx.Response(200, json=completion(SUMMARY))
+        )
 
 
 def request(model: str = "agent", messages: Any = None, **extra: Any) -> dict[str, Any]:
     data: dict[str, Any] = {
         "model": model,
-        "messages": load_transcript("claude_code_fa812bfe_pre_compact.json") if messages is None else messages,
+        "messages": load_transcript("claude_code_fa812bfe_pre_compact.json")
+        if messages is None
+        else messages,
         "metadata": {"user_api_key": "hashed-key", "user_api_key_team_id": "team-1", "other": "x"},
         "litellm_call_id": "call-123",
     }
@@ -91,7 +97,9 @@ async def run(data: dict[str, Any], call_type: str = "acompletion") -> dict[str,
     return out
 
 
-async def test_a_long_request_is_compacted_through_the_router(router: SpyRouter, upstream: respx.Route) -> None:
+async def test_a_long_request_is_compacted_through_the_router(
+    router: SpyRouter, upstream: respx.Route
+) -> None:
     original = load_transcript("claude_code_fa812bfe_pre_compact.json")
     data = await run(request())
     messages = data["messages"]
@@ -118,7 +126,9 @@ async def test_a_long_request_is_compacted_through_the_router(router: SpyRouter,
 
 async def test_a_failing_summary_model_forwards_the_request_unchanged(router: SpyRouter) -> None:
     with respx.mock() as mock:
-        mock.post(f"{UPSTREAM}/chat/completions").mock(return_value=httpx.Response(500, json={"error": "down"}))
+        mock.post(f"{UPSTREAM}/chat/completions").mock(
+            return_value=httpx.Response(500, json={"error": "down"})
+        )
         data = await run(request())
     assert data["messages"] == load_transcript("claude_code_fa812bfe_pre_compact.json")
     assert data["metadata"]["compact_hook"]["compacted"] is False
@@ -169,7 +179,9 @@ async def test_our_own_summary_call_is_never_compacted(router: SpyRouter) -> Non
     "messages",
     ["a string", [{"content": "no role"}], [{"role": "user", "content": {"a": 1}}], [["nested"]], None],
 )
-async def test_malformed_messages_pass_through_for_the_provider_to_judge(router: SpyRouter, messages: Any) -> None:
+async def test_malformed_messages_pass_through_for_the_provider_to_judge(
+    router: SpyRouter, messages: Any
+) -> None:
     data = request(messages=messages) if messages is not None else {"model": "agent", "metadata": {}}
     kept = data.get("messages")
     await run(data)

@@ -38,7 +38,12 @@ def test_units_pair_calls_with_all_their_results_by_position() -> None:
 
 
 def test_units_ignore_reused_ids_and_pair_by_position() -> None:
-    messages = [call("a", call_id="same"), result("1", "same_0"), call("b", call_id="same"), result("2", "same_0")]
+    messages = [
+        call("a", call_id="same"),
+        result("1", "same_0"),
+        call("b", call_id="same"),
+        result("2", "same_0"),
+    ]
     assert group_units(messages) == [Unit(0, 2), Unit(2, 4)]
 
 
@@ -51,7 +56,11 @@ def test_a_trailing_unanswered_call_is_its_own_unit() -> None:
 
 
 def test_legacy_function_call_pairs_with_its_function_message() -> None:
-    legacy: dict[str, Any] = {"role": "assistant", "content": None, "function_call": {"name": "f", "arguments": "{}"}}
+    legacy: dict[str, Any] = {
+        "role": "assistant",
+        "content": None,
+        "function_call": {"name": "f", "arguments": "{}"},
+    }
     messages = [legacy, {"role": "function", "name": "f", "content": "out"}, user("next")]
     assert group_units(messages) == [Unit(0, 2), Unit(2, 3)]
 
@@ -127,7 +136,9 @@ CASES = [
 ]
 
 
-@pytest.mark.parametrize(("messages", "budget", "expected"), [c[1:] for c in CASES], ids=[c[0] for c in CASES])
+@pytest.mark.parametrize(
+    ("messages", "budget", "expected"), [c[1:] for c in CASES], ids=[c[0] for c in CASES]
+)
 def test_partition_table(messages: list[Message], budget: int, expected: tuple[Any, ...]) -> None:
     assert split(messages, budget) == expected
 

@@ -84,7 +84,9 @@ def test_an_entry_larger_than_the_budget_is_split_never_cut() -> None:
     assert all(counter.count_text(chunk) <= 1000 for chunk in chunks)
 
 
-async def test_a_middle_larger_than_the_summary_window_is_summarized_in_chunks_with_the_running_summary() -> None:
+async def test_a_middle_larger_than_the_summary_window_is_summarized_in_chunks_with_the_running_summary() -> (
+    None
+):
     middle = [user(f"fact number {i} " + "x " * 300) for i in range(40)]
     config = CompactConfig(context_window=200_000, summary_context_window=4000, summary_max_tokens=300)
     summarizer = FakeSummarizer(*[f"summary after part {i}" for i in range(1, 100)])
