@@ -23,6 +23,11 @@ DEFAULT_SUMMARY_TIMEOUT_SECONDS = 120.0
 DEFAULT_MAX_RETRIES = 2
 DEFAULT_RETRY_BACKOFF_SECONDS = 1.0
 DEFAULT_ARCHIVE_DIR = str(Path("~/.local/state/compact_hook/archive").expanduser())
+DEFAULT_STORE_MAX_ENTRIES = 10_000
+DEFAULT_STORE_TTL_SECONDS = 86_400
+DEFAULT_REDIS_TIMEOUT_SECONDS = 0.5
+DEFAULT_LOCK_TTL_SECONDS = 300.0
+DEFAULT_LOCK_WAIT_SECONDS = 120.0
 
 ENV_PREFIX = "COMPACT_"
 
@@ -52,8 +57,7 @@ class CompactConfig:
     tokenizer: str | None = None
 
     def __post_init__(self) -> None:
-        for field in dataclasses.fields(self):
-            _check_type(field.name, getattr(self, field.name), _field_types()[field.name])
+        _check_types(self)
         _check_range("context_window", self.context_window, low=1)
         _check_range("summary_context_window", self.summary_context_window, low=1)
         _check_fraction("trigger_ratio", self.trigger_ratio, allow_one=True)
@@ -76,33 +80,88 @@ class CompactConfig:
         """Build from a ``model_info["compact"]`` block layered over ``base`` (or the defaults)."""
         if not isinstance(settings, Mapping):
             raise ValueError(f"compact: must be a mapping of settings, got {type(settings).__name__}")
-        unknown = sorted(set(settings) - set(_field_types()))
+        known = _field_types(cls)
+        unknown = sorted(set(settings) - set(known))
         if unknown:
-            raise ValueError(f"{unknown[0]}: unknown setting (known: {', '.join(sorted(_field_types()))})")
+            raise ValueError(f"{unknown[0]}: unknown setting (known: {', '.join(sorted(known))})")
         return dataclasses.replace(base or cls(), **dict(settings))
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> CompactConfig:
         """Defaults overridden by ``COMPACT_<SETTING>`` variables, e.g. ``COMPACT_TRIGGER_RATIO=0.8``."""
-        environ = os.environ if environ is None else environ
-        values: dict[str, Any] = {}
-        for name, hint in _field_types().items():
-            raw = environ.get(ENV_PREFIX + name.upper())
-            if raw is not None:
-                values[name] = _parse_env(ENV_PREFIX + name.upper(), raw, hint)
-        try:
-            return cls(**values)
-        except ValueError as exc:
-            raise ValueError(f"environment ({ENV_PREFIX}*): {exc}") from exc
+        return cls(**_environ_values(cls, environ))
 
 
-_TYPE_CACHE: dict[str, Any] = {}
+STORE_BACKENDS = ("auto", "memory", "redis", "off")
+LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
 
 
-def _field_types() -> dict[str, Any]:
-    if not _TYPE_CACHE:
-        _TYPE_CACHE.update(get_type_hints(CompactConfig))
-    return _TYPE_CACHE
+@dataclass(frozen=True)
+class ProcessConfig:
+    """Process-wide settings: the compaction store (one serves all models) and logging.
+
+    ``store``: ``auto`` uses Redis when ``redis_url`` is set or LiteLLM itself has Redis
+    configured, else the in-process store; ``memory`` and ``redis`` force one; ``off``
+    remembers nothing (every turn over the threshold makes a new summary).
+    ``redis_url`` (ours) wins over LiteLLM's Redis settings.
+    """
+
+    store: str = "auto"
+    redis_url: str | None = None
+    store_max_entries: int = DEFAULT_STORE_MAX_ENTRIES
+    store_ttl_seconds: int = DEFAULT_STORE_TTL_SECONDS
+    redis_timeout_seconds: float = DEFAULT_REDIS_TIMEOUT_SECONDS
+    lock_ttl_seconds: float = DEFAULT_LOCK_TTL_SECONDS
+    lock_wait_seconds: float = DEFAULT_LOCK_WAIT_SECONDS
+    log_level: str = "INFO"
+
+    def __post_init__(self) -> None:
+        _check_types(self)
+        if self.log_level.upper() not in LOG_LEVELS:
+            raise ValueError(f"log_level: must be one of {', '.join(LOG_LEVELS)}, got {self.log_level!r}")
+        if self.store not in STORE_BACKENDS:
+            raise ValueError(f"store: must be one of {', '.join(STORE_BACKENDS)}, got {self.store!r}")
+        if self.store == "redis" and self.redis_url is not None:
+            _check_non_empty("redis_url", self.redis_url)
+        _check_range("store_max_entries", self.store_max_entries, low=1)
+        _check_range("store_ttl_seconds", self.store_ttl_seconds, low=1)
+        _check_range("redis_timeout_seconds", self.redis_timeout_seconds, low=0.001)
+        _check_range("lock_ttl_seconds", self.lock_ttl_seconds, low=0.001)
+        _check_range("lock_wait_seconds", self.lock_wait_seconds, low=0)
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None) -> ProcessConfig:
+        """``COMPACT_STORE``, ``COMPACT_REDIS_URL``, ``COMPACT_LOG_LEVEL``, ..."""
+        return cls(**_environ_values(cls, environ))
+
+
+def _environ_values(cls: type, environ: Mapping[str, str] | None) -> dict[str, Any]:
+    environ = os.environ if environ is None else environ
+    values: dict[str, Any] = {}
+    for name, hint in _field_types(cls).items():
+        raw = environ.get(ENV_PREFIX + name.upper())
+        if raw is not None:
+            values[name] = _parse_env(ENV_PREFIX + name.upper(), raw, hint)
+    try:
+        cls(**values)
+    except ValueError as exc:
+        raise ValueError(f"environment ({ENV_PREFIX}*): {exc}") from exc
+    return values
+
+
+_TYPE_CACHE: dict[type, dict[str, Any]] = {}
+
+
+def _field_types(cls: type) -> dict[str, Any]:
+    if cls not in _TYPE_CACHE:
+        _TYPE_CACHE[cls] = get_type_hints(cls)
+    return _TYPE_CACHE[cls]
+
+
+def _check_types(config: Any) -> None:
+    hints = _field_types(type(config))
+    for field in dataclasses.fields(config):
+        _check_type(field.name, getattr(config, field.name), hints[field.name])
 
 
 def _allowed_types(hint: Any) -> tuple[type, ...]:

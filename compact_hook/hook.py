@@ -22,11 +22,13 @@ import yaml
 from litellm.integrations.custom_logger import CustomLogger
 
 from compact_hook.archive import conversation_session_id
-from compact_hook.config import CompactConfig
-from compact_hook.engine import CompactResult, compact_messages, counter_for_config
+from compact_hook.chain import scope_of
+from compact_hook.config import CompactConfig, ProcessConfig
+from compact_hook.engine import Compactor, CompactResult, counter_for_config
 from compact_hook.messages import malformed_reason
 from compact_hook.models import ModelSettings, validate_model_list
 from compact_hook.router_summarizer import RouterSummarizer, is_internal_call, summary_metadata
+from compact_hook.store import build_store
 
 logger = logging.getLogger(__name__)
 
@@ -38,17 +40,32 @@ HEADER_PREFIX = "x-compact-"
 class CompactHook(CustomLogger):
     """``litellm_settings: callbacks: compact_hook.proxy_handler_instance``."""
 
-    def __init__(self, base: CompactConfig | None = None) -> None:
+    def __init__(self, base: CompactConfig | None = None, process: ProcessConfig | None = None) -> None:
         super().__init__()
         self.base = base or CompactConfig.from_env()
+        self.process = process or ProcessConfig.from_env()
         self.models = ModelSettings(self.base)
+        self._compactor: Compactor | None = None
+        configure_logging(self.process.log_level)
         validate_loaded_proxy_config(self.base)
+
+    @property
+    def compactor(self) -> Compactor:
+        """Built on first use: LiteLLM's own Redis settings are only known once its config is loaded."""
+        if self._compactor is None:
+            litellm_redis = getattr(sys.modules.get("litellm.proxy.proxy_server"), "redis_usage_cache", None)
+            self._compactor = Compactor(
+                build_store(self.process, litellm_redis),
+                lock_ttl=self.process.lock_ttl_seconds,
+                lock_wait=self.process.lock_wait_seconds,
+            )
+        return self._compactor
 
     async def async_pre_call_hook(
         self, user_api_key_dict: Any, cache: Any, data: dict[str, Any], call_type: Any
     ) -> dict[str, Any]:
         try:
-            await self._compact_request(data, str(call_type))
+            await self._compact_request(user_api_key_dict, data, str(call_type))
         except Exception:
             logger.exception(
                 "compact_hook: internal error, request %s forwarded unchanged", data.get("litellm_call_id")
@@ -67,7 +84,7 @@ class CompactHook(CustomLogger):
         report = metadata.get(METADATA_KEY) if isinstance(metadata, Mapping) else None
         return response_headers(report) if isinstance(report, Mapping) else None
 
-    async def _compact_request(self, data: dict[str, Any], call_type: str) -> None:
+    async def _compact_request(self, user_api_key_dict: Any, data: dict[str, Any], call_type: str) -> None:
         """Mutates ``data`` only at the very end, once everything has succeeded."""
         if call_type not in HANDLED_CALL_TYPES or is_internal_call(data):
             return
@@ -91,11 +108,12 @@ class CompactHook(CustomLogger):
             config.summary_timeout_seconds,
             summary_metadata(data.get("metadata"), session_id),
         )
-        result = await compact_messages(
+        result = await self.compactor.compact(
             messages,
             config,
             summarizer,
             session_id,
+            scope=scope_of(config, model, tenant_of(user_api_key_dict)),
             max_output_tokens=_max_output_tokens(data),
             counter=counter_for_config(config),
         )
@@ -103,13 +121,15 @@ class CompactHook(CustomLogger):
         if result.compacted:
             data["messages"] = result.messages
             logger.info(
-                "compact_hook: compacted request %s (%s): %d -> %d tokens, %d messages summarized, "
-                "archive %s",
+                "compact_hook: request %s (%s) compacted, cache %s: %d -> %d tokens, "
+                "%d messages replaced, %d summary calls, archive %s",
                 data.get("litellm_call_id"),
                 model,
+                result.cache,
                 result.stats.original_token_count,
                 result.stats.compacted_token_count,
                 result.stats.compacted_message_count,
+                result.summary_calls,
                 result.archive_path,
             )
 
@@ -122,12 +142,14 @@ def report_of(result: CompactResult, session_id: str) -> dict[str, Any]:
         "tokens_before": result.input_tokens,
         "tokens_after": tokens_after,
         "session_id": session_id,
+        "cache": result.cache,
+        "summary_calls": result.summary_calls,
     }
     if result.compacted:
         report["messages_summarized"] = result.stats.compacted_message_count
         report["compaction_ratio"] = result.stats.compaction_ratio
         report["archive"] = str(result.archive_path) if result.archive_path else None
-    else:
+    if result.reason:
         report["reason"] = result.reason
     return report
 
@@ -139,6 +161,8 @@ def response_headers(report: Mapping[str, Any]) -> dict[str, str]:
         "tokens_after",
         "messages_summarized",
         "compaction_ratio",
+        "cache",
+        "summary_calls",
         "reason",
     )
     headers = {}
@@ -171,6 +195,28 @@ def session_id_of(data: Mapping[str, Any], messages: list[Any]) -> str:
         if isinstance(candidate, str) and candidate.strip():
             return candidate.strip()
     return conversation_session_id(messages)
+
+
+def tenant_of(user_api_key_dict: Any) -> str:
+    """Who may reuse a stored compaction: the caller's team, else their key (hashed), else nobody."""
+    team = getattr(user_api_key_dict, "team_id", None)
+    if isinstance(team, str) and team:
+        return f"team:{team}"
+    for attribute in ("token", "api_key"):
+        key = getattr(user_api_key_dict, attribute, None)
+        if isinstance(key, str) and key:
+            return f"key:{key}"
+    return "anonymous"
+
+
+def configure_logging(level: str) -> None:
+    """Our log lines (one per summary call, one per compaction) must reach the proxy's stderr."""
+    package_logger = logging.getLogger("compact_hook")
+    package_logger.setLevel(level.upper())
+    if not package_logger.handlers:
+        handler = logging.StreamHandler()
+        handler.setFormatter(logging.Formatter("%(asctime)s %(name)s %(levelname)s %(message)s"))
+        package_logger.addHandler(handler)
 
 
 def _max_output_tokens(data: Mapping[str, Any]) -> int | None:

@@ -36,15 +36,16 @@ def head_length(messages: Sequence[Message]) -> int:
     return index
 
 
-def tail_start(units: Sequence[Unit], counts: Sequence[int], head_end: int, budget: int) -> int:
+def tail_start(units: Sequence[Unit], counts: Sequence[int], floor: int, budget: int) -> int:
     """Where the tail begins: whole units from the end until they reach ``budget`` tokens.
 
-    The unit that crosses the budget is kept whole; the tail never reaches into the head.
+    The unit that crosses the budget is kept whole; the tail never reaches below ``floor``
+    (the head, or a summary spliced in earlier).
     """
     start = len(counts)
     kept_tokens = 0
     for unit in reversed(units):
-        if unit.start < head_end or kept_tokens >= budget:
+        if unit.start < floor or kept_tokens >= budget:
             break
         kept_tokens += sum(counts[unit.start : unit.end])
         start = unit.start
@@ -59,12 +60,23 @@ def latest_user_index(messages: Sequence[Message]) -> int | None:
 
 
 def partition(
-    messages: Sequence[Message], counts: Sequence[int], units: Sequence[Unit], tail_budget: int
+    messages: Sequence[Message],
+    counts: Sequence[int],
+    units: Sequence[Unit],
+    tail_budget: int,
+    floor: int = 0,
 ) -> Partition:
-    """Split for compaction; an empty ``middle`` means there is nothing worth summarizing."""
+    """Split for compaction; an empty ``middle`` means there is nothing worth summarizing.
+
+    ``floor`` is where messages not yet summarized begin (after a spliced-in summary): the
+    tail stays above it, and unless something above it ages out there is nothing new to
+    summarize — re-summarizing a summary alone would only cost a call.
+    """
     head_end = head_length(messages)
-    start = tail_start(units, counts, head_end, tail_budget)
+    start = tail_start(units, counts, max(head_end, floor), tail_budget)
     latest_user = latest_user_index(messages)
     kept = (latest_user,) if latest_user is not None and head_end <= latest_user < start else ()
     middle = tuple(index for index in range(head_end, start) if index not in kept)
+    if start <= floor:
+        middle = ()
     return Partition(head_end=head_end, kept=kept, middle=middle, tail_start=start)

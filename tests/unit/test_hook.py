@@ -142,10 +142,11 @@ async def test_an_internal_error_forwards_the_request_untouched(
     async def explode(*args: Any, **kwargs: Any) -> Any:
         raise RuntimeError("bug")
 
-    monkeypatch.setattr(hook_module, "compact_messages", explode)
+    hook = CompactHook(CompactConfig())
+    monkeypatch.setattr(hook.compactor, "compact", explode)
     data = request()
     before = json.dumps(data, sort_keys=True)
-    await run(data)
+    assert await hook.async_pre_call_hook(None, None, data, "acompletion") is data
     assert json.dumps(data, sort_keys=True) == before
     assert "call-123" in caplog.text
 

@@ -1,0 +1,265 @@
+"""Where remembered compactions live: in process, or in Redis shared by every proxy replica.
+
+Per request the store costs O(1) round trips: one read of the conversation's small index
+(``covered:key`` pairs under its root), one read of the matching entry. Writes are one
+pipelined round trip. ``TieredStore`` puts Redis in front of an in-process store and falls
+back to the latter whenever Redis errors or is slow, so the cache can never fail a request:
+a lost entry only costs a new summary.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+import uuid
+from collections import OrderedDict
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any, Protocol
+
+from compact_hook.chain import Entry
+from compact_hook.config import ProcessConfig
+
+logger = logging.getLogger(__name__)
+
+INDEX_LIMIT = 32
+"""Compactions remembered per conversation root (forks and rewinds keep older ones useful)."""
+KEY_PREFIX = "compact_hook:v1"
+DOWN_SECONDS = 5.0
+
+
+class CompactionStore(Protocol):
+    """Storage of entries by chain key, indexed by conversation root, plus a lock per key."""
+
+    async def find(self, root: bytes, chain: Sequence[bytes]) -> tuple[bytes, Entry] | None:
+        """The entry of the longest prefix ``chain[k]`` stored under ``root``, with its key."""
+
+    async def get(self, key: bytes) -> Entry | None: ...
+
+    async def put(self, root: bytes, key: bytes, entry: Entry) -> None: ...
+
+    async def try_lock(self, key: bytes, ttl: float) -> str | None:
+        """A token if we now hold the key's compaction lock; None if someone else does."""
+
+    async def unlock(self, key: bytes, token: str) -> None: ...
+
+    async def is_locked(self, key: bytes) -> bool: ...
+
+
+def best_match(candidates: Sequence[tuple[int, bytes]], chain: Sequence[bytes]) -> list[tuple[int, bytes]]:
+    """Index pairs whose key is this request's own prefix hash, longest first."""
+    return sorted(
+        ((covered, key) for covered, key in candidates if covered < len(chain) and chain[covered] == key),
+        reverse=True,
+    )
+
+
+class MemoryStore:
+    """Bounded LRU with a TTL; locks are trivially ours (one process, in-process single flight)."""
+
+    def __init__(self, max_entries: int, ttl: float, clock: Callable[[], float] = time.monotonic) -> None:
+        self.max_entries = max_entries
+        self.ttl = ttl
+        self.clock = clock
+        self._entries: OrderedDict[bytes, tuple[float, Entry]] = OrderedDict()
+        self._index: OrderedDict[bytes, list[tuple[int, bytes]]] = OrderedDict()
+
+    async def find(self, root: bytes, chain: Sequence[bytes]) -> tuple[bytes, Entry] | None:
+        for _, key in best_match(self._index.get(root, []), chain):
+            entry = await self.get(key)
+            if entry is not None:
+                self._index.move_to_end(root)
+                return key, entry
+        return None
+
+    async def get(self, key: bytes) -> Entry | None:
+        found = self._entries.get(key)
+        if found is None:
+            return None
+        expires, entry = found
+        if expires <= self.clock():
+            del self._entries[key]
+            return None
+        self._entries.move_to_end(key)
+        return entry
+
+    async def put(self, root: bytes, key: bytes, entry: Entry) -> None:
+        self._entries[key] = (self.clock() + self.ttl, entry)
+        self._entries.move_to_end(key)
+        pairs = [pair for pair in self._index.get(root, []) if pair[1] != key]
+        self._index[root] = [(entry.covered, key), *pairs][:INDEX_LIMIT]
+        self._index.move_to_end(root)
+        for table in (self._entries, self._index):
+            while len(table) > self.max_entries:
+                table.popitem(last=False)
+
+    async def try_lock(self, key: bytes, ttl: float) -> str | None:
+        return "local"
+
+    async def unlock(self, key: bytes, token: str) -> None:
+        return None
+
+    async def is_locked(self, key: bytes) -> bool:
+        return False
+
+
+_UNLOCK = """
+if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) end
+return 0
+"""
+
+
+class RedisStore:
+    """Entries as JSON strings with a TTL; the index as a capped list; locks as ``SET NX PX``."""
+
+    def __init__(self, client: Any, ttl: int) -> None:
+        self.client = client
+        self.ttl = ttl
+
+    async def find(self, root: bytes, chain: Sequence[bytes]) -> tuple[bytes, Entry] | None:
+        raw_pairs = await self.client.lrange(self._index_key(root), 0, INDEX_LIMIT - 1)
+        matches = best_match([_parse_pair(raw) for raw in raw_pairs], chain)
+        if not matches:
+            return None
+        values = await self.client.mget([self._entry_key(key) for _, key in matches])
+        for (_, key), value in zip(matches, values, strict=True):
+            if value is not None:
+                return key, Entry.from_json(value)
+        return None
+
+    async def get(self, key: bytes) -> Entry | None:
+        value = await self.client.get(self._entry_key(key))
+        return Entry.from_json(value) if value is not None else None
+
+    async def put(self, root: bytes, key: bytes, entry: Entry) -> None:
+        index = self._index_key(root)
+        pipe = self.client.pipeline(transaction=False)
+        pipe.set(self._entry_key(key), entry.to_json(), ex=self.ttl)
+        pipe.lrem(index, 0, f"{entry.covered}:{key.hex()}")
+        pipe.lpush(index, f"{entry.covered}:{key.hex()}")
+        pipe.ltrim(index, 0, INDEX_LIMIT - 1)
+        pipe.expire(index, self.ttl)
+        await pipe.execute()
+
+    async def try_lock(self, key: bytes, ttl: float) -> str | None:
+        token = uuid.uuid4().hex
+        acquired = await self.client.set(self._lock_key(key), token, nx=True, px=max(1, int(ttl * 1000)))
+        return token if acquired else None
+
+    async def unlock(self, key: bytes, token: str) -> None:
+        await self.client.eval(_UNLOCK, 1, self._lock_key(key), token)
+
+    async def is_locked(self, key: bytes) -> bool:
+        return bool(await self.client.exists(self._lock_key(key)))
+
+    def _entry_key(self, key: bytes) -> str:
+        return f"{KEY_PREFIX}:entry:{key.hex()}"
+
+    def _index_key(self, root: bytes) -> str:
+        return f"{KEY_PREFIX}:index:{root.hex()}"
+
+    def _lock_key(self, key: bytes) -> str:
+        return f"{KEY_PREFIX}:lock:{key.hex()}"
+
+
+def _parse_pair(raw: bytes | str) -> tuple[int, bytes]:
+    text = raw.decode() if isinstance(raw, bytes) else raw
+    covered, _, key = text.partition(":")
+    return int(covered), bytes.fromhex(key)
+
+
+class TieredStore:
+    """Redis first (shared truth across replicas), the in-process store always written too.
+
+    Any Redis error or timeout is logged and answered from memory; after an error Redis is
+    left alone for ``DOWN_SECONDS`` so a dead server does not add a timeout to every request.
+    """
+
+    def __init__(
+        self,
+        shared: CompactionStore,
+        local: MemoryStore,
+        timeout: float,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.shared = shared
+        self.local = local
+        self.timeout = timeout
+        self.clock = clock
+        self._down_until = 0.0
+
+    @property
+    def shared_available(self) -> bool:
+        return self.clock() >= self._down_until
+
+    async def find(self, root: bytes, chain: Sequence[bytes]) -> tuple[bytes, Entry] | None:
+        ok, found = await self._shared(lambda: self.shared.find(root, chain))
+        if not ok:
+            return await self.local.find(root, chain)
+        if found is not None:
+            await self.local.put(root, *found)
+        return found  # type: ignore[no-any-return]
+
+    async def get(self, key: bytes) -> Entry | None:
+        ok, found = await self._shared(lambda: self.shared.get(key))
+        return found if ok else await self.local.get(key)
+
+    async def put(self, root: bytes, key: bytes, entry: Entry) -> None:
+        await self.local.put(root, key, entry)
+        await self._shared(lambda: self.shared.put(root, key, entry))
+
+    async def try_lock(self, key: bytes, ttl: float) -> str | None:
+        ok, token = await self._shared(lambda: self.shared.try_lock(key, ttl))
+        return token if ok else "local"
+
+    async def unlock(self, key: bytes, token: str) -> None:
+        if token != "local":
+            await self._shared(lambda: self.shared.unlock(key, token))
+
+    async def is_locked(self, key: bytes) -> bool:
+        ok, locked = await self._shared(lambda: self.shared.is_locked(key))
+        return bool(locked) if ok else False
+
+    async def _shared(self, call: Callable[[], Awaitable[Any]]) -> tuple[bool, Any]:
+        """Run a Redis call: ``(True, value)``, or ``(False, None)`` when Redis failed or is resting."""
+        if not self.shared_available:
+            return False, None
+        try:
+            return True, await asyncio.wait_for(call(), timeout=self.timeout)
+        except Exception as exc:  # Redis down, slow, or answering garbage: never the caller's problem
+            self._down_until = self.clock() + DOWN_SECONDS
+            logger.warning(
+                "compact_hook: Redis store unavailable (%r); using the in-process store for %.0f s",
+                exc,
+                DOWN_SECONDS,
+            )
+            return False, None
+
+
+def build_store(config: ProcessConfig, litellm_redis: Any = None) -> CompactionStore | None:
+    """The store the settings ask for; ``litellm_redis`` is LiteLLM's own ``RedisCache``, if any.
+
+    Our ``redis_url`` wins over LiteLLM's Redis; with neither, ``auto`` means in-process.
+    """
+    if config.store == "off":
+        return None
+    local = MemoryStore(config.store_max_entries, config.store_ttl_seconds)
+    if config.store == "memory":
+        return local
+    client = _redis_client(config, litellm_redis)
+    if client is None:
+        if config.store == "redis":
+            logger.warning("compact_hook: store 'redis' but no Redis configured; using the in-process store")
+        return local
+    shared = RedisStore(client, config.store_ttl_seconds)
+    return TieredStore(shared, local, config.redis_timeout_seconds)
+
+
+def _redis_client(config: ProcessConfig, litellm_redis: Any) -> Any:
+    if config.redis_url:
+        import redis.asyncio
+
+        return redis.asyncio.from_url(config.redis_url)
+    if litellm_redis is not None and hasattr(litellm_redis, "init_async_client"):
+        return litellm_redis.init_async_client()
+    return None
