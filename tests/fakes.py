@@ -12,6 +12,7 @@ from pathlib import Path
 
 from compact_hook.fingerprint import Fingerprint
 from compact_hook.messages import Message
+from compact_hook.store import MemoryStore
 from compact_hook.tokens import REPLY_PRIMING, message_strings
 
 
@@ -62,3 +63,46 @@ class WordCounter:
 
     def total(self, message_counts: Sequence[int]) -> int:
         return sum(message_counts) + REPLY_PRIMING if message_counts else 0
+
+
+class SlowSummarizer(FakeSummarizer):
+    """Takes ``delay`` seconds per call, so concurrent requests overlap."""
+
+    def __init__(self, delay: float, *answers: str | BaseException) -> None:
+        super().__init__(*answers)
+        self.delay = delay
+
+    async def __call__(self, messages: list[Message]) -> str:
+        import asyncio
+
+        await asyncio.sleep(self.delay)
+        return await super().__call__(messages)
+
+
+class LockingMemoryStore(MemoryStore):
+    """A MemoryStore with Redis-like expiring locks: stands for Redis shared by two replicas."""
+
+    def __init__(self) -> None:
+        super().__init__(max_entries=1000, ttl=3600)
+        self.locks: dict[bytes, tuple[str, float]] = {}
+
+    async def try_lock(self, key: bytes, ttl: float) -> str | None:
+        import time
+        import uuid
+
+        holder = self.locks.get(key)
+        if holder is not None and holder[1] > time.monotonic():
+            return None
+        token = uuid.uuid4().hex
+        self.locks[key] = (token, time.monotonic() + ttl)
+        return token
+
+    async def unlock(self, key: bytes, token: str) -> None:
+        if self.locks.get(key, ("", 0))[0] == token:
+            del self.locks[key]
+
+    async def is_locked(self, key: bytes) -> bool:
+        import time
+
+        holder = self.locks.get(key)
+        return holder is not None and holder[1] > time.monotonic()

@@ -72,3 +72,17 @@ def call(*names: str, call_id: str = "call", text: Any = None) -> Message:
 
 def result(text: str, call_id: str = "call_0") -> Message:
     return {"role": "tool", "tool_call_id": call_id, "content": text}
+
+
+def replay_points(messages: Sequence[Message]) -> list[int]:
+    """Prefix lengths at which the client calls the model: after user input or tool results."""
+    return [
+        end
+        for end in range(1, len(messages) + 1)
+        if messages[end - 1].get("role") in ("user", "tool")
+        and (end == len(messages) or messages[end].get("role") == "assistant")
+    ]
+
+
+def is_prefix(shorter: Sequence[Any], longer: Sequence[Any]) -> bool:
+    return len(shorter) <= len(longer) and list(longer[: len(shorter)]) == list(shorter)

@@ -1,0 +1,71 @@
+import dataclasses
+
+from compact_hook.chain import Entry, View, entry_is_usable, prefix_chain, root_position, scope_of, splice
+from compact_hook.config import CompactConfig
+from compact_hook.fingerprint import fingerprints
+from compact_hook.messages import is_summary_message
+from tests.support import assistant, system, user
+
+CONFIG = CompactConfig(context_window=1000)
+
+
+def test_scope_separates_tenants_models_and_result_changing_settings() -> None:
+    base = scope_of(CONFIG, "m", "team:a")
+    assert base == scope_of(CONFIG, "m", "team:a")
+    assert base != scope_of(CONFIG, "m", "team:b")
+    assert base != scope_of(CONFIG, "other", "team:a")
+    assert base != scope_of(dataclasses.replace(CONFIG, trigger_ratio=0.8), "m", "team:a")
+    assert base != scope_of(dataclasses.replace(CONFIG, tokenizer="claude"), "m", "team:a")
+    # settings that do not change the compaction do not split the cache
+    assert base == scope_of(dataclasses.replace(CONFIG, max_retries=5, archive_dir="/x"), "m", "team:a")
+
+
+def test_the_chain_names_each_prefix_and_depends_on_order() -> None:
+    messages = [user("a"), assistant("b"), user("c")]
+    chain = prefix_chain(b"scope", fingerprints(messages))
+    assert len(chain) == 4 and len(set(chain)) == 4
+    longer = prefix_chain(b"scope", fingerprints(messages + [assistant("d")]))
+    assert longer[:4] == chain
+    swapped = prefix_chain(b"scope", fingerprints([assistant("b"), user("a"), user("c")]))
+    assert swapped[2] != chain[2]
+    assert prefix_chain(b"other", fingerprints(messages))[3] != chain[3]
+
+
+def test_root_is_the_head_plus_the_first_other_message() -> None:
+    assert root_position([system("s"), system("t"), user("task"), assistant("x")]) == 3
+    assert root_position([user("task"), assistant("x")]) == 1
+    assert root_position([system("s")]) == 1
+    assert root_position([]) == 0
+
+
+def test_splice_references_the_clients_own_messages() -> None:
+    messages = [system("s"), user("task"), assistant("1"), user("2"), assistant("3")]
+    view = splice(messages, fingerprints(messages), Entry(covered=3, keep=(0, 1), summary="sum"))
+    assert view.messages[0] is messages[0] and view.messages[1] is messages[1]
+    assert is_summary_message(view.messages[2])
+    assert view.messages[3:] == messages[3:] and view.messages[3] is messages[3]
+    assert view.origins == [0, 1, None, 3, 4]
+    assert view.spliced_prefix == 3
+    assert view.prints[3:] == fingerprints(messages)[3:]
+
+
+def test_splice_is_deterministic() -> None:
+    messages = [user("task"), assistant("1"), user("2")]
+    entry = Entry(covered=2, keep=(0,), summary="sum")
+    first = splice(messages, fingerprints(messages), entry)
+    second = splice(messages, fingerprints(messages), entry)
+    assert first.messages == second.messages and first.prints == second.prints
+
+
+def test_entries_round_trip_and_are_checked_before_use() -> None:
+    entry = Entry(covered=5, keep=(0, 2), summary="ünïcode summary")
+    assert Entry.from_json(entry.to_json()) == entry
+    assert entry_is_usable(entry, 5)
+    assert not entry_is_usable(entry, 4)
+    assert not entry_is_usable(Entry(covered=3, keep=(3,), summary="x"), 10)
+    assert not entry_is_usable(Entry(covered=0, keep=(), summary="x"), 10)
+
+
+def test_an_unspliced_view_has_no_prefix() -> None:
+    messages = [user("a")]
+    assert View.of(messages, fingerprints(messages)).spliced_prefix == 0

@@ -1,0 +1,197 @@
+"""The stateful engine: one summary per compaction, prefix stability, single flight, tenants."""
+
+import asyncio
+import json
+from typing import Any
+
+from compact_hook import CompactConfig, count_tokens
+from compact_hook.chain import scope_of
+from compact_hook.engine import CompactResult, Compactor, threshold
+from compact_hook.messages import is_summary_message
+from compact_hook.store import MemoryStore
+from tests.fakes import FakeSummarizer, InMemoryArchive, LockingMemoryStore, SlowSummarizer
+from tests.support import is_prefix, load_transcript, pairing_problems, replay_points, user
+
+CONFIG = CompactConfig(
+    context_window=20_000, summary_max_tokens=1000, retry_backoff_seconds=0, archive_dir="/nonexistent"
+)
+TRANSCRIPT = load_transcript("claude_code_fa812bfe_pre_compact.json")
+SCOPE = scope_of(CONFIG, "model", "team:a")
+LIMIT = threshold(CONFIG) or 0
+AT_FIRST_COMPACTION = next(
+    TRANSCRIPT[:end] for end in replay_points(TRANSCRIPT) if count_tokens(TRANSCRIPT[:end]) >= LIMIT
+)
+
+
+def canonical(messages: list[dict[str, Any]]) -> list[str]:
+    return [json.dumps(m, sort_keys=True) for m in messages]
+
+
+async def replay(compactor: Compactor, summarizer: FakeSummarizer, scope: bytes = SCOPE) -> list[CompactResult]:
+    archive = InMemoryArchive()
+    results = []
+    for end in replay_points(TRANSCRIPT):
+        results.append(
+            await compactor.compact(TRANSCRIPT[:end], CONFIG, summarizer, "s", scope=scope, archive=archive)
+        )
+    return results
+
+
+async def test_a_replay_makes_one_summary_per_compaction_event() -> None:
+    summarizer = FakeSummarizer()
+    results = await replay(Compactor(MemoryStore(1000, 3600)), summarizer)
+    events = [r for r in results if r.cache == "miss"]
+    assert len(events) >= 4
+    assert len(summarizer.requests) == len(events) == sum(r.summary_calls for r in results)
+    assert {r.cache for r in results} == {"none", "hit", "miss"}
+
+
+async def test_without_a_store_every_turn_over_the_threshold_pays_a_summary() -> None:
+    stateless = FakeSummarizer()
+    await replay(Compactor(None), stateless)
+    stateful = FakeSummarizer()
+    await replay(Compactor(MemoryStore(1000, 3600)), stateful)
+    assert len(stateless.requests) > 5 * len(stateful.requests)
+
+
+async def test_every_forwarded_request_is_under_the_threshold_and_valid() -> None:
+    limit = threshold(CONFIG)
+    assert limit is not None
+    for result in await replay(Compactor(MemoryStore(1000, 3600)), FakeSummarizer()):
+        assert count_tokens(result.messages) < limit
+        assert pairing_problems(result.messages) == []
+        assert sum(is_summary_message(m) for m in result.messages) <= 1
+
+
+async def test_between_compactions_each_forwarded_request_extends_the_previous_one() -> None:
+    results = await replay(Compactor(MemoryStore(1000, 3600)), FakeSummarizer())
+    sizes = []
+    for previous, current in zip(results, results[1:], strict=False):
+        if current.cache != "miss":
+            assert is_prefix(canonical(previous.messages), canonical(current.messages))
+        sizes.append(current.stats.compacted_token_count or current.input_tokens)
+    drops = sum(1 for a, b in zip(sizes, sizes[1:], strict=False) if b < a)
+    assert drops >= 4  # the forwarded size saw-tooths
+
+
+async def test_kept_messages_are_the_clients_own_objects() -> None:
+    results = await replay(Compactor(MemoryStore(1000, 3600)), FakeSummarizer())
+    originals = {id(m) for m in TRANSCRIPT}
+    for result in results:
+        assert all(id(m) in originals for m in result.messages if not is_summary_message(m))
+
+
+async def test_re_compaction_merges_the_previous_summary() -> None:
+    summarizer = FakeSummarizer(*[f"summary number {i}" for i in range(1, 50)])
+    await replay(Compactor(MemoryStore(1000, 3600)), summarizer)
+    second = summarizer.transcripts[1]
+    assert "### previous summary\nsummary number 1" in second
+
+
+async def test_eight_concurrent_identical_requests_share_one_summary() -> None:
+    compactor = Compactor(MemoryStore(1000, 3600))
+    summarizer = SlowSummarizer(0.2)
+    messages = AT_FIRST_COMPACTION
+    results = await asyncio.gather(
+        *(compactor.compact(messages, CONFIG, summarizer, scope=SCOPE, archive=InMemoryArchive()) for _ in range(8))
+    )
+    assert len(summarizer.requests) == 1
+    assert sorted(r.cache for r in results) == ["miss"] + ["shared"] * 7
+    assert len({json.dumps(r.messages) for r in results}) == 1
+    assert len(compactor.flights) == 0
+
+
+async def test_a_replica_waits_for_the_lock_holders_summary() -> None:
+    shared = LockingMemoryStore()
+    first, second = Compactor(shared, lock_wait=5), Compactor(shared, lock_wait=5)
+    summarizer = SlowSummarizer(0.3)
+    messages = AT_FIRST_COMPACTION
+    a, b = await asyncio.gather(
+        first.compact(messages, CONFIG, summarizer, scope=SCOPE, archive=InMemoryArchive()),
+        second.compact(messages, CONFIG, summarizer, scope=SCOPE, archive=InMemoryArchive()),
+    )
+    assert len(summarizer.requests) == 1
+    assert sorted([a.cache, b.cache]) == ["miss", "shared"]
+    assert a.messages == b.messages
+
+
+async def test_a_crashed_lock_holder_does_not_block_others_forever() -> None:
+    shared = LockingMemoryStore()
+    compactor = Compactor(shared, lock_ttl=0.3, lock_wait=5)
+    messages = AT_FIRST_COMPACTION
+    probe = await Compactor(MemoryStore(10, 10)).compact(messages, CONFIG, FakeSummarizer(), scope=SCOPE)
+    assert probe.cache == "miss"
+    for key in list(shared._entries):
+        del shared._entries[key]
+    # Another replica took every possible lock and died: its locks expire, we compute ourselves.
+    summarizer = FakeSummarizer()
+    original_try_lock = shared.try_lock
+    taken: list[bytes] = []
+
+    async def dead_holder_first(key: bytes, ttl: float) -> str | None:
+        if key not in taken:
+            taken.append(key)
+            await original_try_lock(key, 0.3)
+        return await original_try_lock(key, ttl)
+
+    shared.try_lock = dead_holder_first  # type: ignore[method-assign]
+    result = await compactor.compact(messages, CONFIG, summarizer, scope=SCOPE, archive=InMemoryArchive())
+    assert result.compacted and result.cache == "miss" and len(summarizer.requests) == 1
+
+
+async def test_a_waiter_times_out_into_computing_itself() -> None:
+    shared = LockingMemoryStore()
+    compactor = Compactor(shared, lock_ttl=60, lock_wait=0.2)
+    messages = AT_FIRST_COMPACTION
+    original_try_lock = shared.try_lock
+    calls = 0
+
+    async def always_held_elsewhere(key: bytes, ttl: float) -> str | None:
+        nonlocal calls
+        calls += 1
+        if calls == 1:
+            await original_try_lock(key, 60)  # a live holder that never finishes
+        return await original_try_lock(key, ttl)
+
+    shared.try_lock = always_held_elsewhere  # type: ignore[method-assign]
+    summarizer = FakeSummarizer()
+    result = await compactor.compact(messages, CONFIG, summarizer, scope=SCOPE, archive=InMemoryArchive())
+    assert result.compacted and len(summarizer.requests) == 1
+
+
+async def test_tenants_never_see_each_others_compactions() -> None:
+    store = MemoryStore(1000, 3600)
+    compactor = Compactor(store)
+    messages = AT_FIRST_COMPACTION
+    team_a = FakeSummarizer("summary for team a")
+    team_b = FakeSummarizer("summary for team b")
+    a = await compactor.compact(messages, CONFIG, team_a, scope=SCOPE, archive=InMemoryArchive())
+    b = await compactor.compact(
+        messages, CONFIG, team_b, scope=scope_of(CONFIG, "model", "team:b"), archive=InMemoryArchive()
+    )
+    assert (a.cache, b.cache) == ("miss", "miss")
+    assert "team b" in json.dumps(b.messages) and "team a" not in json.dumps(b.messages)
+    again = await compactor.compact(messages, CONFIG, FakeSummarizer(), scope=SCOPE, archive=InMemoryArchive())
+    assert again.cache == "hit" and "team a" in json.dumps(again.messages)
+
+
+async def test_a_failed_re_compaction_still_forwards_the_stored_compaction() -> None:
+    store = MemoryStore(1000, 3600)
+    compactor = Compactor(store)
+    results = await replay(Compactor(store), FakeSummarizer())
+    assert any(r.cache == "miss" for r in results)
+    broken = FakeSummarizer(*[RuntimeError("down")] * 10)
+    grown = TRANSCRIPT + [user("x " * 30_000)]
+    result = await compactor.compact(grown, CONFIG, broken, scope=SCOPE, archive=InMemoryArchive())
+    assert result.reason in ("summary_failed", "nothing_to_summarize")
+    assert result.compacted and result.cache == "hit"
+    assert pairing_problems(result.messages) == []
+
+
+async def test_an_edited_history_does_not_reuse_a_compaction_of_the_old_one() -> None:
+    store = MemoryStore(1000, 3600)
+    await replay(Compactor(store), FakeSummarizer())
+    edited = [dict(TRANSCRIPT[0], content="a different task")] + TRANSCRIPT[1:]
+    summarizer = FakeSummarizer()
+    result = await Compactor(store).compact(edited, CONFIG, summarizer, scope=SCOPE, archive=InMemoryArchive())
+    assert result.cache == "miss" and len(summarizer.requests) >= 1

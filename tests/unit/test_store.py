@@ -1,0 +1,134 @@
+"""MemoryStore and the Redis-over-memory fallback (Redis itself is tested in tests/integration)."""
+
+from collections.abc import Sequence
+
+import pytest
+
+from compact_hook.chain import Entry
+from compact_hook.config import ProcessConfig
+from compact_hook.store import MemoryStore, TieredStore, build_store
+
+
+def chain_of(*keys: bytes) -> list[bytes]:
+    return [b"scope", *keys]
+
+
+async def test_find_returns_the_longest_stored_prefix_of_this_chain() -> None:
+    store = MemoryStore(100, 60)
+    chain = chain_of(b"k1", b"k2", b"k3", b"k4")
+    await store.put(b"root", b"k2", Entry(2, (), "short"))
+    await store.put(b"root", b"k3", Entry(3, (), "long"))
+    await store.put(b"root", b"zz", Entry(4, (), "another conversation's"))
+    assert await store.find(b"root", chain) == (b"k3", Entry(3, (), "long"))
+    assert await store.find(b"root", chain[:3]) == (b"k2", Entry(2, (), "short"))
+    assert await store.find(b"other-root", chain) is None
+
+
+async def test_entries_expire() -> None:
+    now = [0.0]
+    store = MemoryStore(100, ttl=10, clock=lambda: now[0])
+    await store.put(b"root", b"k1", Entry(1, (), "s"))
+    now[0] = 9.9
+    assert await store.get(b"k1") is not None
+    now[0] = 10.1
+    assert await store.get(b"k1") is None
+    assert await store.find(b"root", chain_of(b"k1")) is None
+
+
+async def test_the_store_is_bounded() -> None:
+    store = MemoryStore(max_entries=3, ttl=60)
+    for i in range(10):
+        await store.put(f"root{i}".encode(), f"k{i}".encode(), Entry(1, (), str(i)))
+    assert len(store._entries) == 3 and len(store._index) == 3
+    assert await store.get(b"k9") is not None and await store.get(b"k0") is None
+
+
+class BrokenStore:
+    """A shared store whose every call fails, like a Redis that went away."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    async def _fail(self) -> None:
+        self.calls += 1
+        raise ConnectionError("redis is gone")
+
+    async def find(self, root: bytes, chain: Sequence[bytes]) -> None:
+        await self._fail()
+
+    async def get(self, key: bytes) -> None:
+        await self._fail()
+
+    async def put(self, root: bytes, key: bytes, entry: Entry) -> None:
+        await self._fail()
+
+    async def try_lock(self, key: bytes, ttl: float) -> None:
+        await self._fail()
+
+    async def unlock(self, key: bytes, token: str) -> None:
+        await self._fail()
+
+    async def is_locked(self, key: bytes) -> None:
+        await self._fail()
+
+
+async def test_a_failing_shared_store_falls_back_to_memory(caplog: pytest.LogCaptureFixture) -> None:
+    now = [0.0]
+    broken = BrokenStore()
+    store = TieredStore(broken, MemoryStore(100, 60), timeout=0.1, clock=lambda: now[0])  # type: ignore[arg-type]
+    await store.put(b"root", b"k1", Entry(1, (), "kept locally"))
+    assert await store.find(b"root", chain_of(b"k1")) == (b"k1", Entry(1, (), "kept locally"))
+    assert await store.try_lock(b"k1", 5) == "local"
+    assert await store.is_locked(b"k1") is False
+    assert broken.calls == 1  # after the first failure Redis is left alone for a while
+    assert "Redis store unavailable" in caplog.text
+    now[0] = 100
+    await store.get(b"k1")
+    assert broken.calls == 2  # and tried again later
+
+
+class SlowStore(BrokenStore):
+    async def find(self, root: bytes, chain: Sequence[bytes]) -> None:
+        import asyncio
+
+        await asyncio.sleep(5)
+
+
+async def test_a_slow_shared_store_times_out_into_memory() -> None:
+    store = TieredStore(SlowStore(), MemoryStore(100, 60), timeout=0.05)  # type: ignore[arg-type]
+    assert await store.find(b"root", chain_of(b"k1")) is None
+
+
+def test_build_store_follows_the_settings() -> None:
+    assert build_store(ProcessConfig(store="off")) is None
+    assert isinstance(build_store(ProcessConfig(store="memory")), MemoryStore)
+    assert isinstance(build_store(ProcessConfig(store="auto")), MemoryStore)
+    assert isinstance(build_store(ProcessConfig(store="redis")), MemoryStore)  # nothing configured: warn, memory
+    assert isinstance(build_store(ProcessConfig(redis_url="redis://127.0.0.1:1/0")), TieredStore)
+
+
+def test_our_redis_url_wins_over_litellms_redis() -> None:
+    class LiteLLMRedis:
+        def init_async_client(self) -> object:
+            raise AssertionError("LiteLLM's Redis must not be used when redis_url is set")
+
+    store = build_store(ProcessConfig(redis_url="redis://127.0.0.1:1/0"), LiteLLMRedis())
+    assert isinstance(store, TieredStore)
+
+
+def test_litellms_redis_is_used_when_ours_is_not_set() -> None:
+    client = object()
+
+    class LiteLLMRedis:
+        def init_async_client(self) -> object:
+            return client
+
+    store = build_store(ProcessConfig(), LiteLLMRedis())
+    assert isinstance(store, TieredStore) and store.shared.client is client  # type: ignore[attr-defined]
+    assert isinstance(build_store(ProcessConfig(store="memory"), LiteLLMRedis()), MemoryStore)
+
+
+@pytest.mark.parametrize(("key", "value"), [("store", "disk"), ("store_max_entries", 0), ("log_level", "LOUD")])
+def test_process_settings_are_validated(key: str, value: object) -> None:
+    with pytest.raises(ValueError, match=key):
+        ProcessConfig(**{key: value})  # type: ignore[arg-type]
