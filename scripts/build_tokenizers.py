@@ -84,7 +84,11 @@ def litellm_tokenizers_dir() -> Path:
 
 def bytes_to_unicode() -> dict[int, str]:
     """GPT-2's reversible byte -> printable unicode character table."""
-    printable = [*range(ord("!"), ord("~") + 1), *range(ord("¡"), ord("¬") + 1), *range(ord("®"), ord("ÿ") + 1)]
+    printable = [
+        *range(ord("!"), ord("~") + 1),
+        *range(ord("¡"), ord("¬") + 1),
+        *range(ord("®"), ord("ÿ") + 1),
+    ]
     table = {b: chr(b) for b in printable}
     extra = 0
     for b in range(256):

@@ -19,6 +19,7 @@ import os
 import random
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from tokenizers import Tokenizer
@@ -38,7 +39,7 @@ import tiktoken  # noqa: E402  (must follow TIKTOKEN_CACHE_DIR)
 DATA_DIR = Path(__file__).resolve().parents[2] / "compact_hook" / "tokenizer_data"
 TRANSCRIPTS_DIR = Path("/work/shared/transcripts/openai")
 ENCODINGS = ["o200k_base", "cl100k_base"]
-RANDOM_DOCS = 3000
+RANDOM_DOCS = 5000
 
 Doc = tuple[str, str]  # (label, text)
 
@@ -68,15 +69,26 @@ def _mismatch_message(name: str, label: str, text: str, got: list[int], want: li
     at = next(
         (i for i, (g, w) in enumerate(zip(got, want, strict=False)) if g != w), min(len(got), len(want))
     )
-    tk = tiktoken_encoding(name)
     window = slice(max(0, at - 3), at + 4)
     return (
         f"{name}: document {label!r} differs at token {at} "
         f"(tokenizers {len(got)} ids, tiktoken {len(want)} ids)\n"
-        f"  tokenizers: {got[window]} {[tk.decode_single_token_bytes(t) for t in got[window]]}\n"
-        f"  tiktoken:   {want[window]} {[tk.decode_single_token_bytes(t) for t in want[window]]}\n"
+        f"  tokenizers: {_show(name, got[window])}\n"
+        f"  tiktoken:   {_show(name, want[window])}\n"
         f"  text[:300]: {text[:300]!r}"
     )
+
+
+def _show(name: str, ids: list[int]) -> str:
+    """Ids with their tiktoken bytes (``?`` for ids tiktoken does not know)."""
+    return " ".join(f"{i}={_token_bytes(name, i)!r}" for i in ids)
+
+
+def _token_bytes(name: str, token_id: int) -> bytes | str:
+    try:
+        return tiktoken_encoding(name).decode_single_token_bytes(token_id)
+    except KeyError:
+        return "?"
 
 
 # --------------------------------------------------------------------------- corpus
@@ -208,13 +220,13 @@ def transcript_docs() -> list[Doc]:
     return docs
 
 
-def _message_texts(message: dict[str, object]) -> Iterator[tuple[str, str]]:
+def _message_texts(message: dict[str, Any]) -> Iterator[tuple[str, str]]:
     content = message.get("content")
     if isinstance(content, str):
         yield "content", content
     elif isinstance(content, list):
         yield from (("content part", p["text"]) for p in content if isinstance(p, dict) and "text" in p)
-    for call in message.get("tool_calls") or []:  # type: ignore[attr-defined]
+    for call in message.get("tool_calls") or []:
         function = call.get("function", {})
         yield "tool name", function.get("name", "")
         yield "tool arguments", function.get("arguments", "")
@@ -263,7 +275,44 @@ def _random_text(rng: random.Random) -> str:
     return "".join(atoms)
 
 
+def vocabulary_docs(name: str, per_doc: int = 400) -> list[Doc]:
+    """Every vocabulary token that is valid UTF-8, concatenated in rank order."""
+    tk = tiktoken_encoding(name)
+    ranked = sorted((tk.encode_single_token(raw), raw) for raw in tk.token_byte_values())
+    texts = [text for _, raw in ranked if (text := _utf8_or_none(raw)) is not None]
+    return [(f"vocabulary chunk {i}", "".join(texts[i : i + per_doc])) for i in range(0, len(texts), per_doc)]
+
+
+def _utf8_or_none(raw: bytes) -> str | None:
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+
+
+def gpt2_byte_to_char() -> dict[int, str]:
+    """GPT-2's byte -> printable character table (independent of the build script)."""
+    keep = [*range(ord("!"), ord("~") + 1), *range(ord("¡"), ord("¬") + 1), *range(ord("®"), ord("ÿ") + 1)]
+    moved = [b for b in range(256) if b not in keep]
+    return {**{b: chr(b) for b in keep}, **{b: chr(256 + i) for i, b in enumerate(moved)}}
+
+
 # --------------------------------------------------------------------------- tests
+
+
+@pytest.mark.parametrize("name", ENCODINGS)
+def test_vocabulary_matches_tiktoken(name: str) -> None:
+    """Same token bytes for every id, and nothing else (no added special tokens)."""
+    tk, table = tiktoken_encoding(name), gpt2_byte_to_char()
+    want = {"".join(table[b] for b in raw): tk.encode_single_token(raw) for raw in tk.token_byte_values()}
+    got = hf_tokenizer(name).get_vocab(with_added_tokens=True)
+    wrong = sorted((token, got.get(token), want.get(token)) for token in got.keys() ^ want.keys())
+    wrong += sorted(
+        (token, got[token], want[token]) for token in got.keys() & want.keys() if got[token] != want[token]
+    )
+    assert not wrong, (
+        f"{name}: {len(wrong)} vocabulary entries differ, e.g. (token, tokenizers id, tiktoken id) {wrong[:5]}"
+    )
 
 
 @pytest.mark.parametrize("name", ENCODINGS)
@@ -282,6 +331,11 @@ def test_parity_transcripts(name: str) -> None:
 @pytest.mark.parametrize("name", ENCODINGS)
 def test_parity_random_strings(name: str) -> None:
     assert_parity(name, random_docs())
+
+
+@pytest.mark.parametrize("name", ENCODINGS)
+def test_parity_vocabulary_text(name: str) -> None:
+    assert_parity(name, vocabulary_docs(name))
 
 
 @pytest.mark.parametrize("name", ENCODINGS)
