@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import logging
 import sys
+import time
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -64,12 +65,16 @@ class CompactHook(CustomLogger):
     async def async_pre_call_hook(
         self, user_api_key_dict: Any, cache: Any, data: dict[str, Any], call_type: Any
     ) -> dict[str, Any]:
+        start = time.perf_counter()
         try:
             await self._compact_request(user_api_key_dict, data, str(call_type))
         except Exception:
             logger.exception(
                 "compact_hook: internal error, request %s forwarded unchanged", data.get("litellm_call_id")
             )
+        report = _report_in(data)
+        if report is not None:
+            report["duration_ms"] = round((time.perf_counter() - start) * 1000, 3)
         return data
 
     async def async_post_call_response_headers_hook(
@@ -80,9 +85,8 @@ class CompactHook(CustomLogger):
         request_headers: dict[str, str] | None = None,
         litellm_call_info: dict[str, Any] | None = None,
     ) -> dict[str, str] | None:
-        metadata = data.get("metadata") if isinstance(data, Mapping) else None
-        report = metadata.get(METADATA_KEY) if isinstance(metadata, Mapping) else None
-        return response_headers(report) if isinstance(report, Mapping) else None
+        report = _report_in(data)
+        return response_headers(report) if report is not None else None
 
     async def _compact_request(self, user_api_key_dict: Any, data: dict[str, Any], call_type: str) -> None:
         """Mutates ``data`` only at the very end, once everything has succeeded."""
@@ -163,6 +167,7 @@ def response_headers(report: Mapping[str, Any]) -> dict[str, str]:
         "compaction_ratio",
         "cache",
         "summary_calls",
+        "duration_ms",
         "reason",
     )
     headers = {}
@@ -172,6 +177,12 @@ def response_headers(report: Mapping[str, Any]) -> dict[str, str]:
             text = str(value).lower() if isinstance(value, bool) else str(value)
             headers[HEADER_PREFIX + name.replace("_", "-")] = text
     return headers
+
+
+def _report_in(data: Mapping[str, Any]) -> dict[str, Any] | None:
+    metadata = data.get("metadata") if isinstance(data, Mapping) else None
+    report = metadata.get(METADATA_KEY) if isinstance(metadata, Mapping) else None
+    return report if isinstance(report, dict) else None
 
 
 def _record(data: dict[str, Any], report: dict[str, Any]) -> None:

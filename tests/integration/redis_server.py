@@ -24,7 +24,9 @@ class RedisServer:
     def start(self) -> RedisServer:
         executable = shutil.which("redis-server")
         if executable is None:
-            raise RuntimeError("redis-server is not installed (make test installs it: apt-get install redis-server)")
+            raise RuntimeError(
+                "redis-server is not installed (make test installs it: apt-get install redis-server)"
+            )
         self._proc = subprocess.Popen(
             [executable, "--port", str(self.port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"],
             cwd=self._dir.name,

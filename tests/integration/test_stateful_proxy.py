@@ -120,7 +120,9 @@ def test_every_forwarded_request_is_under_the_threshold_valid_and_made_of_kept_o
         forwarded = turn.forwarded
         assert count_tokens(forwarded) < THRESHOLD
         assert pairing_problems(forwarded) == []
-        summaries = [i for i, m in enumerate(forwarded) if str(m.get("content", "")).startswith(SUMMARY_PREFIX)]
+        summaries = [
+            i for i, m in enumerate(forwarded) if str(m.get("content", "")).startswith(SUMMARY_PREFIX)
+        ]
         assert len(summaries) <= 1
         sent = TRANSCRIPT[: turn.end]
         if not summaries:
@@ -164,11 +166,15 @@ def test_eight_concurrent_identical_requests_across_two_replicas_make_one_summar
     config = proxy_config(standin, tmp_path_factory.mktemp("archive"))
     env = {"COMPACT_REDIS_URL": redis.url}
     at_compaction = next(end for end in POINTS if count_tokens(TRANSCRIPT[:end]) >= THRESHOLD)
-    messages = [{"role": "user", "content": "A fresh task for the concurrency test."}] + TRANSCRIPT[1:at_compaction]
+    messages = [{"role": "user", "content": "A fresh task for the concurrency test."}] + TRANSCRIPT[
+        1:at_compaction
+    ]
     with ProxyProcess(config, env=env) as first, ProxyProcess(config, env=env) as second:
         standin.reset()
         with ThreadPoolExecutor(8) as pool:
-            turns = list(pool.map(lambda i: send_quietly(standin, [first, second][i % 2], messages), range(8)))
+            turns = list(
+                pool.map(lambda i: send_quietly(standin, [first, second][i % 2], messages), range(8))
+            )
     summaries = [r for r in standin.chat_requests if SUMMARY_MARKER in json.dumps(r["body"]["messages"])]
     assert len(summaries) == 1
     assert all(status == 200 for status, _ in turns)
@@ -177,7 +183,9 @@ def test_eight_concurrent_identical_requests_across_two_replicas_make_one_summar
     assert len(mains) == 8 and all(m == mains[0] for m in mains)
 
 
-def send_quietly(standin: Any, proxy: ProxyProcess, messages: list[dict[str, Any]]) -> tuple[int, dict[str, str]]:
+def send_quietly(
+    standin: Any, proxy: ProxyProcess, messages: list[dict[str, Any]]
+) -> tuple[int, dict[str, str]]:
     raw = client_for(proxy).chat.completions.with_raw_response.create(
         model="agent",
         messages=messages,  # type: ignore[arg-type]
@@ -219,7 +227,9 @@ def redis_keys(server: RedisServer) -> list[str]:
 
 def test_two_tenants_never_share_a_compaction(standin: Any, tmp_path_factory: pytest.TempPathFactory) -> None:
     config = proxy_config(
-        standin, tmp_path_factory.mktemp("archive"), custom_auth="tests.integration.tenant_auth.user_api_key_auth"
+        standin,
+        tmp_path_factory.mktemp("archive"),
+        custom_auth="tests.integration.tenant_auth.user_api_key_auth",
     )
     at_compaction = next(end for end in POINTS if count_tokens(TRANSCRIPT[:end]) >= THRESHOLD)
     messages = TRANSCRIPT[:at_compaction]

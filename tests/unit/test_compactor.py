@@ -6,7 +6,7 @@ from typing import Any
 
 from compact_hook import CompactConfig, count_tokens
 from compact_hook.chain import scope_of
-from compact_hook.engine import CompactResult, Compactor, threshold
+from compact_hook.engine import Compactor, CompactResult, threshold
 from compact_hook.messages import is_summary_message
 from compact_hook.store import MemoryStore
 from tests.fakes import FakeSummarizer, InMemoryArchive, LockingMemoryStore, SlowSummarizer
@@ -27,7 +27,9 @@ def canonical(messages: list[dict[str, Any]]) -> list[str]:
     return [json.dumps(m, sort_keys=True) for m in messages]
 
 
-async def replay(compactor: Compactor, summarizer: FakeSummarizer, scope: bytes = SCOPE) -> list[CompactResult]:
+async def replay(
+    compactor: Compactor, summarizer: FakeSummarizer, scope: bytes = SCOPE
+) -> list[CompactResult]:
     archive = InMemoryArchive()
     results = []
     for end in replay_points(TRANSCRIPT):
@@ -93,7 +95,10 @@ async def test_eight_concurrent_identical_requests_share_one_summary() -> None:
     summarizer = SlowSummarizer(0.2)
     messages = AT_FIRST_COMPACTION
     results = await asyncio.gather(
-        *(compactor.compact(messages, CONFIG, summarizer, scope=SCOPE, archive=InMemoryArchive()) for _ in range(8))
+        *(
+            compactor.compact(messages, CONFIG, summarizer, scope=SCOPE, archive=InMemoryArchive())
+            for _ in range(8)
+        )
     )
     assert len(summarizer.requests) == 1
     assert sorted(r.cache for r in results) == ["miss"] + ["shared"] * 7
@@ -171,7 +176,9 @@ async def test_tenants_never_see_each_others_compactions() -> None:
     )
     assert (a.cache, b.cache) == ("miss", "miss")
     assert "team b" in json.dumps(b.messages) and "team a" not in json.dumps(b.messages)
-    again = await compactor.compact(messages, CONFIG, FakeSummarizer(), scope=SCOPE, archive=InMemoryArchive())
+    again = await compactor.compact(
+        messages, CONFIG, FakeSummarizer(), scope=SCOPE, archive=InMemoryArchive()
+    )
     assert again.cache == "hit" and "team a" in json.dumps(again.messages)
 
 
@@ -193,5 +200,7 @@ async def test_an_edited_history_does_not_reuse_a_compaction_of_the_old_one() ->
     await replay(Compactor(store), FakeSummarizer())
     edited = [dict(TRANSCRIPT[0], content="a different task")] + TRANSCRIPT[1:]
     summarizer = FakeSummarizer()
-    result = await Compactor(store).compact(edited, CONFIG, summarizer, scope=SCOPE, archive=InMemoryArchive())
+    result = await Compactor(store).compact(
+        edited, CONFIG, summarizer, scope=SCOPE, archive=InMemoryArchive()
+    )
     assert result.cache == "miss" and len(summarizer.requests) >= 1

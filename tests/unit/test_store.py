@@ -103,7 +103,9 @@ def test_build_store_follows_the_settings() -> None:
     assert build_store(ProcessConfig(store="off")) is None
     assert isinstance(build_store(ProcessConfig(store="memory")), MemoryStore)
     assert isinstance(build_store(ProcessConfig(store="auto")), MemoryStore)
-    assert isinstance(build_store(ProcessConfig(store="redis")), MemoryStore)  # nothing configured: warn, memory
+    assert isinstance(
+        build_store(ProcessConfig(store="redis")), MemoryStore
+    )  # nothing configured: warn, memory
     assert isinstance(build_store(ProcessConfig(redis_url="redis://127.0.0.1:1/0")), TieredStore)
 
 
@@ -128,7 +130,9 @@ def test_litellms_redis_is_used_when_ours_is_not_set() -> None:
     assert isinstance(build_store(ProcessConfig(store="memory"), LiteLLMRedis()), MemoryStore)
 
 
-@pytest.mark.parametrize(("key", "value"), [("store", "disk"), ("store_max_entries", 0), ("log_level", "LOUD")])
+@pytest.mark.parametrize(
+    ("key", "value"), [("store", "disk"), ("store_max_entries", 0), ("log_level", "LOUD")]
+)
 def test_process_settings_are_validated(key: str, value: object) -> None:
     with pytest.raises(ValueError, match=key):
         ProcessConfig(**{key: value})  # type: ignore[arg-type]

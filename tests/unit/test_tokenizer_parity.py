@@ -24,6 +24,8 @@ from typing import Any
 import pytest
 from tokenizers import Tokenizer
 
+from tests.support import TRANSCRIPTS
+
 
 def _litellm_tokenizers_dir() -> Path:
     spec = importlib.util.find_spec("litellm")
@@ -37,7 +39,7 @@ os.environ["TIKTOKEN_CACHE_DIR"] = str(_litellm_tokenizers_dir())
 import tiktoken  # noqa: E402  (must follow TIKTOKEN_CACHE_DIR)
 
 DATA_DIR = Path(__file__).resolve().parents[2] / "compact_hook" / "tokenizer_data"
-TRANSCRIPTS_DIR = Path("/work/shared/transcripts/openai")
+TRANSCRIPTS_DIR = TRANSCRIPTS / "openai"
 ENCODINGS = ["o200k_base", "cl100k_base"]
 RANDOM_DOCS = 5000
 
@@ -323,8 +325,7 @@ def test_parity_fixed_corpus(name: str) -> None:
 @pytest.mark.parametrize("name", ENCODINGS)
 def test_parity_transcripts(name: str) -> None:
     docs = transcript_docs()
-    if not docs:
-        pytest.skip(f"no transcripts under {TRANSCRIPTS_DIR}")
+    assert len(docs) > 1000, f"transcripts missing under {TRANSCRIPTS_DIR}"
     assert_parity(name, docs)
 
 
