@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 INSTALLED := $(VENV)/.installed
 export LITELLM_LOCAL_MODEL_COST_MAP := True
 
-.PHONY: install run test unit lint typecheck bench clean
+.PHONY: install system-deps run test unit lint typecheck bench clean
 
 $(INSTALLED): pyproject.toml
 	test -x $(PY) || python3 -m venv $(VENV)
@@ -16,10 +16,14 @@ $(INSTALLED): pyproject.toml
 
 install: $(INSTALLED)
 
+# redis-server: the real Redis the integration tests start on their own ports (Debian package).
+system-deps:
+	@command -v redis-server >/dev/null 2>&1 || { apt-get update -qq && apt-get install -y -qq redis-server; }
+
 run: install
 	tools/run_proxy.sh $(VENV)
 
-test: install
+test: install system-deps
 	$(PY) -m ruff check compact_hook tests bench tools scripts
 	$(PY) -m mypy
 	$(PY) -m pytest
@@ -37,6 +41,7 @@ typecheck: install
 bench: install
 	$(PY) bench/bench_tokens.py
 	$(PY) bench/bench_hook_overhead.py
+	$(PY) bench/bench_replay.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache compact_archive
