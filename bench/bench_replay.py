@@ -32,7 +32,15 @@ TRANSCRIPT = load_transcript("claude_code_fa812bfe_pre_compact.json")
 
 
 def config(upstream: str, window: int, archive: str) -> dict[str, Any]:
-    compact = {"context_window": window, "summary_max_tokens": 1000, "archive_dir": archive}
+    compact = {
+        "context_window": window,
+        "summary_max_tokens": 1000,
+        "archive_dir": archive,
+        # the store in isolation: cheap tiers off (bench_tiers.py measures those)
+        "tool_output_policy": "none",
+        "clear_tool_results": False,
+        "user_message_budget": 0,
+    }
     return {
         "model_list": [standin_deployment("agent", upstream, "standin-agent", compact=compact)],
         "litellm_settings": {"callbacks": "compact_hook.proxy_handler_instance"},

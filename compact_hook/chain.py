@@ -20,14 +20,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from compact_hook.assemble import summary_message
 from compact_hook.config import CompactConfig
-from compact_hook.fingerprint import Fingerprint, fingerprint
+from compact_hook.fingerprint import Fingerprint
 from compact_hook.messages import Message
 from compact_hook.partition import head_length
 from compact_hook.summarize import PROMPT_VERSION
 
-STATE_VERSION = "1"
+STATE_VERSION = "2"
 """Bump when the meaning of a stored entry changes: old entries then simply stop matching."""
 
 SCOPE_SETTINGS = (
@@ -38,12 +37,21 @@ SCOPE_SETTINGS = (
     "summary_max_tokens",
     "summary_context_window",
     "tokenizer",
+    "tool_output_max_tokens",
+    "tool_output_policy",
+    "clear_tool_results",
+    "clear_trigger_ratio",
+    "keep_tool_results",
+    "clear_at_least",
+    "protected_tools",
+    "user_message_budget",
 )
 
 
 def scope_of(config: CompactConfig, model: str, tenant: str) -> bytes:
     """Everything that changes what a compaction looks like, plus who may reuse it."""
     settings = {name: getattr(config, name) for name in SCOPE_SETTINGS}
+    settings["protected_tools"] = sorted(config.protected_tools)
     label = json.dumps(
         ["compact_hook", STATE_VERSION, PROMPT_VERSION, model, tenant, settings], sort_keys=True
     )
@@ -71,59 +79,54 @@ def root_position(messages: Sequence[Message]) -> int:
 
 @dataclass(frozen=True, slots=True)
 class Entry:
-    """One remembered compaction of ``original[:covered]``.
+    """The remembered state of a conversation's prefix ``original[:span]``.
 
-    The replacement is ``[original[i] for i in keep] + [summary message]``: kept messages are
-    referenced by index, not stored, so they come from the client's own request every time.
+    A compaction (``summary`` set) replaces ``original[:covered]`` by
+    ``[original[i] for i in keep] + [summary message]``: kept messages are referenced by
+    index, not stored, so they come from the client's own request every time. A clearing
+    boundary (``cleared_before``) says which old tool results are shown as placeholders.
+    ``summarizer`` is ``model`` or ``digest`` (made without a model).
     """
 
-    covered: int
-    keep: tuple[int, ...]
-    summary: str
+    covered: int = 0
+    keep: tuple[int, ...] = ()
+    summary: str | None = None
+    cleared_before: int = 0
+    summarizer: str = "model"
+
+    @property
+    def span(self) -> int:
+        """How many of the client's messages this state is about (its key is ``chain[span]``)."""
+        return max(self.covered, self.cleared_before)
 
     def to_json(self) -> str:
-        return json.dumps({"covered": self.covered, "keep": list(self.keep), "summary": self.summary})
+        return json.dumps(
+            {
+                "covered": self.covered,
+                "keep": list(self.keep),
+                "summary": self.summary,
+                "cleared_before": self.cleared_before,
+                "summarizer": self.summarizer,
+            }
+        )
 
     @classmethod
     def from_json(cls, text: str | bytes) -> Entry:
         data: Any = json.loads(text)
-        return cls(int(data["covered"]), tuple(int(i) for i in data["keep"]), str(data["summary"]))
-
-
-@dataclass(frozen=True, slots=True)
-class View:
-    """The history as we will treat it: messages, their fingerprints, and where each came from.
-
-    ``origins[i]`` is the index in the client's list of ``messages[i]``, or None for a
-    summary we inserted.
-    """
-
-    messages: list[Message]
-    prints: list[Fingerprint]
-    origins: list[int | None]
-
-    @classmethod
-    def of(cls, messages: Sequence[Message], prints: Sequence[Fingerprint]) -> View:
-        return cls(list(messages), list(prints), list(range(len(messages))))
-
-    @property
-    def spliced_prefix(self) -> int:
-        """Length of the replacement prefix (0 when nothing was spliced in)."""
-        last_synthetic = max((i for i, origin in enumerate(self.origins) if origin is None), default=-1)
-        return last_synthetic + 1
-
-
-def splice(messages: Sequence[Message], prints: Sequence[Fingerprint], entry: Entry) -> View:
-    """``[original[i] for i in keep] + [summary] + original[covered:]``, deterministically."""
-    summary = summary_message(entry.summary)
-    kept = list(entry.keep)
-    return View(
-        messages=[*(messages[i] for i in kept), summary, *messages[entry.covered :]],
-        prints=[*(prints[i] for i in kept), fingerprint(summary), *prints[entry.covered :]],
-        origins=[*kept, None, *range(entry.covered, len(messages))],
-    )
+        summary = data.get("summary")
+        return cls(
+            covered=int(data["covered"]),
+            keep=tuple(int(i) for i in data["keep"]),
+            summary=str(summary) if summary is not None else None,
+            cleared_before=int(data.get("cleared_before", 0)),
+            summarizer=str(data.get("summarizer", "model")),
+        )
 
 
 def entry_is_usable(entry: Entry, length: int) -> bool:
     """An entry read from a shared store is checked before its indices are trusted."""
-    return 0 < entry.covered <= length and all(0 <= i < entry.covered for i in entry.keep)
+    if not 0 < entry.span <= length or entry.cleared_before < 0:
+        return False
+    if entry.summary is None:
+        return entry.covered == 0 and not entry.keep
+    return 0 < entry.covered and all(0 <= i < entry.covered for i in entry.keep)

@@ -23,6 +23,18 @@ DEFAULT_SUMMARY_TIMEOUT_SECONDS = 120.0
 DEFAULT_MAX_RETRIES = 2
 DEFAULT_RETRY_BACKOFF_SECONDS = 1.0
 DEFAULT_ARCHIVE_DIR = str(Path("~/.local/state/compact_hook/archive").expanduser())
+DEFAULT_TOOL_OUTPUT_MAX_TOKENS = 5_000
+DEFAULT_CLEAR_TRIGGER_RATIO = 0.7
+DEFAULT_KEEP_TOOL_RESULTS = 3
+DEFAULT_CLEAR_AT_LEAST = 5_000
+DEFAULT_PROTECTED_TOOLS = ("manage_todo_list",)
+DEFAULT_USER_MESSAGE_BUDGET = 20_000
+TOOL_OUTPUT_POLICIES = ("tokens", "bytes", "none")
+NORMALIZE_MODES = ("changed", "always")
+OVERFLOW_MODES = ("fit", "passthrough")
+MIN_TOOL_OUTPUT_TOKENS = 100
+DIGEST = "digest"
+"""``summary_model: digest``: summarize with the built-in deterministic digest, no LLM call."""
 DEFAULT_STORE_MAX_ENTRIES = 10_000
 DEFAULT_STORE_TTL_SECONDS = 86_400
 DEFAULT_REDIS_TIMEOUT_SECONDS = 0.5
@@ -41,6 +53,8 @@ class CompactConfig:
     ``summary_model`` ``None`` means "the same model group as the request".
     ``tokenizer`` ``None`` means "pick by model name" (see ``tokens.tokenizer_name_for_model``);
     otherwise ``o200k_base``, ``cl100k_base``, ``claude`` or a path to a ``tokenizer.json``.
+    The cheap tiers (truncation, clearing), protected content and the fit guarantee are
+    documented with their keys in the README.
     """
 
     enabled: bool = True
@@ -55,9 +69,20 @@ class CompactConfig:
     retry_backoff_seconds: float = DEFAULT_RETRY_BACKOFF_SECONDS
     archive_dir: str = DEFAULT_ARCHIVE_DIR
     tokenizer: str | None = None
+    tool_output_max_tokens: int = DEFAULT_TOOL_OUTPUT_MAX_TOKENS
+    tool_output_policy: str = "tokens"
+    clear_tool_results: bool = True
+    clear_trigger_ratio: float = DEFAULT_CLEAR_TRIGGER_RATIO
+    keep_tool_results: int = DEFAULT_KEEP_TOOL_RESULTS
+    clear_at_least: int = DEFAULT_CLEAR_AT_LEAST
+    protected_tools: tuple[str, ...] = DEFAULT_PROTECTED_TOOLS
+    user_message_budget: int = DEFAULT_USER_MESSAGE_BUDGET
+    normalize: str = "changed"
+    on_overflow: str = "fit"
 
     def __post_init__(self) -> None:
         _check_types(self)
+        self._check_tiers()
         _check_range("context_window", self.context_window, low=1)
         _check_range("summary_context_window", self.summary_context_window, low=1)
         _check_fraction("trigger_ratio", self.trigger_ratio, allow_one=True)
@@ -75,6 +100,28 @@ class CompactConfig:
         _check_non_empty("summary_model", self.summary_model)
         _check_non_empty("tokenizer", self.tokenizer)
 
+    def _check_tiers(self) -> None:
+        _check_choice("tool_output_policy", self.tool_output_policy, TOOL_OUTPUT_POLICIES)
+        _check_choice("normalize", self.normalize, NORMALIZE_MODES)
+        _check_choice("on_overflow", self.on_overflow, OVERFLOW_MODES)
+        _check_range("tool_output_max_tokens", self.tool_output_max_tokens, low=MIN_TOOL_OUTPUT_TOKENS)
+        _check_fraction("clear_trigger_ratio", self.clear_trigger_ratio, allow_one=True)
+        if self.clear_trigger_ratio > self.trigger_ratio:
+            raise ValueError(
+                f"clear_trigger_ratio: must not exceed trigger_ratio ({self.trigger_ratio}), "
+                f"got {self.clear_trigger_ratio}; clearing is the cheaper tier and comes first"
+            )
+        _check_range("keep_tool_results", self.keep_tool_results, low=0)
+        _check_range("clear_at_least", self.clear_at_least, low=1)
+        _check_range("user_message_budget", self.user_message_budget, low=0)
+        for name in self.protected_tools:
+            _check_non_empty("protected_tools", name)
+
+    @property
+    def uses_digest(self) -> bool:
+        """Summaries come from the built-in digest, not from a model."""
+        return self.summary_model == DIGEST
+
     @classmethod
     def from_dict(cls, settings: Mapping[str, Any], base: CompactConfig | None = None) -> CompactConfig:
         """Build from a ``model_info["compact"]`` block layered over ``base`` (or the defaults)."""
@@ -84,7 +131,8 @@ class CompactConfig:
         unknown = sorted(set(settings) - set(known))
         if unknown:
             raise ValueError(f"{unknown[0]}: unknown setting (known: {', '.join(sorted(known))})")
-        return dataclasses.replace(base or cls(), **dict(settings))
+        values = {key: _from_yaml(value, _field_types(cls)[key]) for key, value in settings.items()}
+        return dataclasses.replace(base or cls(), **values)
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> CompactConfig:
@@ -117,10 +165,8 @@ class ProcessConfig:
 
     def __post_init__(self) -> None:
         _check_types(self)
-        if self.log_level.upper() not in LOG_LEVELS:
-            raise ValueError(f"log_level: must be one of {', '.join(LOG_LEVELS)}, got {self.log_level!r}")
-        if self.store not in STORE_BACKENDS:
-            raise ValueError(f"store: must be one of {', '.join(STORE_BACKENDS)}, got {self.store!r}")
+        _check_choice("log_level", self.log_level.upper(), LOG_LEVELS)
+        _check_choice("store", self.store, STORE_BACKENDS)
         if self.store == "redis" and self.redis_url is not None:
             _check_non_empty("redis_url", self.redis_url)
         _check_range("store_max_entries", self.store_max_entries, low=1)
@@ -170,7 +216,21 @@ def _allowed_types(hint: Any) -> tuple[type, ...]:
     return (hint,)
 
 
+def _from_yaml(value: Any, hint: Any) -> Any:
+    """YAML has lists, not tuples: accept a list where a tuple of strings is expected."""
+    return tuple(value) if get_origin(hint) is tuple and isinstance(value, list) else value
+
+
+def _check_choice(name: str, value: str, choices: tuple[str, ...]) -> None:
+    if value not in choices:
+        raise ValueError(f"{name}: must be one of {', '.join(choices)}, got {value!r}")
+
+
 def _check_type(name: str, value: Any, hint: Any) -> None:
+    if get_origin(hint) is tuple:
+        if not (isinstance(value, tuple) and all(isinstance(item, str) for item in value)):
+            raise ValueError(f"{name}: expected a list of strings, got {value!r}")
+        return
     allowed = _allowed_types(hint)
     if value is None and type(None) in allowed:
         return
@@ -204,8 +264,10 @@ def _check_non_empty(name: str, value: str | None) -> None:
 
 
 def _parse_env(var: str, raw: str, hint: Any) -> Any:
-    allowed = _allowed_types(hint)
     text = raw.strip()
+    if get_origin(hint) is tuple:
+        return tuple(item.strip() for item in text.split(",") if item.strip())
+    allowed = _allowed_types(hint)
     if type(None) in allowed and text.lower() in ("", "none", "null"):
         return None
     try:

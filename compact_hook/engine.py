@@ -1,14 +1,18 @@
-"""The compaction recipe: count, reuse what is stored, decide, partition, summarize, archive.
+"""The compaction recipe: count, apply the cheap tiers, reuse what is stored, compact, fit.
 
-Usable without a proxy (``compact_messages`` with any ``summarize`` coroutine); the proxy
-hook drives the same ``Compactor`` with a shared store. The input list and its messages are
-never mutated; the result holds the very same kept message objects.
+One pass per request, in order of cost:
 
-With a store, one compaction costs one summary, however many turns follow: each request
-splices in the stored compaction of its longest known prefix, and only when that view
-reaches the threshold again is a new compaction made — of the previous summary plus what
-has aged out since — and stored under the longer prefix. Between two compactions the
-forwarded list of turn t is a prefix of turn t+1's, so provider prompt caches keep hitting.
+1. tool outputs over ``tool_output_max_tokens`` are truncated (every request; deterministic);
+2. the conversation's stored state is spliced in (a compaction, a clearing boundary);
+3. at ``clear_trigger_ratio`` old tool results are cleared, the boundary advancing in
+   batches and stored;
+4. at ``trigger_ratio`` the middle is summarized (or digested) — one summary per
+   compaction, shared by concurrent requests and replicas — and stored;
+5. if the request still would not fit the window, it is fitted (``on_overflow: fit``);
+6. a changed request is normalized so every tool call has its result.
+
+Usable without a proxy (``compact_messages``, stateless); the hook drives a ``Compactor``
+with a store. The input list and its messages are never mutated.
 """
 
 from __future__ import annotations
@@ -21,27 +25,34 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from compact_hook.archive import Archive, FileArchive, conversation_session_id
-from compact_hook.chain import Entry, View, entry_is_usable, prefix_chain, root_position, splice
+from compact_hook.chain import Entry, entry_is_usable, prefix_chain, root_position
+from compact_hook.clearing import next_boundary, placeholder
 from compact_hook.config import DEFAULT_LOCK_TTL_SECONDS, DEFAULT_LOCK_WAIT_SECONDS, CompactConfig
+from compact_hook.digest import digest
 from compact_hook.errors import SummarizerError
-from compact_hook.fingerprint import Fingerprint, fingerprints
+from compact_hook.fingerprint import Fingerprint, fingerprint, fingerprints
+from compact_hook.fit import fit
 from compact_hook.flight import SingleFlight
 from compact_hook.messages import Message, malformed_reason
-from compact_hook.partition import Partition, partition
+from compact_hook.normalize import normalize
+from compact_hook.partition import KeepPolicy, Partition, latest_user_index, partition
 from compact_hook.store import CompactionStore
 from compact_hook.summarize import Summarize, summarize_middle
 from compact_hook.tokens import TokenCounter, counter_for
-from compact_hook.units import group_units
+from compact_hook.truncate import truncate_tool_message
+from compact_hook.units import Unit, group_units
+from compact_hook.view import Tiers, TruncationCache, View
 
 logger = logging.getLogger(__name__)
 
 DEFAULT_TOKENIZER = "o200k_base"
 POLL_SECONDS = (0.05, 0.1, 0.2, 0.5)
+DIGEST_CHARS_PER_TOKEN = 3
 
 
 @dataclass(frozen=True, slots=True)
 class CompactStats:
-    """What a compaction did; all zeros when nothing was compacted.
+    """What a compaction did; all zeros when no summary is in the forwarded request.
 
     ``compaction_ratio`` is ``compacted_token_count / original_token_count`` (lower is more);
     ``compacted_message_count`` counts the client's messages replaced by the summary.
@@ -58,10 +69,13 @@ class CompactStats:
 class CompactResult:
     """The messages to forward, and why they look the way they do.
 
-    ``input_tokens`` is the request's size as received; ``reason`` says why nothing (new) was
-    compacted; ``cache`` is ``hit`` (a stored compaction reused, no summary call), ``miss``
+    ``compacted``: a summary (stored or new) is in ``messages``. ``input_tokens`` /
+    ``output_tokens``: the request as received / as forwarded. ``reason`` says why nothing
+    (new) was compacted. ``cache``: ``hit`` (stored state reused, no summary call), ``miss``
     (a new summary made here), ``shared`` (made by a concurrent request or replica) or
-    ``none``; ``summary_calls`` counts the summary calls this request made.
+    ``none``. ``truncated`` / ``cleared`` / ``dropped`` / ``normalized`` count what the cheap
+    tiers, the fit guarantee and normalization changed; ``summarizer`` is ``model`` or
+    ``digest`` when a summary is present.
     """
 
     messages: list[Message]
@@ -72,11 +86,39 @@ class CompactResult:
     reason: str = ""
     cache: str = "none"
     summary_calls: int = 0
+    output_tokens: int = 0
+    truncated: int = 0
+    cleared: int = 0
+    dropped: int = 0
+    normalized: int = 0
+    summarizer: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Limits:
+    """Token limits of one request: clearing trigger, compaction trigger, and the hard window."""
+
+    clear: int
+    compact: int
+    window: int
+
+    @classmethod
+    def of(cls, config: CompactConfig, max_output_tokens: int | None) -> Limits | None:
+        compact = threshold(config, max_output_tokens)
+        if compact is None or config.context_window is None:
+            return None
+        window = max(1, config.context_window - (max_output_tokens or 0))
+        clear = (
+            max(1, int(config.clear_trigger_ratio * config.context_window))
+            if config.clear_tool_results
+            else compact
+        )
+        return cls(clear=min(clear, compact), compact=compact, window=window)
 
 
 @dataclass(frozen=True, slots=True)
 class _Made:
-    """A compaction computed by this process (or found ready in the shared store)."""
+    """A compaction computed here (or found ready in the shared store)."""
 
     entry: Entry
     cache: str
@@ -127,10 +169,8 @@ async def compact_messages(
     counter: TokenCounter | None = None,
     archive: Archive | None = None,
 ) -> CompactResult:
-    """Compact ``messages`` if they reach the threshold; otherwise return them as they are.
-
-    Stateless: nothing is remembered between calls (use a ``Compactor`` for that).
-    """
+    """Compact ``messages`` if they reach the threshold; otherwise return them as they are
+    (but for the cheap tiers). Stateless: nothing is remembered between calls."""
     return await Compactor(store=None).compact(
         messages,
         config,
@@ -143,7 +183,7 @@ async def compact_messages(
 
 
 class Compactor:
-    """Compaction with memory: a store of past compactions and single flight per compaction."""
+    """Compaction with memory: a store of conversation states and single flight per compaction."""
 
     def __init__(
         self,
@@ -155,6 +195,7 @@ class Compactor:
         self.lock_ttl = lock_ttl
         self.lock_wait = lock_wait
         self.flights: SingleFlight[_Made] = SingleFlight()
+        self.truncations = TruncationCache()
 
     async def compact(
         self,
@@ -177,67 +218,117 @@ class Compactor:
         prints = list(prints) if prints is not None else fingerprints(original)
         counts = await counter.acount_messages(original, prints)
         total = counter.total(counts)
-        limit = threshold(config, max_output_tokens)
-        if not config.enabled or limit is None or not original or total < limit:
-            reason = (
-                "disabled" if not config.enabled else "window_unknown" if limit is None else "below_threshold"
-            )
-            return CompactResult(original, False, input_tokens=total, reason=reason)
-        request = _Request(original, prints, counts, total, limit, config, counter, scope)
-        return await self._compact(request, summarize, session_id, archive)
+        limits = Limits.of(config, max_output_tokens)
+        if not config.enabled or limits is None or not original:
+            reason = "disabled" if not config.enabled else "window_unknown" if limits is None else "empty"
+            return CompactResult(original, False, input_tokens=total, output_tokens=total, reason=reason)
+        tiers = Tiers(original, prints, counts, config, counter, self.truncations)
+        run = _Run(original, prints, total, limits, config, counter, tiers, scope, session_id, archive)
+        return await self._run(run, summarize)
+
+    async def _run(self, run: _Run, summarize: Summarize) -> CompactResult:
+        view = run.tiers.view(None)
+        if await run.tokens(view) < run.limits.clear:
+            return await run.result(view, Entry(), "none", reason="below_threshold")
+        chain = prefix_chain(run.scope, run.prints)
+        root = chain[root_position(run.original)]
+        state = await self._stored(run, root, chain)
+        cache = "hit" if state.span else "none"
+        view = run.tiers.view(state)
+        if run.config.clear_tool_results and await run.tokens(view) >= run.limits.clear:
+            advanced = run.advance_clearing(state, view)
+            if advanced is not None:
+                state, view = advanced, run.tiers.view(advanced)
+                await self._put(root, chain, state)
+        if await run.tokens(view) < run.limits.compact:
+            return await run.result(view, state, "hit" if state.span else "none")
+        return await self._compact(run, summarize, root, chain, state, view, cache)
 
     async def _compact(
-        self, request: _Request, summarize: Summarize, session_id: str | None, archive: Archive | None
+        self,
+        run: _Run,
+        summarize: Summarize,
+        root: bytes,
+        chain: list[bytes],
+        state: Entry,
+        view: View,
+        cache: str,
     ) -> CompactResult:
-        chain = prefix_chain(request.scope, request.prints)
-        root = chain[root_position(request.original)]
-        view = await self._stored_view(request, root, chain)
-        view_counts = request.view_counts(view)
-        if request.counter.total(view_counts) < request.limit:
-            return request.result(view, view_counts, "hit")
-        part = _partition(view, view_counts, request.config)
-        stored = "hit" if view.spliced_prefix else "none"
+        part = run.partition(view)
         if not part.middle:
-            return request.result(view, view_counts, stored, reason="nothing_to_summarize")
-        key = chain[_origin(view, part.tail_start, len(request.original))]
-        archive = archive or FileArchive(request.config.archive_dir)
-        session = session_id or conversation_session_id(request.original)
+            return await self._fit(run, view, state, cache, "nothing_to_summarize")
+        key = chain[max(_origin(view, part.tail_start, len(run.original)), state.cleared_before)]
         try:
             made, shared = await self.flights.run(
-                key, lambda: self._make_once(key, root, view, part, request, summarize, archive, session)
+                key, lambda: self._make_once(key, root, run, view, part, state, summarize)
             )
         except SummarizerError as exc:
-            logger.error("compact_hook: compaction failed, request forwarded without it: %s", exc)
-            return request.result(view, view_counts, stored, reason="summary_failed")
-        compacted = splice(request.original, request.prints, made.entry)
-        if shared:
-            made = _Made(made.entry, "shared")
-        return request.result(
-            compacted, request.view_counts(compacted), made.cache, "", made.summary_calls, made.archive_path
-        )
+            logger.error("compact_hook: compaction failed: %s", exc)
+            if run.config.on_overflow == "fit" and await run.tokens(view) > run.limits.window:
+                made, shared = await self._digest_instead(run, root, chain, view, part, state), False
+            else:
+                return await run.result(view, state, cache, reason="summary_failed")
+        compacted = run.tiers.view(made.entry)
+        cache = "shared" if shared else made.cache
+        calls = 0 if shared else made.summary_calls
+        return await self._fit(run, compacted, made.entry, cache, "", calls, made.archive_path)
 
-    async def _stored_view(self, request: _Request, root: bytes, chain: list[bytes]) -> View:
+    async def _fit(
+        self,
+        run: _Run,
+        view: View,
+        state: Entry,
+        cache: str,
+        reason: str,
+        summary_calls: int = 0,
+        archive_path: Path | None = None,
+    ) -> CompactResult:
+        """The guarantee: over the window and ``on_overflow: fit`` → drop/shrink to fit."""
+        if run.config.on_overflow != "fit" or await run.tokens(view) <= run.limits.window:
+            return await run.result(view, state, cache, reason, summary_calls, archive_path)
+        fitted_view, dropped, fits = run.fit(view)
+        if dropped:
+            await run.archive().save(run.session(), dropped)
+        reason = reason or "fitted"
+        if not fits:
+            logger.warning("compact_hook: request cannot be brought under %d tokens", run.limits.window)
+            reason = "cannot_fit"
+        return await run.result(fitted_view, state, cache, reason, summary_calls, archive_path, len(dropped))
+
+    async def _digest_instead(
+        self, run: _Run, root: bytes, chain: list[bytes], view: View, part: Partition, state: Entry
+    ) -> _Made:
+        made = await run.summarize(view, part, state, None)
+        key = chain[made.entry.span]
+        await self._put(root, chain, made.entry, key)
+        return made
+
+    async def _stored(self, run: _Run, root: bytes, chain: list[bytes]) -> Entry:
         if self.store is None:
-            return View.of(request.original, request.prints)
+            return Entry()
         found = await self.store.find(root, chain)
-        if found is None or not entry_is_usable(found[1], len(request.original)):
-            return View.of(request.original, request.prints)
-        return splice(request.original, request.prints, found[1])
+        if found is None or not entry_is_usable(found[1], len(run.original)):
+            return Entry()
+        return found[1]
+
+    async def _put(self, root: bytes, chain: list[bytes], entry: Entry, key: bytes | None = None) -> None:
+        if self.store is not None:
+            await self.store.put(root, key or chain[entry.span], entry)
 
     async def _make_once(
         self,
         key: bytes,
         root: bytes,
+        run: _Run,
         view: View,
         part: Partition,
-        request: _Request,
+        state: Entry,
         summarize: Summarize,
-        archive: Archive,
-        session: str,
     ) -> _Made:
         """Across replicas: hold the key's lock and compute, or wait for the holder's entry."""
+        model = None if run.config.uses_digest else summarize
         if self.store is None:
-            return await _summarize_view(view, part, request, summarize, archive, session)
+            return await run.summarize(view, part, state, model)
         token = await self.store.try_lock(key, self.lock_ttl)
         if token is None:
             ready = await self._wait_for(key)
@@ -245,7 +336,7 @@ class Compactor:
                 return _Made(ready, "shared")
             token = await self.store.try_lock(key, self.lock_ttl)
         try:
-            made = await _summarize_view(view, part, request, summarize, archive, session)
+            made = await run.summarize(view, part, state, model)
             await self.store.put(root, key, made.entry)
             return made
         finally:
@@ -265,79 +356,176 @@ class Compactor:
                 return entry
             if not await self.store.is_locked(key):
                 return await self.store.get(key)
-        logger.warning(
-            "compact_hook: waited %.0f s for another replica's summary; making it here", self.lock_wait
-        )
+        logger.warning("compact_hook: waited %.0f s for another replica's summary; making it", self.lock_wait)
         return None
 
 
-@dataclass(frozen=True, slots=True)
-class _Request:
-    """What one request brings to a compaction, computed once."""
+@dataclass(slots=True)
+class _Run:
+    """One request going through the pipeline: what it brought, computed once."""
 
     original: list[Message]
     prints: list[Fingerprint]
-    counts: list[int]
     total: int
-    limit: int
+    limits: Limits
     config: CompactConfig
     counter: TokenCounter
+    tiers: Tiers
     scope: bytes
+    session_id: str | None
+    archive_override: Archive | None
 
-    def view_counts(self, view: View) -> list[int]:
-        """Per-message counts of a view: the client's from ``counts``; only a summary is new."""
-        if not view.spliced_prefix:
-            return self.counts
-        summary = view.spliced_prefix - 1
-        summary_count = self.counter.count_messages([view.messages[summary]], [view.prints[summary]])[0]
-        return [self.counts[o] if o is not None else summary_count for o in view.origins]
+    async def tokens(self, view: View) -> int:
+        return self.counter.total(await self.counter.acount_messages(view.messages, view.prints))
 
-    def result(
+    def session(self) -> str:
+        return self.session_id or conversation_session_id(self.original)
+
+    def archive(self) -> Archive:
+        return self.archive_override or FileArchive(self.config.archive_dir)
+
+    def advance_clearing(self, state: Entry, view: View) -> Entry | None:
+        """A new state clearing one more batch of old tool results, or None if not worth it yet."""
+        results = [result for result in self.tiers.results if result.index >= state.covered]
+        savings = [self._saving(result.index) for result in results]
+        boundary = next_boundary(
+            results, savings, self.config.keep_tool_results, state.cleared_before, self.config.clear_at_least
+        )
+        if boundary is None:
+            return None
+        return Entry(state.covered, state.keep, state.summary, boundary, state.summarizer)
+
+    def _saving(self, index: int) -> int:
+        if not self.tiers.clearable(index):
+            return 0
+        message, print_ = self.tiers.truncated(index)
+        cleared = placeholder(self.original[index], self.tiers.tools[index])
+        before, after = self.counter.count_messages([message, cleared], [print_, fingerprint(cleared)])
+        return max(0, before - after)
+
+    def partition(self, view: View) -> Partition:
+        assert self.config.context_window is not None
+        counts = self.counter.count_messages(view.messages, view.prints)
+        tail_budget = max(1, int(self.config.tail_retention_ratio * self.config.context_window))
+        keep = KeepPolicy(self.config.user_message_budget, self.config.protected_tools)
+        units = group_units(view.messages)
+        return partition(view.messages, counts, units, tail_budget, floor=view.spliced_prefix, keep=keep)
+
+    async def summarize(self, view: View, part: Partition, state: Entry, model: Summarize | None) -> _Made:
+        """The new state after compacting ``part`` of ``view``: by the model, or digested (None)."""
+        middle = [self._for_summary(view, index) for index in part.middle]
+        calls = 0
+
+        async def counted(messages: list[Message]) -> str:
+            nonlocal calls
+            calls += 1
+            assert model is not None
+            return await model(messages)
+
+        if model is None:
+            text, summarizer = (
+                digest(middle, self.config.summary_max_tokens * DIGEST_CHARS_PER_TOKEN),
+                "digest",
+            )
+        else:
+            text, summarizer = await summarize_middle(middle, self.config, counted, self.counter), "model"
+        keep = tuple(_origin(view, i, len(self.original)) for i in (*range(part.head_end), *part.kept))
+        covered = _origin(view, part.tail_start, len(self.original))
+        entry = Entry(covered, keep, text, state.cleared_before, summarizer)
+        path = await self.archive().save(self.session(), [self._archived(view, i) for i in part.middle])
+        return _Made(entry, "miss", calls, path)
+
+    def _for_summary(self, view: View, position: int) -> Message:
+        """What the summary model reads: cleared results restored (truncated), the rest as forwarded."""
+        origin = view.origins[position]
+        return view.messages[position] if origin is None else self.tiers.truncated(origin)[0]
+
+    def _archived(self, view: View, position: int) -> Message:
+        """What the archive keeps: the client's own message, or our earlier summary."""
+        origin = view.origins[position]
+        return view.messages[position] if origin is None else self.original[origin]
+
+    def fit(self, view: View) -> tuple[View, list[Message], bool]:
+        units = group_units(view.messages)
+        memo: dict[int, int] = {}
+
+        def count(message: Message) -> int:
+            if id(message) not in memo:
+                memo[id(message)] = self.counter.count_messages([message])[0]
+            return memo[id(message)]
+
+        def shrink(message: Message, limit: int) -> Message | None:
+            return truncate_tool_message(message, limit, "tokens", self.counter.offsets)
+
+        fitted = fit(view.messages, units, _drop_order(view, units), self.limits.window, count, shrink, 3)
+        kept = {id(message) for message in fitted.messages}
+        archived = [self._archived(view, i) for i, m in enumerate(view.messages) if id(m) not in kept]
+        fitted_view = View(
+            fitted.messages,
+            [fingerprint(m) for m in fitted.messages],
+            [None] * len(fitted.messages),
+        )
+        return fitted_view, archived, fitted.fits
+
+    async def result(
         self,
         view: View,
-        view_counts: list[int],
+        state: Entry,
         cache: str,
         reason: str = "",
         summary_calls: int = 0,
         archive_path: Path | None = None,
+        dropped: int = 0,
     ) -> CompactResult:
-        """Forward ``view``: the client's own list, or with a (stored or new) compaction spliced in."""
-        if not view.spliced_prefix:
-            return CompactResult(self.original, False, input_tokens=self.total, reason=reason, cache=cache)
+        messages, normalized = self._normalized(view.messages)
+        after = self.counter.total(await self.counter.acount_messages(messages))
+        if after > self.limits.window and self.config.on_overflow == "passthrough":
+            return CompactResult(
+                self.original,
+                False,
+                input_tokens=self.total,
+                output_tokens=self.total,
+                reason=reason or "over_window",
+                summary_calls=summary_calls,
+            )
+        compacted = state.summary is not None
         return CompactResult(
-            view.messages,
-            True,
-            self.stats(view, self.counter.total(view_counts)),
+            messages,
+            compacted,
+            self._stats(messages, after) if compacted else CompactStats(),
             archive_path,
             input_tokens=self.total,
             reason=reason,
             cache=cache,
             summary_calls=summary_calls,
+            output_tokens=after,
+            truncated=self.tiers.truncated_count(),
+            cleared=self.tiers.cleared_count(state),
+            dropped=dropped,
+            normalized=normalized,
+            summarizer=state.summarizer if compacted else "",
         )
 
-    def stats(self, view: View, after: int) -> CompactStats:
-        replaced = len(self.original) - (len(view.messages) - 1)
+    def _normalized(self, messages: list[Message]) -> tuple[list[Message], int]:
+        """Normalized when we changed the request (or always, if configured); how many fixes."""
+        unchanged = len(messages) == len(self.original) and all(
+            a is b for a, b in zip(messages, self.original, strict=True)
+        )
+        if unchanged and self.config.normalize != "always":
+            return messages, 0
+        fixed = normalize(messages)
+        before, after = {id(m) for m in messages}, {id(m) for m in fixed}
+        return fixed, len(after - before) + len(before - after)
+
+    def _stats(self, messages: list[Message], after: int) -> CompactStats:
+        retained = len(messages) - 1
         return CompactStats(
             original_token_count=self.total,
             compacted_token_count=after,
             compaction_ratio=round(after / self.total, 4) if self.total else 0.0,
-            compacted_message_count=replaced,
-            retained_message_count=len(view.messages) - 1,
+            compacted_message_count=max(0, len(self.original) - retained),
+            retained_message_count=retained,
         )
-
-
-def _skip_reason(config: CompactConfig, limit: int | None) -> str:
-    if not config.enabled:
-        return "disabled"
-    return "window_unknown" if limit is None else "below_threshold"
-
-
-def _partition(view: View, counts: list[int], config: CompactConfig) -> Partition:
-    assert config.context_window is not None
-    tail_budget = max(1, int(config.tail_retention_ratio * config.context_window))
-    return partition(
-        view.messages, counts, group_units(view.messages), tail_budget, floor=view.spliced_prefix
-    )
 
 
 def _origin(view: View, position: int, length: int) -> int:
@@ -349,19 +537,22 @@ def _origin(view: View, position: int, length: int) -> int:
     return origin
 
 
-async def _summarize_view(
-    view: View, part: Partition, request: _Request, summarize: Summarize, archive: Archive, session: str
-) -> _Made:
-    calls = 0
+def _drop_order(view: View, units: list[Unit]) -> list[Unit]:
+    """Tail units oldest first, then the kept units before the summary; never the head, the
+    latest user message or the summary."""
+    summary_at = view.spliced_prefix - 1
+    latest_user = latest_user_index(view.messages)
+    head_end = next(
+        (i for i, m in enumerate(view.messages) if m.get("role") not in ("system", "developer")), 0
+    )
 
-    async def counted(messages: list[Message]) -> str:
-        nonlocal calls
-        calls += 1
-        return await summarize(messages)
+    def pinned(unit: Unit) -> bool:
+        return (
+            unit.start < head_end
+            or unit.start <= summary_at < unit.end
+            or (latest_user is not None and unit.start <= latest_user < unit.end)
+        )
 
-    middle = [view.messages[index] for index in part.middle]
-    summary = await summarize_middle(middle, request.config, counted, request.counter)
-    keep = tuple(_origin(view, i, len(request.original)) for i in (*range(part.head_end), *part.kept))
-    entry = Entry(_origin(view, part.tail_start, len(request.original)), keep, summary)
-    path = await archive.save(session, middle)
-    return _Made(entry, "miss", calls, path)
+    tail = [u for u in units if u.start > summary_at and not pinned(u)]
+    kept = [u for u in units if u.start < summary_at and not pinned(u)]
+    return tail + kept

@@ -87,7 +87,7 @@ class MemoryStore:
         self._entries[key] = (self.clock() + self.ttl, entry)
         self._entries.move_to_end(key)
         pairs = [pair for pair in self._index.get(root, []) if pair[1] != key]
-        self._index[root] = [(entry.covered, key), *pairs][:INDEX_LIMIT]
+        self._index[root] = [(entry.span, key), *pairs][:INDEX_LIMIT]
         self._index.move_to_end(root)
         for table in (self._entries, self._index):
             while len(table) > self.max_entries:
@@ -135,8 +135,8 @@ class RedisStore:
         index = self._index_key(root)
         pipe = self.client.pipeline(transaction=False)
         pipe.set(self._entry_key(key), entry.to_json(), ex=self.ttl)
-        pipe.lrem(index, 0, f"{entry.covered}:{key.hex()}")
-        pipe.lpush(index, f"{entry.covered}:{key.hex()}")
+        pipe.lrem(index, 0, f"{entry.span}:{key.hex()}")
+        pipe.lpush(index, f"{entry.span}:{key.hex()}")
         pipe.ltrim(index, 0, INDEX_LIMIT - 1)
         pipe.expire(index, self.ttl)
         await pipe.execute()

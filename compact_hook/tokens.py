@@ -101,6 +101,10 @@ class TokenCounter(Protocol):
 
     def count_text(self, text: str) -> int: ...
 
+    def offsets(self, text: str) -> list[tuple[int, int]]:
+        """Character spans of the text's tokens, in order (truncation cuts on them)."""
+        ...
+
     def count_messages(
         self, messages: Sequence[Message], prints: Sequence[Fingerprint] | None = None
     ) -> list[int]: ...
@@ -123,6 +127,15 @@ class HFTokenCounter:
 
     def count_text(self, text: str) -> int:
         return self._encode_lengths([text])[0] if text else 0
+
+    def offsets(self, text: str) -> list[tuple[int, int]]:
+        try:
+            encoding = self._tokenizer.encode(text, add_special_tokens=False)
+        except Exception:
+            encoding = self._tokenizer.encode(
+                text.encode("utf-8", "replace").decode("utf-8"), add_special_tokens=False
+            )
+        return [(int(start), int(end)) for start, end in encoding.offsets]
 
     def count_messages(
         self, messages: Sequence[Message], prints: Sequence[Fingerprint] | None = None

@@ -7,6 +7,7 @@ tables can be read by eye.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -50,6 +51,9 @@ class WordCounter:
 
     def count_text(self, text: str) -> int:
         return len(text.split())
+
+    def offsets(self, text: str) -> list[tuple[int, int]]:
+        return [match.span() for match in re.finditer(r"\S+", text)]
 
     def count_messages(
         self, messages: Sequence[Message], prints: Sequence[Fingerprint] | None = None

@@ -37,6 +37,10 @@ def proxy_config(standin: Any, tmp: Any, **general: Any) -> dict[str, Any]:
         "summary_max_tokens": 1000,
         "archive_dir": str(tmp),
         "retry_backoff_seconds": 0,
+        # remembering compactions in isolation: no cheap tiers (test_tiers_proxy.py covers those)
+        "tool_output_policy": "none",
+        "clear_tool_results": False,
+        "user_message_budget": 0,
     }
     config: dict[str, Any] = {
         "model_list": [standin_deployment("agent", standin.url, "standin-agent", compact=compact)],

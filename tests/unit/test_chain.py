@@ -1,12 +1,19 @@
 import dataclasses
 
-from compact_hook.chain import Entry, View, entry_is_usable, prefix_chain, root_position, scope_of, splice
+from compact_hook.chain import Entry, entry_is_usable, prefix_chain, root_position, scope_of
 from compact_hook.config import CompactConfig
 from compact_hook.fingerprint import fingerprints
-from compact_hook.messages import is_summary_message
+from compact_hook.messages import Message, is_summary_message
+from compact_hook.view import Tiers, TruncationCache, View
+from tests.fakes import WordCounter
 from tests.support import assistant, system, user
 
 CONFIG = CompactConfig(context_window=1000)
+
+
+def view_of(messages: list[Message], entry: Entry | None) -> View:
+    counts = WordCounter().count_messages(messages)
+    return Tiers(messages, fingerprints(messages), counts, CONFIG, WordCounter(), TruncationCache()).view(entry)
 
 
 def test_scope_separates_tenants_models_and_result_changing_settings() -> None:
@@ -40,7 +47,7 @@ def test_root_is_the_head_plus_the_first_other_message() -> None:
 
 def test_splice_references_the_clients_own_messages() -> None:
     messages = [system("s"), user("task"), assistant("1"), user("2"), assistant("3")]
-    view = splice(messages, fingerprints(messages), Entry(covered=3, keep=(0, 1), summary="sum"))
+    view = view_of(messages, Entry(covered=3, keep=(0, 1), summary="sum"))
     assert view.messages[0] is messages[0] and view.messages[1] is messages[1]
     assert is_summary_message(view.messages[2])
     assert view.messages[3:] == messages[3:] and view.messages[3] is messages[3]
@@ -52,20 +59,25 @@ def test_splice_references_the_clients_own_messages() -> None:
 def test_splice_is_deterministic() -> None:
     messages = [user("task"), assistant("1"), user("2")]
     entry = Entry(covered=2, keep=(0,), summary="sum")
-    first = splice(messages, fingerprints(messages), entry)
-    second = splice(messages, fingerprints(messages), entry)
+    first = view_of(messages, entry)
+    second = view_of(messages, entry)
     assert first.messages == second.messages and first.prints == second.prints
 
 
 def test_entries_round_trip_and_are_checked_before_use() -> None:
-    entry = Entry(covered=5, keep=(0, 2), summary="ünïcode summary")
+    entry = Entry(covered=5, keep=(0, 2), summary="ünïcode summary", cleared_before=7, summarizer="digest")
     assert Entry.from_json(entry.to_json()) == entry
-    assert entry_is_usable(entry, 5)
-    assert not entry_is_usable(entry, 4)
+    assert entry.span == 7
+    assert entry_is_usable(entry, 7)
+    assert not entry_is_usable(entry, 6)
     assert not entry_is_usable(Entry(covered=3, keep=(3,), summary="x"), 10)
     assert not entry_is_usable(Entry(covered=0, keep=(), summary="x"), 10)
+    clearing_only = Entry(cleared_before=4)
+    assert Entry.from_json(clearing_only.to_json()) == clearing_only and entry_is_usable(clearing_only, 4)
+    assert not entry_is_usable(Entry(covered=2, cleared_before=4), 10)
 
 
 def test_an_unspliced_view_has_no_prefix() -> None:
     messages = [user("a")]
-    assert View.of(messages, fingerprints(messages)).spliced_prefix == 0
+    assert view_of(messages, None).spliced_prefix == 0
+    assert view_of(messages, None).messages[0] is messages[0]

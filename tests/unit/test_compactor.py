@@ -12,8 +12,17 @@ from compact_hook.store import MemoryStore
 from tests.fakes import FakeSummarizer, InMemoryArchive, LockingMemoryStore, SlowSummarizer
 from tests.support import is_prefix, load_transcript, pairing_problems, replay_points, user
 
+# The cheap tiers are off here: these tests are about remembering compactions (test_tiers.py
+# covers the tiers and their interplay with the store).
 CONFIG = CompactConfig(
-    context_window=20_000, summary_max_tokens=1000, retry_backoff_seconds=0, archive_dir="/nonexistent"
+    context_window=20_000,
+    summary_max_tokens=1000,
+    retry_backoff_seconds=0,
+    archive_dir="/nonexistent",
+    tool_output_policy="none",
+    clear_tool_results=False,
+    user_message_budget=0,
+    on_overflow="passthrough",
 )
 TRANSCRIPT = load_transcript("claude_code_fa812bfe_pre_compact.json")
 SCOPE = scope_of(CONFIG, "model", "team:a")
@@ -187,10 +196,13 @@ async def test_a_failed_re_compaction_still_forwards_the_stored_compaction() -> 
     compactor = Compactor(store)
     results = await replay(Compactor(store), FakeSummarizer())
     assert any(r.cache == "miss" for r in results)
+    stored = await compactor.compact(TRANSCRIPT, CONFIG, FakeSummarizer(), scope=SCOPE)
+    assert stored.cache == "hit"
     broken = FakeSummarizer(*[RuntimeError("down")] * 10)
-    grown = TRANSCRIPT + [user("x " * 30_000)]
+    # over the trigger again, still inside the window
+    grown = TRANSCRIPT + [user("x " * (19_000 - stored.output_tokens))]
     result = await compactor.compact(grown, CONFIG, broken, scope=SCOPE, archive=InMemoryArchive())
-    assert result.reason in ("summary_failed", "nothing_to_summarize")
+    assert result.reason == "summary_failed" and len(broken.requests) == 3
     assert result.compacted and result.cache == "hit"
     assert pairing_problems(result.messages) == []
 

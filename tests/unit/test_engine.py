@@ -26,6 +26,11 @@ def config(**overrides: object) -> CompactConfig:
         "retry_backoff_seconds": 0,
         "summary_context_window": 100_000,
         "summary_max_tokens": 100,
+        # issue-2 behaviour in isolation: no cheap tiers, no fitting (see test_tiers.py)
+        "tool_output_policy": "none",
+        "clear_tool_results": False,
+        "user_message_budget": 0,
+        "on_overflow": "passthrough",
     }
     settings.update(overrides)
     return CompactConfig(**settings)  # type: ignore[arg-type]
@@ -215,7 +220,14 @@ async def test_summarizer_error_type_is_reported(caplog: pytest.LogCaptureFixtur
 
 async def test_real_transcript_compacts_with_the_real_tokenizer(archive: InMemoryArchive) -> None:
     messages = load_transcript("claude_code_fa812bfe_pre_compact.json")
-    cfg = CompactConfig(context_window=60_000, retry_backoff_seconds=0, summary_max_tokens=2000)
+    cfg = CompactConfig(
+        context_window=60_000,
+        retry_backoff_seconds=0,
+        summary_max_tokens=2000,
+        tool_output_policy="none",
+        clear_tool_results=False,
+        user_message_budget=0,
+    )
     out = await compact_messages(messages, cfg, FakeSummarizer("## Goal\nshort"), archive=archive)
     assert out.compacted
     assert out.stats.compacted_token_count < 0.92 * 60_000

@@ -57,7 +57,16 @@ class SpyRouter(litellm.Router):  # type: ignore[misc]
 @pytest.fixture
 def router(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> SpyRouter:
     litellm.disable_aiohttp_transport = True
-    compact = {"context_window": 20_000, "archive_dir": str(tmp_path / "archive"), "retry_backoff_seconds": 0}
+    compact = {
+        "context_window": 20_000,
+        "archive_dir": str(tmp_path / "archive"),
+        "retry_backoff_seconds": 0,
+        # issue-2 behaviour in isolation: no cheap tiers, no fitting
+        "tool_output_policy": "none",
+        "clear_tool_results": False,
+        "user_message_budget": 0,
+        "on_overflow": "passthrough",
+    }
     spy = SpyRouter(
         model_list=[
             deployment("agent", compact),
