@@ -32,15 +32,18 @@ def canonical(message: dict[str, Any]) -> str:
     return json.dumps({k: v for k, v in message.items() if v is not None}, sort_keys=True, ensure_ascii=False)
 
 
+ISSUE_2_BEHAVIOUR = {
+    # the engine and hook in isolation: no cheap tiers, no fitting (test_tiers_proxy.py covers those)
+    "tool_output_policy": "none",
+    "clear_tool_results": False,
+    "user_message_budget": 0,
+    "on_overflow": "passthrough",
+}
+
+
 def compact(archive: Path, **extra: Any) -> dict[str, Any]:
-    return {
-        "compact": {
-            "context_window": WINDOW,
-            "archive_dir": str(archive),
-            "retry_backoff_seconds": 0,
-            **extra,
-        }
-    }
+    settings = {"context_window": WINDOW, "archive_dir": str(archive), "retry_backoff_seconds": 0}
+    return {"compact": {**settings, **ISSUE_2_BEHAVIOUR, **extra}}
 
 
 @pytest.fixture(scope="module")

@@ -13,7 +13,9 @@ CONFIG = CompactConfig(context_window=1000)
 
 def view_of(messages: list[Message], entry: Entry | None) -> View:
     counts = WordCounter().count_messages(messages)
-    return Tiers(messages, fingerprints(messages), counts, CONFIG, WordCounter(), TruncationCache()).view(entry)
+    return Tiers(messages, fingerprints(messages), counts, CONFIG, WordCounter(), TruncationCache()).view(
+        entry
+    )
 
 
 def test_scope_separates_tenants_models_and_result_changing_settings() -> None:
