@@ -33,12 +33,12 @@ from compact_hook.errors import SummarizerError
 from compact_hook.fingerprint import Fingerprint, fingerprint, fingerprints
 from compact_hook.fit import fit
 from compact_hook.flight import SingleFlight
-from compact_hook.messages import Message, malformed_reason
+from compact_hook.messages import Message, malformed_reason, tool_call_name, tool_calls_of
 from compact_hook.normalize import normalize
-from compact_hook.partition import KeepPolicy, Partition, latest_user_index, partition
+from compact_hook.partition import KeepPolicy, Partition, head_length, latest_user_index, partition
 from compact_hook.store import CompactionStore
 from compact_hook.summarize import Summarize, summarize_middle
-from compact_hook.tokens import TokenCounter, counter_for
+from compact_hook.tokens import REPLY_PRIMING, TokenCounter, counter_for
 from compact_hook.truncate import truncate_tool_message
 from compact_hook.units import Unit, group_units
 from compact_hook.view import Tiers, TruncationCache, View
@@ -407,7 +407,8 @@ class _Run:
         assert self.config.context_window is not None
         counts = self.counter.count_messages(view.messages, view.prints)
         tail_budget = max(1, int(self.config.tail_retention_ratio * self.config.context_window))
-        keep = KeepPolicy(self.config.user_message_budget, self.config.protected_tools)
+        # kept messages must not defeat the compaction: their budget is capped at the tail's
+        keep = KeepPolicy(min(self.config.user_message_budget, tail_budget), self.config.protected_tools)
         units = group_units(view.messages)
         return partition(view.messages, counts, units, tail_budget, floor=view.spliced_prefix, keep=keep)
 
@@ -454,10 +455,19 @@ class _Run:
                 memo[id(message)] = self.counter.count_messages([message])[0]
             return memo[id(message)]
 
+        protected = {
+            id(message)
+            for message, origin in zip(view.messages, view.origins, strict=True)
+            if origin is not None and self.tiers.tools.get(origin) in self.config.protected_tools
+        }
+
         def shrink(message: Message, limit: int) -> Message | None:
+            if id(message) in protected:
+                return None
             return truncate_tool_message(message, limit, "tokens", self.counter.offsets)
 
-        fitted = fit(view.messages, units, _drop_order(view, units), self.limits.window, count, shrink, 3)
+        order = _drop_order(view, units, self.config.protected_tools)
+        fitted = fit(view.messages, units, order, self.limits.window, count, shrink, REPLY_PRIMING)
         kept = {id(message) for message in fitted.messages}
         archived = [self._archived(view, i) for i, m in enumerate(view.messages) if id(m) not in kept]
         fitted_view = View(
@@ -537,22 +547,30 @@ def _origin(view: View, position: int, length: int) -> int:
     return origin
 
 
-def _drop_order(view: View, units: list[Unit]) -> list[Unit]:
-    """Tail units oldest first, then the kept units before the summary; never the head, the
-    latest user message or the summary."""
+def _drop_order(view: View, units: list[Unit], protected: Sequence[str]) -> list[Unit]:
+    """Units the fit may drop, in order: the tail oldest first, then the kept units before the
+    summary, then units with protected tool results. Never the head, the latest user message,
+    the summary, or the newest result of each protected tool."""
     summary_at = view.spliced_prefix - 1
     latest_user = latest_user_index(view.messages)
-    head_end = next(
-        (i for i, m in enumerate(view.messages) if m.get("role") not in ("system", "developer")), 0
-    )
+    head_end = head_length(view.messages)
+    newest: dict[str, Unit] = {}
+    tools_of: dict[int, set[str]] = {}
+    for unit in units:
+        tools_of[unit.start] = {tool_call_name(c) for c in tool_calls_of(view.messages[unit.start])} & set(
+            protected
+        )
+        newest.update(dict.fromkeys(tools_of[unit.start], unit))
 
     def pinned(unit: Unit) -> bool:
         return (
             unit.start < head_end
             or unit.start <= summary_at < unit.end
             or (latest_user is not None and unit.start <= latest_user < unit.end)
+            or unit in newest.values()
         )
 
-    tail = [u for u in units if u.start > summary_at and not pinned(u)]
-    kept = [u for u in units if u.start < summary_at and not pinned(u)]
-    return tail + kept
+    droppable = [u for u in units if not pinned(u)]
+    tail = [u for u in droppable if u.start > summary_at and not tools_of[u.start]]
+    kept = [u for u in droppable if u.start < summary_at and not tools_of[u.start]]
+    return tail + kept + [u for u in droppable if tools_of[u.start]]

@@ -122,36 +122,47 @@ class CompactHook(CustomLogger):
             counter=counter_for_config(config),
         )
         _record(data, report_of(result, session_id))
-        if result.compacted:
+        if _changed(result.messages, messages):
             data["messages"] = result.messages
             logger.info(
-                "compact_hook: request %s (%s) compacted, cache %s: %d -> %d tokens, "
-                "%d messages replaced, %d summary calls, archive %s",
+                "compact_hook: request %s (%s) reshaped, cache %s: %d -> %d tokens, %d messages summarized, "
+                "%d outputs truncated, %d results cleared, %d messages dropped, %d summary calls, archive %s",
                 data.get("litellm_call_id"),
                 model,
                 result.cache,
-                result.stats.original_token_count,
-                result.stats.compacted_token_count,
+                result.input_tokens,
+                result.output_tokens,
                 result.stats.compacted_message_count,
+                result.truncated,
+                result.cleared,
+                result.dropped,
                 result.summary_calls,
                 result.archive_path,
             )
 
 
+def _changed(forwarded: list[Any], sent: list[Any]) -> bool:
+    return len(forwarded) != len(sent) or any(a is not b for a, b in zip(forwarded, sent, strict=True))
+
+
 def report_of(result: CompactResult, session_id: str) -> dict[str, Any]:
     """What we did, for metadata (logging callbacks, spend logs) and response headers."""
-    tokens_after = result.stats.compacted_token_count if result.compacted else result.input_tokens
     report: dict[str, Any] = {
         "compacted": result.compacted,
         "tokens_before": result.input_tokens,
-        "tokens_after": tokens_after,
+        "tokens_after": result.output_tokens or result.input_tokens,
         "session_id": session_id,
         "cache": result.cache,
         "summary_calls": result.summary_calls,
+        "truncated": result.truncated,
+        "cleared": result.cleared,
+        "dropped": result.dropped,
+        "normalized": result.normalized,
     }
     if result.compacted:
         report["messages_summarized"] = result.stats.compacted_message_count
         report["compaction_ratio"] = result.stats.compaction_ratio
+        report["summarizer"] = result.summarizer
         report["archive"] = str(result.archive_path) if result.archive_path else None
     if result.reason:
         report["reason"] = result.reason
@@ -167,6 +178,11 @@ def response_headers(report: Mapping[str, Any]) -> dict[str, str]:
         "compaction_ratio",
         "cache",
         "summary_calls",
+        "summarizer",
+        "truncated",
+        "cleared",
+        "dropped",
+        "normalized",
         "duration_ms",
         "reason",
     )

@@ -1,0 +1,439 @@
+"""The cheap tiers, protected content, normalization and the fit guarantee (PEER_SCENARIOS E, B.38)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from compact_hook import CompactConfig, count_tokens
+from compact_hook.clearing import PLACEHOLDER
+from compact_hook.digest import digest
+from compact_hook.engine import CompactResult, Compactor, compact_messages
+from compact_hook.messages import Message, is_summary_message
+from compact_hook.normalize import ABORTED_RESULT, is_valid, normalize
+from compact_hook.store import MemoryStore
+from compact_hook.tokens import HFTokenCounter
+from compact_hook.truncate import truncate_tool_message
+from tests.fakes import FakeSummarizer, InMemoryArchive, WordCounter
+from tests.support import (
+    assistant,
+    call,
+    is_prefix,
+    load_transcript,
+    pairing_problems,
+    replay_points,
+    result,
+    system,
+    user,
+)
+
+TOKENS = HFTokenCounter("o200k_base")
+
+
+def w(n: int, word: str = "w") -> str:
+    return " ".join([word] * n)
+
+
+def words_config(**overrides: Any) -> CompactConfig:
+    """A WordCounter-sized world: 1,000-token window, tiers on, nothing fancy."""
+    settings: dict[str, Any] = {
+        "context_window": 1000,
+        "trigger_ratio": 0.9,
+        "tail_retention_ratio": 0.3,
+        "clear_trigger_ratio": 0.5,
+        "clear_at_least": 50,
+        "tool_output_max_tokens": 100,
+        "summary_context_window": 100_000,
+        "summary_max_tokens": 100,
+        "retry_backoff_seconds": 0,
+        "user_message_budget": 0,
+    }
+    settings.update(overrides)
+    return CompactConfig(**settings)
+
+
+async def run(messages: list[Message], config: CompactConfig, summarizer: Any = None) -> CompactResult:
+    return await compact_messages(
+        messages,
+        config,
+        summarizer or FakeSummarizer(),
+        "s",
+        counter=WordCounter(),
+        archive=InMemoryArchive(),
+    )
+
+
+def tool_session(outputs: list[int], tool: str = "bash") -> list[Message]:
+    """A task, then one call+result per output size (in words)."""
+    messages = [system("rules"), user("the task")]
+    for i, size in enumerate(outputs):
+        messages += [call(tool, call_id=f"c{i}"), result(f"out{i} " + w(size), f"c{i}_0")]
+    return messages
+
+
+# --- tier 1: truncation --------------------------------------------------------------------
+
+
+def test_an_oversized_output_keeps_head_and_tail_with_a_marker() -> None:
+    lines = "\n".join(f"line {i}: some output text here" for i in range(2000))
+    message = {"role": "tool", "tool_call_id": "x", "content": lines}
+    cut = truncate_tool_message(message, 500, "tokens", TOKENS.offsets)
+    assert cut is not None and cut is not message and message["content"] == lines
+    assert cut["content"].startswith("line 0: some output")
+    assert cut["content"].endswith("line 1999: some output text here")
+    assert "tokens truncated; the full output had 2000 lines…" in cut["content"]
+    assert TOKENS.count_text(cut["content"]) <= 500
+    assert cut["tool_call_id"] == "x"
+    assert truncate_tool_message(message, 500, "tokens", TOKENS.offsets) == cut  # deterministic
+
+
+def test_an_output_within_the_limit_is_untouched() -> None:
+    assert truncate_tool_message(result("short output"), 100, "tokens", TOKENS.offsets) is None
+
+
+def test_the_bytes_policy_cuts_by_utf8_bytes() -> None:
+    message = result("é" * 10_000)
+    cut = truncate_tool_message(message, 100, "bytes", TOKENS.offsets)
+    assert cut is not None and "bytes truncated" in cut["content"]
+    assert len(cut["content"].encode()) <= 100 * 4 + 60
+
+
+def test_the_none_policy_never_truncates() -> None:
+    assert truncate_tool_message(result(w(10_000)), 100, "none", TOKENS.offsets) is None
+
+
+def test_outputs_made_of_content_parts_are_truncated_too() -> None:
+    parts = [{"type": "text", "text": w(3000, "alpha")}, {"type": "text", "text": w(3000, "omega")}]
+    cut = truncate_tool_message(
+        {"role": "tool", "tool_call_id": "x", "content": parts}, 300, "tokens", TOKENS.offsets
+    )
+    assert cut is not None
+    [part] = cut["content"]
+    assert part["text"].startswith("alpha") and part["text"].endswith("omega") and "truncated" in part["text"]
+
+
+async def test_truncation_applies_on_every_request_but_never_to_protected_tools() -> None:
+    messages = tool_session([10, 300]) + [call("manage_todo_list", call_id="t"), result(w(300), "t_0")]
+    out = await run(messages, words_config(context_window=100_000))
+    assert out.compacted is False and out.truncated == 1
+    assert "tokens truncated" in out.messages[5]["content"]
+    assert out.messages[7] is messages[7]  # protected
+    assert out.messages[3] is messages[3]  # small
+
+
+async def test_b38_the_newest_oversized_output_is_truncated_and_older_pairs_stay() -> None:
+    """[CX compact_remote_v2_trim_estimate_uses_session_base_instructions]"""
+    messages = tool_session([20, 20, 400])
+    out = await run(messages, words_config(context_window=100_000))
+    assert [m for m in out.messages if m.get("tool_calls")] == [m for m in messages if m.get("tool_calls")]
+    assert out.messages[:6] == messages[:6]
+    assert "truncated" in out.messages[-1]["content"] and out.messages[-1]["tool_call_id"] == "c2_0"
+
+
+# --- tier 2: clearing (PEER_SCENARIOS E) ---------------------------------------------------
+
+
+async def test_e57_under_the_clearing_trigger_results_are_untouched() -> None:
+    messages = tool_session([50] * 5)
+    out = await run(messages, words_config())
+    assert out.cleared == 0 and all(a is b for a, b in zip(out.messages, messages, strict=True))
+
+
+async def test_e58_e59_over_the_trigger_old_results_become_placeholders_and_the_newest_stay() -> None:
+    messages = tool_session([90] * 6)
+    out = await run(messages, words_config(keep_tool_results=2))
+    contents = [m["content"] for m in out.messages if m["role"] == "tool"]
+    assert contents[:4] == [PLACEHOLDER.format(tool="bash")] * 4
+    assert contents[4:] == [m["content"] for m in messages[-3::2]]
+    assert out.cleared == 4 and out.compacted is False
+
+
+async def test_e60_protected_tools_are_never_cleared_even_when_largest() -> None:
+    messages = tool_session([90, 90, 90, 90, 90])
+    messages[3] = {**messages[3], "content": "x " * 400}
+    messages[2] = call("manage_todo_list", call_id="c0")
+    out = await run(messages, words_config(keep_tool_results=1, tool_output_policy="none"))
+    assert out.messages[3] is messages[3]
+    assert out.cleared == 3
+
+
+async def test_e61_clearing_keeps_the_message_count_and_order() -> None:
+    messages = tool_session([90] * 6)
+    out = await run(messages, words_config())
+    assert [(m["role"], m.get("tool_call_id")) for m in out.messages] == [
+        (m["role"], m.get("tool_call_id")) for m in messages
+    ]
+
+
+async def test_short_results_are_not_worth_clearing() -> None:
+    messages = tool_session([5] * 60)
+    out = await run(messages, words_config(clear_at_least=1))
+    assert out.cleared == 0
+
+
+async def test_clearing_waits_for_a_batch_worth_clear_at_least() -> None:
+    messages = tool_session([90] * 6)
+    assert (await run(messages, words_config(clear_at_least=10_000))).cleared == 0
+    assert (await run(messages, words_config(clear_at_least=50))).cleared > 0
+
+
+async def test_e62_an_oversized_output_is_shrunk_only_when_the_window_is_small() -> None:
+    """[CX remote_compact_v2_trims_tool_search_output_to_empty_tools_array]"""
+    messages = [system("s"), user("task"), call("search", call_id="a"), result(w(3000), "a_0")]
+    roomy = await run(messages, words_config(context_window=100_000, tool_output_policy="none"))
+    assert roomy.messages[3] is messages[3]
+    tight = await run(messages, words_config(context_window=1000, tool_output_policy="none"))
+    assert count_tokens(tight.messages) <= 1000 * 1.5 and len(tight.messages[3]["content"]) < 3000 * 2
+    assert tight.messages[3]["tool_call_id"] == "a_0" and pairing_problems(tight.messages) == []
+
+
+async def test_clearing_is_remembered_so_the_prefix_stays_stable_between_batches() -> None:
+    transcript = load_transcript("claude_code_fa812bfe_pre_compact.json")
+    config = CompactConfig(
+        context_window=60_000, summary_max_tokens=1000, retry_backoff_seconds=0, clear_at_least=3000
+    )
+    compactor = Compactor(MemoryStore(1000, 3600))
+    summarizer = FakeSummarizer()
+    previous: list[str] | None = None
+    changes = 0
+    for end in replay_points(transcript):
+        out = await compactor.compact(
+            transcript[:end], config, summarizer, "s", scope=b"x", archive=InMemoryArchive()
+        )
+        current = [json.dumps(m, sort_keys=True) for m in out.messages]
+        if previous is not None and not is_prefix(previous, current):
+            changes += 1
+        previous = current
+    batches = len({m for m in compactor.store._entries.values()})  # type: ignore[union-attr]
+    assert changes <= batches
+    assert changes >= 2
+
+
+# --- protected content in compaction ---------------------------------------------------------
+
+
+async def test_users_words_survive_compaction_within_the_budget_in_order() -> None:
+    messages = [system("rules")]
+    for i in range(12):
+        messages += [user(f"instruction {i} " + w(20)), assistant(w(60))]
+    config = words_config(tool_output_policy="none", clear_tool_results=False, user_message_budget=70)
+    out = await run(messages, config)
+    assert out.compacted
+    kept = [
+        m["content"].split()[1] for m in out.messages if m["role"] == "user" and not is_summary_message(m)
+    ]
+    assert kept == sorted(kept, key=int)
+    summary_at = next(i for i, m in enumerate(out.messages) if is_summary_message(m))
+    before = [m for m in out.messages[:summary_at] if m["role"] == "user"]
+    assert 1 <= len(before) <= 3  # 22 words each, within 70 + the latest always
+
+
+async def test_a_zero_budget_keeps_only_the_latest_user_message() -> None:
+    messages = [system("rules"), user("first " + w(10))] + [assistant(w(90)) for _ in range(10)]
+    out = await run(messages, words_config(tool_output_policy="none", clear_tool_results=False))
+    assert out.compacted and out.messages[1] is messages[1]
+
+
+async def test_protected_results_and_interrupt_markers_survive_compaction() -> None:
+    messages = [system("rules"), user("task")]
+    messages += [call("manage_todo_list", call_id="t"), result("1. do it " + w(10), "t_0")]
+    messages += [assistant(w(100)), user("[Request interrupted by user]"), assistant(w(100))]
+    messages += [assistant(w(100)) for _ in range(8)]
+    out = await run(messages, words_config(tool_output_policy="none", clear_tool_results=False))
+    assert out.compacted
+    assert messages[2] in out.messages and messages[3] in out.messages
+    assert messages[5] in out.messages
+    assert pairing_problems(out.messages) == []
+
+
+async def test_a_previous_summary_is_never_kept_as_a_user_message() -> None:
+    first = await run(
+        [system("s"), user("task")] + [assistant(w(100)) for _ in range(10)],
+        words_config(tool_output_policy="none", clear_tool_results=False, user_message_budget=10_000),
+    )
+    grown = first.messages + [assistant(w(100)) for _ in range(8)]
+    second = await run(
+        grown, words_config(tool_output_policy="none", clear_tool_results=False, user_message_budget=10_000)
+    )
+    assert sum(is_summary_message(m) for m in second.messages) == 1
+
+
+# --- normalization ---------------------------------------------------------------------------
+
+
+def test_an_unanswered_call_gets_a_synthetic_result_and_an_orphan_result_goes() -> None:
+    messages = [
+        user("q"),
+        call("a", "b", call_id="x"),
+        result("only a", "x_0"),
+        result("orphan", "zzz"),
+        user("next"),
+    ]
+    messages = messages[:3] + [user("between"), result("orphan", "zzz")]
+    fixed = normalize(messages)
+    assert fixed[1] is messages[1] and fixed[2] is messages[2]
+    assert fixed[3] == {"role": "tool", "tool_call_id": "x_1", "content": ABORTED_RESULT}
+    assert fixed[4] is messages[3] and len(fixed) == 5
+    assert is_valid(fixed) and pairing_problems(fixed) == []
+
+
+def test_parallel_results_out_of_order_are_kept_as_sent() -> None:
+    messages = [call("a", "b", call_id="x"), result("b out", "x_1"), result("a out", "x_0")]
+    assert normalize(messages) == messages and is_valid(messages)
+
+
+def test_a_trailing_unanswered_call_is_answered() -> None:
+    conversation = load_transcript("openhands_ponylang__ponyc-4595.json")
+    fixed = normalize(conversation)
+    assert len(fixed) == len(conversation) + 1 and fixed[-1]["content"] == ABORTED_RESULT
+    assert pairing_problems(fixed) == []
+
+
+async def test_normalize_always_fixes_even_unchanged_requests() -> None:
+    messages = [user("q"), call("a", call_id="x")]
+    assert (await run(messages, words_config())).messages == messages
+    fixed = await run(messages, words_config(normalize="always"))
+    assert fixed.normalized == 1 and fixed.messages[-1]["content"] == ABORTED_RESULT
+
+
+# --- the guarantee ---------------------------------------------------------------------------
+
+
+async def test_a_failed_summary_over_the_window_is_replaced_by_the_digest_and_fits() -> None:
+    messages = [system("s"), user("please fix parser.py")]
+    for i in range(30):
+        arguments = json.dumps({"path": f"src/mod{i}.py"})
+        messages += [
+            {
+                **call("read_file", call_id=f"c{i}"),
+                "tool_calls": [
+                    {
+                        "id": f"c{i}_0",
+                        "type": "function",
+                        "function": {"name": "read_file", "arguments": arguments},
+                    }
+                ],
+            },
+            result(("Error: boom\n" if i == 3 else "") + w(40), f"c{i}_0"),
+        ]
+    config = words_config(tool_output_policy="none", clear_tool_results=False, max_retries=0)
+    out = await run(messages, config, FakeSummarizer(RuntimeError("down")))
+    assert out.compacted and out.summarizer == "digest" and out.cache == "miss"
+    assert WordCounter().total(WordCounter().count_messages(out.messages)) <= 1000
+    summary = next(m["content"] for m in out.messages if is_summary_message(m))
+    assert "src/mod" in summary and "read_file(" in summary and "Error: boom" in summary
+    assert pairing_problems(out.messages) == []
+
+
+async def test_with_passthrough_an_over_window_request_leaves_as_the_client_sent_it() -> None:
+    messages = tool_session([100] * 30)
+    config = words_config(
+        on_overflow="passthrough", max_retries=0, tool_output_policy="none", clear_tool_results=False
+    )
+    out = await run(messages, config, FakeSummarizer(RuntimeError("down")))
+    assert out.messages == messages and all(a is b for a, b in zip(out.messages, messages, strict=True))
+
+
+async def test_a_tail_too_large_alone_is_fitted_dropping_oldest_units_never_head_or_latest_user() -> None:
+    messages = [system("rules"), user("the task")] + [
+        m for i in range(4) for m in (call("x", call_id=f"c{i}"), result(w(400), f"c{i}_0"))
+    ]
+    config = words_config(
+        tool_output_policy="none", clear_tool_results=False, tail_retention_ratio=0.8, trigger_ratio=0.9
+    )
+    archive = InMemoryArchive()
+    out = await compact_messages(
+        messages, config, FakeSummarizer(), "s", counter=WordCounter(), archive=archive
+    )
+    assert WordCounter().total(WordCounter().count_messages(out.messages)) <= 1000
+    assert out.messages[0] is messages[0] and messages[1] in out.messages
+    assert pairing_problems(out.messages) == []
+    archived = [m for _, saved in archive.saved for m in saved]
+    for message in messages:
+        assert (
+            message in out.messages
+            or message in archived
+            or any(
+                m.get("tool_call_id") == message.get("tool_call_id") and m["role"] == "tool"
+                for m in out.messages
+            )
+        )
+
+
+async def test_summary_model_digest_summarizes_without_any_call() -> None:
+    summarizer = FakeSummarizer()
+    messages = [system("s"), user("task one")] + [assistant(w(100)) for _ in range(12)]
+    out = await run(
+        messages,
+        words_config(summary_model="digest", tool_output_policy="none", clear_tool_results=False),
+        summarizer,
+    )
+    assert out.compacted and out.summarizer == "digest" and out.summary_calls == 0
+    assert summarizer.requests == []
+
+
+def test_the_digest_copies_facts_verbatim_and_stays_bounded() -> None:
+    conversation = load_transcript("sweagent_fc_marshmallow-1867.json")
+    text = digest(conversation, 4000)
+    assert len(text) <= 4400
+    assert "## User requests" in text and "## Files touched" in text and "## Tool calls and outcomes" in text
+    assert digest(conversation, 4000) == text
+
+
+# --- every shared conversation ---------------------------------------------------------------
+
+PROTECTED = {
+    "claude_code": "Edit",
+    "openhands": "str_replace_editor",
+    "sweagent": "edit",
+    "tau_bench": "get_reservation_details",
+}
+
+
+@pytest.mark.parametrize(
+    "name", sorted(p for p in __import__("tests.support", fromlist=["x"]).openai_transcripts())
+)
+async def test_every_shared_conversation_leaves_valid_protected_and_deterministic(name: str) -> None:
+    conversation = load_transcript(name)
+    protected = next(tool for prefix, tool in PROTECTED.items() if name.startswith(prefix))
+    total = count_tokens(conversation)
+    config = CompactConfig(
+        context_window=max(2000, total // 3),
+        summary_max_tokens=300,
+        tool_output_max_tokens=800,
+        clear_at_least=200,
+        retry_backoff_seconds=0,
+        protected_tools=(protected,),
+    )
+    first = await compact_messages(conversation, config, FakeSummarizer(), "s", archive=InMemoryArchive())
+    second = await compact_messages(conversation, config, FakeSummarizer(), "s", archive=InMemoryArchive())
+    assert json.dumps(first.messages) == json.dumps(second.messages)
+    assert pairing_problems(first.messages) == []
+    latest_user = max((i for i, m in enumerate(conversation) if m["role"] == "user"), default=None)
+    if latest_user is not None:
+        assert conversation[latest_user] in first.messages
+    protected_results = [
+        m
+        for i, m in enumerate(conversation)
+        if m["role"] == "tool" and _tool_of(conversation, i) == protected
+    ]
+    for message in protected_results:
+        assert message in first.messages or not _in_tail(first, message)
+    if protected_results:
+        assert protected_results[-1] in first.messages
+
+
+def _tool_of(conversation: list[Message], index: int) -> str | None:
+    from compact_hook.clearing import tool_results
+    from compact_hook.units import group_units
+
+    return {r.index: r.tool for r in tool_results(conversation, group_units(conversation))}.get(index)
+
+
+def _in_tail(result: CompactResult, message: Message) -> bool:
+    """Whether ``message``'s call id appears in the forwarded request at all (then it must be intact)."""
+    return any(
+        m.get("tool_call_id") == message.get("tool_call_id") and m["role"] == "tool" for m in result.messages
+    )
