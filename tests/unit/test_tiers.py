@@ -10,7 +10,7 @@ import pytest
 from compact_hook import CompactConfig, count_tokens
 from compact_hook.clearing import PLACEHOLDER
 from compact_hook.digest import digest
-from compact_hook.engine import CompactResult, Compactor, compact_messages
+from compact_hook.engine import Compactor, CompactResult, compact_messages
 from compact_hook.messages import Message, is_summary_message
 from compact_hook.normalize import ABORTED_RESULT, is_valid, normalize
 from compact_hook.store import MemoryStore
