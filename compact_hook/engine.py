@@ -376,6 +376,8 @@ class _Run:
     archive_override: Archive | None
 
     async def tokens(self, view: View) -> int:
+        if view.messages is self.original:
+            return self.total
         return self.counter.total(await self.counter.acount_messages(view.messages, view.prints))
 
     def session(self) -> str:
@@ -488,7 +490,11 @@ class _Run:
         dropped: int = 0,
     ) -> CompactResult:
         messages, normalized = self._normalized(view.messages)
-        after = self.counter.total(await self.counter.acount_messages(messages))
+        if messages is self.original:
+            after = self.total
+        else:
+            prints = view.prints if messages is view.messages else None
+            after = self.counter.total(await self.counter.acount_messages(messages, prints))
         if after > self.limits.window and self.config.on_overflow == "passthrough":
             return CompactResult(
                 self.original,
@@ -518,13 +524,16 @@ class _Run:
 
     def _normalized(self, messages: list[Message]) -> tuple[list[Message], int]:
         """Normalized when we changed the request (or always, if configured); how many fixes."""
-        unchanged = len(messages) == len(self.original) and all(
-            a is b for a, b in zip(messages, self.original, strict=True)
+        unchanged = messages is self.original or (
+            len(messages) == len(self.original)
+            and all(a is b for a, b in zip(messages, self.original, strict=True))
         )
         if unchanged and self.config.normalize != "always":
             return messages, 0
         fixed = normalize(messages)
         before, after = {id(m) for m in messages}, {id(m) for m in fixed}
+        if before == after and len(fixed) == len(messages):
+            return messages, 0
         return fixed, len(after - before) + len(before - after)
 
     def _stats(self, messages: list[Message], after: int) -> CompactStats:

@@ -26,7 +26,6 @@ from compact_hook.archive import conversation_session_id
 from compact_hook.chain import scope_of
 from compact_hook.config import CompactConfig, ProcessConfig
 from compact_hook.engine import Compactor, CompactResult, counter_for_config
-from compact_hook.messages import malformed_reason
 from compact_hook.models import ModelSettings, validate_model_list
 from compact_hook.router_summarizer import RouterSummarizer, is_internal_call, summary_metadata
 from compact_hook.store import build_store
@@ -98,12 +97,13 @@ class CompactHook(CustomLogger):
         if config is None:
             return
         messages = data.get("messages")
-        problem = malformed_reason(messages)
-        if problem is not None:
-            logger.info("compact_hook: request %s passed through: %s", data.get("litellm_call_id"), problem)
+        if not isinstance(messages, list):  # the engine checks the rest of the shape
+            logger.info(
+                "compact_hook: request %s passed through: messages is not a list", data.get("litellm_call_id")
+            )
             _record(data, {"compacted": False, "reason": "malformed"})
             return
-        assert isinstance(messages, list) and isinstance(model, str)
+        assert isinstance(model, str)
         session_id = session_id_of(data, messages)
         summarizer = RouterSummarizer(
             router,
@@ -121,6 +121,10 @@ class CompactHook(CustomLogger):
             max_output_tokens=_max_output_tokens(data),
             counter=counter_for_config(config),
         )
+        if result.reason.startswith("malformed"):
+            logger.info(
+                "compact_hook: request %s passed through: %s", data.get("litellm_call_id"), result.reason
+            )
         _record(data, report_of(result, session_id))
         if _changed(result.messages, messages):
             data["messages"] = result.messages
@@ -165,7 +169,7 @@ def report_of(result: CompactResult, session_id: str) -> dict[str, Any]:
         report["summarizer"] = result.summarizer
         report["archive"] = str(result.archive_path) if result.archive_path else None
     if result.reason:
-        report["reason"] = result.reason
+        report["reason"] = result.reason.partition(":")[0]
     return report
 
 

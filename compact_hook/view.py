@@ -11,13 +11,14 @@ from __future__ import annotations
 from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import cached_property
 
 from compact_hook.assemble import summary_message
 from compact_hook.chain import Entry
-from compact_hook.clearing import is_clearable, placeholder, tool_results
+from compact_hook.clearing import ToolResult, is_clearable, placeholder, tool_results
 from compact_hook.config import CompactConfig
 from compact_hook.fingerprint import Fingerprint, fingerprint
-from compact_hook.messages import Message
+from compact_hook.messages import TOOL_RESULT_ROLES, Message
 from compact_hook.tokens import TokenCounter
 from compact_hook.truncate import truncate_tool_message
 from compact_hook.units import group_units
@@ -69,7 +70,7 @@ class Tiers:
 
     def __init__(
         self,
-        original: Sequence[Message],
+        original: list[Message],
         prints: Sequence[Fingerprint],
         counts: Sequence[int],
         config: CompactConfig,
@@ -82,11 +83,31 @@ class Tiers:
         self.config = config
         self.counter = counter
         self.cache = cache
-        self.results = tool_results(original, group_units(original))
-        self.tools = {result.index: result.tool for result in self.results}
+
+    @cached_property
+    def results(self) -> list[ToolResult]:
+        return tool_results(self.original, group_units(self.original))
+
+    @cached_property
+    def tools(self) -> dict[int, str]:
+        return {result.index: result.tool for result in self.results}
+
+    @cached_property
+    def oversized(self) -> bool:
+        """Whether any message could need truncating: most requests answer no in one pass."""
+        limit = self.config.tool_output_max_tokens
+        return self.config.tool_output_policy != "none" and any(
+            count > limit and message.get("role") in TOOL_RESULT_ROLES
+            for count, message in zip(self.counts, self.original, strict=True)
+        )
 
     def view(self, entry: Entry | None) -> View:
-        """The client's messages under ``entry`` (None: no stored state), tiers applied."""
+        """The client's messages under ``entry`` (None: no stored state), tiers applied.
+
+        With no state and nothing to truncate, the view is the client's own list object.
+        """
+        if entry is None and not self.oversized:
+            return View(self.original, list(self.prints), list(range(len(self.original))))
         entry = entry or Entry()
         messages: list[Message] = []
         prints: list[Fingerprint] = []
@@ -105,8 +126,10 @@ class Tiers:
     def truncated(self, index: int) -> tuple[Message, Fingerprint]:
         """Tier 1 alone: the client's message, its output cut if it is an oversized tool result."""
         message, print_ = self.original[index], self.prints[index]
-        tool = self.tools.get(index)
         config = self.config
+        if not self.oversized or self.counts[index] <= config.tool_output_max_tokens:
+            return message, print_
+        tool = self.tools.get(index)
         if (
             tool is None
             or tool in config.protected_tools
@@ -125,9 +148,13 @@ class Tiers:
         return cached if isinstance(cached, tuple) else (message, print_)
 
     def truncated_count(self) -> int:
+        if not self.oversized:
+            return 0
         return sum(1 for r in self.results if self.truncated(r.index)[0] is not self.original[r.index])
 
     def cleared_count(self, entry: Entry) -> int:
+        if entry.cleared_before <= entry.covered:
+            return 0
         return sum(
             1
             for r in self.results
