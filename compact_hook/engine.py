@@ -374,11 +374,16 @@ class _Run:
     scope: bytes
     session_id: str | None
     archive_override: Archive | None
+    last_count: tuple[View | None, int] = (None, 0)
 
     async def tokens(self, view: View) -> int:
+        """The view's size; each view is counted once (the pipeline asks several times)."""
         if view.messages is self.original:
             return self.total
-        return self.counter.total(await self.counter.acount_messages(view.messages, view.prints))
+        if self.last_count[0] is not view:
+            total = self.counter.total(await self.counter.acount_messages(view.messages, view.prints))
+            self.last_count = (view, total)
+        return self.last_count[1]
 
     def session(self) -> str:
         return self.session_id or conversation_session_id(self.original)
@@ -490,11 +495,10 @@ class _Run:
         dropped: int = 0,
     ) -> CompactResult:
         messages, normalized = self._normalized(view.messages)
-        if messages is self.original:
-            after = self.total
+        if messages is view.messages:
+            after = await self.tokens(view)
         else:
-            prints = view.prints if messages is view.messages else None
-            after = self.counter.total(await self.counter.acount_messages(messages, prints))
+            after = self.counter.total(await self.counter.acount_messages(messages))
         if after > self.limits.window and self.config.on_overflow == "passthrough":
             return CompactResult(
                 self.original,

@@ -1,16 +1,16 @@
 """Stable, fast fingerprints of messages.
 
-One fingerprint per message per request feeds both the token-count cache and the
-compaction store, so it must be cheap (a long history is ~1 MB of text, re-sent every
-turn) and stable across processes and machines (replicas share the store).
+One fingerprint per message per request feeds the token-count cache, the truncation cache
+and the compaction store, so it must be cheap (a long history is ~1 MB of text, re-sent
+every turn) and stable across processes and machines (replicas share the store).
 ``json.dumps(sort_keys=True)`` of a whole message costs ~4 ms per MB because it escapes
-every long string; here a message's keys are sorted, long strings are hashed as raw UTF-8
-(length-prefixed, so the form stays unambiguous) and nested values by their ``repr``.
+every long string; here the canonical form is fed to xxh3 piece by piece: keys sorted at
+every level, strings as raw length-prefixed UTF-8 (unambiguous, no escaping), scalars by
+their JSON spelling.
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable
 from typing import Any
 
@@ -18,40 +18,37 @@ import xxhash
 
 Fingerprint = bytes
 
-_encode_json = json.JSONEncoder(
-    sort_keys=True, separators=(",", ":"), check_circular=False, default=repr
-).encode
-
 
 def fingerprint(message: Any) -> Fingerprint:
-    """16-byte digest of ``message``'s canonical form (its own key order does not matter)."""
+    """16-byte digest of ``message``'s canonical form (key order does not matter)."""
     hasher = xxhash.xxh3_128()
-    if type(message) is not dict:
-        hasher.update(b"\x00j" + _encode_json(message).encode())
-        return hasher.digest()
-    for key in sorted(message, key=str):
-        value = message[key]
-        if type(value) is str:
-            hasher.update(b"\x00s%d:%s:" % (len(value), str(key).encode("utf-8", "surrogatepass")))
-            hasher.update(value.encode("utf-8", "surrogatepass"))
-        elif value is None:
-            hasher.update(b"\x00n%s" % str(key).encode("utf-8", "surrogatepass"))
-        else:
-            hasher.update(b"\x00r%s:" % str(key).encode("utf-8", "surrogatepass"))
-            hasher.update(_nested(value))
+    _feed(hasher, message)
     return hasher.digest()
 
 
-def _nested(value: Any) -> bytes:
-    """Nested values (tool calls, content parts) in the client's own key order.
+def _feed(hasher: Any, value: Any) -> None:
+    if type(value) is str:
+        hasher.update(b"s%d:" % len(value))
+        hasher.update(value.encode("utf-8", "surrogatepass"))
+    elif type(value) is dict:
+        hasher.update(b"d%d:" % len(value))
+        for key in sorted(value, key=str):
+            _feed(hasher, str(key))
+            _feed(hasher, value[key])
+    elif type(value) is list or type(value) is tuple:
+        hasher.update(b"l%d:" % len(value))
+        for item in value:
+            _feed(hasher, item)
+    else:
+        hasher.update(b"v%s;" % _scalar(value))
 
-    ``repr`` is C-fast and deterministic for JSON values; ``json.dumps(sort_keys=True)``
-    costs ~3 µs per tool-call list, most of the hook's time on a long history. A client that
-    reordered nested keys between turns would only miss the caches, never match wrongly.
-    """
-    if isinstance(value, dict | list | str | int | float | bool):
-        return repr(value).encode("utf-8", "surrogatepass")
-    return _encode_json(value).encode()
+
+def _scalar(value: Any) -> bytes:
+    if value is None:
+        return b"null"
+    if value is True or value is False:
+        return b"true" if value else b"false"
+    return repr(value).encode("utf-8", "surrogatepass")
 
 
 def fingerprints(messages: Iterable[Any]) -> list[Fingerprint]:
