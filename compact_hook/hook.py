@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import logging
 import sys
+import threading
 import time
 from collections.abc import Mapping
 from pathlib import Path
@@ -25,10 +26,11 @@ from litellm.integrations.custom_logger import CustomLogger
 from compact_hook.archive import conversation_session_id
 from compact_hook.chain import scope_of
 from compact_hook.config import CompactConfig, ProcessConfig
-from compact_hook.engine import Compactor, CompactResult, counter_for_config
+from compact_hook.engine import DEFAULT_TOKENIZER, Compactor, CompactResult, counter_for_config
 from compact_hook.models import ModelSettings, validate_model_list
 from compact_hook.router_summarizer import RouterSummarizer, is_internal_call, summary_metadata
 from compact_hook.store import build_store
+from compact_hook.tokens import load_tokenizer
 
 logger = logging.getLogger(__name__)
 
@@ -48,6 +50,7 @@ class CompactHook(CustomLogger):
         self._compactor: Compactor | None = None
         configure_logging(self.process.log_level)
         validate_loaded_proxy_config(self.base)
+        threading.Thread(target=preload_tokenizer, name="compact_hook-preload", daemon=True).start()
 
     @property
     def compactor(self) -> Compactor:
@@ -226,6 +229,14 @@ def session_id_of(data: Mapping[str, Any], messages: list[Any]) -> str:
         if isinstance(candidate, str) and candidate.strip():
             return candidate.strip()
     return conversation_session_id(messages)
+
+
+def preload_tokenizer() -> None:
+    """Load the default tokenizer (≈1 s) while the proxy starts, not on the first request."""
+    try:
+        load_tokenizer(DEFAULT_TOKENIZER)
+    except Exception:
+        logger.exception("compact_hook: could not preload the %s tokenizer", DEFAULT_TOKENIZER)
 
 
 def tenant_of(user_api_key_dict: Any) -> str:

@@ -71,6 +71,7 @@ def router(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> SpyRouter:
         model_list=[
             deployment("agent", compact),
             deployment("plain"),
+            deployment("tiers", {"context_window": 200_000, "archive_dir": str(tmp_path / "archive")}),
             deployment("off", {"enabled": False}),
         ]
     )
@@ -265,3 +266,25 @@ async def test_the_window_defaults_to_the_routers_max_input_tokens(monkeypatch: 
     hook = CompactHook(CompactConfig())
     config = hook.models.resolve(spy, "known")
     assert config is not None and config.context_window == 128_000 and config.tokenizer == "o200k_base"
+
+
+async def test_an_oversized_tool_output_is_truncated_even_far_below_the_threshold(router: SpyRouter) -> None:
+    messages = [
+        {"role": "user", "content": "run it"},
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [{"id": "c", "type": "function", "function": {"name": "bash", "arguments": "{}"}}],
+        },
+        {"role": "tool", "tool_call_id": "c", "content": "output line\n" * 6000},
+    ]
+    hook = CompactHook(CompactConfig())
+    data = request("tiers", messages=messages)
+    await hook.async_pre_call_hook(None, None, data, "acompletion")
+    assert data["messages"] is not messages and data["messages"][:2] == messages[:2]
+    assert "tokens truncated; the full output had 6000 lines" in data["messages"][2]["content"]
+    assert messages[2]["content"] == "output line\n" * 6000  # the client's objects are untouched
+    headers = await hook.async_post_call_response_headers_hook(data, None, None)
+    assert headers is not None
+    assert headers["x-compact-compacted"] == "false" and headers["x-compact-truncated"] == "1"
+    assert router.calls == []
