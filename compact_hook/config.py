@@ -87,11 +87,13 @@ class CompactConfig:
         _check_range("summary_context_window", self.summary_context_window, low=1)
         _check_fraction("trigger_ratio", self.trigger_ratio, allow_one=True)
         _check_fraction("tail_retention_ratio", self.tail_retention_ratio, allow_one=False)
-        if self.tail_retention_ratio >= self.trigger_ratio:
-            raise ValueError(
-                f"tail_retention_ratio: must be below trigger_ratio ({self.trigger_ratio}), "
-                f"got {self.tail_retention_ratio}; otherwise a compaction cannot get under the trigger"
-            )
+        _check_below_trigger(
+            "tail_retention_ratio",
+            self.tail_retention_ratio,
+            self.trigger_ratio,
+            strict=True,
+            why="otherwise a compaction cannot get under the trigger",
+        )
         _check_range("summary_max_tokens", self.summary_max_tokens, low=1)
         _check_range("summary_timeout_seconds", self.summary_timeout_seconds, low=0.001)
         _check_range("max_retries", self.max_retries, low=0)
@@ -106,11 +108,13 @@ class CompactConfig:
         _check_choice("on_overflow", self.on_overflow, OVERFLOW_MODES)
         _check_range("tool_output_max_tokens", self.tool_output_max_tokens, low=MIN_TOOL_OUTPUT_TOKENS)
         _check_fraction("clear_trigger_ratio", self.clear_trigger_ratio, allow_one=True)
-        if self.clear_trigger_ratio > self.trigger_ratio:
-            raise ValueError(
-                f"clear_trigger_ratio: must not exceed trigger_ratio ({self.trigger_ratio}), "
-                f"got {self.clear_trigger_ratio}; clearing is the cheaper tier and comes first"
-            )
+        _check_below_trigger(
+            "clear_trigger_ratio",
+            self.clear_trigger_ratio,
+            self.trigger_ratio,
+            strict=False,
+            why="clearing is the cheaper tier and comes first",
+        )
         _check_range("keep_tool_results", self.keep_tool_results, low=0)
         _check_range("clear_at_least", self.clear_at_least, low=1)
         _check_range("user_message_budget", self.user_message_budget, low=0)
@@ -219,6 +223,12 @@ def _allowed_types(hint: Any) -> tuple[type, ...]:
 def _from_yaml(value: Any, hint: Any) -> Any:
     """YAML has lists, not tuples: accept a list where a tuple of strings is expected."""
     return tuple(value) if get_origin(hint) is tuple and isinstance(value, list) else value
+
+
+def _check_below_trigger(name: str, value: float, trigger: float, *, strict: bool, why: str) -> None:
+    if value > trigger or (strict and value == trigger):
+        bound = "be below" if strict else "not exceed"
+        raise ValueError(f"{name}: must {bound} trigger_ratio ({trigger}), got {value}; {why}")
 
 
 def _check_choice(name: str, value: str, choices: tuple[str, ...]) -> None:

@@ -41,6 +41,16 @@ def test_config_is_frozen() -> None:
         ("summary_model", "  "),
         ("tokenizer", 5),
         ("enabled", "yes"),
+        ("tool_output_policy", "lines"),
+        ("tool_output_max_tokens", 10),
+        ("clear_trigger_ratio", 0.95),
+        ("keep_tool_results", -1),
+        ("clear_at_least", 0),
+        ("user_message_budget", -5),
+        ("protected_tools", "manage_todo_list"),
+        ("protected_tools", ("ok", "")),
+        ("normalize", "sometimes"),
+        ("on_overflow", "explode"),
     ],
 )
 def test_invalid_values_raise_value_error_naming_the_key(key: str, value: Any) -> None:
@@ -97,3 +107,15 @@ def test_bad_environment_values_name_the_variable_or_key(var: str, value: str) -
 def test_from_env_reads_the_process_environment(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("COMPACT_TAIL_RETENTION_RATIO", "0.3")
     assert CompactConfig.from_env().tail_retention_ratio == 0.3
+
+
+def test_yaml_lists_become_tuples_and_env_lists_are_comma_separated() -> None:
+    config = CompactConfig.from_dict({"protected_tools": ["manage_todo_list", "TodoWrite"]})
+    assert config.protected_tools == ("manage_todo_list", "TodoWrite")
+    env = CompactConfig.from_env({"COMPACT_PROTECTED_TOOLS": "a, b ,c"})
+    assert env.protected_tools == ("a", "b", "c")
+
+
+def test_summary_model_digest_means_no_model() -> None:
+    assert CompactConfig(summary_model="digest").uses_digest
+    assert not CompactConfig(summary_model="gpt-4o-mini").uses_digest
