@@ -233,15 +233,15 @@ class Compactor:
         chain = prefix_chain(run.scope, run.prints)
         root = chain[root_position(run.original)]
         state = await self._stored(run, root, chain)
-        cache = "hit" if state.span else "none"
         view = run.tiers.view(state)
         if run.config.clear_tool_results and await run.tokens(view) >= run.limits.clear:
             advanced = run.advance_clearing(state, view)
             if advanced is not None:
                 state, view = advanced, run.tiers.view(advanced)
                 await self._put(root, chain, state)
+        cache = "hit" if state.span else "none"  # stored state in use, no summary call
         if await run.tokens(view) < run.limits.compact:
-            return await run.result(view, state, "hit" if state.span else "none")
+            return await run.result(view, state, cache)
         return await self._compact(run, summarize, root, chain, state, view, cache)
 
     async def _compact(
@@ -299,8 +299,7 @@ class Compactor:
         self, run: _Run, root: bytes, chain: list[bytes], view: View, part: Partition, state: Entry
     ) -> _Made:
         made = await run.summarize(view, part, state, None)
-        key = chain[made.entry.span]
-        await self._put(root, chain, made.entry, key)
+        await self._put(root, chain, made.entry)
         return made
 
     async def _stored(self, run: _Run, root: bytes, chain: list[bytes]) -> Entry:
@@ -311,9 +310,9 @@ class Compactor:
             return Entry()
         return found[1]
 
-    async def _put(self, root: bytes, chain: list[bytes], entry: Entry, key: bytes | None = None) -> None:
+    async def _put(self, root: bytes, chain: list[bytes], entry: Entry) -> None:
         if self.store is not None:
-            await self.store.put(root, key or chain[entry.span], entry)
+            await self.store.put(root, chain[entry.span], entry)
 
     async def _make_once(
         self,
