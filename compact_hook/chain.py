@@ -18,6 +18,7 @@ import hashlib
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any
 
 from compact_hook.config import CompactConfig
@@ -48,8 +49,12 @@ SCOPE_SETTINGS = (
 )
 
 
+@lru_cache(maxsize=4096)
 def scope_of(config: CompactConfig, model: str, tenant: str) -> bytes:
-    """Everything that changes what a compaction looks like, plus who may reuse it."""
+    """Everything that changes what a compaction looks like, plus who may reuse it.
+
+    Memoized: the hook asks on every request, and the answer only depends on these three.
+    """
     settings = {name: getattr(config, name) for name in SCOPE_SETTINGS}
     settings["protected_tools"] = sorted(config.protected_tools)
     label = json.dumps(
