@@ -9,8 +9,8 @@ from __future__ import annotations
 from typing import Any
 
 from compact_hook.config import CompactConfig
-from compact_hook.engine import CompactResult, CompactStats, compact_messages, should_compact
-from compact_hook.tokens import count_tokens
+from compact_hook.engine.library import compact_messages, count_tokens, should_compact
+from compact_hook.engine.result import CompactResult, CompactStats
 
 __all__ = [
     "CompactConfig",
@@ -25,7 +25,7 @@ __all__ = [
 
 def __getattr__(name: str) -> Any:
     if name == "proxy_handler_instance":
-        from compact_hook.hook import proxy_handler_instance
+        from compact_hook.proxy.hook import proxy_handler_instance
 
         return proxy_handler_instance
     raise AttributeError(f"module 'compact_hook' has no attribute {name!r}")

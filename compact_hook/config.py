@@ -14,7 +14,7 @@ import types
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Union, get_args, get_origin, get_type_hints
+from typing import Any, Literal, Union, get_args, get_origin, get_type_hints
 
 DEFAULT_TRIGGER_RATIO = 0.92
 DEFAULT_TAIL_RETENTION_RATIO = 0.25
@@ -29,9 +29,10 @@ DEFAULT_KEEP_TOOL_RESULTS = 3
 DEFAULT_CLEAR_AT_LEAST = 5_000
 DEFAULT_PROTECTED_TOOLS = ("manage_todo_list",)
 DEFAULT_USER_MESSAGE_BUDGET = 20_000
-TOOL_OUTPUT_POLICIES = ("tokens", "bytes", "none")
-NORMALIZE_MODES = ("changed", "always")
-OVERFLOW_MODES = ("fit", "passthrough")
+ToolOutputPolicy = Literal["tokens", "bytes", "none"]
+NormalizeMode = Literal["changed", "always"]
+OverflowMode = Literal["fit", "passthrough"]
+StoreBackend = Literal["auto", "memory", "redis", "off"]
 MIN_TOOL_OUTPUT_TOKENS = 100
 DIGEST = "digest"
 """``summary_model: digest``: summarize with the built-in deterministic digest, no LLM call."""
@@ -60,7 +61,7 @@ class CompactConfig:
     enabled: bool = True
     context_window: int | None = None
     trigger_ratio: float = DEFAULT_TRIGGER_RATIO
-    tail_retention_ratio: float = DEFAULT_TAIL_RETENTION_RATIO
+    tail_retention_ratio: float | None = None
     summary_model: str | None = None
     summary_max_tokens: int = DEFAULT_SUMMARY_MAX_TOKENS
     summary_timeout_seconds: float = DEFAULT_SUMMARY_TIMEOUT_SECONDS
@@ -70,15 +71,15 @@ class CompactConfig:
     archive_dir: str = DEFAULT_ARCHIVE_DIR
     tokenizer: str | None = None
     tool_output_max_tokens: int = DEFAULT_TOOL_OUTPUT_MAX_TOKENS
-    tool_output_policy: str = "tokens"
+    tool_output_policy: ToolOutputPolicy = "tokens"
     clear_tool_results: bool = True
-    clear_trigger_ratio: float = DEFAULT_CLEAR_TRIGGER_RATIO
+    clear_trigger_ratio: float | None = None
     keep_tool_results: int = DEFAULT_KEEP_TOOL_RESULTS
     clear_at_least: int = DEFAULT_CLEAR_AT_LEAST
     protected_tools: tuple[str, ...] = DEFAULT_PROTECTED_TOOLS
     user_message_budget: int = DEFAULT_USER_MESSAGE_BUDGET
-    normalize: str = "changed"
-    on_overflow: str = "fit"
+    normalize: NormalizeMode = "changed"
+    on_overflow: OverflowMode = "fit"
 
     def __post_init__(self) -> None:
         _check_types(self)
@@ -86,14 +87,15 @@ class CompactConfig:
         _check_range("context_window", self.context_window, low=1)
         _check_range("summary_context_window", self.summary_context_window, low=1)
         _check_fraction("trigger_ratio", self.trigger_ratio, allow_one=True)
-        _check_fraction("tail_retention_ratio", self.tail_retention_ratio, allow_one=False)
-        _check_below_trigger(
-            "tail_retention_ratio",
-            self.tail_retention_ratio,
-            self.trigger_ratio,
-            strict=True,
-            why="otherwise a compaction cannot get under the trigger",
-        )
+        if self.tail_retention_ratio is not None:
+            _check_fraction("tail_retention_ratio", self.tail_retention_ratio, allow_one=False)
+            _check_below_trigger(
+                "tail_retention_ratio",
+                self.tail_retention_ratio,
+                self.trigger_ratio,
+                strict=True,
+                why="otherwise a compaction cannot get under the trigger",
+            )
         _check_range("summary_max_tokens", self.summary_max_tokens, low=1)
         _check_range("summary_timeout_seconds", self.summary_timeout_seconds, low=0.001)
         _check_range("max_retries", self.max_retries, low=0)
@@ -103,23 +105,35 @@ class CompactConfig:
         _check_non_empty("tokenizer", self.tokenizer)
 
     def _check_tiers(self) -> None:
-        _check_choice("tool_output_policy", self.tool_output_policy, TOOL_OUTPUT_POLICIES)
-        _check_choice("normalize", self.normalize, NORMALIZE_MODES)
-        _check_choice("on_overflow", self.on_overflow, OVERFLOW_MODES)
         _check_range("tool_output_max_tokens", self.tool_output_max_tokens, low=MIN_TOOL_OUTPUT_TOKENS)
-        _check_fraction("clear_trigger_ratio", self.clear_trigger_ratio, allow_one=True)
-        _check_below_trigger(
-            "clear_trigger_ratio",
-            self.clear_trigger_ratio,
-            self.trigger_ratio,
-            strict=False,
-            why="clearing is the cheaper tier and comes first",
-        )
+        if self.clear_trigger_ratio is not None:
+            _check_fraction("clear_trigger_ratio", self.clear_trigger_ratio, allow_one=True)
+            _check_below_trigger(
+                "clear_trigger_ratio",
+                self.clear_trigger_ratio,
+                self.trigger_ratio,
+                strict=False,
+                why="clearing is the cheaper tier and comes first",
+            )
         _check_range("keep_tool_results", self.keep_tool_results, low=0)
         _check_range("clear_at_least", self.clear_at_least, low=1)
         _check_range("user_message_budget", self.user_message_budget, low=0)
         for name in self.protected_tools:
             _check_non_empty("protected_tools", name)
+
+    @property
+    def clear_ratio(self) -> float:
+        """``clear_trigger_ratio``, or by default 0.7 — never above the trigger, which it follows."""
+        if self.clear_trigger_ratio is not None:
+            return self.clear_trigger_ratio
+        return min(DEFAULT_CLEAR_TRIGGER_RATIO, self.trigger_ratio)
+
+    @property
+    def tail_ratio(self) -> float:
+        """``tail_retention_ratio``, or by default 0.25 — at most half the trigger, which it follows."""
+        if self.tail_retention_ratio is not None:
+            return self.tail_retention_ratio
+        return min(DEFAULT_TAIL_RETENTION_RATIO, self.trigger_ratio / 2)
 
     @property
     def uses_digest(self) -> bool:
@@ -144,7 +158,6 @@ class CompactConfig:
         return cls(**_environ_values(cls, environ))
 
 
-STORE_BACKENDS = ("auto", "memory", "redis", "off")
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
 
 
@@ -158,7 +171,7 @@ class ProcessConfig:
     ``redis_url`` (ours) wins over LiteLLM's Redis settings.
     """
 
-    store: str = "auto"
+    store: StoreBackend = "auto"
     redis_url: str | None = None
     store_max_entries: int = DEFAULT_STORE_MAX_ENTRIES
     store_ttl_seconds: int = DEFAULT_STORE_TTL_SECONDS
@@ -170,7 +183,6 @@ class ProcessConfig:
     def __post_init__(self) -> None:
         _check_types(self)
         _check_choice("log_level", self.log_level.upper(), LOG_LEVELS)
-        _check_choice("store", self.store, STORE_BACKENDS)
         if self.store == "redis" and self.redis_url is not None:
             _check_non_empty("redis_url", self.redis_url)
         _check_range("store_max_entries", self.store_max_entries, low=1)
@@ -231,12 +243,15 @@ def _check_below_trigger(name: str, value: float, trigger: float, *, strict: boo
         raise ValueError(f"{name}: must {bound} trigger_ratio ({trigger}), got {value}; {why}")
 
 
-def _check_choice(name: str, value: str, choices: tuple[str, ...]) -> None:
+def _check_choice(name: str, value: object, choices: tuple[Any, ...]) -> None:
     if value not in choices:
         raise ValueError(f"{name}: must be one of {', '.join(choices)}, got {value!r}")
 
 
 def _check_type(name: str, value: Any, hint: Any) -> None:
+    if get_origin(hint) is Literal:
+        _check_choice(name, value, get_args(hint))
+        return
     if get_origin(hint) is tuple:
         if not (isinstance(value, tuple) and all(isinstance(item, str) for item in value)):
             raise ValueError(f"{name}: expected a list of strings, got {value!r}")

@@ -14,7 +14,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from compact_hook.config import CompactConfig
-from compact_hook.tokens import tokenizer_name_for_model
+from compact_hook.state.tokenizers import tokenizer_name_for_model
 
 logger = logging.getLogger(__name__)
 
@@ -73,33 +73,51 @@ class ModelSettings:
             return None
         if config is None:
             return None
-        return dataclasses.replace(
-            config,
-            context_window=config.context_window or self._window(router, group, deployments),
-            tokenizer=config.tokenizer or tokenizer_name_for_model(_provider_model(deployments[0], group)),
-        )
-
-    def _window(self, router: Any, group: str, deployments: list[Any]) -> int | None:
-        """The smallest known window of the group's deployments (the router reports the largest)."""
-        windows = [w for w in (_deployment_window(d) for d in deployments) if w]
-        if not windows:
-            info = router.get_model_group_info(group)
-            group_window = getattr(info, "max_input_tokens", None) if info is not None else None
-            windows = [int(group_window)] if group_window else []
-        if not windows and group not in self._warned:
+        window = config.context_window or group_window(router, group, deployments)
+        if window is None and group not in self._warned:
             self._warned.add(group)
             logger.warning(
                 "compact_hook: model %r: context window unknown; set model_info.compact.context_window "
                 "(or model_info.max_input_tokens). Not compacting it.",
                 group,
             )
-        return min(windows) if windows else None
+        return dataclasses.replace(
+            config,
+            context_window=window,
+            summary_context_window=config.summary_context_window or self._summary_window(router, config),
+            tokenizer=config.tokenizer or tokenizer_name_for_model(_provider_model(deployments[0], group)),
+        )
+
+    def _summary_window(self, router: Any, config: CompactConfig) -> int | None:
+        """The summary model group's own window, so a large middle is read in as few calls as it allows."""
+        group = config.summary_model
+        if group is None or config.uses_digest:
+            return None
+        return group_window(router, group, router.get_model_list(model_name=group) or [])
+
+
+def group_window(router: Any, group: str, deployments: list[Any]) -> int | None:
+    """The smallest known window of a group's deployments (the router reports the largest)."""
+    windows = [w for w in (_deployment_window(d) for d in deployments) if w]
+    if not windows:
+        info = router.get_model_group_info(group)
+        window = getattr(info, "max_input_tokens", None) if info is not None else None
+        windows = [int(window)] if window else []
+    windows.extend(w for w in (_compact_window(d) for d in deployments) if w)
+    return min(windows) if windows else None
 
 
 def _provider_model(deployment: Mapping[str, Any], group: str) -> str:
     params = deployment.get("litellm_params")
     model = params.get("model") if isinstance(params, Mapping) else None
     return model if isinstance(model, str) else group
+
+
+def _compact_window(deployment: Mapping[str, Any]) -> int | None:
+    """A ``compact.context_window`` set on the deployment (a summary group compacts too, maybe)."""
+    block = compact_block(deployment)
+    value = block.get("context_window") if isinstance(block, Mapping) else None
+    return int(value) if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
 
 
 def _deployment_window(deployment: Mapping[str, Any]) -> int | None:

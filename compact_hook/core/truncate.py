@@ -7,10 +7,9 @@ output usually says what ran, the end how it finished: both are kept, half each.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Container
 
-from compact_hook.messages import Message
+from compact_hook.core.items import Item, PartKind
 
 Offsets = Callable[[str], list[tuple[int, int]]]
 """Character spans of the tokens of a text (``TokenCounter.offsets``)."""
@@ -67,29 +66,17 @@ def _lines(text: str) -> int:
     return text.count("\n") + (0 if text.endswith("\n") else 1)
 
 
-def truncate_tool_message(message: Message, limit: int, policy: str, offsets: Offsets) -> Message | None:
-    """A copy of a tool result with its output truncated, or None when nothing needs cutting.
+def truncate_results(
+    item: Item, limit: int, policy: str, offsets: Offsets, skip: Container[int] = ()
+) -> dict[int, str]:
+    """New outputs for the tool results of ``item`` over ``limit`` tokens, by part index.
 
-    Works on string outputs and on outputs made of content parts (their text parts are
-    joined and truncated as one; other parts are kept after it).
+    Empty when nothing needs cutting. ``skip``: part indices to leave alone (protected tools).
     """
-    content = message.get("content")
-    if isinstance(content, str):
-        cut = truncate_text(content, limit, policy, offsets)
-        return None if cut is None else {**message, "content": cut}
-    if isinstance(content, list):
-        return _truncate_parts(message, content, limit, policy, offsets)
-    return None
-
-
-def _truncate_parts(
-    message: Message, parts: list[Any], limit: int, policy: str, offsets: Offsets
-) -> Message | None:
-    texts = [
-        p for p in parts if isinstance(p, dict) and p.get("type") == "text" and isinstance(p.get("text"), str)
-    ]
-    cut = truncate_text("\n".join(p["text"] for p in texts), limit, policy, offsets)
-    if cut is None:
-        return None
-    others = [p for p in parts if not any(p is t for t in texts)]
-    return {**message, "content": [{"type": "text", "text": cut}, *others]}
+    cuts: dict[int, str] = {}
+    for index, part in enumerate(item.parts):
+        if part.kind is PartKind.RESULT and index not in skip:
+            cut = truncate_text(part.text, limit, policy, offsets)
+            if cut is not None:
+                cuts[index] = cut
+    return cuts

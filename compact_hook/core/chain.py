@@ -22,18 +22,17 @@ from functools import lru_cache
 from typing import Any
 
 from compact_hook.config import CompactConfig
-from compact_hook.fingerprint import Fingerprint
-from compact_hook.messages import Message
-from compact_hook.partition import head_length
-from compact_hook.summarize import PROMPT_VERSION
+from compact_hook.core.fingerprint import Fingerprint
+from compact_hook.core.items import Item, head_length
+from compact_hook.core.outcomes import Summarizer
 
-STATE_VERSION = "2"
+STATE_VERSION = "3"
 """Bump when the meaning of a stored entry changes: old entries then simply stop matching."""
 
 SCOPE_SETTINGS = (
     "context_window",
     "trigger_ratio",
-    "tail_retention_ratio",
+    "tail_ratio",
     "summary_model",
     "summary_max_tokens",
     "summary_context_window",
@@ -41,7 +40,7 @@ SCOPE_SETTINGS = (
     "tool_output_max_tokens",
     "tool_output_policy",
     "clear_tool_results",
-    "clear_trigger_ratio",
+    "clear_ratio",
     "keep_tool_results",
     "clear_at_least",
     "protected_tools",
@@ -50,15 +49,16 @@ SCOPE_SETTINGS = (
 
 
 @lru_cache(maxsize=4096)
-def scope_of(config: CompactConfig, model: str, tenant: str) -> bytes:
+def scope_of(config: CompactConfig, model: str, tenant: str, wire: str, prompt_version: str) -> bytes:
     """Everything that changes what a compaction looks like, plus who may reuse it.
 
-    Memoized: the hook asks on every request, and the answer only depends on these three.
+    ``wire`` is the format's name: the same entries mean different things in each.
+    Memoized: the hook asks on every request, and the answer only depends on these.
     """
     settings = {name: getattr(config, name) for name in SCOPE_SETTINGS}
     settings["protected_tools"] = sorted(config.protected_tools)
     label = json.dumps(
-        ["compact_hook", STATE_VERSION, PROMPT_VERSION, model, tenant, settings], sort_keys=True
+        ["compact_hook", STATE_VERSION, prompt_version, wire, model, tenant, settings], sort_keys=True
     )
     return hashlib.blake2b(label.encode("utf-8", "surrogatepass"), digest_size=16).digest()
 
@@ -73,31 +73,37 @@ def prefix_chain(scope: bytes, prints: Sequence[Fingerprint]) -> list[bytes]:
     return chain
 
 
-def root_position(messages: Sequence[Message]) -> int:
-    """Prefix length that identifies a conversation: the head plus its first other message.
+def root_position(items: Sequence[Item]) -> int:
+    """Prefix length that identifies a conversation: the head plus its first other item.
 
-    Agents share system prompts; the first message after them (the task) tells their
+    Agents share system prompts; the first item after them (the task) tells their
     conversations apart, so stored compactions are indexed per root.
     """
-    return min(len(messages), head_length(messages) + 1)
+    return min(len(items), head_length(items) + 1)
 
 
 @dataclass(frozen=True, slots=True)
 class Entry:
     """The remembered state of a conversation's prefix ``original[:span]``.
 
-    A compaction (``summary`` set) replaces ``original[:covered]`` by
-    ``[original[i] for i in keep] + [summary message]``: kept messages are referenced by
-    index, not stored, so they come from the client's own request every time. A clearing
-    boundary (``cleared_before``) says which old tool results are shown as placeholders.
-    ``summarizer`` is ``model`` or ``digest`` (made without a model).
+    A compaction (``summary`` set) replaces ``original[:covered]`` by the items at
+    ``keep`` with the summary inserted after the first ``summary_at`` of them: kept items
+    are referenced by index, not stored, so they come from the client's own request every
+    time. A clearing boundary (``cleared_before``) says which old tool results are shown as
+    placeholders. ``summarizer`` says whether a model or the digest wrote the summary.
     """
 
     covered: int = 0
     keep: tuple[int, ...] = ()
     summary: str | None = None
     cleared_before: int = 0
-    summarizer: str = "model"
+    summarizer: Summarizer = Summarizer.MODEL
+    summary_at: int | None = None
+
+    @property
+    def summary_position(self) -> int:
+        """How many kept items come before the summary."""
+        return len(self.keep) if self.summary_at is None else self.summary_at
 
     @property
     def span(self) -> int:
@@ -111,7 +117,8 @@ class Entry:
                 "keep": list(self.keep),
                 "summary": self.summary,
                 "cleared_before": self.cleared_before,
-                "summarizer": self.summarizer,
+                "summarizer": self.summarizer.value,
+                "summary_at": self.summary_position,
             }
         )
 
@@ -124,7 +131,8 @@ class Entry:
             keep=tuple(int(i) for i in data["keep"]),
             summary=str(summary) if summary is not None else None,
             cleared_before=int(data.get("cleared_before", 0)),
-            summarizer=str(data.get("summarizer", "model")),
+            summarizer=Summarizer(data.get("summarizer", "model")),
+            summary_at=int(data["summary_at"]) if data.get("summary_at") is not None else None,
         )
 
 
@@ -134,4 +142,8 @@ def entry_is_usable(entry: Entry, length: int) -> bool:
         return False
     if entry.summary is None:
         return entry.covered == 0 and not entry.keep
-    return 0 < entry.covered and all(0 <= i < entry.covered for i in entry.keep)
+    return (
+        0 < entry.covered
+        and all(0 <= i < entry.covered for i in entry.keep)
+        and 0 <= entry.summary_position <= len(entry.keep)
+    )

@@ -16,10 +16,9 @@ import re
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
-from compact_hook.fingerprint import combine, fingerprint
-from compact_hook.messages import Message
+from compact_hook.core.fingerprint import combine, fingerprint
 
 logger = logging.getLogger(__name__)
 
@@ -30,13 +29,13 @@ _NAME = re.compile(r"^compact-.*-(\d+)\.json$")
 
 
 class Archive(Protocol):
-    async def save(self, session_id: str, messages: Sequence[Message]) -> Path | None:
+    async def save(self, session_id: str, messages: Sequence[Any]) -> Path | None:
         """Persist ``messages``; return where, or None if it could not be done."""
 
 
-def conversation_session_id(messages: Sequence[Message]) -> str:
-    """A stable id for a conversation that names none: a hash of its first messages."""
-    seed = combine(fingerprint(message) for message in messages[:SESSION_SEED_MESSAGES])
+def conversation_session_id(entries: Sequence[Any]) -> str:
+    """A stable id for a conversation that names none: a hash of its first entries."""
+    seed = combine(fingerprint(entry) for entry in entries[:SESSION_SEED_MESSAGES])
     return "conv-" + seed.hex()[:24]
 
 
@@ -55,14 +54,14 @@ class FileArchive:
     def __init__(self, root: str | Path) -> None:
         self.root = Path(root).expanduser()
 
-    async def save(self, session_id: str, messages: Sequence[Message]) -> Path | None:
+    async def save(self, session_id: str, messages: Sequence[Any]) -> Path | None:
         try:
             return await asyncio.to_thread(self.write, session_id, messages)
         except Exception:
             logger.exception("compact_hook: archive write failed for session %r", session_id)
             return None
 
-    def write(self, session_id: str, messages: Sequence[Message]) -> Path:
+    def write(self, session_id: str, messages: Sequence[Any]) -> Path:
         directory = self.root / safe_session_name(session_id)
         directory.mkdir(mode=0o700, parents=True, exist_ok=True)
         os.chmod(directory, 0o700)

@@ -15,15 +15,18 @@ import logging
 from collections.abc import Awaitable, Callable, Sequence
 from functools import lru_cache
 from importlib import resources
+from typing import Any
 
 from compact_hook.config import CompactConfig
+from compact_hook.core.counting import TokenCounter
+from compact_hook.core.items import Item
+from compact_hook.core.transcript import transcript_entries
 from compact_hook.errors import SummarizerError
-from compact_hook.messages import Message
-from compact_hook.tokens import TokenCounter
-from compact_hook.transcript import transcript_entries
 
 logger = logging.getLogger(__name__)
 
+Message = dict[str, Any]
+"""A chat message: summary calls are chat completions whatever the request's format."""
 Summarize = Callable[[list[Message]], Awaitable[str]]
 
 PROMPT_VERSION = "1"
@@ -116,37 +119,48 @@ def _split_entry(entry: str, tokens: int, counter: TokenCounter, budget: int) ->
     return pieces
 
 
+class Attempts:
+    """Summary calls made for one compaction, failed ones included (they are reported too)."""
+
+    def __init__(self) -> None:
+        self.count = 0
+
+
 async def summarize_middle(
-    middle: Sequence[Message],
+    middle: Sequence[Item],
     config: CompactConfig,
     summarize: Summarize,
     counter: TokenCounter,
+    attempts: Attempts,
 ) -> str:
-    """One summary covering every message of ``middle`` (chunked when needed)."""
+    """One summary covering every item of ``middle`` (chunked when needed)."""
     chunks = plan_chunks(transcript_entries(middle), counter, input_budget(config, counter))
     running: str | None = None
     for part, chunk in enumerate(chunks, start=1):
         running = await call_with_retries(
-            summarize, summary_request(chunk, running, part, len(chunks)), config
+            summarize, summary_request(chunk, running, part, len(chunks)), config, attempts
         )
     if running is None:
         raise SummarizerError("nothing to summarize")
     return running
 
 
-async def call_with_retries(summarize: Summarize, request: list[Message], config: CompactConfig) -> str:
+async def call_with_retries(
+    summarize: Summarize, request: list[Message], config: CompactConfig, attempts: Attempts
+) -> str:
     """``1 + max_retries`` attempts with exponential backoff; an empty answer is a failure."""
-    attempts = config.max_retries + 1
-    for attempt in range(1, attempts + 1):
+    tries = config.max_retries + 1
+    for attempt in range(1, tries + 1):
         try:
-            logger.info("compact_hook: summary call (attempt %d of %d)", attempt, attempts)
+            logger.info("compact_hook: summary call (attempt %d of %d)", attempt, tries)
+            attempts.count += 1
             answer = await asyncio.wait_for(summarize(request), timeout=config.summary_timeout_seconds)
             if not isinstance(answer, str) or not answer.strip():
                 raise SummarizerError("summary model returned an empty answer")
             return answer.strip()
         except Exception as exc:  # any failure of the summary call is retried, then reported
-            logger.warning("compact_hook: summary attempt %d of %d failed: %r", attempt, attempts, exc)
-            if attempt == attempts:
-                raise SummarizerError(f"summary failed after {attempts} attempts: {exc!r}") from exc
+            logger.warning("compact_hook: summary attempt %d of %d failed: %r", attempt, tries, exc)
+            if attempt == tries:
+                raise SummarizerError(f"summary failed after {tries} attempts: {exc!r}") from exc
             await asyncio.sleep(config.retry_backoff_seconds * 2 ** (attempt - 1))
     raise AssertionError("unreachable")

@@ -1,7 +1,7 @@
-"""Pure partitioning of a history into head / kept user messages / middle / tail.
+"""Pure partitioning of a history into head / kept / middle / tail.
 
-Codex and LangChain cut by message; we cut by unit (see ``units``), so a tool call is never
-separated from its results, whatever the budgets say.
+Codex and LangChain cut by message; we cut by unit (see ``pairing``), so a tool call is
+never separated from its results, whatever the budgets say.
 """
 
 from __future__ import annotations
@@ -9,28 +9,17 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from compact_hook.messages import (
-    HEAD_ROLES,
-    Message,
-    is_real_user_message,
-    role_of,
-    text_of,
-    tool_call_name,
-    tool_calls_of,
-)
-from compact_hook.units import Unit
-
-INTERRUPT_MARKERS = ("<turn-aborted>", "<turn_aborted>", "[Request interrupted by user")
-"""Text that marks an interrupted turn (Codex, Claude Code): such messages survive compaction."""
+from compact_hook.core.items import Item, PartKind, Role, has_interrupt_marker, head_length
+from compact_hook.core.pairing import Unit
 
 
 @dataclass(frozen=True, slots=True)
 class KeepPolicy:
     """What the middle keeps verbatim besides the latest user message.
 
-    Real user messages and results of protected tools, newest first, within
-    ``user_message_budget`` tokens; the newest result of each protected tool and every
-    interrupted-turn marker always.
+    The users' other messages and results of protected tools, newest first, within
+    ``user_message_budget`` tokens; the newest result of each protected tool, every
+    interrupted-turn marker and every item the format does not understand, always.
     """
 
     user_message_budget: int = 0
@@ -39,25 +28,16 @@ class KeepPolicy:
 
 @dataclass(frozen=True, slots=True)
 class Partition:
-    """Index ranges into the original message list.
+    """Index ranges into the item list.
 
-    ``messages[:head_end]`` is the head, ``kept`` the middle messages kept verbatim (whole
-    units, in order: see ``KeepPolicy``), ``middle`` what is summarized,
-    ``messages[tail_start:]`` the tail.
+    ``items[:head_end]`` is the head, ``kept`` the middle items kept verbatim (whole units,
+    in order: see ``KeepPolicy``), ``middle`` what is summarized, ``items[tail_start:]`` the tail.
     """
 
     head_end: int
     kept: tuple[int, ...]
     middle: tuple[int, ...]
     tail_start: int
-
-
-def head_length(messages: Sequence[Message]) -> int:
-    """How many leading system/developer messages there are."""
-    index = 0
-    while index < len(messages) and role_of(messages[index]) in HEAD_ROLES:
-        index += 1
-    return index
 
 
 def tail_start(units: Sequence[Unit], counts: Sequence[int], floor: int, budget: int) -> int:
@@ -76,15 +56,15 @@ def tail_start(units: Sequence[Unit], counts: Sequence[int], floor: int, budget:
     return start
 
 
-def latest_user_index(messages: Sequence[Message]) -> int | None:
-    for index in range(len(messages) - 1, -1, -1):
-        if is_real_user_message(messages[index]):
+def latest_user_index(items: Sequence[Item]) -> int | None:
+    for index in range(len(items) - 1, -1, -1):
+        if items[index].is_user_turn:
             return index
     return None
 
 
 def partition(
-    messages: Sequence[Message],
+    items: Sequence[Item],
     counts: Sequence[int],
     units: Sequence[Unit],
     tail_budget: int,
@@ -93,14 +73,14 @@ def partition(
 ) -> Partition:
     """Split for compaction; an empty ``middle`` means there is nothing worth summarizing.
 
-    ``floor`` is where messages not yet summarized begin (after a spliced-in summary): the
+    ``floor`` is where items not yet summarized begin (after a spliced-in summary): the
     tail stays above it, and unless something above it ages out there is nothing new to
     summarize — re-summarizing a summary alone would only cost a call.
     """
-    head_end = head_length(messages)
+    head_end = head_length(items)
     start = tail_start(units, counts, max(head_end, floor), tail_budget)
     inner = [unit for unit in units if head_end <= unit.start and unit.end <= start]
-    kept = select_kept(messages, counts, inner, keep)
+    kept = select_kept(items, counts, inner, keep)
     kept_set = set(kept)
     middle = tuple(index for index in range(head_end, start) if index not in kept_set)
     if start <= floor:
@@ -109,23 +89,43 @@ def partition(
 
 
 def select_kept(
-    messages: Sequence[Message], counts: Sequence[int], units: Sequence[Unit], keep: KeepPolicy
+    items: Sequence[Item], counts: Sequence[int], units: Sequence[Unit], keep: KeepPolicy
 ) -> tuple[int, ...]:
-    """Message indices of the middle units kept verbatim, in their original order."""
-    latest_user = latest_user_index(messages)
+    """Item indices of the middle units kept verbatim, in their original order."""
+    latest_user = latest_user_index(items)
     always: list[Unit] = []
     optional: list[Unit] = []
     newest_protected: set[str] = set()
     for unit in reversed(units):
-        tools = {tool_call_name(call) for call in tool_calls_of(messages[unit.start])}
-        protected = tools & set(keep.protected_tools)
-        if unit.start == latest_user or _has_interrupt_marker(messages, unit) or protected - newest_protected:
+        protected = protected_tools_of(items, unit, keep.protected_tools)
+        if (
+            unit.start <= (latest_user if latest_user is not None else -1) < unit.end
+            or any(_always_kept(items[index]) for index in range(unit.start, unit.end))
+            or protected - newest_protected
+        ):
             always.append(unit)
             newest_protected |= protected
-        elif protected or is_real_user_message(messages[unit.start]):
+        elif protected or items[unit.start].is_user_turn:
             optional.append(unit)
     chosen = always + _within_budget(optional, counts, keep.user_message_budget - _tokens(always, counts))
     return tuple(sorted(index for unit in chosen for index in range(unit.start, unit.end)))
+
+
+def protected_tools_of(items: Sequence[Item], unit: Unit, protected: Sequence[str]) -> set[str]:
+    """The protected tools a unit calls."""
+    if not protected:
+        return set()
+    names = {
+        part.name
+        for index in range(unit.start, unit.end)
+        for part in items[index].parts
+        if part.kind is PartKind.CALL
+    }
+    return names & set(protected)
+
+
+def _always_kept(item: Item) -> bool:
+    return has_interrupt_marker(item) or item.role is Role.OTHER
 
 
 def _within_budget(units: Sequence[Unit], counts: Sequence[int], budget: int) -> list[Unit]:
@@ -142,11 +142,3 @@ def _within_budget(units: Sequence[Unit], counts: Sequence[int], budget: int) ->
 
 def _tokens(units: Sequence[Unit], counts: Sequence[int]) -> int:
     return sum(sum(counts[unit.start : unit.end]) for unit in units)
-
-
-def _has_interrupt_marker(messages: Sequence[Message], unit: Unit) -> bool:
-    return any(
-        marker in text_of(messages[index].get("content"))
-        for index in range(unit.start, unit.end)
-        for marker in INTERRUPT_MARKERS
-    )

@@ -12,16 +12,8 @@ import json
 import re
 from collections.abc import Sequence
 
-from compact_hook.assemble import summary_text
-from compact_hook.messages import (
-    Message,
-    is_real_user_message,
-    is_summary_message,
-    is_tool_result,
-    tool_call_name,
-    tool_calls_of,
-)
-from compact_hook.transcript import render_content
+from compact_hook.core.items import Item, PartKind, summary_text
+from compact_hook.core.pairing import pair
 
 HEADER = "(Digest made without a model: facts copied from the compacted messages.)"
 PATH_KEYS = ("path", "file_path", "filepath", "filename", "file", "notebook_path", "target_file", "paths")
@@ -32,12 +24,12 @@ MAX_LINE_CHARS = 300
 MAX_ARGUMENT_CHARS = 160
 
 
-def digest(middle: Sequence[Message], max_chars: int) -> str:
+def digest(middle: Sequence[Item], max_chars: int) -> str:
     """Sections of facts from ``middle``; older lines give way first when over ``max_chars``."""
     sections = {
-        "Earlier summary": [summary_text(m) for m in middle if is_summary_message(m)],
+        "Earlier summary": [summary_text(item) for item in middle if item.is_summary],
         "User requests": [
-            _clip(render_content(m.get("content")), MAX_USER_CHARS) for m in middle if _is_user(m)
+            _clip(item.user_text(), MAX_USER_CHARS) for item in middle if item.user_text().strip()
         ],
         "Files touched": _files(middle),
         "Tool calls and outcomes": _calls(middle),
@@ -46,24 +38,21 @@ def digest(middle: Sequence[Message], max_chars: int) -> str:
     return _render(_fit(sections, max_chars))
 
 
-def _is_user(message: Message) -> bool:
-    return is_real_user_message(message) and bool(render_content(message.get("content")).strip())
-
-
 def _clip(text: str, limit: int) -> str:
     text = text.strip()
     return text if len(text) <= limit else text[:limit] + "…"
 
 
-def _files(middle: Sequence[Message]) -> list[str]:
+def _files(middle: Sequence[Item]) -> list[str]:
     seen: dict[str, None] = {}
-    for message in middle:
-        for call in tool_calls_of(message):
-            arguments = _arguments(call)
-            for value in _path_values(arguments):
-                seen.setdefault(value, None)
-            for match in PATH_PATTERN.findall(json.dumps(arguments, ensure_ascii=False)):
-                seen.setdefault(match, None)
+    for item in middle:
+        for part in item.parts:
+            if part.kind is PartKind.CALL:
+                arguments = _arguments(part.text)
+                for value in _path_values(arguments):
+                    seen.setdefault(value, None)
+                for match in PATH_PATTERN.findall(part.text):
+                    seen.setdefault(match, None)
     return list(seen)
 
 
@@ -80,51 +69,46 @@ def _path_values(arguments: object) -> list[str]:
     return values
 
 
-def _arguments(call: dict[str, object]) -> object:
-    function = call.get("function")
-    raw = function.get("arguments") if isinstance(function, dict) else None
-    if isinstance(raw, str):
-        try:
-            return json.loads(raw)
-        except ValueError:
-            return raw
-    return raw
+def _arguments(raw: str) -> object:
+    try:
+        return json.loads(raw)
+    except ValueError:
+        return raw
 
 
-def _calls(middle: Sequence[Message]) -> list[str]:
-    lines: list[str] = []
-    pending: list[str] = []
-    for message in middle:
-        calls = tool_calls_of(message)
-        if calls:
-            if pending:
-                lines.extend(f"- {line} -> no result" for line in pending)
-            pending = [_describe_call(call) for call in calls]
-        elif is_tool_result(message) and pending:
-            lines.append(f"- {pending.pop(0)} -> {_outcome(render_content(message.get('content')))}")
-    lines.extend(f"- {line} -> no result" for line in pending)
-    return lines
+def _calls(middle: Sequence[Item]) -> list[str]:
+    """Each call with its outcome, paired by the one pairing."""
+    outcome: dict[tuple[int, int], str] = {}
+    for result, call in pair(middle).call_of.items():
+        part = middle[result[0]].parts[result[1]]
+        outcome[call] = _outcome(part.text, part.error)
+    return [
+        f"- {_describe_call(part.name, part.text)} -> {outcome.get((index, position), 'no result')}"
+        for index, item in enumerate(middle)
+        for position, part in enumerate(item.parts)
+        if part.kind is PartKind.CALL
+    ]
 
 
-def _describe_call(call: dict[str, object]) -> str:
-    function = call.get("function")
-    raw = function.get("arguments", "") if isinstance(function, dict) else ""
-    arguments = raw if isinstance(raw, str) else json.dumps(raw, ensure_ascii=False)
-    return f"{tool_call_name(call)}({_clip(' '.join(arguments.split()), MAX_ARGUMENT_CHARS)})"
+def _describe_call(name: str, arguments: str) -> str:
+    return f"{name or 'tool'}({_clip(' '.join(arguments.split()), MAX_ARGUMENT_CHARS)})"
 
 
-def _outcome(result: str) -> str:
+def _outcome(result: str, error: bool) -> str:
     failure = next((line for line in result.splitlines() if ERROR_PATTERN.search(line)), None)
-    return f"failed: {_clip(failure, MAX_LINE_CHARS)}" if failure else "ok"
+    if failure:
+        return f"failed: {_clip(failure, MAX_LINE_CHARS)}"
+    return f"failed: {_clip(result, MAX_LINE_CHARS)}" if error else "ok"
 
 
-def _errors(middle: Sequence[Message]) -> list[str]:
+def _errors(middle: Sequence[Item]) -> list[str]:
     seen: dict[str, None] = {}
-    for message in middle:
-        if is_tool_result(message):
-            for line in render_content(message.get("content")).splitlines():
-                if ERROR_PATTERN.search(line):
-                    seen.setdefault(_clip(line, MAX_LINE_CHARS), None)
+    for item in middle:
+        for part in item.parts:
+            if part.kind is PartKind.RESULT:
+                for line in part.text.splitlines():
+                    if ERROR_PATTERN.search(line):
+                        seen.setdefault(_clip(line, MAX_LINE_CHARS), None)
     return [f"- {line}" for line in seen]
 
 

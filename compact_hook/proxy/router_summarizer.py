@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from compact_hook.messages import Message
+from compact_hook.engine.summarize import Message
 
 INTERNAL_MARKER = "compact_hook_internal"
 

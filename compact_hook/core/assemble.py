@@ -1,0 +1,23 @@
+"""Pure assembly of the compacted history: ``[*head, *kept, summary, *tail]``."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from compact_hook.core.items import Item, Role
+from compact_hook.core.partition import Partition
+
+
+def assemble_order(items: Sequence[Item], part: Partition) -> list[int | None]:
+    """Indices into ``items`` of the compacted list, in order; None marks the summary.
+
+    The summary follows the kept items, so the task (usually the first user message) reads
+    before it. If the first kept item is the model's, the summary leads instead: a
+    conversation must open with a user turn after its head (Anthropic requires it).
+    """
+    head = list(range(part.head_end))
+    kept = list(part.kept)
+    tail = list(range(part.tail_start, len(items)))
+    if kept and items[kept[0]].role is not Role.USER:
+        return [*head, None, *kept, *tail]
+    return [*head, *kept, None, *tail]

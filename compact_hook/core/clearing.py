@@ -1,0 +1,58 @@
+"""Tier 2: old tool results become a one-line placeholder, in batches, remembered.
+
+Masking old observations halves an agent's cost at equal task success (arXiv 2508.21433),
+but every change to an old item invalidates the provider's prompt cache from that point
+on. So clearing moves a *boundary* (an item index) forward in batches worth at least
+``clear_at_least`` tokens, and the boundary is stored with the conversation's state:
+between batches every request clears exactly the same results, and the forwarded prefix is
+stable.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+from compact_hook.core.items import Item, PartKind
+
+PLACEHOLDER = "[Previous: used {tool}]"
+MIN_CLEAR_CHARS = 100
+"""Results this short are kept: the placeholder would save nothing."""
+
+
+def placeholder(tool: str) -> str:
+    return PLACEHOLDER.format(tool=tool)
+
+
+def clearable_parts(
+    item: Item, index: int, tool_of: Mapping[tuple[int, int], str], protected: Sequence[str]
+) -> dict[int, str]:
+    """Placeholders for the results of item ``index`` that may be cleared, by part index."""
+    found: dict[int, str] = {}
+    for position, part in enumerate(item.parts):
+        tool = tool_of.get((index, position))
+        if part.kind is PartKind.RESULT and tool is not None and tool not in protected:
+            if len(part.text) > MIN_CLEAR_CHARS:
+                found[position] = placeholder(tool)
+    return found
+
+
+def next_boundary(
+    result_items: Sequence[int],
+    savings: Mapping[int, int],
+    keep: int,
+    boundary: int,
+    at_least: int,
+) -> int | None:
+    """The new boundary if clearing every item older than the one holding the newest ``keep``
+    results saves at least ``at_least`` tokens beyond what ``boundary`` already clears; else None.
+
+    ``result_items``: the item index of every tool result, in order (an item may hold several).
+    ``savings[i]``: what clearing item ``i`` would save (0 or absent when it may not be cleared).
+    """
+    if len(result_items) <= keep:
+        return None
+    candidate = result_items[len(result_items) - keep] if keep else result_items[-1] + 1
+    gained = sum(
+        savings.get(index, 0) for index in sorted(set(result_items)) if boundary <= index < candidate
+    )
+    return candidate if candidate > boundary and gained >= at_least else None

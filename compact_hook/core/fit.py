@@ -1,0 +1,124 @@
+"""The guarantee: a request we reshape leaves within the window, deterministically.
+
+Used after the tiers and the summary, when the request still does not fit (the summary
+model is down, or the tail alone is too large). Whole units go, oldest first; then the
+largest tool outputs shrink; the pinned items (head, latest user message, summary) never go.
+Whatever is dropped is returned, to be archived: nothing is lost, only moved out of the
+model's view.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from compact_hook.core.items import Item, Role, head_length
+from compact_hook.core.pairing import Unit
+from compact_hook.core.partition import latest_user_index, protected_tools_of
+
+MIN_OUTPUT_TOKENS = 100
+
+Shrink = Callable[[Item, int], Item | None]
+"""Truncate a tool result to at most n tokens (None if it already fits)."""
+Count = Callable[[Item], int]
+
+
+@dataclass(frozen=True, slots=True)
+class Fitted:
+    items: list[Item]
+    dropped: list[Item]
+    fits: bool
+
+
+def fit(
+    items: Sequence[Item],
+    units: Sequence[Unit],
+    order: Sequence[Unit],
+    limit: int,
+    count: Count,
+    shrink: Shrink,
+    overhead: int,
+) -> Fitted:
+    """Bring ``sum(count) + overhead`` to at most ``limit``.
+
+    ``order`` lists the units that may go, in the order to try; the last of them is only
+    dropped after every tool output has been shrunk (it is what the model answers next).
+    """
+    groups = {unit.start: [items[i] for i in range(unit.start, unit.end)] for unit in units}
+    total = overhead + sum(count(item) for item in items)
+    dropped: list[Item] = []
+    droppable = list(order)
+
+    def drop() -> int:
+        gone = groups.pop(droppable.pop(0).start)
+        dropped.extend(gone)
+        return sum(count(item) for item in gone)
+
+    while total > limit and len(droppable) > 1:
+        total -= drop()
+    total = _shrink_outputs(groups, limit, total, count, shrink)
+    while total > limit and droppable:
+        total -= drop()
+    kept = [item for start in sorted(groups) for item in groups[start]]
+    return Fitted(kept, dropped, total <= limit)
+
+
+def _shrink_outputs(
+    groups: dict[int, list[Item]], limit: int, total: int, count: Count, shrink: Shrink
+) -> int:
+    """Halve the largest tool output until everything fits or no output can shrink further."""
+    stuck: set[tuple[int, int]] = set()
+    while total > limit:
+        sized = [
+            (count(item), start, position)
+            for start, group in groups.items()
+            for position, item in enumerate(group)
+            if item.has_results and (start, position) not in stuck
+        ]
+        sized = [entry for entry in sized if entry[0] > MIN_OUTPUT_TOKENS]
+        if not sized:
+            return total
+        tokens, start, position = max(sized)
+        smaller = shrink(groups[start][position], max(MIN_OUTPUT_TOKENS, tokens // 2))
+        if smaller is None or count(smaller) >= tokens:
+            stuck.add((start, position))
+        else:
+            groups[start][position] = smaller
+            total -= tokens - count(smaller)
+    return total
+
+
+def drop_order(
+    items: Sequence[Item],
+    units: Sequence[Unit],
+    protected: Sequence[str],
+    summary_at: int | None,
+    first_turn_user: bool,
+) -> list[Unit]:
+    """Units the fit may drop, in order: those after the summary oldest first, then those
+    before it, then units with protected tool results. Never the head, the latest user
+    message, the summary, the newest result of each protected tool — nor, where the format
+    needs the conversation to open with a user turn, the first unit after the head if it is one.
+    """
+    latest_user = latest_user_index(items)
+    head_end = head_length(items)
+    summary = summary_at if summary_at is not None else -1
+    tools_of = {unit.start: protected_tools_of(items, unit, protected) for unit in units}
+    newest: dict[str, Unit] = {}
+    for unit in units:
+        newest.update(dict.fromkeys(tools_of[unit.start], unit))
+    opening = next((unit for unit in units if unit.start >= head_end), None)
+
+    def pinned(unit: Unit) -> bool:
+        return (
+            unit.start < head_end
+            or unit.start <= summary < unit.end
+            or (latest_user is not None and unit.start <= latest_user < unit.end)
+            or unit in newest.values()
+            or (first_turn_user and unit == opening and items[unit.start].role is Role.USER)
+        )
+
+    droppable = [unit for unit in units if not pinned(unit)]
+    after = [unit for unit in droppable if unit.start > summary and not tools_of[unit.start]]
+    before = [unit for unit in droppable if unit.start < summary and not tools_of[unit.start]]
+    return after + before + [unit for unit in droppable if tools_of[unit.start]]

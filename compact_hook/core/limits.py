@@ -1,0 +1,46 @@
+"""The token limits of one request, counting everything the model reads.
+
+The window holds the items *and* what we never change — tool definitions, an Anthropic
+``system``, Responses ``instructions``, response-format schemas — and must leave room for
+the reply the request asks for. Triggers compare the whole total; budgets for what a
+compaction keeps are shares of the room the items have (window minus output reserve minus
+the fixed context), so a request with 20K tokens of tool definitions keeps a tail that fits.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from compact_hook.config import CompactConfig
+
+
+@dataclass(frozen=True, slots=True)
+class Limits:
+    """``clear`` / ``compact``: totals at which tiers 2 and 3 start. ``window``: the most we may
+    forward (context window minus output reserve). ``room``: what the items may use of it."""
+
+    clear: int
+    compact: int
+    window: int
+    room: int
+
+    @classmethod
+    def of(cls, config: CompactConfig, reserve: int | None, fixed: int) -> Limits | None:
+        """None when the context window is unknown (then we never compact)."""
+        if config.context_window is None:
+            return None
+        window = max(1, config.context_window - (reserve or 0))
+        compact = min(max(1, int(config.trigger_ratio * config.context_window)), window)
+        clear = (
+            max(1, int(config.clear_ratio * config.context_window)) if config.clear_tool_results else compact
+        )
+        return cls(clear=min(clear, compact), compact=compact, window=window, room=max(1, window - fixed))
+
+    def tail_budget(self, config: CompactConfig) -> int:
+        """Tokens of the newest units kept verbatim by a compaction."""
+        return max(1, int(config.tail_ratio * self.room))
+
+    def keep_budget(self, config: CompactConfig) -> int:
+        """Tokens of users' own messages kept verbatim, capped at the tail's: keeping must not
+        defeat compacting."""
+        return min(config.user_message_budget, self.tail_budget(config))

@@ -1,0 +1,45 @@
+"""Typed outcomes: what a request's compaction did, as values the report renders.
+
+``StrEnum`` values are exactly what the ``x-compact-*`` headers and the metadata report
+carry, so nothing is ever parsed back from a string.
+"""
+
+from __future__ import annotations
+
+import enum
+
+
+class CacheStatus(enum.StrEnum):
+    HIT = "hit"
+    """State remembered from an earlier request was reused: no summary call."""
+    MISS = "miss"
+    """A new summary was made for this request."""
+    SHARED = "shared"
+    """The summary was made by a concurrent request or another replica."""
+    NONE = "none"
+    """No remembered state is involved."""
+
+
+class Reason(enum.StrEnum):
+    """Why nothing (new) was compacted, or what else happened to the request."""
+
+    BELOW_THRESHOLD = "below_threshold"
+    NOTHING_TO_SUMMARIZE = "nothing_to_summarize"
+    SUMMARY_FAILED = "summary_failed"
+    WINDOW_UNKNOWN = "window_unknown"
+    MALFORMED = "malformed"
+    CLIENT_MANAGED = "client_managed"
+    """The client manages its own context (Responses ``previous_response_id``, Anthropic
+    ``context_management`` or compaction blocks): forwarded untouched."""
+    FITTED = "fitted"
+    CANNOT_FIT = "cannot_fit"
+    OVER_WINDOW = "over_window"
+    """Over the window and ``on_overflow: passthrough``: forwarded as sent."""
+    DISABLED = "disabled"
+    EMPTY = "empty"
+
+
+class Summarizer(enum.StrEnum):
+    MODEL = "model"
+    DIGEST = "digest"
+    """The built-in digest: facts copied from the messages, no model call."""

@@ -1,0 +1,132 @@
+"""Units and the pairing of tool calls with their results: the one place that decides both.
+
+A *unit* is what compaction keeps or drops whole: one model turn with all its tool calls
+and all their results (parallel calls included), or a single other item. How a format
+spreads a turn over entries differs — a chat assistant message and its ``tool`` messages;
+an Anthropic assistant message and the next user message, whose ``tool_result`` blocks
+answer it; Responses reasoning, message and ``function_call`` items followed by their
+``function_call_output`` items — but once parsed into items the rule is the same.
+
+Within a unit, results are matched to calls by id first and then by position: real
+clients reuse call ids across a conversation (tau-bench, SWE-agent), but within one turn
+an id names one call, and results may come in any order. Clearing, the transcript, the
+digest, normalization and partitioning all read this one pairing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from compact_hook.core.items import Item, PartKind, Role
+
+PartRef = tuple[int, int]
+"""``(item index, part index)``."""
+
+
+@dataclass(frozen=True, slots=True)
+class Unit:
+    """``items[start:end]``."""
+
+    start: int
+    end: int
+
+
+@dataclass(frozen=True, slots=True)
+class Pairing:
+    """Units, and for every tool result the tool that produced it.
+
+    ``tool_of``: every result part → its tool's name ("tool" when unknown).
+    ``call_of``: every answered result → the call it answers.
+    ``unanswered``: per unit (by start), the calls without a result.
+    ``orphans``: results with no call in their unit.
+    """
+
+    units: list[Unit]
+    tool_of: dict[PartRef, str] = field(default_factory=dict)
+    call_of: dict[PartRef, PartRef] = field(default_factory=dict)
+    unanswered: dict[int, list[PartRef]] = field(default_factory=dict)
+    orphans: list[PartRef] = field(default_factory=list)
+
+    def results(self) -> list[PartRef]:
+        """Every tool result, in conversation order."""
+        return sorted(self.tool_of)
+
+    def unit_of(self, index: int) -> Unit:
+        for unit in self.units:
+            if unit.start <= index < unit.end:
+                return unit
+        raise IndexError(index)
+
+
+def group_units(items: Sequence[Item]) -> list[Unit]:
+    """Consecutive units covering every item exactly once."""
+    units: list[Unit] = []
+    index, count = 0, len(items)
+    while index < count:
+        start = index
+        index += 1
+        while index < count and _same_turn(items[index - 1], items[index]):
+            index += 1
+        if any(items[k].has_calls for k in range(start, index)):
+            while index < count and items[index].has_results and not items[index].has_calls:
+                index += 1
+        units.append(Unit(start, index))
+    return units
+
+
+def _same_turn(previous: Item, item: Item) -> bool:
+    return item.joins_turn and previous.role is Role.ASSISTANT and item.role is Role.ASSISTANT
+
+
+def pair(items: Sequence[Item]) -> Pairing:
+    """Units, which call each result answers, unanswered calls and orphan results."""
+    pairing = Pairing(group_units(items))
+    for unit in pairing.units:
+        _pair_unit(items, unit, pairing)
+    return pairing
+
+
+def _pair_unit(items: Sequence[Item], unit: Unit, pairing: Pairing) -> None:
+    calls = _parts(items, unit, PartKind.CALL)
+    results = _parts(items, unit, PartKind.RESULT)
+    if not calls and not results:
+        return
+    answered = _match(items, calls, results)
+    pairing.call_of.update(answered)
+    for result in results:
+        call = answered.get(result)
+        own = items[result[0]].parts[result[1]].name or items[result[0]].name
+        called = items[call[0]].parts[call[1]].name if call is not None else ""
+        pairing.tool_of[result] = own or called or "tool"
+        if call is None:
+            pairing.orphans.append(result)
+    taken = set(answered.values())
+    missing = [call for call in calls if call not in taken]
+    if missing:
+        pairing.unanswered[unit.start] = missing
+
+
+def _parts(items: Sequence[Item], unit: Unit, kind: PartKind) -> list[PartRef]:
+    return [
+        (index, position)
+        for index in range(unit.start, unit.end)
+        for position, part in enumerate(items[index].parts)
+        if part.kind is kind
+    ]
+
+
+def _match(items: Sequence[Item], calls: list[PartRef], results: list[PartRef]) -> dict[PartRef, PartRef]:
+    """result → call: by id where the id names a call of this turn, then in order."""
+    free = list(calls)
+    answered: dict[PartRef, PartRef] = {}
+    for result in results:
+        wanted = items[result[0]].parts[result[1]].call_id
+        match = next((c for c in free if wanted and items[c[0]].parts[c[1]].call_id == wanted), None)
+        if match is not None:
+            answered[result] = match
+            free.remove(match)
+    for result in results:
+        if result not in answered and free:
+            answered[result] = free.pop(0)
+    return answered

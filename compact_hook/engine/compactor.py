@@ -1,0 +1,190 @@
+"""The compaction recipe: count, apply the cheap tiers, reuse what is stored, compact, fit.
+
+One pass per request, in order of cost:
+
+1. measure: count everything the model reads (only new entries are tokenized);
+2. tier 1: tool outputs over ``tool_output_max_tokens`` are truncated (every request);
+3. recall: the conversation's stored state is spliced in (a compaction, a clearing boundary);
+4. tier 2: at ``clear_trigger_ratio`` old tool results are cleared, the boundary advancing
+   in batches and stored;
+5. tier 3: at ``trigger_ratio`` the middle is summarized (or digested) — one summary per
+   compaction, shared by concurrent requests and replicas — and stored;
+6. fit: if the request still would not fit the window, it is fitted (``on_overflow: fit``);
+7. finish: a changed request is normalized so every tool call has its result.
+
+The engine knows no wire format: a ``Conversation`` brings its format's adapter. The
+input entries are never mutated.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+
+from compact_hook.config import DEFAULT_LOCK_TTL_SECONDS, DEFAULT_LOCK_WAIT_SECONDS
+from compact_hook.core.chain import Entry, entry_is_usable
+from compact_hook.core.outcomes import CacheStatus, Reason, Summarizer
+from compact_hook.core.partition import Partition
+from compact_hook.engine.flight import SingleFlight
+from compact_hook.engine.result import CompactRequest, CompactResult
+from compact_hook.engine.run import Failed, Made, Outcome, Run
+from compact_hook.engine.view import TruncationCache, View
+from compact_hook.state.store import CompactionStore
+
+logger = logging.getLogger(__name__)
+
+POLL_SECONDS = (0.05, 0.1, 0.2, 0.5)
+
+
+class Compactor:
+    """Compaction with memory: a store of conversation states and single flight per compaction."""
+
+    def __init__(
+        self,
+        store: CompactionStore | None,
+        lock_ttl: float = DEFAULT_LOCK_TTL_SECONDS,
+        lock_wait: float = DEFAULT_LOCK_WAIT_SECONDS,
+    ) -> None:
+        self.store = store
+        self.lock_ttl = lock_ttl
+        self.lock_wait = lock_wait
+        self.flights: SingleFlight[Made | Failed] = SingleFlight()
+        self.truncations = TruncationCache()
+
+    async def compact(self, request: CompactRequest) -> CompactResult:
+        run = await Run.measure(request, self.truncations)
+        config, limits = request.config, run.limits
+        if not config.enabled or limits is None or not run.prints:
+            reason = (
+                Reason.DISABLED
+                if not config.enabled
+                else Reason.WINDOW_UNKNOWN
+                if limits is None
+                else Reason.EMPTY
+            )
+            return run.untouched(reason)
+        if run.total < limits.clear and not run.tiers.oversized and config.normalize != "always":
+            return run.untouched(Reason.BELOW_THRESHOLD)
+        view = run.tiers.view(None)
+        if await run.tokens(view) < limits.clear:
+            return await run.finish(view, Outcome(Entry(), CacheStatus.NONE, Reason.BELOW_THRESHOLD))
+        state, cache = await self._recall(run)
+        state = await self._clear(run, state)
+        view = run.tiers.view(state)
+        if await run.tokens(view) < limits.compact:
+            return await run.finish(view, Outcome(state, cache))
+        return await self._compact(run, state, view, cache)
+
+    async def _recall(self, run: Run) -> tuple[Entry, CacheStatus]:
+        """The longest stored prefix's state; ``hit`` only when an earlier request left it."""
+        if self.store is None:
+            return Entry(), CacheStatus.NONE
+        found = await self.store.find(run.root, run.chain)
+        if found is None or not entry_is_usable(found[1], len(run.prints)):
+            return Entry(), CacheStatus.NONE
+        return found[1], CacheStatus.HIT
+
+    async def _clear(self, run: Run, state: Entry) -> Entry:
+        """Tier 2: advance the clearing boundary by a batch when the request is past the clear ratio."""
+        if not run.config.clear_tool_results or await run.tokens(run.tiers.view(state)) < run.window.clear:
+            return state
+        advanced = run.advance_clearing(state)
+        if advanced is None:
+            return state
+        await self._put(run, advanced)
+        return advanced
+
+    async def _compact(self, run: Run, state: Entry, view: View, cache: CacheStatus) -> CompactResult:
+        """Tier 3: summarize the middle (once per compaction event), then fit."""
+        part = run.partition(view)
+        if not part.middle:
+            return await self._fit(run, view, Outcome(state, cache, Reason.NOTHING_TO_SUMMARIZE))
+        key = run.compaction_key(view, part, state)
+        made, shared = await self.flights.run(key, lambda: self._make_once(key, run, view, part, state))
+        calls = 0 if shared else made.summary_calls
+        if isinstance(made, Failed):
+            logger.error("compact_hook: compaction failed: %s", made.error)
+            if run.config.on_overflow != "fit" or await run.tokens(view) <= run.window.window:
+                return await run.finish(view, Outcome(state, cache, Reason.SUMMARY_FAILED, calls))
+            digested = await run.summarize(view, part, state, None)
+            assert isinstance(digested, Made)
+            await self._put(run, digested.entry)
+            outcome = Outcome(
+                digested.entry,
+                CacheStatus.MISS,
+                Reason.SUMMARY_FAILED,
+                calls,
+                digested.archive_path,
+                summarizer=Summarizer.DIGEST,
+            )
+            return await self._fit(run, run.tiers.view(digested.entry), outcome)
+        status = CacheStatus.SHARED if shared else made.cache
+        outcome = Outcome(made.entry, status, None, calls, made.archive_path)
+        return await self._fit(run, run.tiers.view(made.entry), outcome)
+
+    async def _fit(self, run: Run, view: View, outcome: Outcome) -> CompactResult:
+        """The guarantee: over the window and ``on_overflow: fit`` → drop/shrink to fit."""
+        if run.config.on_overflow != "fit" or await run.tokens(view) <= run.window.window:
+            return await run.finish(view, outcome)
+        fitted, lost, dropped, fits = run.fit(view)
+        if lost:
+            await run.archive().save(run.session(), lost)
+        reason = outcome.reason or Reason.FITTED
+        if not fits:
+            logger.warning("compact_hook: request cannot be brought under %d tokens", run.window.window)
+            reason = Reason.CANNOT_FIT
+        return await run.finish(
+            fitted,
+            Outcome(
+                outcome.state,
+                outcome.cache,
+                reason,
+                outcome.summary_calls,
+                outcome.archive_path,
+                dropped,
+                outcome.summarizer,
+            ),
+        )
+
+    async def _put(self, run: Run, entry: Entry) -> None:
+        if self.store is not None:
+            await self.store.put(run.root, run.chain[entry.span], entry)
+
+    async def _make_once(
+        self, key: bytes, run: Run, view: View, part: Partition, state: Entry
+    ) -> Made | Failed:
+        """Across replicas: hold the key's lock and compute, or wait for the holder's entry."""
+        model = None if run.config.uses_digest else run.request.summarize
+        if self.store is None:
+            return await run.summarize(view, part, state, model)
+        token = await self.store.try_lock(key, self.lock_ttl)
+        if token is None:
+            ready = await self._wait_for(key)
+            if ready is not None:
+                return Made(ready, CacheStatus.SHARED)
+            token = await self.store.try_lock(key, self.lock_ttl)
+        try:
+            made = await run.summarize(view, part, state, model)
+            if isinstance(made, Made):
+                await self.store.put(run.root, key, made.entry)
+            return made
+        finally:
+            if token is not None:
+                await self.store.unlock(key, token)
+
+    async def _wait_for(self, key: bytes) -> Entry | None:
+        """Poll for another replica's entry; give up when its lock is gone or we waited enough."""
+        assert self.store is not None
+        deadline = time.monotonic() + self.lock_wait
+        attempt = 0
+        while time.monotonic() < deadline:
+            await asyncio.sleep(POLL_SECONDS[min(attempt, len(POLL_SECONDS) - 1)])
+            attempt += 1
+            entry = await self.store.get(key)
+            if entry is not None:
+                return entry
+            if not await self.store.is_locked(key):
+                return await self.store.get(key)
+        logger.warning("compact_hook: waited %.0f s for another replica's summary; making it", self.lock_wait)
+        return None

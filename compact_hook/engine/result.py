@@ -1,0 +1,82 @@
+"""What the engine is asked to do, and what it did."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from compact_hook.config import CompactConfig
+from compact_hook.core.counting import TokenCounter
+from compact_hook.core.outcomes import CacheStatus, Reason, Summarizer
+from compact_hook.engine.summarize import Summarize
+from compact_hook.formats.base import Conversation, Rejected
+from compact_hook.state.archive import Archive
+
+
+@dataclass(frozen=True, slots=True)
+class CompactRequest:
+    """One request for the engine: the parsed conversation and how to treat it.
+
+    ``scope`` separates stored compactions (settings, model, tenant, format: see
+    ``core.chain.scope_of``); ``session_id`` names the archive folder (else a hash of the
+    conversation's start); ``archive`` and ``counter`` replace the defaults (tests, library use).
+    """
+
+    conversation: Conversation
+    config: CompactConfig
+    summarize: Summarize
+    session_id: str | None = None
+    scope: bytes = b""
+    archive: Archive | None = None
+    counter: TokenCounter | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class CompactStats:
+    """What a compaction did; all zeros when no summary is in the forwarded request.
+
+    ``compaction_ratio`` is ``compacted_token_count / original_token_count`` (lower is more);
+    ``compacted_message_count`` counts the client's entries replaced by the summary.
+    """
+
+    original_token_count: int = 0
+    compacted_token_count: int = 0
+    compaction_ratio: float = 0.0
+    compacted_message_count: int = 0
+    retained_message_count: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class CompactResult:
+    """The entries to forward, and why they look the way they do.
+
+    ``messages``: the entries (chat messages, Anthropic messages or Responses items), the
+    client's own objects wherever we kept one. ``compacted``: a summary (stored or new) is
+    among them. ``input_tokens`` / ``output_tokens``: everything the model reads, as received
+    / as forwarded. ``reason`` says why nothing (new) was compacted (``detail`` adds words for
+    a malformed request). ``truncated`` / ``cleared`` / ``dropped`` / ``normalized`` count
+    what the cheap tiers, the fit guarantee and normalization changed; ``summary_calls``
+    counts every summary attempt this request made, failed ones included.
+    """
+
+    messages: list[Any]
+    compacted: bool
+    stats: CompactStats = field(default_factory=CompactStats)
+    archive_path: Path | None = None
+    input_tokens: int = 0
+    reason: Reason | None = None
+    detail: str = ""
+    cache: CacheStatus = CacheStatus.NONE
+    summary_calls: int = 0
+    output_tokens: int = 0
+    truncated: int = 0
+    cleared: int = 0
+    dropped: int = 0
+    normalized: int = 0
+    summarizer: Summarizer | None = None
+
+    @classmethod
+    def passthrough(cls, entries: list[Any], rejected: Rejected) -> CompactResult:
+        """A request the engine must not touch, forwarded as sent."""
+        return cls(entries, False, reason=rejected.reason, detail=rejected.detail)

@@ -1,0 +1,347 @@
+"""One request going through the pipeline: what it brought, measured once, and the stages
+that only need the request itself (no store, no locks).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from functools import cached_property
+from pathlib import Path
+
+from compact_hook.config import CompactConfig
+from compact_hook.core.assemble import assemble_order
+from compact_hook.core.chain import Entry, prefix_chain, root_position
+from compact_hook.core.clearing import next_boundary
+from compact_hook.core.counting import TokenCounter, item_strings, request_total
+from compact_hook.core.digest import digest
+from compact_hook.core.fingerprint import Fingerprint, fingerprint
+from compact_hook.core.fit import drop_order, fit
+from compact_hook.core.items import Item
+from compact_hook.core.limits import Limits
+from compact_hook.core.normalize import normalize
+from compact_hook.core.outcomes import CacheStatus, Reason, Summarizer
+from compact_hook.core.partition import KeepPolicy, Partition, partition
+from compact_hook.core.truncate import truncate_results
+from compact_hook.engine.result import CompactRequest, CompactResult, CompactStats
+from compact_hook.engine.summarize import Attempts, Summarize, summarize_middle
+from compact_hook.engine.view import Tiers, TruncationCache, View
+from compact_hook.errors import SummarizerError
+from compact_hook.formats.base import context_strings
+from compact_hook.state.archive import Archive, FileArchive, conversation_session_id
+from compact_hook.state.tokenizers import DEFAULT_TOKENIZER, counter_for
+
+DIGEST_CHARS_PER_TOKEN = 3
+
+
+@dataclass(frozen=True, slots=True)
+class Made:
+    """A compaction computed here (or found ready in the shared store)."""
+
+    entry: Entry
+    cache: CacheStatus
+    summary_calls: int = 0
+    archive_path: Path | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Failed:
+    """A summary that could not be made, and how many calls it cost."""
+
+    error: str
+    summary_calls: int
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    """How a view came to be forwarded: the report's fields besides the tokens."""
+
+    state: Entry
+    cache: CacheStatus
+    reason: Reason | None = None
+    summary_calls: int = 0
+    archive_path: Path | None = None
+    dropped: int = 0
+    summarizer: Summarizer | None = None
+
+
+def counter_for_config(config_tokenizer: str | None) -> TokenCounter:
+    return counter_for(config_tokenizer or DEFAULT_TOKENIZER)
+
+
+@dataclass
+class Run:
+    """The request, its fingerprints and counts (computed once), its limits and tiers."""
+
+    request: CompactRequest
+    counter: TokenCounter
+    prints: list[Fingerprint]
+    counts: list[int]
+    context_tokens: int
+    total: int
+    limits: Limits | None
+    tiers: Tiers
+    _last: tuple[View | None, int] = field(default=(None, 0), repr=False)
+
+    @classmethod
+    async def measure(cls, request: CompactRequest, truncations: TruncationCache) -> Run:
+        """Count everything the model reads: only entries never seen before are tokenized."""
+        conversation, config = request.conversation, request.config
+        counter = request.counter or counter_for_config(config.tokenizer)
+        prints = conversation.prints()
+        counts = await counter.acount(prints, lambda i: item_strings(conversation.item(i)))
+        context = conversation.context
+        context_counts = counter.count(conversation.context_prints(), lambda i: context_strings(context[i]))
+        context_tokens = sum(context_counts) + (conversation.overhead if context else 0)
+        limits = Limits.of(config, conversation.reserve, context_tokens)
+        tiers = Tiers(conversation, prints, counts, config, counter, truncations)
+        total = request_total(context_tokens, counts)
+        return cls(request, counter, prints, counts, context_tokens, total, limits, tiers)
+
+    @property
+    def config(self) -> CompactConfig:
+        return self.request.config
+
+    @property
+    def window(self) -> Limits:
+        assert self.limits is not None
+        return self.limits
+
+    @cached_property
+    def chain(self) -> list[bytes]:
+        return prefix_chain(self.request.scope, self.prints)
+
+    @cached_property
+    def root(self) -> bytes:
+        return self.chain[root_position(self.tiers.items)]
+
+    async def tokens(self, view: View) -> int:
+        """The view's size; each view is counted once (the pipeline asks several times)."""
+        if view.items is self.tiers.items:
+            return self.total
+        if self._last[0] is not view:
+            counts = await self.counter.acount(view.prints, lambda i: item_strings(view.items[i]))
+            self._last = (view, request_total(self.context_tokens, counts))
+        return self._last[1]
+
+    def session(self) -> str:
+        return self.request.session_id or conversation_session_id(self.request.conversation.entries)
+
+    def archive(self) -> Archive:
+        return self.request.archive or FileArchive(self.request.config.archive_dir)
+
+    # -- tier 2 ------------------------------------------------------------------------------------
+
+    def advance_clearing(self, state: Entry) -> Entry | None:
+        """A new state clearing one more batch of old tool results, or None if not worth it yet."""
+        results = [index for index in self.tiers.result_items if index >= state.covered]
+        savings = {index: self._saving(index) for index in set(results)}
+        config = self.config
+        boundary = next_boundary(
+            results, savings, config.keep_tool_results, state.cleared_before, config.clear_at_least
+        )
+        if boundary is None:
+            return None
+        return Entry(state.covered, state.keep, state.summary, boundary, state.summarizer, state.summary_at)
+
+    def _saving(self, index: int) -> int:
+        (item, print_), (cleared, cleared_print) = self.tiers.truncated(index), self.tiers.cleared(index)
+        if cleared is item:
+            return 0
+        pair = [item, cleared]
+        before, after = self.counter.count([print_, cleared_print], lambda i: item_strings(pair[i]))
+        return max(0, before - after)
+
+    # -- tier 3 ------------------------------------------------------------------------------------
+
+    def partition(self, view: View) -> Partition:
+        config, limits = self.config, self.window
+        counts = self.counter.count(view.prints, lambda i: item_strings(view.items[i]))
+        keep = KeepPolicy(limits.keep_budget(config), config.protected_tools)
+        return partition(
+            view.items,
+            counts,
+            view.pairing.units,
+            limits.tail_budget(config),
+            floor=view.spliced_prefix,
+            keep=keep,
+        )
+
+    async def summarize(
+        self, view: View, part: Partition, state: Entry, model: Summarize | None
+    ) -> Made | Failed:
+        """The new state after compacting ``part`` of ``view``: by the model, or digested (None)."""
+        config = self.config
+        middle = [self._for_summary(view, index) for index in part.middle]
+        attempts = Attempts()
+        if model is None:
+            text, summarizer = (
+                digest(middle, config.summary_max_tokens * DIGEST_CHARS_PER_TOKEN),
+                Summarizer.DIGEST,
+            )
+        else:
+            try:
+                text = await summarize_middle(middle, config, model, self.counter, attempts)
+            except SummarizerError as exc:
+                return Failed(str(exc), attempts.count)
+            summarizer = Summarizer.MODEL
+        order = assemble_order(view.items, part)
+        prefix = order[: len(order) - (len(view.items) - part.tail_start)]
+        keep = tuple(self._origin(view, index) for index in prefix if index is not None)
+        entry = Entry(
+            self._origin(view, part.tail_start),
+            keep,
+            text,
+            state.cleared_before,
+            summarizer,
+            prefix.index(None),
+        )
+        path = await self.archive().save(self.session(), [self._archived(view, i) for i in part.middle])
+        return Made(entry, CacheStatus.MISS, attempts.count, path)
+
+    def _for_summary(self, view: View, position: int) -> Item:
+        """What the summary model reads: cleared results restored (truncated), the rest as forwarded."""
+        origin = view.origins[position]
+        return view.items[position] if origin is None else self.tiers.truncated(origin)[0]
+
+    def _archived(self, view: View, position: int) -> object:
+        """What the archive keeps: the client's own entry, or our earlier summary."""
+        origin = view.origins[position]
+        return view.items[position].raw if origin is None else self.request.conversation.entries[origin]
+
+    def _origin(self, view: View, position: int) -> int:
+        """Index in the client's list of view position ``position`` (the end maps to the end)."""
+        if position >= len(view.items):
+            return len(self.prints)
+        origin = view.origins[position]
+        assert origin is not None, "a kept item or the tail never starts at a summary"
+        return origin
+
+    def compaction_key(self, view: View, part: Partition, state: Entry) -> bytes:
+        return self.chain[max(self._origin(view, part.tail_start), state.cleared_before)]
+
+    # -- the guarantee -----------------------------------------------------------------------------
+
+    def fit(self, view: View) -> tuple[View, list[object], int, bool]:
+        """Drop and shrink until the view fits the window.
+
+        Returns the fitted view, the client's entries to archive (dropped ones, and the
+        originals of shrunk outputs: shrinking loses text too), how many items were dropped,
+        and whether it fits.
+        """
+        wire, config = self.request.conversation.wire, self.config
+        counts = self.counter.count(view.prints, lambda i: item_strings(view.items[i]))
+        known = {id(item): count for item, count in zip(view.items, counts, strict=True)}
+        protected = _protected_parts(view, config.protected_tools)
+
+        def count(item: Item) -> int:
+            if id(item) not in known:
+                known[id(item)] = self.counter.count(
+                    [fingerprint(item.raw, wire.seed)], lambda _: item_strings(item)
+                )[0]
+            return known[id(item)]
+
+        def shrink(item: Item, limit: int) -> Item | None:
+            cuts = truncate_results(
+                item, limit, "tokens", self.counter.offsets, skip=protected.get(id(item), ())
+            )
+            return wire.replace_outputs(item, cuts, keep_media=True) if cuts else None
+
+        units = view.pairing.units
+        order = drop_order(view.items, units, config.protected_tools, view.summary_at, wire.first_turn_user)
+        overhead = request_total(self.context_tokens, [0])
+        fitted = fit(view.items, units, order, self.window.window, count, shrink, overhead)
+        still = {id(item) for item in fitted.items}
+        lost = [self._archived(view, i) for i, item in enumerate(view.items) if id(item) not in still]
+        return self._view_of(view, fitted.items), lost, len(fitted.dropped), fitted.fits
+
+    def _view_of(self, view: View, items: list[Item]) -> View:
+        seed = self.request.conversation.wire.seed
+        known = {
+            id(item): (print_, origin)
+            for item, print_, origin in zip(view.items, view.prints, view.origins, strict=True)
+        }
+        prints = [known[id(item)][0] if id(item) in known else fingerprint(item.raw, seed) for item in items]
+        origins = [known[id(item)][1] if id(item) in known else None for item in items]
+        return View(items, prints, origins)
+
+    # -- the end -----------------------------------------------------------------------------------
+
+    async def finish(self, view: View, outcome: Outcome) -> CompactResult:
+        """Normalize what we changed, count it, and describe it."""
+        config = self.config
+        items, normalized = self._normalized(view.items)
+        if items is view.items:
+            after = await self.tokens(view)
+        else:
+            seed = self.request.conversation.wire.seed
+            counts = await self.counter.acount(
+                [fingerprint(item.raw, seed) for item in items], lambda i: item_strings(items[i])
+            )
+            after = request_total(self.context_tokens, counts)
+        if self.limits is not None and after > self.limits.window and config.on_overflow == "passthrough":
+            return self.untouched(outcome.reason or Reason.OVER_WINDOW, summary_calls=outcome.summary_calls)
+        compacted = outcome.state.summary is not None
+        entries = [item.raw for item in items]
+        return CompactResult(
+            entries,
+            compacted,
+            self._stats(entries, after) if compacted else CompactStats(),
+            outcome.archive_path,
+            input_tokens=self.total,
+            reason=outcome.reason,
+            cache=outcome.cache,
+            summary_calls=outcome.summary_calls,
+            output_tokens=after,
+            truncated=self.tiers.truncated_count(),
+            cleared=self.tiers.cleared_count(outcome.state),
+            dropped=outcome.dropped,
+            normalized=normalized,
+            summarizer=outcome.summarizer or (outcome.state.summarizer if compacted else None),
+        )
+
+    def untouched(self, reason: Reason | None, summary_calls: int = 0) -> CompactResult:
+        """The request exactly as the client sent it."""
+        entries = self.request.conversation.entries
+        return CompactResult(
+            entries,
+            False,
+            input_tokens=self.total,
+            output_tokens=self.total,
+            reason=reason,
+            summary_calls=summary_calls,
+        )
+
+    def _normalized(self, items: list[Item]) -> tuple[list[Item], int]:
+        """Normalized when we changed the request (or always, if configured); how many fixes."""
+        original = self.tiers.items
+        unchanged = items is original or (
+            len(items) == len(original) and all(a is b for a, b in zip(items, original, strict=True))
+        )
+        if unchanged and self.request.config.normalize != "always":
+            return items, 0
+        fixed = normalize(items, self.request.conversation.wire)
+        before, after = {id(item) for item in items}, {id(item) for item in fixed}
+        if before == after and len(fixed) == len(items):
+            return items, 0
+        return fixed, len(after - before) + len(before - after)
+
+    def _stats(self, entries: Sequence[object], after: int) -> CompactStats:
+        retained = len(entries) - 1
+        original = len(self.prints)
+        return CompactStats(
+            original_token_count=self.total,
+            compacted_token_count=after,
+            compaction_ratio=round(after / self.total, 4) if self.total else 0.0,
+            compacted_message_count=max(0, original - retained),
+            retained_message_count=retained,
+        )
+
+
+def _protected_parts(view: View, protected: Sequence[str]) -> dict[int, tuple[int, ...]]:
+    """Per item (by identity), the parts holding results of protected tools: the fit never shrinks them."""
+    found: dict[int, list[int]] = {}
+    for (index, position), tool in view.pairing.tool_of.items():
+        if tool in protected:
+            found.setdefault(id(view.items[index]), []).append(position)
+    return {key: tuple(value) for key, value in found.items()}

@@ -1,0 +1,206 @@
+"""What we forward, built from the client's entries and the conversation's stored state.
+
+A ``View`` is the list we will treat as the history: the client's items with the cheap
+tiers applied (tool outputs truncated, old results cleared) and any stored compaction
+spliced in. Everything here is a pure function of (request, stored entry), which is what
+makes the forwarded prefix stable between two changes of state.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from functools import cached_property
+
+from compact_hook.config import CompactConfig
+from compact_hook.core.chain import Entry
+from compact_hook.core.clearing import clearable_parts
+from compact_hook.core.counting import TokenCounter
+from compact_hook.core.fingerprint import Fingerprint, fingerprint
+from compact_hook.core.items import Item
+from compact_hook.core.pairing import Pairing, pair
+from compact_hook.core.truncate import truncate_results
+from compact_hook.formats.base import Conversation
+
+TRUNCATION_CACHE_SIZE = 20_000
+
+
+@dataclass(slots=True)
+class View:
+    """Items, their fingerprints, and where each came from.
+
+    ``origins[i]`` is the index in the client's list of ``items[i]``, or None for a summary
+    we inserted.
+    """
+
+    items: list[Item]
+    prints: list[Fingerprint]
+    origins: list[int | None]
+    _pairing: Pairing | None = field(default=None, repr=False)
+
+    @property
+    def spliced_prefix(self) -> int:
+        """Length of the replacement prefix (0 when no summary is spliced in)."""
+        last_synthetic = max((i for i, origin in enumerate(self.origins) if origin is None), default=-1)
+        return last_synthetic + 1
+
+    @property
+    def summary_at(self) -> int | None:
+        return next((i for i, origin in enumerate(self.origins) if origin is None), None)
+
+    @property
+    def pairing(self) -> Pairing:
+        if self._pairing is None:
+            self._pairing = pair(self.items)
+        return self._pairing
+
+    def entries(self) -> list[object]:
+        return [item.raw for item in self.items]
+
+
+class TruncationCache:
+    """Cut outputs by (fingerprint, settings), as text: each output is cut once per process.
+
+    Only the new texts are kept: the item is rebuilt from the current request each time, so
+    what it carries besides (a moved ``cache_control`` marker) is always the client's own.
+    """
+
+    def __init__(self, size: int = TRUNCATION_CACHE_SIZE) -> None:
+        self.size = size
+        self._items: OrderedDict[tuple[object, ...], dict[int, str]] = OrderedDict()
+
+    def get(self, key: tuple[object, ...]) -> dict[int, str] | None:
+        found = self._items.get(key)
+        if found is not None:
+            self._items.move_to_end(key)
+        return found
+
+    def put(self, key: tuple[object, ...], cuts: dict[int, str]) -> None:
+        self._items[key] = cuts
+        while len(self._items) > self.size:
+            self._items.popitem(last=False)
+
+
+class Tiers:
+    """The cheap tiers for one request: which item each client index becomes."""
+
+    def __init__(
+        self,
+        conversation: Conversation,
+        prints: Sequence[Fingerprint],
+        counts: Sequence[int],
+        config: CompactConfig,
+        counter: TokenCounter,
+        cache: TruncationCache,
+    ) -> None:
+        self.conversation = conversation
+        self.prints = prints
+        self.counts = counts
+        self.config = config
+        self.counter = counter
+        self.cache = cache
+        self._truncated: dict[int, tuple[Item, Fingerprint]] = {}
+
+    @cached_property
+    def items(self) -> list[Item]:
+        return self.conversation.items()
+
+    @cached_property
+    def pairing(self) -> Pairing:
+        return pair(self.items)
+
+    @cached_property
+    def result_items(self) -> list[int]:
+        """The item index of every tool result, in order."""
+        return [index for index, _ in self.pairing.results()]
+
+    @cached_property
+    def oversized(self) -> bool:
+        """Whether any item could need truncating: most requests answer no without parsing."""
+        limit = self.config.tool_output_max_tokens
+        if self.config.tool_output_policy == "none":
+            return False
+        return any(
+            count > limit and self.conversation.item(index).has_results
+            for index, count in enumerate(self.counts)
+        )
+
+    def view(self, entry: Entry | None) -> View:
+        """The client's items under ``entry`` (None: no stored state), tiers applied."""
+        if entry is None and not self.oversized:
+            return View(self.items, list(self.prints), list(range(len(self.items))))
+        entry = entry or Entry()
+        built: list[tuple[Item, Fingerprint, int | None]] = [
+            self.truncated(index) + (index,) for index in entry.keep
+        ]
+        if entry.summary is not None:
+            summary = self.conversation.wire.summary(entry.summary)
+            built.insert(
+                entry.summary_position, (summary, fingerprint(summary.raw, self.conversation.wire.seed), None)
+            )
+        for index in range(entry.covered, len(self.items)):
+            shown = self.cleared(index) if index < entry.cleared_before else self.truncated(index)
+            built.append((*shown, index))
+        return View([b[0] for b in built], [b[1] for b in built], [b[2] for b in built])
+
+    def truncated(self, index: int) -> tuple[Item, Fingerprint]:
+        """Tier 1 alone: the client's item, its oversized tool outputs cut."""
+        done = self._truncated.get(index)
+        if done is not None:
+            return done
+        item, print_ = self.conversation.item(index), self.prints[index]
+        config = self.config
+        if self.oversized and self.counts[index] > config.tool_output_max_tokens and item.has_results:
+            skip = self._protected_parts(index)
+            key = (print_, config.tokenizer, config.tool_output_max_tokens, config.tool_output_policy, *skip)
+            cuts = self.cache.get(key)
+            if cuts is None:
+                limit, policy = config.tool_output_max_tokens, config.tool_output_policy
+                cuts = truncate_results(item, limit, policy, self.counter.offsets, skip=skip)
+                self.cache.put(key, cuts)
+            if cuts:
+                item = self.conversation.wire.replace_outputs(item, cuts, keep_media=True)
+                print_ = fingerprint(item.raw, self.conversation.wire.seed)
+        self._truncated[index] = (item, print_)
+        return item, print_
+
+    def cleared(self, index: int) -> tuple[Item, Fingerprint]:
+        """Tier 2 on top of tier 1: the item's clearable results shown as placeholders."""
+        item, print_ = self.truncated(index)
+        placeholders = clearable_parts(item, index, self.pairing.tool_of, self.config.protected_tools)
+        if not placeholders:
+            return item, print_
+        cleared = self.conversation.wire.replace_outputs(item, placeholders, keep_media=False)
+        return cleared, fingerprint(cleared.raw, self.conversation.wire.seed)
+
+    def truncated_count(self) -> int:
+        if not self.oversized:
+            return 0
+        return sum(self._cut_count(index) for index in set(self.result_items))
+
+    def cleared_count(self, entry: Entry) -> int:
+        if entry.cleared_before <= entry.covered:
+            return 0
+        return sum(
+            len(
+                clearable_parts(
+                    self.truncated(index)[0], index, self.pairing.tool_of, self.config.protected_tools
+                )
+            )
+            for index in sorted(set(self.result_items))
+            if entry.covered <= index < entry.cleared_before
+        )
+
+    def _cut_count(self, index: int) -> int:
+        """How many of the item's outputs tier 1 cut."""
+        item, original = self.truncated(index)[0], self.conversation.item(index)
+        return sum(1 for new, old in zip(item.parts, original.parts, strict=True) if new.text != old.text)
+
+    def _protected_parts(self, index: int) -> tuple[int, ...]:
+        protected = self.config.protected_tools
+        return tuple(
+            position
+            for (item, position), tool in sorted(self.pairing.tool_of.items())
+            if item == index and tool in protected
+        )

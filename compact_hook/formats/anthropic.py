@@ -1,0 +1,218 @@
+"""Anthropic Messages (``/v1/messages``, LiteLLM call type ``anthropic_messages``).
+
+Entries are ``messages`` (``user`` / ``assistant``, content a string or blocks). The
+top-level ``system`` is the head and ``tools`` are read but never changed; ``max_tokens``
+is the output reserve. A model turn is an assistant message; its ``tool_use`` blocks are
+answered by ``tool_result`` blocks in the next user message, which may carry text too
+(the unit keeps that message whole). ``thinking`` / ``redacted_thinking`` blocks stay in
+their message, byte-identical.
+
+Roles stay valid around what we build: the summary is a user message; Anthropic merges
+consecutive same-role messages into one turn, so a summary next to a user message reads as
+one user turn, and a tail never starts with a ``tool_result`` message (it starts at a unit).
+The conversation must open with a user turn (``first_turn_user``): the summary leads when
+the first kept message is the model's, and the fit never drops a leading user unit.
+
+Requests carrying ``context_management`` edits or ``compaction`` blocks manage their own
+context: they pass through untouched.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from compact_hook.core.items import Item, Part, PartKind, Role, summary_body
+from compact_hook.core.normalize import ABORTED_RESULT
+from compact_hook.core.outcomes import Reason
+from compact_hook.formats.base import (
+    Conversation,
+    Rejected,
+    compact_json,
+    media_location,
+    positive_int,
+    problem_in,
+)
+
+MEDIA_TOKENS = 1600
+"""Anthropic's figure for a full-size image (~1.15 megapixels, width x height / 750); used
+for every image and document block: an estimate, as the real cost depends on the file."""
+TOOL_USE_SYSTEM_TOKENS = 346
+"""The system prompt Anthropic adds when ``tools`` are present (its pricing page's figure)."""
+ROLES = {"user": Role.USER, "assistant": Role.ASSISTANT}
+MEDIA_BLOCKS = frozenset({"image", "document"})
+MANAGED_BLOCKS = frozenset({"compaction"})
+
+
+class AnthropicFormat:
+    name = "anthropic"
+    seed = 2
+    metadata_key = "litellm_metadata"
+    first_turn_user = True
+
+    def parse(self, data: dict[str, Any]) -> Conversation | Rejected:
+        messages = data.get("messages")
+        if not isinstance(messages, list):
+            return Rejected(Reason.MALFORMED, f"messages is {type(messages).__name__}, not a list")
+        problem = problem_in(messages, _message_problem)
+        if problem is not None:
+            return Rejected(Reason.MALFORMED, f"messages{problem}")
+        if data.get("context_management") or _has_compaction_block(messages):
+            return Rejected(Reason.CLIENT_MANAGED, "context_management or compaction blocks")
+        context = tuple(data[key] for key in ("system", "tools") if data.get(key))
+        overhead = TOOL_USE_SYSTEM_TOKENS if data.get("tools") else 0
+        return Conversation(self, messages, context, positive_int(data, "max_tokens"), overhead)
+
+    def item(self, raw: Any) -> Item:
+        content = raw.get("content")
+        if isinstance(content, str):
+            parts: tuple[Part, ...] = (Part(PartKind.TEXT, content),) if content else ()
+        else:
+            parts = tuple(_block_part(block) for block in content)
+        return Item(ROLES[raw["role"]], parts, raw)
+
+    def render(self, data: dict[str, Any], entries: list[Any]) -> None:
+        data["messages"] = entries
+
+    # -- the items we build ------------------------------------------------------------------------
+
+    def summary(self, text: str) -> Item:
+        return self.item({"role": "user", "content": [{"type": "text", "text": summary_body(text)}]})
+
+    def replace_outputs(self, item: Item, outputs: Mapping[int, str], keep_media: bool) -> Item:
+        blocks = _blocks(item.raw)
+        rebuilt = [
+            _with_output(block, outputs[index], keep_media) if index in outputs else block
+            for index, block in enumerate(blocks)
+        ]
+        return self.item({**item.raw, "content": rebuilt})
+
+    def without_parts(self, item: Item, indices: Sequence[int]) -> Item | None:
+        gone = set(indices)
+        blocks = [block for index, block in enumerate(_blocks(item.raw)) if index not in gone]
+        return self.item({**item.raw, "content": blocks}) if blocks else None
+
+    def answer(self, unit: Sequence[Item], calls: Sequence[tuple[int, int]]) -> list[Item]:
+        """``tool_result`` blocks for the unanswered calls, in the user message right after the
+        assistant's (before its other blocks: results must come first), or in a new one."""
+        by_turn: dict[int, list[dict[str, Any]]] = {}
+        for offset, position in calls:
+            call = unit[offset].parts[position]
+            block = {
+                "type": "tool_result",
+                "tool_use_id": call.call_id,
+                "content": ABORTED_RESULT,
+                "is_error": True,
+            }
+            by_turn.setdefault(offset, []).append(block)
+        out: list[Item] = []
+        index = 0
+        while index < len(unit):
+            item = unit[index]
+            out.append(item)
+            missing = by_turn.get(index)
+            index += 1
+            if not missing:
+                continue
+            following = unit[index] if index < len(unit) else None
+            if following is not None and following.role is Role.USER:
+                out.append(
+                    self.item({**following.raw, "content": _with_results_first(following.raw, missing)})
+                )
+                index += 1
+            else:
+                out.append(self.item({"role": "user", "content": missing}))
+        return out
+
+
+def _message_problem(message: object) -> str | None:
+    if not isinstance(message, dict):
+        return f"is {type(message).__name__}, not an object"
+    if message.get("role") not in ROLES:
+        return f"role is {message.get('role')!r}, not user or assistant"
+    content = message.get("content")
+    if isinstance(content, str):
+        return None
+    if not isinstance(content, list):
+        return f"content is {type(content).__name__}"
+    if not all(isinstance(block, dict) for block in content):
+        return "content has a block that is not an object"
+    return None
+
+
+def _has_compaction_block(messages: list[Any]) -> bool:
+    return any(
+        isinstance(message.get("content"), list)
+        and any(block.get("type") in MANAGED_BLOCKS for block in message["content"])
+        for message in messages
+    )
+
+
+def _blocks(raw: Mapping[str, Any]) -> list[Any]:
+    content = raw.get("content")
+    if isinstance(content, list):
+        return content
+    return [{"type": "text", "text": content}] if isinstance(content, str) and content else []
+
+
+def _block_part(block: dict[str, Any]) -> Part:
+    kind = block.get("type")
+    if kind == "text":
+        return Part(PartKind.TEXT, _str(block.get("text")))
+    if kind == "tool_use":
+        return Part(
+            PartKind.CALL,
+            json.dumps(block.get("input", {}), ensure_ascii=False),
+            name=_str(block.get("name")) or "tool",
+            call_id=_str(block.get("id")),
+        )
+    if kind == "tool_result":
+        text, media = _result_content(block.get("content"))
+        return Part(
+            PartKind.RESULT,
+            text,
+            call_id=_str(block.get("tool_use_id")),
+            fixed_tokens=media * MEDIA_TOKENS,
+            error=block.get("is_error") is True,
+        )
+    if kind == "thinking":
+        return Part(PartKind.THINKING, _str(block.get("thinking")))
+    if kind == "redacted_thinking":
+        return Part(PartKind.THINKING)
+    if kind in MEDIA_BLOCKS:
+        return Part(PartKind.MEDIA, media_location(block), name=str(kind), fixed_tokens=MEDIA_TOKENS)
+    return Part(PartKind.OPAQUE, compact_json(block), name=str(kind))
+
+
+def _result_content(content: object) -> tuple[str, int]:
+    """A tool_result's text (its text blocks joined) and how many media blocks it holds."""
+    if isinstance(content, str):
+        return content, 0
+    if not isinstance(content, list):
+        return "", 0
+    texts = [
+        block["text"] for block in content if isinstance(block, dict) and isinstance(block.get("text"), str)
+    ]
+    media = sum(1 for block in content if isinstance(block, dict) and block.get("type") in MEDIA_BLOCKS)
+    return "\n".join(texts), media
+
+
+def _with_output(block: dict[str, Any], text: str, keep_media: bool) -> dict[str, Any]:
+    content = block.get("content")
+    media = (
+        [part for part in content if isinstance(part, dict) and part.get("type") in MEDIA_BLOCKS]
+        if keep_media and isinstance(content, list)
+        else []
+    )
+    return {**block, "content": [{"type": "text", "text": text}, *media] if media else text}
+
+
+def _with_results_first(raw: Mapping[str, Any], results: list[dict[str, Any]]) -> list[Any]:
+    blocks = _blocks(raw)
+    split = next((i for i, block in enumerate(blocks) if block.get("type") != "tool_result"), len(blocks))
+    return [*blocks[:split], *results, *blocks[split:]]
+
+
+def _str(value: object) -> str:
+    return value if isinstance(value, str) else ""

@@ -1,0 +1,148 @@
+"""What a wire format adapter is, and what it hands the engine.
+
+An adapter parses a request body into a ``Conversation`` (the entries, what else the model
+reads, the output reserve) and renders the engine's result back into the body. Between the
+two the engine sees only core ``Item``s; the adapter also builds the few items we ever
+create (``core.items.Builder``).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from compact_hook.core.counting import Strings
+from compact_hook.core.fingerprint import Fingerprint, fingerprint
+from compact_hook.core.items import Builder, Item
+from compact_hook.core.outcomes import Reason
+
+TOOL_OVERHEAD = 8
+"""Framing tokens per tool definition, beside its JSON (name, description, schema)."""
+
+
+class WireFormat(Builder, Protocol):
+    """One wire format: ``chat``, ``anthropic`` or ``responses``."""
+
+    name: str
+    seed: int
+    """Fingerprint seed: the same dict means different things in different formats."""
+    metadata_key: str
+    """The request's per-request dict the proxy keeps (never sent upstream)."""
+    first_turn_user: bool
+    """The conversation must open with a user turn after its head."""
+
+    def parse(self, data: dict[str, Any]) -> Conversation | Rejected:
+        """The request as the engine sees it, or why it must pass through untouched."""
+        ...
+
+    def item(self, raw: Any) -> Item:
+        """One entry, parsed (only entries parse() accepted are given)."""
+        ...
+
+    def render(self, data: dict[str, Any], entries: list[Any]) -> None:
+        """Put the entries to forward back into the request body."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class Rejected:
+    """A request the engine must not touch: malformed, or managing its own context."""
+
+    reason: Reason
+    detail: str = ""
+
+
+@dataclass(slots=True)
+class Conversation:
+    """A parsed request: ``entries`` as the client sent them (in order), ``context`` — what the
+    model reads that we never change (system, tool definitions, schemas) — and ``reserve``, the
+    output tokens the request asks room for. Items are parsed lazily: a request under every
+    threshold only needs fingerprints and cached counts."""
+
+    wire: WireFormat
+    entries: list[Any]
+    context: tuple[Any, ...] = ()
+    reserve: int | None = None
+    overhead: int = 0
+    """Tokens the provider adds to the context on its own (Anthropic's tool-use system prompt)."""
+    _items: list[Item | None] = field(default_factory=list, repr=False)
+
+    def item(self, index: int) -> Item:
+        if not self._items:
+            self._items = [None] * len(self.entries)
+        found = self._items[index]
+        if found is None:
+            found = self._items[index] = self.wire.item(self.entries[index])
+        return found
+
+    def items(self) -> list[Item]:
+        return [self.item(index) for index in range(len(self.entries))]
+
+    def prints(self) -> list[Fingerprint]:
+        seed = self.wire.seed
+        return [fingerprint(entry, seed) for entry in self.entries]
+
+    def context_prints(self) -> list[Fingerprint]:
+        return [fingerprint(part, self.wire.seed + 1) for part in self.context]
+
+
+def context_strings(value: Any) -> Strings:
+    """The strings of a context value: text as is; a tool definition or schema as compact JSON.
+
+    Tool definitions reach the model re-rendered by the provider; their JSON is a close,
+    slightly generous stand-in (documented as an estimate).
+    """
+    if isinstance(value, str):
+        return [value], 0
+    if isinstance(value, list):
+        strings: list[str] = []
+        fixed = 0
+        for entry in value:
+            more, cost = context_strings(entry)
+            strings.extend(more)
+            fixed += cost
+        return strings, fixed
+    if isinstance(value, dict) and value.get("type") == "text" and isinstance(value.get("text"), str):
+        return [value["text"]], 0
+    return [compact_json(value)], TOOL_OVERHEAD
+
+
+def compact_json(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=str)
+
+
+def positive_int(data: dict[str, Any], *keys: str) -> int | None:
+    """The first of ``keys`` holding a positive integer (an output reserve)."""
+    for key in keys:
+        value = data.get(key)
+        if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+            return value
+    return None
+
+
+def problem_in(entries: Sequence[Any], check: Any) -> str | None:
+    """The first entry ``check`` finds fault with, as ``"<key>[i]: why"`` text, or None."""
+    for index, entry in enumerate(entries):
+        problem = check(entry)
+        if problem is not None:
+            return f"[{index}]: {problem}"
+    return None
+
+
+MAX_INLINE_URL = 200
+
+
+def media_location(part: dict[str, Any]) -> str:
+    """Where an image or file lives, for the transcript (inline data is only described)."""
+    image = part.get("image_url")
+    url = image.get("url") if isinstance(image, dict) else image
+    if not isinstance(url, str):
+        source = part.get("source")
+        url = source.get("url") if isinstance(source, dict) else None
+    if not isinstance(url, str):
+        return "inline"
+    if url.startswith("data:"):
+        return f"inline data, {len(url)} characters"
+    return url if len(url) <= MAX_INLINE_URL else url[:MAX_INLINE_URL] + "..."

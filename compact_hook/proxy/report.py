@@ -1,0 +1,88 @@
+"""What we did, for the request's metadata (logging callbacks, spend logs) and response headers."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from compact_hook.engine.result import CompactResult
+from compact_hook.formats.base import Rejected
+
+REPORT_KEY = "compact_hook"
+HEADER_PREFIX = "x-compact-"
+HEADER_FIELDS = (
+    "compacted",
+    "tokens_before",
+    "tokens_after",
+    "messages_summarized",
+    "compaction_ratio",
+    "cache",
+    "summary_calls",
+    "summarizer",
+    "truncated",
+    "cleared",
+    "dropped",
+    "normalized",
+    "duration_ms",
+    "reason",
+)
+METADATA_KEYS = ("litellm_metadata", "metadata")
+"""Where LiteLLM keeps its per-request dict: ``litellm_metadata`` on /v1/messages and
+/v1/responses (there ``metadata`` is the provider's own field), ``metadata`` on chat."""
+
+
+def report_of(result: CompactResult, session_id: str, wire: str) -> dict[str, Any]:
+    report: dict[str, Any] = {
+        "compacted": result.compacted,
+        "format": wire,
+        "tokens_before": result.input_tokens,
+        "tokens_after": result.output_tokens or result.input_tokens,
+        "session_id": session_id,
+        "cache": result.cache.value,
+        "summary_calls": result.summary_calls,
+        "truncated": result.truncated,
+        "cleared": result.cleared,
+        "dropped": result.dropped,
+        "normalized": result.normalized,
+    }
+    if result.compacted:
+        report["messages_summarized"] = result.stats.compacted_message_count
+        report["compaction_ratio"] = result.stats.compaction_ratio
+        report["archive"] = str(result.archive_path) if result.archive_path else None
+    if result.summarizer is not None:
+        report["summarizer"] = result.summarizer.value
+    if result.reason is not None:
+        report["reason"] = result.reason.value
+    return report
+
+
+def rejected_report(rejected: Rejected, wire: str) -> dict[str, Any]:
+    return {"compacted": False, "format": wire, "reason": rejected.reason.value}
+
+
+def response_headers(report: Mapping[str, Any]) -> dict[str, str]:
+    headers = {}
+    for name in HEADER_FIELDS:
+        value = report.get(name)
+        if value is not None:
+            text = str(value).lower() if isinstance(value, bool) else str(value)
+            headers[HEADER_PREFIX + name.replace("_", "-")] = text
+    return headers
+
+
+def record(data: dict[str, Any], key: str, report: dict[str, Any]) -> None:
+    """Put the report in the request's proxy metadata (never a top-level key: those go upstream)."""
+    metadata = data.get(key)
+    if metadata is None:
+        metadata = data[key] = {}
+    if isinstance(metadata, dict):
+        metadata[REPORT_KEY] = report
+
+
+def report_in(data: Mapping[str, Any]) -> dict[str, Any] | None:
+    for key in METADATA_KEYS:
+        metadata = data.get(key) if isinstance(data, Mapping) else None
+        report = metadata.get(REPORT_KEY) if isinstance(metadata, Mapping) else None
+        if isinstance(report, dict):
+            return report
+    return None

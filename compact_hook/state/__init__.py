@@ -1,0 +1,1 @@
+"""What outlives a request: the compaction store (memory, Redis), the archive, tokenizers."""

@@ -1,0 +1,183 @@
+"""Tokenizers: the shipped HuggingFace ``tokenizers`` files, and the counter that caches by entry.
+
+The hook counts every request, and agents re-send their whole history every turn, so a
+count must cost time proportional to the *new* entries: each entry's count is cached under
+its fingerprint, and only unseen entries are tokenized (in one batch, off the event loop
+when the batch is large). What an entry's strings are is the format's business
+(``core.counting.item_strings``); this module only tokenizes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections import OrderedDict
+from collections.abc import Sequence
+from importlib import resources
+from pathlib import Path
+
+from tokenizers import Tokenizer
+
+from compact_hook.core.counting import StringsOf
+from compact_hook.core.fingerprint import Fingerprint
+from compact_hook.errors import TokenizerError
+
+DEFAULT_TOKENIZER = "o200k_base"
+DEFAULT_CACHE_SIZE = 200_000
+OFFLOAD_CHARS = 32_000
+"""Uncached text above this many characters is tokenized in a worker thread, not on the loop."""
+
+BUILTIN_TOKENIZERS = ("o200k_base", "cl100k_base", "claude")
+
+_O200K_PREFIXES = ("gpt-4o", "gpt-4.1", "gpt-4.5", "gpt-5", "chatgpt-4o", "o1", "o3", "o4", "gpt-oss")
+_CL100K_PREFIXES = ("gpt-4", "gpt-3.5", "gpt-35", "text-embedding-3", "text-embedding-ada")
+_CLAUDE_MARKERS = ("claude", "anthropic")
+
+
+def tokenizer_name_for_model(model: str) -> str:
+    """The built-in tokenizer for a model name; o200k_base when we do not know the family."""
+    name = model.lower().rsplit("/", 1)[-1]
+    if any(marker in model.lower() for marker in _CLAUDE_MARKERS):
+        return "claude"
+    if name.startswith(_O200K_PREFIXES):
+        return "o200k_base"
+    if name.startswith(_CL100K_PREFIXES):
+        return "cl100k_base"
+    return "o200k_base"
+
+
+_tokenizers: dict[str, Tokenizer] = {}
+_tokenizers_lock = threading.Lock()
+
+
+def load_tokenizer(spec: str) -> Tokenizer:
+    """A built-in tokenizer by name, or a ``tokenizer.json`` by path; loaded once per process."""
+    with _tokenizers_lock:
+        if spec not in _tokenizers:
+            _tokenizers[spec] = _read_tokenizer(spec)
+        return _tokenizers[spec]
+
+
+def _read_tokenizer(spec: str) -> Tokenizer:
+    try:
+        if spec in BUILTIN_TOKENIZERS:
+            data = resources.files("compact_hook").joinpath("tokenizer_data", f"{spec}.json")
+            return Tokenizer.from_str(data.read_text(encoding="utf-8"))
+        path = Path(spec).expanduser()
+        if not path.is_file():
+            raise TokenizerError(
+                f"tokenizer {spec!r}: not a built-in ({', '.join(BUILTIN_TOKENIZERS)}) nor a file"
+            )
+        return Tokenizer.from_file(str(path))
+    except TokenizerError:
+        raise
+    except Exception as exc:
+        raise TokenizerError(f"tokenizer {spec!r} could not be loaded: {exc}") from exc
+
+
+class HFTokenCounter:
+    """Counts entries with one tokenizer, remembering each entry's count by fingerprint."""
+
+    def __init__(self, spec: str, cache_size: int = DEFAULT_CACHE_SIZE) -> None:
+        self.spec = spec
+        self._tokenizer = load_tokenizer(spec)
+        self._cache: OrderedDict[Fingerprint, int] = OrderedDict()
+        self._cache_size = cache_size
+
+    def count_text(self, text: str) -> int:
+        return self._encode_lengths([text])[0] if text else 0
+
+    def offsets(self, text: str) -> list[tuple[int, int]]:
+        try:
+            encoding = self._tokenizer.encode(text, add_special_tokens=False)
+        except Exception:
+            encoding = self._tokenizer.encode(
+                text.encode("utf-8", "replace").decode("utf-8"), add_special_tokens=False
+            )
+        return [(int(start), int(end)) for start, end in encoding.offsets]
+
+    def count(self, prints: Sequence[Fingerprint], strings: StringsOf) -> list[int]:
+        """Tokens of each entry (framing included); only entries not seen before are tokenized."""
+        missing = self._missing(prints)
+        return self._merge(prints, strings, missing, self._count_now(strings, missing))
+
+    async def acount(self, prints: Sequence[Fingerprint], strings: StringsOf) -> list[int]:
+        """As ``count``, but a large batch of new text is tokenized off the event loop."""
+        missing = self._missing(prints)
+        texts, owners, counts = _collect(strings, missing)
+        if sum(map(len, texts)) > OFFLOAD_CHARS:
+            lengths = await asyncio.to_thread(self._encode_lengths, texts)
+        else:
+            lengths = self._encode_lengths(texts)
+        return self._merge(prints, strings, missing, _add_lengths(counts, owners, lengths))
+
+    def _missing(self, prints: Sequence[Fingerprint]) -> list[int]:
+        cache = self._cache
+        return [index for index, key in enumerate(prints) if key not in cache]
+
+    def _count_now(self, strings: StringsOf, indexes: list[int]) -> list[int]:
+        texts, owners, counts = _collect(strings, indexes)
+        return _add_lengths(counts, owners, self._encode_lengths(texts))
+
+    def _merge(
+        self, prints: Sequence[Fingerprint], strings: StringsOf, missing: list[int], counts: list[int]
+    ) -> list[int]:
+        """Cached and fresh counts in entry order; then remember the fresh ones (LRU)."""
+        cache = self._cache
+        fresh = {prints[index]: count for index, count in zip(missing, counts, strict=True)}
+        evicted = [i for i, key in enumerate(prints) if key not in fresh and key not in cache]
+        if evicted:  # another request evicted them while we were tokenizing off the loop
+            fresh.update(zip((prints[i] for i in evicted), self._count_now(strings, evicted), strict=True))
+        result = []
+        for key in prints:
+            value = fresh.get(key)
+            if value is None:
+                value = cache[key]
+                cache.move_to_end(key)
+            result.append(value)
+        cache.update(fresh)
+        while len(cache) > self._cache_size:
+            cache.popitem(last=False)
+        return result
+
+    def _encode_lengths(self, texts: list[str]) -> list[int]:
+        if not texts:
+            return []
+        try:
+            encodings = self._tokenizer.encode_batch_fast(texts, add_special_tokens=False)
+        except Exception:
+            # Lone surrogates (valid in JSON strings, invalid UTF-8) make the tokenizer refuse.
+            cleaned = [text.encode("utf-8", "replace").decode("utf-8") for text in texts]
+            encodings = self._tokenizer.encode_batch_fast(cleaned, add_special_tokens=False)
+        return [len(encoding) for encoding in encodings]
+
+
+def _collect(strings: StringsOf, indexes: list[int]) -> tuple[list[str], list[int], list[int]]:
+    """The strings of entries ``indexes``, which slot each belongs to, and their fixed costs."""
+    texts: list[str] = []
+    owners: list[int] = []
+    fixed: list[int] = []
+    for slot, index in enumerate(indexes):
+        entry_strings, cost = strings(index)
+        texts.extend(entry_strings)
+        owners.extend([slot] * len(entry_strings))
+        fixed.append(cost)
+    return texts, owners, fixed
+
+
+def _add_lengths(counts: list[int], owners: list[int], lengths: list[int]) -> list[int]:
+    for owner, length in zip(owners, lengths, strict=True):
+        counts[owner] += length
+    return counts
+
+
+_counters: dict[str, HFTokenCounter] = {}
+_counters_lock = threading.Lock()
+
+
+def counter_for(spec: str) -> HFTokenCounter:
+    """The process-wide counter for a tokenizer, so its cache outlives one request."""
+    with _counters_lock:
+        if spec not in _counters:
+            _counters[spec] = HFTokenCounter(spec)
+        return _counters[spec]
