@@ -11,10 +11,10 @@ import re
 from collections.abc import Sequence
 from pathlib import Path
 
-from compact_hook.fingerprint import Fingerprint
-from compact_hook.messages import Message
-from compact_hook.store import MemoryStore
-from compact_hook.tokens import REPLY_PRIMING, message_strings
+from compact_hook.core.counting import StringsOf
+from compact_hook.core.fingerprint import Fingerprint
+from compact_hook.engine.summarize import Message
+from compact_hook.state.store import MemoryStore
 
 
 class FakeSummarizer:
@@ -47,7 +47,10 @@ class InMemoryArchive:
 
 
 class WordCounter:
-    """Counts words of every string a message holds, plus 1 per message; no framing surprises."""
+    """Counts words of every string an entry holds, plus 1 per entry; no framing, no media costs.
+
+    ``context_words`` counts strings of the request's context (tools, system) the same way.
+    """
 
     def count_text(self, text: str) -> int:
         return len(text.split())
@@ -55,18 +58,11 @@ class WordCounter:
     def offsets(self, text: str) -> list[tuple[int, int]]:
         return [match.span() for match in re.finditer(r"\S+", text)]
 
-    def count_messages(
-        self, messages: Sequence[Message], prints: Sequence[Fingerprint] | None = None
-    ) -> list[int]:
-        return [1 + sum(len(s.split()) for s in message_strings(m)[0][1:]) for m in messages]
+    def count(self, prints: Sequence[Fingerprint], strings: StringsOf) -> list[int]:
+        return [1 + sum(len(text.split()) for text in strings(index)[0]) for index in range(len(prints))]
 
-    async def acount_messages(
-        self, messages: Sequence[Message], prints: Sequence[Fingerprint] | None = None
-    ) -> list[int]:
-        return self.count_messages(messages, prints)
-
-    def total(self, message_counts: Sequence[int]) -> int:
-        return sum(message_counts) + REPLY_PRIMING if message_counts else 0
+    async def acount(self, prints: Sequence[Fingerprint], strings: StringsOf) -> list[int]:
+        return self.count(prints, strings)
 
 
 class SlowSummarizer(FakeSummarizer):

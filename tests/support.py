@@ -7,7 +7,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from compact_hook.messages import Message, is_tool_result, tool_calls_of
+from compact_hook.core.items import SUMMARY_PREFIX, Item  # noqa: F401  (re-exported for tests)
+from compact_hook.formats import ANTHROPIC, CHAT, RESPONSES, WireFormat
+
+Message = dict[str, Any]
 
 TRANSCRIPTS = Path(__file__).parent / "data" / "transcripts"
 
@@ -20,20 +23,37 @@ def openai_transcripts() -> list[str]:
     return sorted(path.name for path in (TRANSCRIPTS / "openai").glob("*.json"))
 
 
-def pairing_problems(messages: Sequence[Message]) -> list[tuple[str, int]]:
-    """Tool calls without their results, and results without a call, by position.
+def items_of(entries: Sequence[Any], wire: WireFormat = CHAT) -> list[Item]:
+    """Entries of a wire format as the core's items."""
+    return [wire.item(entry) for entry in entries]
 
-    Each problem names the message (by ``id()``), so a test can compare the problems of an
-    output with those its input already had: we must never add one.
+
+def pairing_problems(messages: Sequence[Any], wire: WireFormat = CHAT) -> list[tuple[str, int]]:
+    """Tool calls without their results, and results without a call, by the provider's rules.
+
+    Written independently of the code under test. Each problem names the entry (by ``id()``),
+    so a test can compare the problems of an output with those its input already had: we
+    must never add one.
     """
+    if wire is ANTHROPIC:
+        return _anthropic_problems(messages)
+    if wire is RESPONSES:
+        return _responses_problems(messages)
+    return _chat_problems(messages)
+
+
+def _chat_problems(messages: Sequence[Message]) -> list[tuple[str, int]]:
+    """Chat: an assistant's tool calls are answered by the tool messages right after it."""
     problems: list[tuple[str, int]] = []
     index = 0
     while index < len(messages):
         message = messages[index]
-        calls = tool_calls_of(message)
-        if calls:
+        calls = message.get("tool_calls") or (
+            [message["function_call"]] if message.get("function_call") else []
+        )
+        if message.get("role") == "assistant" and calls:
             end = index + 1
-            while end < len(messages) and is_tool_result(messages[end]):
+            while end < len(messages) and messages[end].get("role") in ("tool", "function"):
                 end += 1
             results = messages[index + 1 : end]
             if len(results) < len(calls):
@@ -41,10 +61,81 @@ def pairing_problems(messages: Sequence[Message]) -> list[tuple[str, int]]:
             problems.extend(("orphan result", id(extra)) for extra in results[len(calls) :])
             index = end
             continue
-        if is_tool_result(message):
+        if message.get("role") in ("tool", "function"):
             problems.append(("orphan result", id(message)))
         index += 1
     return problems
+
+
+def _blocks(message: Message, kind: str) -> list[dict[str, Any]]:
+    content = message.get("content")
+    return (
+        [b for b in content if isinstance(b, dict) and b.get("type") == kind]
+        if isinstance(content, list)
+        else []
+    )
+
+
+def _anthropic_problems(messages: Sequence[Message]) -> list[tuple[str, int]]:
+    """Anthropic: tool_use ids answered by tool_result blocks in the next message (a user one)."""
+    problems: list[tuple[str, int]] = []
+    for index, message in enumerate(messages):
+        following = messages[index + 1] if index + 1 < len(messages) else None
+        if message.get("role") == "assistant":
+            asked = {b.get("id") for b in _blocks(message, "tool_use")}
+            answered = (
+                {b.get("tool_use_id") for b in _blocks(following, "tool_result")}
+                if following is not None and following.get("role") == "user"
+                else set()
+            )
+            if asked - answered:
+                problems.append(("unanswered call", id(message)))
+        elif message.get("role") == "user":
+            previous = messages[index - 1] if index > 0 else None
+            asked = (
+                {b.get("id") for b in _blocks(previous, "tool_use")}
+                if previous is not None and previous.get("role") == "assistant"
+                else set()
+            )
+            problems.extend(
+                ("orphan result", id(message))
+                for b in _blocks(message, "tool_result")
+                if b.get("tool_use_id") not in asked
+            )
+    return problems
+
+
+def _responses_problems(items: Sequence[Any]) -> list[tuple[str, int]]:
+    """Responses: every call has a later output with its call_id; every output an earlier call."""
+    problems: list[tuple[str, int]] = []
+    if isinstance(items, str):
+        return problems
+    for index, item in enumerate(items):
+        kind = item.get("type") if isinstance(item, dict) else None
+        if kind in ("function_call", "custom_tool_call"):
+            later = {
+                i.get("call_id")
+                for i in items[index + 1 :]
+                if isinstance(i, dict) and i.get("type") == f"{kind}_output"
+            }
+            if item.get("call_id") not in later:
+                problems.append(("unanswered call", id(item)))
+        elif kind in ("function_call_output", "custom_tool_call_output"):
+            call = kind.removesuffix("_output")
+            earlier = {
+                i.get("call_id") for i in items[:index] if isinstance(i, dict) and i.get("type") == call
+            }
+            if item.get("call_id") not in earlier:
+                problems.append(("orphan result", id(item)))
+    return problems
+
+
+def is_summary(entry: Any, wire: WireFormat = CHAT) -> bool:
+    return wire.item(entry).is_summary
+
+
+def summary_entries(entries: Sequence[Any], wire: WireFormat = CHAT) -> list[Any]:
+    return [entry for entry in entries if is_summary(entry, wire)]
 
 
 def user(text: str) -> Message:
@@ -74,7 +165,7 @@ def result(text: str, call_id: str = "call_0") -> Message:
     return {"role": "tool", "tool_call_id": call_id, "content": text}
 
 
-def replay_points(messages: Sequence[Message]) -> list[int]:
+def replay_points(messages: Sequence[Message]) -> list[int]:  # chat
     """Prefix lengths at which the client calls the model: after user input or tool results."""
     return [
         end
@@ -86,3 +177,90 @@ def replay_points(messages: Sequence[Message]) -> list[int]:
 
 def is_prefix(shorter: Sequence[Any], longer: Sequence[Any]) -> bool:
     return len(shorter) <= len(longer) and list(longer[: len(shorter)]) == list(shorter)
+
+
+def chat_to_responses(messages: Sequence[Message]) -> list[dict[str, Any]]:
+    """A chat transcript as Responses input items (what the OpenAI Agents SDK or Codex would send)."""
+    items: list[dict[str, Any]] = []
+    for message in messages:
+        role, content = message["role"], message.get("content")
+        if role == "tool":
+            output = content if isinstance(content, str) else json.dumps(content)
+            items.append(
+                {"type": "function_call_output", "call_id": message["tool_call_id"], "output": output}
+            )
+        elif role == "assistant":
+            if isinstance(content, str) and content:
+                items.append(
+                    {
+                        "type": "message",
+                        "role": "assistant",
+                        "content": [{"type": "output_text", "text": content}],
+                    }
+                )
+            for call in message.get("tool_calls") or []:
+                function = call["function"]
+                items.append(
+                    {
+                        "type": "function_call",
+                        "call_id": call["id"],
+                        "name": function["name"],
+                        "arguments": function["arguments"],
+                    }
+                )
+        else:
+            items.append({"role": role, "content": content})
+    return items
+
+
+def responses_replay_points(items: Sequence[dict[str, Any]]) -> list[int]:
+    """Prefix lengths at which a Responses client calls the model: after user input or tool outputs."""
+
+    def is_model(item: dict[str, Any]) -> bool:
+        return item.get("type") in ("function_call", "reasoning") or item.get("role") == "assistant"
+
+    return [
+        end
+        for end in range(1, len(items) + 1)
+        if not is_model(items[end - 1]) and (end == len(items) or is_model(items[end]))
+    ]
+
+
+def anthropic_replay_points(messages: Sequence[Message]) -> list[int]:
+    """Prefix lengths at which a Messages client calls the model: after each user message."""
+    return [end for end in range(1, len(messages) + 1) if messages[end - 1]["role"] == "user"]
+
+
+MARKER = {"type": "ephemeral"}
+
+
+def with_moving_marker(messages: Sequence[Message]) -> list[Message]:
+    """What Claude Code sends: a cache breakpoint on the last block of the last message (new dicts)."""
+    *earlier, last = messages
+    content = last["content"]
+    blocks = [{"type": "text", "text": content}] if isinstance(content, str) else list(content)
+    blocks[-1] = {**blocks[-1], "cache_control": MARKER}
+    return [*earlier, {**last, "content": blocks}]
+
+
+def without_markers(value: Any) -> Any:
+    """``value`` with every ``cache_control`` key removed (markers aside, for prefix comparisons)."""
+    if isinstance(value, dict):
+        return {k: without_markers(v) for k, v in value.items() if k != "cache_control"}
+    if isinstance(value, list):
+        return [without_markers(v) for v in value]
+    return value
+
+
+def tokens_of(body: dict[str, Any], wire: WireFormat, tokenizer: str) -> int:
+    """Everything the model reads in a request body (items, system, tools) with a shipped tokenizer."""
+    from compact_hook.core.counting import item_strings, request_total
+    from compact_hook.formats.base import Conversation, context_strings
+    from compact_hook.state.tokenizers import counter_for
+
+    counter = counter_for(tokenizer)
+    parsed = wire.parse(dict(body))
+    assert isinstance(parsed, Conversation), parsed
+    counts = counter.count(parsed.prints(), lambda i: item_strings(parsed.item(i)))
+    context = counter.count(parsed.context_prints(), lambda i: context_strings(parsed.context[i]))
+    return request_total(sum(context) + (parsed.overhead if parsed.context else 0), counts)

@@ -1,4 +1,4 @@
-"""OpenAI-compatible stand-in LLM provider for end-to-end tests and ``make run``.
+"""Stand-in LLM provider (OpenAI chat, Anthropic Messages, OpenAI Responses) for end-to-end tests.
 
 Stdlib only, so it runs from any interpreter without installing anything, and deterministic, so tests can
 assert on exactly what reached the "provider" and on exactly what it answered.
@@ -6,28 +6,52 @@ assert on exactly what reached the "provider" and on exactly what it answered.
 Two ways to use it:
 
 * script: ``python tools/standin_upstream.py --host 127.0.0.1 --port 4001``
-* library: ``with StandinUpstream() as up: ...`` then point a litellm deployment at ``up.url`` and inspect
-  ``up.requests``.
+* library: ``with StandinUpstream() as up: ...`` then point a litellm deployment at it and inspect
+  ``up.requests`` (or ``up.chat_requests``, ``up.messages_requests``, ``up.responses_requests``).
 
-Endpoints: ``POST /v1/chat/completions`` (also ``/chat/completions``), ``GET /v1/models`` (also ``/models``),
-and the control endpoints ``GET /health``, ``GET /_recorded`` and ``POST /_reset`` (so a test can inspect a
-script-started instance over HTTP). Control endpoints are not recorded; every other request is, before it is
-answered, as ``{"method", "path", "headers", "body", "raw"}`` (headers with lower-cased names, ``body`` the
-parsed JSON or ``None``, ``raw`` the exact request bytes decoded as UTF-8).
+Endpoints, each answering natively in its own wire format, streaming (``"stream": true``) and not:
 
-Behaviour is chosen by substrings of the request's ``model`` (litellm strips the ``openai/`` prefix), and the
-modes compose:
+* ``POST /v1/chat/completions`` (also ``/chat/completions``): OpenAI chat completions. Streams are
+  ``data: <chunk>`` lines ending with a usage chunk when ``stream_options.include_usage`` is set, then
+  ``data: [DONE]``. An ``openai/<model>`` deployment with ``api_base = up.url`` (``http://host:port/v1``).
+* ``POST /v1/messages`` (also ``/messages``): the Anthropic Messages API. Streams are ``event: <type>`` /
+  ``data: <json>`` pairs: ``message_start``, ``content_block_start``, ``ping``, ``content_block_delta``
+  (``text_delta``) ..., ``content_block_stop``, ``message_delta`` (``stop_reason: end_turn``, output usage),
+  ``message_stop``. An ``anthropic/<model>`` deployment with ``api_base = up.root_url`` (litellm appends
+  ``/v1/messages`` itself).
+* ``POST /v1/responses`` (also ``/responses``): the OpenAI Responses API (``input`` string or items,
+  ``instructions``, ``previous_response_id`` echoed back). Streams are ``event: <type>`` / ``data: <json>``
+  pairs with a ``sequence_number``: ``response.created``, ``response.in_progress``,
+  ``response.output_item.added``, ``response.content_part.added``, ``response.output_text.delta`` ...,
+  ``response.output_text.done``, ``response.content_part.done``, ``response.output_item.done``,
+  ``response.completed`` (no ``[DONE]``, like OpenAI). An ``openai/<model>`` deployment with ``api_base =
+  up.url`` (litellm posts to ``{api_base}/responses``); litellm also sends ``/v1/messages`` calls for an
+  ``openai/`` deployment here.
+* ``GET /v1/models`` (also ``/models``), and the control endpoints ``GET /health``, ``GET /_recorded`` and
+  ``POST /_reset`` (so a test can inspect a script-started instance over HTTP).
 
+Control endpoints are not recorded; every other request is, before it is answered, as ``{"method", "path",
+"headers", "body", "raw"}`` (headers with lower-cased names, ``body`` the parsed JSON or ``None``, ``raw`` the
+exact request bytes decoded as UTF-8).
+
+Behaviour is chosen by substrings of the request's ``model`` (litellm strips the ``openai/`` or
+``anthropic/`` prefix), and the modes compose:
+
+* ``strict`` -> validate tool-call pairing like the real provider and answer HTTP 400 in the provider's error
+  format when it is broken (see ``check_chat_messages``, ``check_anthropic_messages``,
+  ``check_responses_input``); a valid request is then answered as usual;
 * ``slow``  -> sleep ``slow_seconds`` (3 s) before answering;
-* ``fail``  -> HTTP 500 with an OpenAI-style error body (through a litellm proxy with default settings one
+* ``fail``  -> HTTP 500 with the surface's error body (through a litellm proxy with default settings one
   client request arrives 3 times, ~6 s with back-off; ``router_settings: {num_retries: 0}`` makes it once);
-* ``empty`` -> HTTP 200 with ``""`` as content;
-* otherwise HTTP 200. If any message text contains ``SUMMARY_MARKER`` the reply is a deterministic markdown
-  summary (see ``summary_reply``); else it is ``stand-in reply to N messages``.
+* ``empty`` -> HTTP 200 with ``""`` as the reply text;
+* otherwise HTTP 200. If any text the request carries (messages, tool calls and results, the chat system
+  message, the Anthropic ``system`` field, the Responses ``instructions``) contains ``SUMMARY_MARKER`` the
+  reply is a deterministic markdown summary (see ``summary_from_texts``); else it is ``stand-in reply to N
+  messages``, N being the length of ``messages`` (chat, Anthropic: ``system`` is not a message there) or of
+  the Responses ``input`` list (1 for a string ``input``).
 
-Usage is ``prompt_tokens = ceil(message chars / 4)``, ``completion_tokens = ceil(reply chars / 4)``.
-``"stream": true`` answers with OpenAI-format SSE chunks, ending with a usage chunk when
-``stream_options.include_usage`` is set, then ``data: [DONE]``.
+Usage is ``ceil(request text chars / 4)`` input tokens and ``ceil(reply chars / 4)`` output tokens, where the
+request text is what ``chat_texts`` / ``anthropic_texts`` / ``responses_texts`` extract.
 """
 
 from __future__ import annotations
@@ -40,7 +64,7 @@ import sys
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import FrameType, TracebackType
 from typing import Any
@@ -56,18 +80,31 @@ SUMMARY_HEADINGS = (
     "## Next steps",
 )
 CHAT_PATHS = frozenset({"/v1/chat/completions", "/chat/completions"})
+MESSAGES_PATHS = frozenset({"/v1/messages", "/messages"})
+RESPONSES_PATHS = frozenset({"/v1/responses", "/responses"})
 MODELS_PATHS = frozenset({"/v1/models", "/models"})
-ADVERTISED_MODELS = ("standin", "standin-empty", "standin-fail", "standin-slow")
+ADVERTISED_MODELS = ("standin", "standin-empty", "standin-fail", "standin-slow", "standin-strict")
 STREAM_PIECES = 4
 CREATED = 1_700_000_000  # fixed timestamp: responses stay deterministic apart from their id
+FAIL_MESSAGE = "stand-in failure (model name contains 'fail')"
+
+SSEEvent = tuple[str | None, dict[str, Any]]  # (``event:`` name or None for data-only lines, payload)
 
 
 class BadRequest(Exception):
-    """A client error that becomes an HTTP 400 with an OpenAI-style body."""
+    """A client error that becomes an HTTP 400 in the surface's error format (``param``: OpenAI's field)."""
+
+    def __init__(self, message: str, param: str | None = None) -> None:
+        super().__init__(message)
+        self.param = param
+
+
+def _new_id(prefix: str) -> str:
+    return f"{prefix}{uuid.uuid4().hex[:24]}"
 
 
 # ----------------------------------------------------------------------------------------------------------
-# Pure helpers: what to answer (no I/O, so they are easy to reason about and reuse in tests)
+# Pure helpers shared by every surface (no I/O, so they are easy to reason about and reuse in tests)
 # ----------------------------------------------------------------------------------------------------------
 
 
@@ -80,6 +117,92 @@ def content_text(content: Any) -> str:
             p.get("text", "") for p in content if isinstance(p, dict) and isinstance(p.get("text"), str)
         )
     return ""
+
+
+def approx_tokens(chars: int) -> int:
+    """The stand-in's token estimate: a quarter of the characters, rounded up."""
+    return (chars + 3) // 4
+
+
+def _one_line(text: str, limit: int = 80) -> str:
+    """First ``limit`` characters on one line, so they can sit inside a markdown bullet."""
+    return " ".join(text[:limit].split())
+
+
+def summary_from_texts(texts: list[str]) -> str:
+    """Deterministic markdown summary of the given per-message texts, with facts a test can recompute."""
+    transcript = "\n\n".join(texts).replace(SUMMARY_MARKER, "").strip()
+    total_chars = sum(len(t) for t in texts)
+    digest = hashlib.sha256("\x00".join(texts).encode("utf-8", "surrogatepass")).hexdigest()[:12]
+    last = texts[-1].replace(SUMMARY_MARKER, "").strip() if texts else ""
+    body = {
+        SUMMARY_HEADINGS[0]: f'- Transcript starts: "{_one_line(transcript)}"',
+        SUMMARY_HEADINGS[1]: "- None recorded by the stand-in.",
+        SUMMARY_HEADINGS[2]: "- None recorded by the stand-in.",
+        SUMMARY_HEADINGS[3]: "- None recorded by the stand-in.",
+        SUMMARY_HEADINGS[4]: "- None recorded by the stand-in.",
+        SUMMARY_HEADINGS[
+            5
+        ]: f"- Summarized {len(texts)} messages, {total_chars} characters (sha256 {digest}).",
+        SUMMARY_HEADINGS[6]: f'- Continue from the last message: "{_one_line(last)}"',
+    }
+    return "\n\n".join(f"{heading}\n{text}" for heading, text in body.items()) + "\n"
+
+
+def reply_for(model: str, texts: list[str], count: int) -> str:
+    """The reply text of a successful request: ``""``, a summary, or ``stand-in reply to {count} messages``.
+
+    ``texts`` is every text the request carries, one entry per message (system prompt included), which is
+    where ``SUMMARY_MARKER`` is looked for and what a summary summarizes.
+    """
+    if "empty" in model:
+        return ""
+    if any(SUMMARY_MARKER in t for t in texts):
+        return summary_from_texts(texts)
+    return f"stand-in reply to {count} messages"
+
+
+def _split(text: str, pieces: int) -> list[str]:
+    """Split ``text`` into up to ``pieces`` non-empty chunks (none for an empty string)."""
+    if not text:
+        return []
+    size = -(-len(text) // pieces)
+    return [text[i : i + size] for i in range(0, len(text), size)]
+
+
+def json_bytes(payload: Any) -> bytes:
+    """UTF-8 JSON; falls back to ASCII escapes when a string holds a lone surrogate (legal in JSON input)."""
+    try:
+        return json.dumps(payload, ensure_ascii=False).encode("utf-8")
+    except UnicodeEncodeError:
+        return json.dumps(payload).encode("ascii")
+
+
+def parse_json_object(raw: bytes) -> dict[str, Any]:
+    """The request body as a JSON object with a string ``model`` (if any), or ``BadRequest``."""
+    try:
+        body = json.loads(raw)
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise BadRequest(f"invalid JSON body: {exc}") from exc
+    if not isinstance(body, dict):
+        raise BadRequest("request body must be a JSON object")
+    if not isinstance(body.get("model", ""), str):
+        raise BadRequest("'model' must be a string", param="model")
+    return body
+
+
+def error_body(message: str, err_type: str, code: str | None, param: str | None = None) -> dict[str, Any]:
+    """OpenAI-style error JSON, which litellm maps to its own exception types."""
+    return {"error": {"message": message, "type": err_type, "param": param, "code": code}}
+
+
+def is_strict(model: str) -> bool:
+    return "strict" in model
+
+
+# ----------------------------------------------------------------------------------------------------------
+# OpenAI chat completions
+# ----------------------------------------------------------------------------------------------------------
 
 
 def message_texts(messages: list[Any]) -> list[str]:
@@ -97,44 +220,17 @@ def message_texts(messages: list[Any]) -> list[str]:
     return texts
 
 
-def approx_tokens(chars: int) -> int:
-    """The stand-in's token estimate: a quarter of the characters, rounded up."""
-    return (chars + 3) // 4
-
-
-def _one_line(text: str, limit: int = 80) -> str:
-    """First ``limit`` characters on one line, so they can sit inside a markdown bullet."""
-    return " ".join(text[:limit].split())
+chat_texts = message_texts
 
 
 def summary_reply(messages: list[Any]) -> str:
-    """Deterministic markdown summary whose facts a test can recompute from the input."""
-    texts = message_texts(messages)
-    transcript = "\n\n".join(texts).replace(SUMMARY_MARKER, "").strip()
-    total_chars = sum(len(t) for t in texts)
-    digest = hashlib.sha256("\x00".join(texts).encode("utf-8", "surrogatepass")).hexdigest()[:12]
-    last = texts[-1].replace(SUMMARY_MARKER, "").strip() if texts else ""
-    body = {
-        SUMMARY_HEADINGS[0]: f'- Transcript starts: "{_one_line(transcript)}"',
-        SUMMARY_HEADINGS[1]: "- None recorded by the stand-in.",
-        SUMMARY_HEADINGS[2]: "- None recorded by the stand-in.",
-        SUMMARY_HEADINGS[3]: "- None recorded by the stand-in.",
-        SUMMARY_HEADINGS[4]: "- None recorded by the stand-in.",
-        SUMMARY_HEADINGS[
-            5
-        ]: f"- Summarized {len(messages)} messages, {total_chars} characters (sha256 {digest}).",
-        SUMMARY_HEADINGS[6]: f'- Continue from the last message: "{_one_line(last)}"',
-    }
-    return "\n\n".join(f"{heading}\n{text}" for heading, text in body.items()) + "\n"
+    """Deterministic markdown summary of chat ``messages`` (see ``summary_from_texts``)."""
+    return summary_from_texts(message_texts(messages))
 
 
 def reply_text(model: str, messages: list[Any]) -> str:
-    """The assistant text for a successful request."""
-    if "empty" in model:
-        return ""
-    if any(SUMMARY_MARKER in t for t in message_texts(messages)):
-        return summary_reply(messages)
-    return f"stand-in reply to {len(messages)} messages"
+    """The assistant text for a successful chat request."""
+    return reply_for(model, message_texts(messages), len(messages))
 
 
 def usage_for(messages: list[Any], reply: str) -> dict[str, int]:
@@ -142,11 +238,6 @@ def usage_for(messages: list[Any], reply: str) -> dict[str, int]:
     prompt = approx_tokens(sum(len(t) for t in message_texts(messages)))
     completion = approx_tokens(len(reply))
     return {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion}
-
-
-def error_body(message: str, err_type: str, code: str) -> dict[str, Any]:
-    """OpenAI-style error JSON, which litellm maps to its own exception types."""
-    return {"error": {"message": message, "type": err_type, "param": None, "code": code}}
 
 
 def completion_body(model: str, messages: list[Any], reply: str) -> dict[str, Any]:
@@ -166,14 +257,6 @@ def completion_body(model: str, messages: list[Any], reply: str) -> dict[str, An
         ],
         "usage": usage_for(messages, reply),
     }
-
-
-def _split(text: str, pieces: int) -> list[str]:
-    """Split ``text`` into up to ``pieces`` non-empty chunks (none for an empty string)."""
-    if not text:
-        return []
-    size = -(-len(text) // pieces)
-    return [text[i : i + size] for i in range(0, len(text), size)]
 
 
 def stream_chunks(
@@ -198,27 +281,422 @@ def stream_chunks(
         yield {**base, "choices": [], "usage": usage_for(messages, reply)}
 
 
-def json_bytes(payload: Any) -> bytes:
-    """UTF-8 JSON; falls back to ASCII escapes when a string holds a lone surrogate (legal in JSON input)."""
-    try:
-        return json.dumps(payload, ensure_ascii=False).encode("utf-8")
-    except UnicodeEncodeError:
-        return json.dumps(payload).encode("ascii")
-
-
 def parse_chat_request(raw: bytes) -> dict[str, Any]:
     """Validate just enough of a chat request to answer it; anything else is the client's problem (400)."""
-    try:
-        body = json.loads(raw)
-    except (ValueError, UnicodeDecodeError) as exc:
-        raise BadRequest(f"invalid JSON body: {exc}") from exc
-    if not isinstance(body, dict):
-        raise BadRequest("request body must be a JSON object")
+    body = parse_json_object(raw)
     if not isinstance(body.get("messages"), list):
-        raise BadRequest("'messages' must be a list")
-    if not isinstance(body.get("model", ""), str):
-        raise BadRequest("'model' must be a string")
+        raise BadRequest("'messages' must be a list", param="messages")
     return body
+
+
+def check_chat_messages(messages: list[Any]) -> None:
+    """Strict mode: OpenAI's tool-call pairing rules, raising ``BadRequest`` with OpenAI's wording.
+
+    Every assistant message with ``tool_calls`` must be followed directly by ``tool`` messages answering each
+    of its ids, and every ``tool`` message must answer a call of the assistant message that precedes its run
+    of tool messages.
+    """
+    pending: list[str] = []  # ids of the last assistant tool_calls not answered yet
+    owner = -1  # index of that assistant message
+    open_ids: set[str] = set()  # ids a tool message at this point may answer
+    for i, m in enumerate(messages):
+        role = m.get("role") if isinstance(m, dict) else None
+        if role == "tool":
+            call_id = m.get("tool_call_id")
+            if call_id not in open_ids:
+                raise BadRequest(
+                    "Invalid parameter: messages with role 'tool' must be a response to a preceeding message "
+                    "with 'tool_calls'.",
+                    param=f"messages.[{i}].role",
+                )
+            pending = [p for p in pending if p != call_id]
+            continue
+        if pending:
+            break
+        calls = (m.get("tool_calls") if role == "assistant" else None) or []
+        ids = [str(c.get("id")) for c in calls if isinstance(c, dict)]
+        pending, owner, open_ids = list(ids), i, set(ids)
+    if pending:
+        raise BadRequest(
+            "An assistant message with 'tool_calls' must be followed by tool messages responding to each "
+            "'tool_call_id'. The following tool_call_ids did not have response messages: "
+            + ", ".join(pending),
+            param=f"messages.[{owner}].role",
+        )
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Anthropic Messages
+# ----------------------------------------------------------------------------------------------------------
+
+
+def anthropic_block_text(block: Any) -> str:
+    """What the model reads of one content block: text, tool input, tool result, thinking, text documents."""
+    if isinstance(block, str):
+        return block
+    if not isinstance(block, dict):
+        return ""
+    kind = block.get("type")
+    if kind == "text":
+        return str(block.get("text", ""))
+    if kind == "tool_use":
+        return json.dumps(block.get("input", {}), ensure_ascii=False, sort_keys=True)
+    if kind == "tool_result":
+        return anthropic_content_text(block.get("content", ""))
+    if kind == "thinking":
+        return str(block.get("thinking", ""))
+    if kind == "document" and isinstance(block.get("source"), dict) and block["source"].get("type") == "text":
+        return str(block["source"].get("data", ""))
+    return ""
+
+
+def anthropic_content_text(content: Any) -> str:
+    """Text of a message ``content`` (or a ``system`` field, or a tool result): a string or a block list."""
+    if isinstance(content, list):
+        return "".join(anthropic_block_text(b) for b in content)
+    return anthropic_block_text(content)
+
+
+def anthropic_texts(body: dict[str, Any]) -> list[str]:
+    """The ``system`` text (when there is a ``system``) followed by the text of each message."""
+    texts = [anthropic_content_text(body["system"])] if body.get("system") else []
+    for m in body.get("messages") or []:
+        texts.append(anthropic_content_text(m.get("content")) if isinstance(m, dict) else "")
+    return texts
+
+
+def anthropic_reply_text(model: str, body: dict[str, Any]) -> str:
+    return reply_for(model, anthropic_texts(body), len(body.get("messages") or []))
+
+
+def anthropic_usage(body: dict[str, Any], reply: str) -> dict[str, int]:
+    return {
+        "input_tokens": approx_tokens(sum(len(t) for t in anthropic_texts(body))),
+        "output_tokens": approx_tokens(len(reply)),
+        "cache_creation_input_tokens": 0,
+        "cache_read_input_tokens": 0,
+    }
+
+
+def anthropic_error_body(message: str, err_type: str = "invalid_request_error") -> dict[str, Any]:
+    """Anthropic-style error JSON (``api_error`` for 500, ``invalid_request_error`` for 400)."""
+    return {"type": "error", "error": {"type": err_type, "message": message}}
+
+
+def anthropic_message_body(
+    model: str, body: dict[str, Any], reply: str, message_id: str | None = None
+) -> dict[str, Any]:
+    """A non-streaming Messages API ``message``."""
+    return {
+        "id": message_id or _new_id("msg_standin_"),
+        "type": "message",
+        "role": "assistant",
+        "model": model,
+        "content": [{"type": "text", "text": reply}],
+        "stop_reason": "end_turn",
+        "stop_sequence": None,
+        "usage": anthropic_usage(body, reply),
+    }
+
+
+def anthropic_stream_events(model: str, body: dict[str, Any], reply: str) -> Iterator[SSEEvent]:
+    """The Messages API SSE events, in the order Anthropic sends them, for a one-text-block reply."""
+    usage = anthropic_usage(body, reply)
+    start = {**anthropic_message_body(model, body, reply), "content": [], "stop_reason": None}
+    start["usage"] = {**usage, "output_tokens": 0}
+    yield "message_start", {"type": "message_start", "message": start}
+    block = {"type": "text", "text": ""}
+    yield "content_block_start", {"type": "content_block_start", "index": 0, "content_block": block}
+    yield "ping", {"type": "ping"}
+    for piece in _split(reply, STREAM_PIECES):
+        delta = {"type": "text_delta", "text": piece}
+        yield "content_block_delta", {"type": "content_block_delta", "index": 0, "delta": delta}
+    yield "content_block_stop", {"type": "content_block_stop", "index": 0}
+    yield (
+        "message_delta",
+        {
+            "type": "message_delta",
+            "delta": {"stop_reason": "end_turn", "stop_sequence": None},
+            "usage": {"output_tokens": usage["output_tokens"]},
+        },
+    )
+    yield "message_stop", {"type": "message_stop"}
+
+
+def parse_messages_request(raw: bytes) -> dict[str, Any]:
+    """Validate just enough of a Messages request to answer it (400 otherwise)."""
+    body = parse_json_object(raw)
+    if not isinstance(body.get("messages"), list):
+        raise BadRequest("messages: Field required (a list)")
+    return body
+
+
+def _blocks(content: Any) -> list[Any]:
+    """A message ``content`` as a block list (a string is one text block)."""
+    if isinstance(content, str):
+        return [{"type": "text", "text": content}]
+    return list(content) if isinstance(content, list) else []
+
+
+def check_anthropic_messages(body: dict[str, Any]) -> None:
+    """Strict mode: the Messages API's structural rules, raising ``BadRequest`` with Anthropic's wording.
+
+    ``max_tokens`` is required; roles are ``user``/``assistant``; consecutive same-role messages are merged
+    into one turn (as the API does), after which the first turn must be ``user``; every message but a final
+    assistant one has non-empty content; each ``tool_use`` id of an assistant turn has a ``tool_result`` in
+    the very next (user) turn; each ``tool_result`` answers a ``tool_use`` of the turn just before; and in a
+    user turn ``tool_result`` blocks come before any other block. ``messages.N`` is the index of the message
+    (before merging) holding the offending block.
+    """
+    messages = body.get("messages") or []
+    if "max_tokens" not in body:
+        raise BadRequest("max_tokens: Field required")
+    turns: list[tuple[str, list[tuple[int, Any]]]] = []  # (role, [(message index, block)])
+    for i, m in enumerate(messages):
+        if not isinstance(m, dict):
+            raise BadRequest(f"messages.{i}: Input should be a valid dictionary")
+        role = m.get("role")
+        if role not in ("user", "assistant"):
+            raise BadRequest(f"messages.{i}.role: Input should be 'user' or 'assistant'")
+        content = m.get("content")
+        if not isinstance(content, str | list):
+            raise BadRequest(f"messages.{i}.content: Input should be a valid string or list")
+        if not content and not (role == "assistant" and i == len(messages) - 1):
+            raise BadRequest(
+                f"messages.{i}: all messages must have non-empty content except for the optional final "
+                "assistant message"
+            )
+        blocks = [(i, b) for b in _blocks(content)]
+        if turns and turns[-1][0] == role:
+            turns[-1][1].extend(blocks)
+        else:
+            turns.append((role, blocks))
+    if turns and turns[0][0] != "user":
+        raise BadRequest('messages: first message must use the "user" role')
+    for t, (role, blocks) in enumerate(turns):
+        if role == "assistant":
+            uses = [
+                (i, b.get("id")) for i, b in blocks if isinstance(b, dict) and b.get("type") == "tool_use"
+            ]
+            following = turns[t + 1][1] if t + 1 < len(turns) else []
+            answered = {b.get("tool_use_id") for _, b in following if _is_tool_result(b)}
+            missing = [(i, str(u)) for i, u in uses if u not in answered]
+            if missing:
+                ids = ", ".join(u for _, u in missing)
+                raise BadRequest(
+                    f"messages.{missing[0][0]}: tool_use ids were found without tool_result blocks "
+                    f"immediately after: {ids}. Each tool_use block must have a corresponding tool_result "
+                    "block in the next message."
+                )
+            continue
+        previous = turns[t - 1][1] if t > 0 else []
+        offered = {b.get("id") for _, b in previous if isinstance(b, dict) and b.get("type") == "tool_use"}
+        seen_other = False
+        for i, b in blocks:
+            if not _is_tool_result(b):
+                seen_other = True
+                continue
+            if seen_other:
+                raise BadRequest(
+                    f"messages.{i}: tool_result blocks must come first in a user message, before any other "
+                    "content block."
+                )
+            if b.get("tool_use_id") not in offered:
+                raise BadRequest(
+                    f"messages.{i}: unexpected tool_use_id found in tool_result blocks: "
+                    f"{b.get('tool_use_id')}. Each tool_result block must have a corresponding tool_use "
+                    "block in the previous message."
+                )
+
+
+def _is_tool_result(block: Any) -> bool:
+    return isinstance(block, dict) and block.get("type") == "tool_result"
+
+
+# ----------------------------------------------------------------------------------------------------------
+# OpenAI Responses
+# ----------------------------------------------------------------------------------------------------------
+
+
+def responses_items(body: dict[str, Any]) -> list[Any]:
+    """The ``input`` as a list of items (a string ``input`` is one user message)."""
+    value = body.get("input")
+    if isinstance(value, str):
+        return [{"role": "user", "content": value}]
+    return list(value) if isinstance(value, list) else []
+
+
+def _parts_text(value: Any) -> str:
+    """Text of a string or of a list of parts with ``text`` (``input_text``, ``output_text``, ...)."""
+    if isinstance(value, list):
+        return "".join(p if isinstance(p, str) else content_text([p]) for p in value)
+    return value if isinstance(value, str) else ""
+
+
+def responses_item_text(item: Any) -> str:
+    """What the model reads of one input item (messages, tool calls and outputs, reasoning summaries)."""
+    if not isinstance(item, dict):
+        return ""
+    kind = item.get("type", "message")
+    if kind == "message":
+        content = item.get("content")
+        if isinstance(content, list):
+            return "".join(str(p.get("text", p.get("refusal", ""))) for p in content if isinstance(p, dict))
+        return content if isinstance(content, str) else ""
+    if kind == "function_call":
+        return str(item.get("arguments", ""))
+    if kind in ("function_call_output", "custom_tool_call_output"):
+        return _parts_text(item.get("output"))
+    if kind == "custom_tool_call":
+        return str(item.get("input", ""))
+    if kind == "reasoning":
+        return _parts_text(item.get("summary")) + _parts_text(item.get("content"))
+    return ""
+
+
+def responses_texts(body: dict[str, Any]) -> list[str]:
+    """The ``instructions`` (when given) followed by the text of each input item."""
+    instructions = body.get("instructions")
+    texts = (
+        [_parts_text(instructions) if isinstance(instructions, list) else str(instructions)]
+        if instructions
+        else []
+    )
+    return texts + [responses_item_text(item) for item in responses_items(body)]
+
+
+def responses_reply_text(model: str, body: dict[str, Any]) -> str:
+    return reply_for(model, responses_texts(body), len(responses_items(body)))
+
+
+def responses_usage(body: dict[str, Any], reply: str) -> dict[str, Any]:
+    n = approx_tokens(sum(len(t) for t in responses_texts(body)))
+    m = approx_tokens(len(reply))
+    return {
+        "input_tokens": n,
+        "input_tokens_details": {"cached_tokens": 0, "cache_write_tokens": 0},
+        "output_tokens": m,
+        "output_tokens_details": {"reasoning_tokens": 0},
+        "total_tokens": n + m,
+    }
+
+
+def _output_text(text: str) -> dict[str, Any]:
+    return {"type": "output_text", "text": text, "annotations": [], "logprobs": []}
+
+
+def _output_message(message_id: str, status: str, content: list[dict[str, Any]]) -> dict[str, Any]:
+    return {"type": "message", "id": message_id, "status": status, "role": "assistant", "content": content}
+
+
+def response_object(
+    model: str,
+    body: dict[str, Any],
+    reply: str | None,
+    *,
+    response_id: str | None = None,
+    message_id: str | None = None,
+) -> dict[str, Any]:
+    """A Responses API ``response``: completed with one output message, or in progress when ``reply`` is None.
+
+    Request settings are echoed back like OpenAI does (``instructions``, ``tools``, ``metadata``,
+    ``previous_response_id``, ``max_output_tokens``, ...), with OpenAI's defaults when absent.
+    """
+    output, usage = [], None
+    if reply is not None:
+        output = [_output_message(message_id or _new_id("msg_"), "completed", [_output_text(reply)])]
+        usage = responses_usage(body, reply)
+    return {
+        "id": response_id or _new_id("resp_standin_"),
+        "object": "response",
+        "created_at": CREATED,
+        "status": "in_progress" if reply is None else "completed",
+        "background": False,
+        "error": None,
+        "incomplete_details": None,
+        "instructions": body.get("instructions"),
+        "max_output_tokens": body.get("max_output_tokens"),
+        "model": model,
+        "output": output,
+        "parallel_tool_calls": body.get("parallel_tool_calls", True),
+        "previous_response_id": body.get("previous_response_id"),
+        "reasoning": body.get("reasoning") or {"effort": None, "summary": None},
+        "service_tier": "default",
+        "store": body.get("store", True),
+        "temperature": body.get("temperature", 1.0),
+        "text": body.get("text") or {"format": {"type": "text"}},
+        "tool_choice": body.get("tool_choice", "auto"),
+        "tools": body.get("tools") or [],
+        "top_p": body.get("top_p", 1.0),
+        "truncation": body.get("truncation", "disabled"),
+        "usage": usage,
+        "user": body.get("user"),
+        "metadata": body.get("metadata") or {},
+    }
+
+
+def responses_stream_events(model: str, body: dict[str, Any], reply: str) -> Iterator[SSEEvent]:
+    """The Responses API SSE events, in the order OpenAI sends them, for a one-message text reply."""
+    response_id, message_id = _new_id("resp_standin_"), _new_id("msg_")
+    sequence = iter(range(1_000_000))
+    at = {"item_id": message_id, "output_index": 0, "content_index": 0}
+
+    def event(kind: str, **fields: Any) -> SSEEvent:
+        return kind, {"type": kind, "sequence_number": next(sequence), **fields}
+
+    pending = response_object(model, body, None, response_id=response_id)
+    yield event("response.created", response=pending)
+    yield event("response.in_progress", response=pending)
+    yield event(
+        "response.output_item.added", output_index=0, item=_output_message(message_id, "in_progress", [])
+    )
+    yield event("response.content_part.added", **at, part=_output_text(""))
+    for piece in _split(reply, STREAM_PIECES):
+        yield event("response.output_text.delta", **at, delta=piece, logprobs=[])
+    yield event("response.output_text.done", **at, text=reply, logprobs=[])
+    yield event("response.content_part.done", **at, part=_output_text(reply))
+    item = _output_message(message_id, "completed", [_output_text(reply)])
+    yield event("response.output_item.done", output_index=0, item=item)
+    done = response_object(model, body, reply, response_id=response_id, message_id=message_id)
+    yield event("response.completed", response=done)
+
+
+def parse_responses_request(raw: bytes) -> dict[str, Any]:
+    """Validate just enough of a Responses request to answer it (400 otherwise)."""
+    body = parse_json_object(raw)
+    if not isinstance(body.get("input"), str | list):
+        raise BadRequest("'input' must be a string or a list of items", param="input")
+    return body
+
+
+def check_responses_input(body: dict[str, Any]) -> None:
+    """Strict mode: the Responses API's input pairing rules, raising ``BadRequest`` with OpenAI's wording.
+
+    Each ``function_call`` needs a ``function_call_output`` with its ``call_id`` later in the input; each
+    ``function_call_output`` needs an earlier ``function_call`` with its ``call_id`` (not checked when
+    ``previous_response_id`` is set: the call may be in the stored conversation, which the stand-in does not
+    keep); a ``reasoning`` item cannot be the last item.
+    """
+    items = [i for i in responses_items(body) if isinstance(i, dict)]
+    calls: set[Any] = set()
+    for pos, item in enumerate(items):
+        kind = item.get("type")
+        call_id = item.get("call_id")
+        if kind == "function_call_output" and call_id not in calls and not body.get("previous_response_id"):
+            raise BadRequest(f"No tool call found for function call output with call_id {call_id}.", "input")
+        if kind == "function_call":
+            calls.add(call_id)
+            later = items[pos + 1 :]
+            if not any(
+                i.get("type") == "function_call_output" and i.get("call_id") == call_id for i in later
+            ):
+                raise BadRequest(f"No tool output found for function call {call_id}.", "input")
+    if items and items[-1].get("type") == "reasoning":
+        raise BadRequest(
+            f"Item '{items[-1].get('id')}' of type 'reasoning' was provided without its required following "
+            "item.",
+            "input",
+        )
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -324,35 +802,79 @@ class _Handler(BaseHTTPRequestHandler):
         self._record(raw)
         if path in CHAT_PATHS:
             self._chat(raw)
+        elif path in MESSAGES_PATHS:
+            self._messages(raw)
+        elif path in RESPONSES_PATHS:
+            self._responses(raw)
         else:
             self._not_found(path)
 
     def _not_found(self, path: str) -> None:
         self._send_json(404, error_body(f"unknown path {path}", "invalid_request_error", "not_found"))
 
-    # -- chat ----------------------------------------------------------------------------------------------
+    def _delay_or_fail(self, model: str, fail_body: dict[str, Any]) -> bool:
+        """Apply the ``slow`` and ``fail`` modes; True when the request was answered with the failure."""
+        if "slow" in model:
+            time.sleep(self.server.slow_seconds)
+        if "fail" in model:
+            self._send_json(500, fail_body)
+            return True
+        return False
+
+    # -- surfaces ------------------------------------------------------------------------------------------
 
     def _chat(self, raw: bytes) -> None:
         try:
             req = parse_chat_request(raw)
+            if is_strict(req.get("model", "")):
+                check_chat_messages(req["messages"])
         except BadRequest as exc:
-            self._send_json(400, error_body(str(exc), "invalid_request_error", "bad_request"))
+            self._send_json(400, error_body(str(exc), "invalid_request_error", None, exc.param))
             return
         model = req.get("model", "")
-        if "slow" in model:
-            time.sleep(self.server.slow_seconds)
-        if "fail" in model:
-            self._send_json(
-                500,
-                error_body("stand-in failure (model name contains 'fail')", "server_error", "standin_fail"),
-            )
+        if self._delay_or_fail(model, error_body(FAIL_MESSAGE, "server_error", "standin_fail")):
             return
         reply = reply_text(model, req["messages"])
         if req.get("stream") is True:
             include_usage = bool((req.get("stream_options") or {}).get("include_usage"))
-            self._send_sse(stream_chunks(model, req["messages"], reply, include_usage))
+            chunks = stream_chunks(model, req["messages"], reply, include_usage)
+            self._send_sse(((None, c) for c in chunks), done_marker=True)
         else:
             self._send_json(200, completion_body(model, req["messages"], reply))
+
+    def _messages(self, raw: bytes) -> None:
+        try:
+            req = parse_messages_request(raw)
+            if is_strict(req.get("model", "")):
+                check_anthropic_messages(req)
+        except BadRequest as exc:
+            self._send_json(400, anthropic_error_body(str(exc)))
+            return
+        model = req.get("model", "")
+        if self._delay_or_fail(model, anthropic_error_body(FAIL_MESSAGE, "api_error")):
+            return
+        reply = anthropic_reply_text(model, req)
+        if req.get("stream") is True:
+            self._send_sse(anthropic_stream_events(model, req, reply))
+        else:
+            self._send_json(200, anthropic_message_body(model, req, reply))
+
+    def _responses(self, raw: bytes) -> None:
+        try:
+            req = parse_responses_request(raw)
+            if is_strict(req.get("model", "")):
+                check_responses_input(req)
+        except BadRequest as exc:
+            self._send_json(400, error_body(str(exc), "invalid_request_error", None, exc.param))
+            return
+        model = req.get("model", "")
+        if self._delay_or_fail(model, error_body(FAIL_MESSAGE, "server_error", "standin_fail")):
+            return
+        reply = responses_reply_text(model, req)
+        if req.get("stream") is True:
+            self._send_sse(responses_stream_events(model, req, reply))
+        else:
+            self._send_json(200, response_object(model, req, reply))
 
     # -- I/O -----------------------------------------------------------------------------------------------
 
@@ -401,16 +923,19 @@ class _Handler(BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(data)
 
-    def _send_sse(self, chunks: Iterator[dict[str, Any]]) -> None:
+    def _send_sse(self, events: Iterable[SSEEvent], done_marker: bool = False) -> None:
+        """Server-sent events: ``event:`` lines when the event has a name, ``data: [DONE]`` if asked."""
         self.send_response(200)
         self.send_header("Content-Type", "text/event-stream")
         self.send_header("Cache-Control", "no-cache")
         self.end_headers()
-        for chunk in chunks:
-            self.wfile.write(b"data: " + json_bytes(chunk) + b"\n\n")
+        for name, payload in events:
+            prefix = f"event: {name}\n".encode() if name else b""
+            self.wfile.write(prefix + b"data: " + json_bytes(payload) + b"\n\n")
             self.wfile.flush()
-        self.wfile.write(b"data: [DONE]\n\n")
-        self.wfile.flush()
+        if done_marker:
+            self.wfile.write(b"data: [DONE]\n\n")
+            self.wfile.flush()
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -485,8 +1010,13 @@ class StandinUpstream:
 
     @property
     def url(self) -> str:
-        """OpenAI-style base URL, what goes into a litellm deployment's ``api_base``."""
-        return f"http://{self.host}:{self.port}/v1"
+        """OpenAI-style base URL, what goes into an ``openai/`` litellm deployment's ``api_base``."""
+        return f"{self.root_url}/v1"
+
+    @property
+    def root_url(self) -> str:
+        """``http://host:port``, what goes into an ``anthropic/`` deployment's ``api_base``."""
+        return f"http://{self.host}:{self.port}"
 
     @property
     def requests(self) -> list[dict[str, Any]]:
@@ -496,7 +1026,20 @@ class StandinUpstream:
     @property
     def chat_requests(self) -> list[dict[str, Any]]:
         """Only the recorded chat-completion calls, the ones most tests care about."""
-        return [r for r in self.requests if r["path"].split("?", 1)[0].rstrip("/") in CHAT_PATHS]
+        return self._requests_to(CHAT_PATHS)
+
+    @property
+    def messages_requests(self) -> list[dict[str, Any]]:
+        """Only the recorded Anthropic Messages calls."""
+        return self._requests_to(MESSAGES_PATHS)
+
+    @property
+    def responses_requests(self) -> list[dict[str, Any]]:
+        """Only the recorded OpenAI Responses calls."""
+        return self._requests_to(RESPONSES_PATHS)
+
+    def _requests_to(self, paths: frozenset[str]) -> list[dict[str, Any]]:
+        return [r for r in self.requests if r["path"].split("?", 1)[0].rstrip("/") in paths]
 
     def reset(self) -> None:
         """Forget recorded requests (between tests)."""

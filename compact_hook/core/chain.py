@@ -118,7 +118,7 @@ class Entry:
                 "summary": self.summary,
                 "cleared_before": self.cleared_before,
                 "summarizer": self.summarizer.value,
-                "summary_at": self.summary_position,
+                "summary_at": self.summary_at,
             }
         )
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from compact_hook.core.items import Item, Part, PartKind, summary_text
+from compact_hook.core.items import Item, Part, PartKind, Role, summary_text
 from compact_hook.core.pairing import pair
 
 
@@ -22,6 +22,11 @@ def transcript_entries(items: Sequence[Item]) -> list[str]:
     for index, item in enumerate(items):
         if item.is_summary:
             entries.append(f"### previous summary\n{summary_text(item)}")
+            continue
+        if item.role is Role.TOOL and len(item.parts) == 1:  # one result: labelled by its tool alone
+            result = item.parts[0]
+            label = "tool result, error" if result.error else "tool result"
+            entries.append(f"### {label} ({tool_of.get((index, 0), 'tool')})\n{result.text}")
             continue
         lines = [f"### {item.role.value}"]
         for position, part in enumerate(item.parts):

@@ -69,10 +69,32 @@ def litellm_executable() -> Path:
 def standin_deployment(
     model_name: str, upstream_url: str, model: str = "standin", **model_info: Any
 ) -> dict[str, Any]:
-    """A ``model_list`` entry routing ``model_name`` to the stand-in; ``model`` picks its behaviour."""
+    """A ``model_list`` entry routing ``model_name`` to the stand-in; ``model`` picks its behaviour.
+
+    An ``openai/`` deployment with ``api_base`` ``upstream_url`` (``StandinUpstream.url``, ending in ``/v1``):
+    chat completions go to ``{api_base}/chat/completions``, Responses calls to ``{api_base}/responses``.
+    """
     entry: dict[str, Any] = {
         "model_name": model_name,
         "litellm_params": {"model": f"openai/{model}", "api_base": upstream_url, "api_key": "none"},
+    }
+    if model_info:
+        entry["model_info"] = model_info
+    return entry
+
+
+def anthropic_deployment(
+    model_name: str, upstream_root_url: str, model: str = "standin", **model_info: Any
+) -> dict[str, Any]:
+    """A ``model_list`` entry routing ``model_name`` to the stand-in's Anthropic Messages endpoint.
+
+    ``upstream_root_url`` is ``http://host:port`` (``StandinUpstream.root_url``): litellm appends
+    ``/v1/messages`` itself, so a trailing ``/v1`` is dropped rather than doubled.
+    """
+    api_base = upstream_root_url.rstrip("/").removesuffix("/v1")
+    entry: dict[str, Any] = {
+        "model_name": model_name,
+        "litellm_params": {"model": f"anthropic/{model}", "api_base": api_base, "api_key": "none"},
     }
     if model_info:
         entry["model_info"] = model_info

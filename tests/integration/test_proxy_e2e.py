@@ -17,10 +17,10 @@ import openai
 import pytest
 
 from compact_hook import count_tokens
-from compact_hook.messages import SUMMARY_PREFIX
-from compact_hook.transcript import transcript_entries
+from compact_hook.core.items import SUMMARY_PREFIX
+from compact_hook.core.transcript import transcript_entries
 from tests.integration.harness import SUMMARY_MARKER, ProxyProcess, proxy_start_failure, standin_deployment
-from tests.support import load_transcript, pairing_problems
+from tests.support import items_of, load_transcript, pairing_problems
 
 WINDOW = 20_000
 THRESHOLD = int(0.92 * WINDOW)
@@ -142,7 +142,7 @@ def test_a_long_conversation_arrives_compacted(
     # The summary model was sent the whole middle, in order (in chunks: it is larger than its window).
     chunks = [transcript_of(body) for body in summary_requests(standin)]
     assert len(chunks) > 1
-    assert "".join(chunks).replace("\n", "") == "".join(transcript_entries(archived)).replace("\n", "")
+    assert "".join(chunks).replace("\n", "") == "".join(transcript_entries(items_of(archived))).replace("\n", "")
     assert at == 1
 
 

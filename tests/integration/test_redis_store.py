@@ -7,8 +7,8 @@ from collections.abc import AsyncIterator, Iterator
 import pytest
 import redis.asyncio
 
-from compact_hook.chain import Entry
-from compact_hook.store import INDEX_LIMIT, MemoryStore, RedisStore, TieredStore
+from compact_hook.core.chain import Entry
+from compact_hook.state.store import INDEX_LIMIT, MemoryStore, RedisStore, TieredStore
 from tests.integration.redis_server import RedisServer
 
 

@@ -16,7 +16,7 @@ import openai
 import pytest
 
 from compact_hook import count_tokens
-from compact_hook.messages import SUMMARY_PREFIX
+from compact_hook.core.items import SUMMARY_PREFIX
 from tests.integration.harness import SUMMARY_MARKER, ProxyProcess, standin_deployment
 from tests.integration.redis_server import RedisServer
 from tests.support import is_prefix, load_transcript, pairing_problems, replay_points

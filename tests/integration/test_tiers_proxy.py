@@ -10,8 +10,8 @@ import openai
 import pytest
 
 from compact_hook import count_tokens
-from compact_hook.digest import HEADER as DIGEST_HEADER
-from compact_hook.messages import SUMMARY_PREFIX
+from compact_hook.core.digest import HEADER as DIGEST_HEADER
+from compact_hook.core.items import SUMMARY_PREFIX
 from tests.integration.harness import SUMMARY_MARKER, ProxyProcess, standin_deployment
 from tests.support import is_prefix, load_transcript, pairing_problems, replay_points
 

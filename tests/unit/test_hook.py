@@ -10,12 +10,12 @@ import litellm
 import pytest
 import respx
 
-from compact_hook import hook as hook_module
 from compact_hook.config import CompactConfig
-from compact_hook.hook import CompactHook, response_headers, session_id_of
-from compact_hook.messages import is_summary_message
-from compact_hook.models import validate_model_list
-from tests.support import load_transcript, pairing_problems
+from compact_hook.proxy import hook as hook_module
+from compact_hook.proxy.hook import CompactHook, session_id_of
+from compact_hook.proxy.models import validate_model_list
+from compact_hook.proxy.report import response_headers
+from tests.support import ANTHROPIC, RESPONSES, is_summary, load_transcript, pairing_problems
 
 UPSTREAM = "http://upstream.test/v1"
 SUMMARY = "## Goal and user constraints\nkeep going\n## Current state\nhalfway"
@@ -72,6 +72,16 @@ def router(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> SpyRouter:
             deployment("agent", compact),
             deployment("plain"),
             deployment("tiers", {"context_window": 200_000, "archive_dir": str(tmp_path / "archive")}),
+            deployment(
+                "tiers-20k",
+                {
+                    "context_window": 20_000,
+                    "archive_dir": str(tmp_path / "archive"),
+                    "clear_tool_results": False,
+                    "tool_output_policy": "none",
+                    "retry_backoff_seconds": 0,
+                },
+            ),
             deployment("off", {"enabled": False}),
         ]
     )
@@ -113,8 +123,8 @@ async def test_a_long_request_is_compacted_through_the_router(
     original = load_transcript("claude_code_fa812bfe_pre_compact.json")
     data = await run(request())
     messages = data["messages"]
-    assert [m for m in messages if is_summary_message(m)] and SUMMARY in next(
-        m["content"] for m in messages if is_summary_message(m)
+    assert [m for m in messages if is_summary(m)] and SUMMARY in next(
+        m["content"] for m in messages if is_summary(m)
     )
     assert pairing_problems(messages) == []
     assert messages[-1] == original[-1]
@@ -144,6 +154,7 @@ async def test_a_failing_summary_model_forwards_the_request_unchanged(router: Sp
     assert data["metadata"]["compact_hook"]["compacted"] is False
     assert data["metadata"]["compact_hook"]["reason"] == "summary_failed"
     assert len(router.calls) == 1 + CompactConfig().max_retries
+    assert data["metadata"]["compact_hook"]["summary_calls"] == len(router.calls)  # failed attempts count
 
 
 async def test_an_internal_error_forwards_the_request_untouched(
@@ -170,7 +181,7 @@ async def test_models_without_compaction_are_untouched(router: SpyRouter, model:
     assert router.calls == []
 
 
-@pytest.mark.parametrize("call_type", ["atext_completion", "aembedding", "anthropic_messages", "aresponses"])
+@pytest.mark.parametrize("call_type", ["atext_completion", "aembedding", "aimage_generation"])
 async def test_other_call_types_pass_through(router: SpyRouter, call_type: str) -> None:
     data = request()
     before = json.dumps(data, sort_keys=True)
@@ -288,3 +299,174 @@ async def test_an_oversized_tool_output_is_truncated_even_far_below_the_threshol
     assert headers is not None
     assert headers["x-compact-compacted"] == "false" and headers["x-compact-truncated"] == "1"
     assert router.calls == []
+
+
+def anthropic_request(model: str = "agent", **extra: Any) -> dict[str, Any]:
+    transcript = load_transcript("claude_code_fa812bfe_pre_compact.json", "anthropic")
+    data: dict[str, Any] = {
+        "model": model,
+        "messages": transcript["messages"],
+        "system": [
+            {"type": "text", "text": "You are a coding agent.", "cache_control": {"type": "ephemeral"}}
+        ],
+        "tools": [{"name": "Bash", "description": "Run a command", "input_schema": {"type": "object"}}],
+        "max_tokens": 1024,
+        "metadata": {"user_id": "user-1"},
+        "litellm_metadata": {"user_api_key": "hashed-key", "user_api_key_team_id": "team-1"},
+        "litellm_call_id": "call-456",
+    }
+    data.update(extra)
+    return data
+
+
+def responses_request(model: str = "agent", **extra: Any) -> dict[str, Any]:
+    data: dict[str, Any] = {
+        "model": model,
+        "input": chat_to_responses(load_transcript("claude_code_fa812bfe_pre_compact.json")),
+        "instructions": "You are a coding agent.",
+        "litellm_metadata": {"user_api_key": "hashed-key"},
+        "litellm_call_id": "call-789",
+    }
+    data.update(extra)
+    return data
+
+
+def chat_to_responses(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    items: list[dict[str, Any]] = []
+    for message in messages:
+        if message["role"] == "tool":
+            output = (
+                message["content"] if isinstance(message["content"], str) else json.dumps(message["content"])
+            )
+            items.append(
+                {"type": "function_call_output", "call_id": message["tool_call_id"], "output": output}
+            )
+        elif message["role"] == "assistant":
+            if isinstance(message.get("content"), str) and message["content"]:
+                text = [{"type": "output_text", "text": message["content"]}]
+                items.append({"type": "message", "role": "assistant", "content": text})
+            for call in message.get("tool_calls") or []:
+                function = call["function"]
+                items.append(
+                    {
+                        "type": "function_call",
+                        "call_id": call["id"],
+                        "name": function["name"],
+                        "arguments": function["arguments"],
+                    }
+                )
+        else:
+            items.append({"role": message["role"], "content": message["content"]})
+    return items
+
+
+async def test_an_anthropic_messages_request_is_compacted_and_reported_in_litellm_metadata(
+    router: SpyRouter, upstream: respx.Route
+) -> None:
+    data = anthropic_request()
+    original = list(data["messages"])
+    system, tools, provider_metadata = data["system"], data["tools"], data["metadata"]
+    await run(data, "anthropic_messages")
+    messages = data["messages"]
+    assert [m for m in messages if is_summary(m, ANTHROPIC)]
+    assert pairing_problems(messages, ANTHROPIC) == []
+    assert messages[0]["role"] == "user" and messages[-1] is original[-1]
+    assert data["system"] is system and data["tools"] is tools
+    assert data["metadata"] is provider_metadata and provider_metadata == {"user_id": "user-1"}
+    report = data["litellm_metadata"]["compact_hook"]
+    assert report["compacted"] is True and report["format"] == "anthropic"
+    assert report["tokens_after"] < report["tokens_before"]
+    assert router.calls[0]["metadata"]["user_api_key"] == "hashed-key"  # spend lands on the caller's key
+    headers = await CompactHook(CompactConfig()).async_post_call_response_headers_hook(data, None, None)
+    assert headers is not None and headers["x-compact-compacted"] == "true"
+
+
+async def test_a_responses_request_is_compacted(router: SpyRouter, upstream: respx.Route) -> None:
+    data = responses_request()
+    original = list(data["input"])
+    await run(data, "aresponses")
+    items = data["input"]
+    assert [i for i in items if is_summary(i, RESPONSES)]
+    assert pairing_problems(items, RESPONSES) == []
+    assert items[-1] is original[-1] and data["instructions"] == "You are a coding agent."
+    assert data["litellm_metadata"]["compact_hook"]["format"] == "responses"
+
+
+@pytest.mark.parametrize(
+    ("call_type", "make"),
+    [
+        ("aresponses", lambda: responses_request(previous_response_id="resp_123")),
+        ("aresponses", lambda: responses_request(conversation="conv_123")),
+        ("anthropic_messages", lambda: anthropic_request(context_management={"edits": [{"type": "x"}]})),
+    ],
+)
+async def test_requests_that_manage_their_own_context_pass_through_untouched(
+    router: SpyRouter, call_type: str, make: Any
+) -> None:
+    data = make()
+    before = json.dumps({k: v for k, v in data.items() if k != "litellm_metadata"}, sort_keys=True)
+    await run(data, call_type)
+    assert json.dumps({k: v for k, v in data.items() if k != "litellm_metadata"}, sort_keys=True) == before
+    assert data["litellm_metadata"]["compact_hook"]["reason"] == "client_managed"
+    assert router.calls == []
+
+
+async def test_an_anthropic_compaction_block_means_the_client_manages_its_context(router: SpyRouter) -> None:
+    data = anthropic_request()
+    data["messages"] = [
+        {"role": "user", "content": "hi"},
+        {"role": "assistant", "content": [{"type": "compaction", "content": "earlier summary"}]},
+        *data["messages"],
+    ]
+    kept = data["messages"]
+    await run(data, "anthropic_messages")
+    assert data["messages"] is kept
+    assert data["litellm_metadata"]["compact_hook"]["reason"] == "client_managed"
+
+
+async def test_tool_definitions_count_toward_the_window(router: SpyRouter, upstream: respx.Route) -> None:
+    """Messages under the threshold, messages + tools over the window: forwarded within the window."""
+    transcript = load_transcript("claude_code_fa812bfe_pre_compact.json")
+    messages = transcript[:16]  # ~11.8K tokens: under the 18.4K trigger alone; the tools add ~9.6K
+    tools = [
+        {
+            "type": "function",
+            "function": {
+                "name": f"tool_{n}",
+                "description": "A tool with a long description. " * 40,
+                "parameters": {"type": "object", "properties": {"path": {"type": "string"}}},
+            },
+        }
+        for n in range(30)
+    ]
+    hook = CompactHook(CompactConfig())
+    alone = request("tiers-20k", messages=messages)
+    await hook.async_pre_call_hook(None, None, alone, "acompletion")
+    messages_only = alone["metadata"]["compact_hook"]
+    assert messages_only["reason"] == "below_threshold"
+    data = request("tiers-20k", messages=messages, tools=tools)
+    await hook.async_pre_call_hook(None, None, data, "acompletion")
+    report = data["metadata"]["compact_hook"]
+    assert messages_only["tokens_before"] < 0.92 * 20_000 < 20_000 < report["tokens_before"]
+    assert report["tokens_after"] <= 20_000
+    assert data["tools"] is tools and pairing_problems(data["messages"]) == []
+
+
+def test_the_session_id_comes_from_each_formats_own_field() -> None:
+    entries = [{"role": "user", "content": "x"}]
+    claude_code = {"metadata": {"user_id": "user_abc_session_42"}, "litellm_metadata": {}}
+    assert session_id_of(claude_code, entries) == "user_abc_session_42"
+    assert session_id_of({"prompt_cache_key": "codex-conversation-7"}, entries) == "codex-conversation-7"
+    assert session_id_of({"litellm_metadata": {"session_id": "s"}, "prompt_cache_key": "p"}, entries) == "s"
+
+
+async def test_the_summary_window_is_the_summary_groups_own(monkeypatch: pytest.MonkeyPatch) -> None:
+    spy = SpyRouter(
+        model_list=[
+            deployment("small", {"context_window": 16_000, "summary_model": "reader"}),
+            {**deployment("reader"), "model_info": {"max_input_tokens": 200_000}},
+        ]
+    )
+    monkeypatch.setattr(hook_module, "_proxy_router", lambda: spy)
+    config = CompactHook(CompactConfig()).models.resolve(spy, "small")
+    assert config is not None and config.summary_context_window == 200_000

@@ -1,0 +1,354 @@
+"""Anthropic Messages and OpenAI Responses through a real proxy with compact_hook, as agents send them.
+
+A Claude Code session is replayed turn by turn with the official ``anthropic`` SDK (a Claude-Code-like
+``system`` with a cache breakpoint, tool definitions, and the breakpoint Claude Code moves to the newest
+message every turn); a chat transcript converted to Responses input items is replayed with the ``openai``
+SDK's ``responses.create``. Turns alternate between streaming and not. The stand-in provider validates
+every request like the real APIs do (``strict`` models: no orphaned tool call or result), records every
+body, and answers summary calls itself.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import anthropic
+import openai
+import pytest
+
+from tests.integration.harness import SUMMARY_MARKER, ProxyProcess, anthropic_deployment, standin_deployment
+from tests.support import (
+    ANTHROPIC,
+    RESPONSES,
+    anthropic_replay_points,
+    chat_to_responses,
+    is_prefix,
+    is_summary,
+    load_transcript,
+    pairing_problems,
+    responses_replay_points,
+    tokens_of,
+    with_moving_marker,
+    without_markers,
+)
+
+WINDOW = 20_000
+MAX_TOKENS = 1024
+CLAUDE_MESSAGES = load_transcript("claude_code_fa812bfe_pre_compact.json", "anthropic")["messages"]
+CLAUDE_POINTS = anthropic_replay_points(CLAUDE_MESSAGES)
+RESPONSES_ITEMS = chat_to_responses(load_transcript("claude_code_fa812bfe_pre_compact.json"))
+RESPONSES_POINTS = responses_replay_points(RESPONSES_ITEMS)
+
+SYSTEM: Any = [
+    {"type": "text", "text": "You are Claude Code, Anthropic's official CLI for Claude."},
+    {
+        "type": "text",
+        "text": "You are an interactive CLI tool that helps users with software engineering tasks. "
+        "Use the tools available to you to read, search and edit files and to run commands. " * 8,
+        "cache_control": {"type": "ephemeral"},
+    },
+]
+
+
+def _tool(name: str, description: str, **properties: str) -> dict[str, Any]:
+    return {
+        "name": name,
+        "description": description,
+        "input_schema": {
+            "type": "object",
+            "properties": {key: {"type": "string", "description": text} for key, text in properties.items()},
+            "required": list(properties),
+        },
+    }
+
+
+TOOLS: Any = [
+    _tool(
+        "Bash", "Executes a bash command in a persistent shell session. " * 6, command="The command to run"
+    ),
+    _tool("Read", "Reads a file from the local filesystem. " * 6, file_path="The absolute path to the file"),
+    _tool(
+        "Edit",
+        "Performs exact string replacements in files. " * 6,
+        file_path="The file to modify",
+        old_string="The text to replace",
+        new_string="The replacement text",
+    ),
+    _tool("Grep", "A powerful search tool built on ripgrep. " * 6, pattern="The regular expression"),
+    _tool("Glob", "Fast file pattern matching tool. " * 6, pattern="The glob pattern"),
+]
+RESPONSES_TOOLS: Any = [
+    {"type": "function", "name": t["name"], "description": t["description"], "parameters": t["input_schema"]}
+    for t in TOOLS
+]
+INSTRUCTIONS = "You are a coding agent working in the user's repository. " * 10
+TIERS_OFF = {"tool_output_policy": "none", "clear_tool_results": False}
+
+
+def settings(archive: Path, summary_model: str, **extra: Any) -> dict[str, Any]:
+    compact = {
+        "context_window": WINDOW,
+        "archive_dir": str(archive),
+        "retry_backoff_seconds": 0,
+        "summary_model": summary_model,
+        "summary_context_window": 400_000,  # one call per compaction event: the middle fits one request
+        "summary_max_tokens": 1000,
+    }
+    return {"compact": {**compact, **extra}}
+
+
+@pytest.fixture(scope="module")
+def proxy(standin: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ProxyProcess]:
+    archive = tmp_path_factory.mktemp("archive")
+    root = standin.root_url
+    config = {
+        "model_list": [
+            anthropic_deployment(
+                "claude-agent",
+                root,
+                "standin-strict-claude-agent",
+                **settings(archive, "claude-summarizer", **TIERS_OFF),
+            ),
+            anthropic_deployment(
+                "claude-tiers", root, "standin-strict-claude-tiers", **settings(archive, "claude-summarizer")
+            ),
+            anthropic_deployment("claude-summarizer", root, "standin-claude-summarizer"),
+            standin_deployment(
+                "codex-agent",
+                standin.url,
+                "standin-strict-codex-agent",
+                **settings(archive, "gpt-summarizer", **TIERS_OFF),
+            ),
+            standin_deployment("gpt-summarizer", standin.url, "standin-gpt-summarizer"),
+        ],
+        "router_settings": {"num_retries": 0},
+        "litellm_settings": {"callbacks": "compact_hook.proxy_handler_instance"},
+    }
+    with ProxyProcess(config) as process:
+        yield process
+
+
+@dataclass
+class Turn:
+    sent: list[Any]
+    forwarded: dict[str, Any]
+    headers: dict[str, str]
+    summary_calls: int
+    reply: str
+
+
+@dataclass
+class Replay:
+    turns: list[Turn] = field(default_factory=list)
+
+    @property
+    def summary_calls(self) -> int:
+        return sum(turn.summary_calls for turn in self.turns)
+
+    def summaries(self, wire: Any, key: str) -> list[str | None]:
+        """The summary each forwarded request carries (None: none), turn by turn."""
+        found = []
+        for turn in self.turns:
+            texts = [json.dumps(e) for e in turn.forwarded[key] if is_summary(e, wire)]
+            assert len(texts) <= 1, "summaries are never stacked"
+            found.append(texts[0] if texts else None)
+        return found
+
+    def events(self, wire: Any, key: str) -> int:
+        """Compaction events: turns whose forwarded summary differs from the previous turn's."""
+        summaries = self.summaries(wire, key)
+        return sum(1 for before, now in zip([None, *summaries], summaries, strict=False) if now != before)
+
+
+def is_summary_call(body: dict[str, Any]) -> bool:
+    return SUMMARY_MARKER in json.dumps(body.get("system", "")) + json.dumps(body.get("messages", ""))
+
+
+def send_anthropic(standin: Any, proxy: ProxyProcess, model: str, sent: list[Any], stream: bool) -> Turn:
+    client = anthropic.Anthropic(base_url=proxy.url, api_key=proxy.master_key, max_retries=0, timeout=120)
+    before = len(standin.messages_requests)
+    raw = client.messages.with_raw_response.create(
+        model=model, max_tokens=MAX_TOKENS, system=SYSTEM, tools=TOOLS, messages=sent, stream=stream
+    )
+    if stream:
+        reply = "".join(e.delta.text for e in raw.parse() if e.type == "content_block_delta")  # type: ignore[union-attr]
+    else:
+        reply = raw.parse().content[0].text  # type: ignore[union-attr]
+    new = [r["body"] for r in standin.messages_requests[before:]]
+    [forwarded] = [body for body in new if not is_summary_call(body)]
+    calls = sum(1 for body in new if is_summary_call(body))
+    return Turn(sent, forwarded, dict(raw.headers), calls, reply)
+
+
+def send_responses(standin: Any, proxy: ProxyProcess, sent: list[Any], stream: bool) -> Turn:
+    client = openai.OpenAI(base_url=proxy.base_url, api_key=proxy.master_key, max_retries=0, timeout=120)
+    before_main, before_summary = len(standin.responses_requests), len(standin.chat_requests)
+    raw = client.responses.with_raw_response.create(
+        model="codex-agent", input=sent, instructions=INSTRUCTIONS, tools=RESPONSES_TOOLS, stream=stream
+    )
+    if stream:
+        reply = "".join(e.delta for e in raw.parse() if e.type == "response.output_text.delta")  # type: ignore[union-attr]
+    else:
+        reply = raw.parse().output_text  # type: ignore[union-attr]
+    [forwarded] = [r["body"] for r in standin.responses_requests[before_main:]]
+    calls = sum(1 for r in standin.chat_requests[before_summary:] if is_summary_call(r["body"]))
+    return Turn(sent, forwarded, dict(raw.headers), calls, reply)
+
+
+@pytest.fixture(scope="module")
+def claude_replay(standin: Any, proxy: ProxyProcess) -> Replay:
+    standin.reset()
+    replay = Replay()
+    for number, end in enumerate(CLAUDE_POINTS):
+        sent = with_moving_marker(CLAUDE_MESSAGES[:end])
+        replay.turns.append(send_anthropic(standin, proxy, "claude-agent", sent, stream=number % 2 == 1))
+    return replay
+
+
+@pytest.fixture(scope="module")
+def responses_replay(standin: Any, proxy: ProxyProcess) -> Replay:
+    standin.reset()
+    replay = Replay()
+    for number, end in enumerate(RESPONSES_POINTS):
+        replay.turns.append(send_responses(standin, proxy, RESPONSES_ITEMS[:end], stream=number % 2 == 1))
+    return replay
+
+
+def canonical(entry: Any) -> str:
+    return json.dumps(entry, sort_keys=True, ensure_ascii=False)
+
+
+# -- Anthropic Messages ----------------------------------------------------------------------------------
+
+
+def test_a_claude_code_session_compacts_with_one_summary_call_per_compaction_event(
+    claude_replay: Replay,
+) -> None:
+    events = claude_replay.events(ANTHROPIC, "messages")
+    assert events >= 4
+    assert claude_replay.summary_calls == events
+    assert sum(int(t.headers["x-compact-summary-calls"]) for t in claude_replay.turns) == events
+    assert all(t.reply.startswith("stand-in reply") for t in claude_replay.turns)  # streaming and not
+
+
+def test_every_forwarded_claude_request_is_valid_fits_and_keeps_system_and_tools(
+    claude_replay: Replay,
+) -> None:
+    for turn in claude_replay.turns:
+        body = turn.forwarded
+        assert pairing_problems(body["messages"], ANTHROPIC) == []
+        assert body["messages"][0]["role"] == "user"
+        assert body["system"] == SYSTEM and body["tools"] == TOOLS
+        tokens = tokens_of(body, ANTHROPIC, "claude")
+        assert tokens <= WINDOW - MAX_TOKENS
+        assert int(turn.headers["x-compact-tokens-after"]) == tokens  # the report counts what was forwarded
+        assert turn.headers["x-compact-compacted"] in ("true", "false")
+
+
+def test_with_the_tiers_off_every_forwarded_message_but_the_summary_is_the_clients_own(
+    claude_replay: Replay,
+) -> None:
+    for turn in claude_replay.turns:
+        sent = {canonical(message) for message in turn.sent}
+        for message in turn.forwarded["messages"]:
+            assert is_summary(message, ANTHROPIC) or canonical(message) in sent
+        assert turn.forwarded["messages"][-1] == turn.sent[-1]  # with its moved cache breakpoint
+
+
+def test_the_forwarded_claude_prefix_is_stable_between_compaction_events(claude_replay: Replay) -> None:
+    summaries = claude_replay.summaries(ANTHROPIC, "messages")
+    turns = claude_replay.turns
+    stable = 0
+    for k in range(1, len(turns)):
+        if summaries[k] == summaries[k - 1]:
+            earlier = without_markers(turns[k - 1].forwarded["messages"])
+            assert is_prefix(earlier, without_markers(turns[k].forwarded["messages"]))
+            stable += 1
+    assert stable > len(turns) // 2
+
+
+def test_a_claude_session_with_the_cheap_tiers_stays_valid_and_within_the_window(
+    standin: Any, proxy: ProxyProcess
+) -> None:
+    standin.reset()
+    replay = Replay()
+    for number, end in enumerate(CLAUDE_POINTS[::3]):
+        sent = with_moving_marker(CLAUDE_MESSAGES[:end])
+        replay.turns.append(send_anthropic(standin, proxy, "claude-tiers", sent, stream=number % 2 == 0))
+    truncated = cleared = 0
+    for turn in replay.turns:
+        assert pairing_problems(turn.forwarded["messages"], ANTHROPIC) == []
+        assert tokens_of(turn.forwarded, ANTHROPIC, "claude") <= WINDOW - MAX_TOKENS
+        truncated += int(turn.headers["x-compact-truncated"])
+        cleared += int(turn.headers["x-compact-cleared"])
+    assert truncated > 0 and cleared > 0  # the tiers reach tool_result blocks inside user messages
+    assert replay.summary_calls == replay.events(ANTHROPIC, "messages")
+
+
+# -- OpenAI Responses ------------------------------------------------------------------------------------
+
+
+def test_a_responses_session_compacts_with_one_summary_call_per_compaction_event(
+    responses_replay: Replay,
+) -> None:
+    events = responses_replay.events(RESPONSES, "input")
+    assert events >= 4
+    assert responses_replay.summary_calls == events
+    assert all(t.reply.startswith("stand-in reply") for t in responses_replay.turns)
+
+
+def test_every_forwarded_responses_request_is_valid_fits_and_keeps_the_clients_items(
+    responses_replay: Replay,
+) -> None:
+    summaries = responses_replay.summaries(RESPONSES, "input")
+    for k, turn in enumerate(responses_replay.turns):
+        body = turn.forwarded
+        assert pairing_problems(body["input"], RESPONSES) == []
+        assert body["instructions"] == INSTRUCTIONS and body["tools"] == RESPONSES_TOOLS
+        tokens = tokens_of(body, RESPONSES, "o200k_base")
+        assert tokens <= WINDOW and int(turn.headers["x-compact-tokens-after"]) == tokens
+        sent = {canonical(item) for item in turn.sent}
+        assert all(is_summary(item, RESPONSES) or canonical(item) in sent for item in body["input"])
+        if k and summaries[k] == summaries[k - 1]:
+            assert is_prefix(responses_replay.turns[k - 1].forwarded["input"], body["input"])
+
+
+def test_a_responses_request_with_previous_response_id_is_forwarded_as_sent(
+    standin: Any, proxy: ProxyProcess
+) -> None:
+    client = openai.OpenAI(base_url=proxy.base_url, api_key=proxy.master_key, max_retries=0, timeout=120)
+    sent = RESPONSES_ITEMS[: RESPONSES_POINTS[-1]]
+    raw = client.responses.with_raw_response.create(
+        model="codex-agent",
+        input=sent,
+        previous_response_id="resp_standin_earlier",
+        instructions=INSTRUCTIONS,
+    )
+    assert raw.headers["x-compact-reason"] == "client_managed"
+    [forwarded] = standin.responses_requests
+    assert (
+        forwarded["body"]["input"] == sent
+        and forwarded["body"]["previous_response_id"] == "resp_standin_earlier"
+    )
+
+
+def test_anthropic_messages_to_an_openai_deployment_are_compacted_before_litellm_translates_them(
+    standin: Any, proxy: ProxyProcess
+) -> None:
+    """What `make run` does for the Anthropic SDK: /v1/messages to an ``openai/`` deployment."""
+    client = anthropic.Anthropic(base_url=proxy.url, api_key=proxy.master_key, max_retries=0, timeout=120)
+    sent = [m for m in CLAUDE_MESSAGES if not any(b.get("type") == "thinking" for b in _blocks(m))]
+    sent = sent[: anthropic_replay_points(sent)[-1]]
+    raw = client.messages.with_raw_response.create(model="codex-agent", max_tokens=MAX_TOKENS, messages=sent)
+    assert raw.http_response.status_code == 200 and raw.headers["x-compact-compacted"] == "true"
+    [forwarded] = standin.responses_requests  # LiteLLM sent it on as Responses input (valid: strict model)
+    assert [item for item in forwarded["body"]["input"] if "compact_hook summary" in json.dumps(item)]
+
+
+def _blocks(message: dict[str, Any]) -> list[dict[str, Any]]:
+    content = message["content"]
+    return content if isinstance(content, list) else []
