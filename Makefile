@@ -23,17 +23,17 @@ system-deps:
 run: install
 	tools/run_proxy.sh $(VENV)
 
-test: install system-deps
-	$(PY) -m ruff check compact_hook tests bench tools scripts
-	$(PY) -m mypy
+test: install system-deps lint typecheck
 	$(PY) -m pytest
 
 unit: install
 	$(PY) -m pytest -m "not integration"
 
+LINTED := compact_hook tests bench tools scripts
+
 lint: install
-	$(PY) -m ruff check compact_hook tests bench tools scripts
-	$(PY) -m ruff format --check compact_hook tests bench tools scripts
+	$(PY) -m ruff check $(LINTED)
+	$(PY) -m ruff format --check $(LINTED)
 
 typecheck: install
 	$(PY) -m mypy

@@ -1,6 +1,10 @@
-"""Send a real 126K-token agent conversation to the `make run` proxy and show what compact_hook did.
+"""Send a real 288-message Claude Code session to the `make run` proxy and show what compact_hook did.
 
-.venv/bin/python tools/demo.py [--model demo] [--base-url http://127.0.0.1:4000/v1]
+    .venv/bin/python tools/demo.py [--api chat|anthropic|responses] [--model M] [--stream]
+
+``chat`` uses the openai SDK's chat.completions (model ``demo``), ``anthropic`` the anthropic SDK's
+messages.create (model ``demo-claude``: the session as Claude Code sent it), ``responses`` the openai
+SDK's responses.create (model ``demo``: the session as Responses input items).
 """
 
 from __future__ import annotations
@@ -8,36 +12,97 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import sys
 from pathlib import Path
+from typing import Any
 
+import anthropic
 import openai
 
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from tests.support import chat_to_responses  # noqa: E402
+
 DEMO_KEY = "sk-compact-hook-local-demo-key-5f1c2a"  # tools/run_proxy.sh's default
-TRANSCRIPT = Path(__file__).parents[1] / "tests/data/transcripts/openai/claude_code_fa812bfe_pre_compact.json"
+TRANSCRIPTS = ROOT / "tests/data/transcripts"
+CHAT_TRANSCRIPT = TRANSCRIPTS / "openai/claude_code_fa812bfe_pre_compact.json"
+ANTHROPIC_TRANSCRIPT = TRANSCRIPTS / "anthropic/claude_code_fa812bfe_pre_compact.json"
+DEFAULT_MODELS = {"chat": "demo", "anthropic": "demo-claude", "responses": "demo"}
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--model", default="demo")
-    parser.add_argument("--base-url", default="http://127.0.0.1:4000/v1")
+    parser.add_argument("--api", choices=sorted(DEFAULT_MODELS), default="chat")
+    parser.add_argument("--model")
+    parser.add_argument("--stream", action="store_true")
+    parser.add_argument("--proxy", default="http://127.0.0.1:4000")
     parser.add_argument("--api-key", default=os.environ.get("LITELLM_MASTER_KEY", DEMO_KEY))
     parser.add_argument("--session", default="demo-session")
     args = parser.parse_args()
-    messages = json.loads(TRANSCRIPT.read_text(encoding="utf-8"))
-    client = openai.OpenAI(base_url=args.base_url, api_key=args.api_key)
-    raw = client.chat.completions.with_raw_response.create(
-        model=args.model,
-        messages=messages,
-        user=args.session,
-    )
-    print(f"sent {len(messages)} messages")
-    for name, value in sorted(raw.headers.items()):
+    model = args.model or DEFAULT_MODELS[args.api]
+    send = {"chat": send_chat, "anthropic": send_anthropic, "responses": send_responses}[args.api]
+    headers, reply = send(args, model)
+    for name, value in sorted(headers.items()):
         if name.startswith("x-compact-"):
             print(f"{name}: {value}")
-    print("reply:", raw.parse().choices[0].message.content)
+    print("reply:", reply)
     print(f"archive: ./compact_archive/{args.session}/")
+
+
+def send_chat(args: argparse.Namespace, model: str) -> tuple[dict[str, str], str]:
+    messages = json.loads(CHAT_TRANSCRIPT.read_text(encoding="utf-8"))
+    print(f"sending {len(messages)} chat messages to {model}")
+    client = openai.OpenAI(base_url=f"{args.proxy}/v1", api_key=args.api_key)
+    raw = client.chat.completions.with_raw_response.create(
+        model=model, messages=messages, user=args.session, stream=args.stream
+    )
+    if args.stream:
+        reply = "".join(chunk.choices[0].delta.content or "" for chunk in raw.parse() if chunk.choices)
+    else:
+        reply = raw.parse().choices[0].message.content or ""
+    return dict(raw.headers), reply
+
+
+def send_anthropic(args: argparse.Namespace, model: str) -> tuple[dict[str, str], str]:
+    messages = json.loads(ANTHROPIC_TRANSCRIPT.read_text(encoding="utf-8"))["messages"]
+    print(f"sending {len(messages)} Anthropic messages to {model}")
+    client = anthropic.Anthropic(base_url=args.proxy, api_key=args.api_key)
+    raw = client.messages.with_raw_response.create(
+        model=model,
+        max_tokens=1024,
+        system="You are Claude Code.",
+        messages=messages,
+        metadata={"user_id": args.session},
+        stream=args.stream,
+    )
+    parsed: Any = raw.parse()
+    if args.stream:
+        reply = "".join(event.delta.text for event in parsed if event.type == "content_block_delta")
+    else:
+        reply = parsed.content[0].text
+    return dict(raw.headers), reply
+
+
+def send_responses(args: argparse.Namespace, model: str) -> tuple[dict[str, str], str]:
+    items = chat_to_responses(json.loads(CHAT_TRANSCRIPT.read_text(encoding="utf-8")))
+    print(f"sending {len(items)} Responses input items to {model}")
+    client = openai.OpenAI(base_url=f"{args.proxy}/v1", api_key=args.api_key)
+    raw = client.responses.with_raw_response.create(
+        model=model,
+        input=items,
+        instructions="You are a coding agent.",
+        user=args.session,
+        stream=args.stream,
+    )
+    parsed: Any = raw.parse()
+    if args.stream:
+        reply = "".join(event.delta for event in parsed if event.type == "response.output_text.delta")
+    else:
+        reply = parsed.output_text
+    return dict(raw.headers), reply
 
 
 if __name__ == "__main__":
