@@ -1,13 +1,14 @@
-"""Hook overhead on requests under the threshold: the same proxy with and without compact_hook.
+"""Hook overhead under the threshold, per wire format: the same proxy with and without compact_hook.
 
     .venv/bin/python bench/bench_hook_overhead.py [--requests 150]
 
-Starts the stand-in upstream and two real LiteLLM proxies side by side (identical configs but
-for the callback), then sends the same requests to both, interleaved, and compares client-side
-latency medians. Two workloads: a short 10-message chat, and the 105K-token Claude Code
-transcript under a 1M-token window (counted every turn, never compacted: the worst case for
-per-request cost, served warm from the count cache as in a real session). Truncation is off
-here so both proxies forward the same bytes: the figure is the hook's cost alone.
+Starts the stand-in upstream and two real LiteLLM proxies side by side (identical configs but for the
+callback), then sends the same requests to both, interleaved, and compares client-side latency medians.
+For each surface — chat completions, Anthropic /v1/messages (an ``anthropic/`` deployment), Responses —
+two workloads: a short 10-message conversation, and the Claude Code session (105K tokens) under a
+1M-token window: counted every turn, never compacted — the worst case for per-request cost, served
+warm from the count cache as in a real session. Truncation is off so both proxies forward the same
+bytes: the figure is the hook's cost alone.
 """
 
 from __future__ import annotations
@@ -25,15 +26,25 @@ import httpx
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from tests.integration.harness import ProxyProcess, StandinUpstream, standin_deployment  # noqa: E402
+from tests.integration.harness import (  # noqa: E402
+    ProxyProcess,
+    StandinUpstream,
+    anthropic_deployment,
+    standin_deployment,
+)
+from tests.support import chat_to_responses, load_transcript  # noqa: E402
 
-TRANSCRIPT = ROOT / "tests/data/transcripts/openai/claude_code_fa812bfe_pre_compact.json"
+COMPACT = {"compact": {"context_window": 1_000_000, "tool_output_policy": "none"}}
+RESERVE = {"max_tokens": 256}
+ROUTES = {"chat": "/v1/chat/completions", "anthropic": "/v1/messages", "responses": "/v1/responses"}
 
 
-def config(upstream_url: str, with_hook: bool) -> dict[str, Any]:
-    compact = {"compact": {"context_window": 1_000_000, "tool_output_policy": "none"}}
+def config(upstream: StandinUpstream, with_hook: bool) -> dict[str, Any]:
     result: dict[str, Any] = {
-        "model_list": [standin_deployment("bench", upstream_url, "standin-bench", **compact)],
+        "model_list": [
+            standin_deployment("bench", upstream.url, "standin-bench", **COMPACT),
+            anthropic_deployment("bench-claude", upstream.root_url, "standin-bench-claude", **COMPACT),
+        ],
         "router_settings": {"num_retries": 0},
     }
     if with_hook:
@@ -41,12 +52,36 @@ def config(upstream_url: str, with_hook: bool) -> dict[str, Any]:
     return result
 
 
+def bodies() -> dict[tuple[str, str], dict[str, Any]]:
+    """(format, workload) → request body."""
+    short_chat = [{"role": "system", "content": "You are terse."}] + [
+        {"role": "user" if i % 2 == 0 else "assistant", "content": f"message {i} " * 20} for i in range(9)
+    ]
+    short_claude = [
+        {"role": "user" if i % 2 == 0 else "assistant", "content": f"message {i} " * 20} for i in range(9)
+    ]
+    chat = load_transcript("claude_code_fa812bfe_pre_compact.json")
+    claude = load_transcript("claude_code_fa812bfe_pre_compact.json", "anthropic")["messages"]
+    return {
+        ("chat", "short"): {"model": "bench", "messages": short_chat},
+        ("chat", "Claude Code session"): {"model": "bench", "messages": chat},
+        ("anthropic", "short"): {"model": "bench-claude", "max_tokens": 256, "messages": short_claude},
+        ("anthropic", "Claude Code session"): {
+            "model": "bench-claude",
+            "max_tokens": 256,
+            "messages": claude,
+        },
+        ("responses", "short"): {"model": "bench", "input": chat_to_responses(short_chat)},
+        ("responses", "Claude Code session"): {"model": "bench", "input": chat_to_responses(chat)},
+    }
+
+
 def timed_post(
-    client: httpx.Client, proxy: ProxyProcess, body: bytes, hook_ms: list[float] | None = None
+    client: httpx.Client, proxy: ProxyProcess, route: str, body: bytes, hook_ms: list[float] | None = None
 ) -> float:
     start = time.perf_counter()
     response = client.post(
-        f"{proxy.base_url}/chat/completions",
+        f"{proxy.url}{route}",
         content=body,
         headers={**proxy.auth_headers, "content-type": "application/json"},
     )
@@ -57,21 +92,23 @@ def timed_post(
     return elapsed
 
 
-def compare(name: str, messages: list[dict[str, Any]], proxies: dict[str, ProxyProcess], n: int) -> None:
-    body = json.dumps({"model": "bench", "messages": messages}).encode()
+def compare(wire: str, workload: str, data: dict[str, Any], proxies: dict[str, ProxyProcess], n: int) -> str:
+    body = json.dumps(data).encode()
+    route = ROUTES[wire]
     samples: dict[str, list[float]] = {label: [] for label in proxies}
     hook_ms: list[float] = []
     with httpx.Client(timeout=60) as client:
         for proxy in proxies.values():  # warm-up: imports, connection pools, count cache
             for _ in range(5):
-                timed_post(client, proxy, body)
+                timed_post(client, proxy, route, body)
         for _ in range(n):
             for label, proxy in proxies.items():
-                samples[label].append(timed_post(client, proxy, body, hook_ms))
+                samples[label].append(timed_post(client, proxy, route, body, hook_ms))
     without, with_hook = (statistics.median(samples[k]) for k in ("without hook", "with hook"))
     p90 = {k: statistics.quantiles(v, n=10)[-1] for k, v in samples.items()}
-    print(
-        f"| {name} | {len(messages)} | {without:.2f} | {with_hook:.2f} | {with_hook - without:+.2f} "
+    entries = len(data.get("messages") or data.get("input") or [])
+    return (
+        f"| {wire} | {workload} | {entries} | {without:.2f} | {with_hook:.2f} | {with_hook - without:+.2f} "
         f"| {p90['without hook']:.2f} | {p90['with hook']:.2f} | {statistics.median(hook_ms):.3f} |"
     )
 
@@ -80,24 +117,20 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--requests", type=int, default=150)
     args = parser.parse_args()
-    short = [{"role": "system", "content": "You are terse."}] + [
-        {"role": "user" if i % 2 == 0 else "assistant", "content": f"message {i} " * 20} for i in range(9)
-    ]
-    long = json.loads(TRANSCRIPT.read_text(encoding="utf-8"))
     with StandinUpstream() as upstream:
-        with (
-            ProxyProcess(config(upstream.url, False)) as plain,
-            ProxyProcess(config(upstream.url, True)) as hooked,
-        ):
+        with ProxyProcess(config(upstream, False)) as plain, ProxyProcess(config(upstream, True)) as hooked:
             proxies = {"without hook": plain, "with hook": hooked}
-            print(f"{args.requests} interleaved requests per proxy; latency in ms, client side")
-            print(
-                "| workload | messages | median without | median with | added | p90 without | p90 with "
-                "| hook's own time (median, x-compact-duration-ms) |"
-            )
-            print("|---|---|---|---|---|---|---|---|")
-            compare("short chat", short, proxies, args.requests)
-            compare("105K-token transcript, under threshold", long, proxies, args.requests)
+            rows = [
+                compare(wire, workload, data, proxies, args.requests)
+                for (wire, workload), data in bodies().items()
+            ]
+    print(f"{args.requests} interleaved requests per proxy and workload; latency in ms, client side")
+    print(
+        "| format | workload | entries | median without | median with | added | p90 without | p90 with "
+        "| hook's own time (median, x-compact-duration-ms) |"
+    )
+    print("|---|---|---|---|---|---|---|---|---|")
+    print("\n".join(rows))
 
 
 if __name__ == "__main__":

@@ -1,37 +1,65 @@
-"""A whole Claude Code session replayed through real proxies: with the compaction store, and without.
+"""A whole Claude Code session replayed through real proxies, per wire format: with the store, and without.
 
-    .venv/bin/python bench/bench_replay.py [--window 20000]
+    .venv/bin/python bench/bench_replay.py [--window 20000] [--formats chat,anthropic,responses]
 
-The 288-message session (claude_code_fa812bfe_pre_compact.json) is sent turn by turn — the
-history up to each point where the client calls the model — to two LiteLLM proxies running
-side by side, identical except that one has the store switched off (``COMPACT_STORE=off``).
-For each: compaction events, summary calls, total tokens forwarded upstream, and the hook's
-own time per turn (``x-compact-duration-ms``) at steady state (turns served from the store)
-and over all turns.
+The session (claude_code_fa812bfe_pre_compact.json) is sent turn by turn — the history up to each
+point where the client calls the model — with each surface's official SDK: chat completions (288
+messages), Anthropic /v1/messages (253 messages, to an ``anthropic/`` deployment, counted with the
+Claude tokenizer) and Responses (402 input items). Two LiteLLM proxies run side by side, identical
+except that one has the store switched off (``COMPACT_STORE=off``). For each: compaction events,
+summary calls, total tokens forwarded upstream, and the hook's own time per turn
+(``x-compact-duration-ms``) at steady state (turns served from the store) and over all turns.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import sys
 from pathlib import Path
 from typing import Any
 
-import openai
-
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from compact_hook import count_tokens  # noqa: E402
-from tests.integration.harness import SUMMARY_MARKER, ProxyProcess, StandinUpstream, standin_deployment  # noqa: E402
-from tests.support import load_transcript, replay_points  # noqa: E402
+from compact_hook.formats import ANTHROPIC, CHAT, RESPONSES  # noqa: E402
+from tests.integration.harness import (  # noqa: E402
+    ProxyProcess,
+    StandinUpstream,
+    anthropic_deployment,
+    standin_deployment,
+)
+from tests.integration.wire_clients import Sent, send  # noqa: E402
+from tests.support import (  # noqa: E402
+    anthropic_replay_points,
+    chat_to_responses,
+    load_transcript,
+    replay_points,
+    responses_replay_points,
+    tokens_of,
+)
 
-TRANSCRIPT = load_transcript("claude_code_fa812bfe_pre_compact.json")
+CHAT_SESSION = load_transcript("claude_code_fa812bfe_pre_compact.json")
+SESSIONS: dict[str, tuple[Any, list[Any], list[int], str, str]] = {
+    "chat": (CHAT, CHAT_SESSION, replay_points(CHAT_SESSION), "agent", "o200k_base"),
+    "anthropic": (
+        ANTHROPIC,
+        (claude := load_transcript("claude_code_fa812bfe_pre_compact.json", "anthropic")["messages"]),
+        anthropic_replay_points(claude),
+        "agent-claude",
+        "claude",
+    ),
+    "responses": (
+        RESPONSES,
+        (items := chat_to_responses(CHAT_SESSION)),
+        responses_replay_points(items),
+        "agent",
+        "o200k_base",
+    ),
+}
 
 
-def config(upstream: str, window: int, archive: str) -> dict[str, Any]:
+def config(upstream: StandinUpstream, window: int, archive: str) -> dict[str, Any]:
     compact = {
         "context_window": window,
         "summary_max_tokens": 1000,
@@ -42,7 +70,10 @@ def config(upstream: str, window: int, archive: str) -> dict[str, Any]:
         "user_message_budget": 0,
     }
     return {
-        "model_list": [standin_deployment("agent", upstream, "standin-agent", compact=compact)],
+        "model_list": [
+            standin_deployment("agent", upstream.url, "standin-agent", compact=compact),
+            anthropic_deployment("agent-claude", upstream.root_url, "standin-agent-claude", compact=compact),
+        ],
         "litellm_settings": {"callbacks": "compact_hook.proxy_handler_instance"},
     }
 
@@ -60,62 +91,53 @@ class Tally:
         self.steady_ms: list[float] = []
         self.all_ms: list[float] = []
 
-    def add(self, headers: dict[str, str], forwarded: list[dict[str, Any]], summaries: int) -> None:
-        cache = headers.get("x-compact-cache", "none")
-        duration = float(headers.get("x-compact-duration-ms", "0"))
+    def add(self, sent: Sent, tokens: int) -> None:
+        cache = sent.headers.get("x-compact-cache", "none")
+        duration = float(sent.headers.get("x-compact-duration-ms", "0"))
         self.events += cache in ("miss", "shared")
-        self.summary_calls += summaries
-        self.forwarded_tokens += count_tokens(forwarded)
+        self.summary_calls += sent.summary_calls
+        self.forwarded_tokens += tokens
         self.all_ms.append(duration)
         if cache == "hit":
             self.steady_ms.append(duration)
 
-    def row(self, label: str) -> str:
+    def row(self, wire: str, label: str) -> str:
         return (
-            f"| {label} | {self.events} | {self.summary_calls} | {self.forwarded_tokens:,} "
+            f"| {wire} | {label} | {self.events} | {self.summary_calls} | {self.forwarded_tokens:,} "
             f"| {statistics.median(self.steady_ms or [0]):.2f} | {percentile(self.steady_ms, 0.99):.2f} "
             f"| {statistics.median(self.all_ms):.2f} | {percentile(self.all_ms, 0.99):.2f} |"
         )
-
-
-def turn(
-    upstream: StandinUpstream, proxy: ProxyProcess, messages: list[dict[str, Any]], tally: Tally
-) -> None:
-    before = len(upstream.chat_requests)
-    client = openai.OpenAI(api_key=proxy.master_key, base_url=proxy.base_url, max_retries=0, timeout=300)
-    raw = client.chat.completions.with_raw_response.create(model="agent", messages=messages)  # type: ignore[arg-type]
-    new = [r["body"] for r in upstream.chat_requests[before:]]
-    summaries = [b for b in new if SUMMARY_MARKER in json.dumps(b["messages"])]
-    [main] = [b for b in new if b not in summaries]
-    tally.add(dict(raw.headers), main["messages"], len(summaries))
 
 
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--window", type=int, default=20_000)
     parser.add_argument("--archive", default="/tmp/compact-bench-archive")
+    parser.add_argument("--formats", default="chat,anthropic,responses")
     args = parser.parse_args()
-    points = replay_points(TRANSCRIPT)
-    original_tokens = sum(count_tokens(TRANSCRIPT[:end]) for end in points)
-    tallies = {"store on (in-process)": Tally(), "store off": Tally()}
+    rows: list[str] = []
+    notes: list[str] = []
     with StandinUpstream() as upstream:
-        cfg = config(upstream.url, args.window, args.archive)
+        cfg = config(upstream, args.window, args.archive)
         with ProxyProcess(cfg) as on, ProxyProcess(cfg, env={"COMPACT_STORE": "off"}) as off:
-            proxies = {"store on (in-process)": on, "store off": off}
-            for end in points:
-                for label, proxy in proxies.items():
-                    turn(upstream, proxy, TRANSCRIPT[:end], tallies[label])
+            for wire in args.formats.split(","):
+                format_, entries, points, model, tokenizer = SESSIONS[wire]
+                key = "input" if wire == "responses" else "messages"
+                sent_tokens = sum(tokens_of({key: entries[:end]}, format_, tokenizer) for end in points)
+                notes.append(f"{wire}: {len(points)} turns, {sent_tokens:,} tokens sent by the client in all")
+                tallies = {"store on (in-process)": Tally(), "store off": Tally()}
+                for end in points:
+                    for tally, proxy in zip(tallies.values(), (on, off), strict=True):
+                        turn = send(upstream, proxy, wire, model, entries[:end])
+                        tally.add(turn, tokens_of({key: turn.forwarded_entries}, format_, tokenizer))
+                rows.extend(tally.row(wire, label) for label, tally in tallies.items())
+    print(f"window {args.window:,}; " + "; ".join(notes))
     print(
-        f"{len(points)} turns, window {args.window:,}; "
-        f"tokens the client sent over all turns: {original_tokens:,}"
-    )
-    print(
-        "| proxy | compaction events | summary calls | tokens forwarded | hook ms median (steady) "
+        "| format | proxy | compaction events | summary calls | tokens forwarded | hook ms median (steady) "
         "| p99 (steady) | median (all turns) | p99 (all turns) |"
     )
-    print("|---|---|---|---|---|---|---|---|")
-    for label, tally in tallies.items():
-        print(tally.row(label))
+    print("|---|---|---|---|---|---|---|---|---|")
+    print("\n".join(rows))
 
 
 if __name__ == "__main__":

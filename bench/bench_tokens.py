@@ -28,7 +28,10 @@ os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 import litellm  # noqa: E402
 import tiktoken  # noqa: E402
 
-from compact_hook.tokens import HFTokenCounter, load_tokenizer, message_strings  # noqa: E402
+from compact_hook.core.counting import item_strings, request_total  # noqa: E402
+from compact_hook.engine.library import parse_chat  # noqa: E402
+from compact_hook.formats import CHAT, Conversation  # noqa: E402
+from compact_hook.state.tokenizers import HFTokenCounter, load_tokenizer  # noqa: E402
 
 TRANSCRIPTS = ROOT / "tests" / "data" / "transcripts" / "openai"
 os.environ.setdefault(
@@ -49,14 +52,31 @@ def load(name: str) -> list[dict[str, Any]]:
     return json.loads((TRANSCRIPTS / name).read_text(encoding="utf-8"))  # type: ignore[no-any-return]
 
 
+def conversation(messages: list[dict[str, Any]]) -> Conversation:
+    parsed = parse_chat(messages)
+    assert isinstance(parsed, Conversation)
+    return parsed
+
+
+def count(counter: HFTokenCounter, messages: list[dict[str, Any]]) -> int:
+    """What the hook does per request: parse, fingerprint, count what is new, total."""
+    parsed = conversation(messages)
+    return request_total(0, counter.count(parsed.prints(), lambda i: item_strings(parsed.item(i))))
+
+
+async def acount(counter: HFTokenCounter, messages: list[dict[str, Any]]) -> int:
+    parsed = conversation(messages)
+    return request_total(0, await counter.acount(parsed.prints(), lambda i: item_strings(parsed.item(i))))
+
+
 def history_of(tokens: int, counter: HFTokenCounter) -> list[dict[str, Any]]:
     """Concatenated shared transcripts (system messages dropped) until ``tokens`` is reached."""
     messages: list[dict[str, Any]] = []
     names = sorted(p.name for p in TRANSCRIPTS.glob("*.json"))
-    while counter.total(counter.count_messages(messages)) < tokens:
+    while count(counter, messages) < tokens:
         for name in names:
             messages += [m for m in load(name) if m["role"] != "system"]
-            if counter.total(counter.count_messages(messages)) >= tokens:
+            if count(counter, messages) >= tokens:
                 break
     return messages
 
@@ -67,19 +87,18 @@ def measure(label: str, history: list[dict[str, Any]], repeat: int) -> dict[str,
         {"role": "assistant", "content": "Noted."},
     ]
     encoding = tiktoken.get_encoding("o200k_base")
-    strings = [s for m in history for s in message_strings(m)[0]]
+    strings = [s for m in history for s in item_strings(CHAT.item(m))[0]]
     warm = HFTokenCounter("o200k_base")
-    warm.count_messages(history)
-    tokens = warm.total(warm.count_messages(history))
+    tokens = count(warm, history)
     row = {
         "input": label,
         "messages": len(history),
         "tokens": tokens,
-        "cold_ms": median_ms(lambda: HFTokenCounter("o200k_base").count_messages(history), repeat),
+        "cold_ms": median_ms(lambda: count(HFTokenCounter("o200k_base"), history), repeat),
         "cold_off_loop_ms": median_ms(
-            lambda: asyncio.run(HFTokenCounter("o200k_base").acount_messages(history)), repeat
+            lambda: asyncio.run(acount(HFTokenCounter("o200k_base"), history)), repeat
         ),
-        "warm_ms": median_ms(lambda: warm.count_messages(history + new), repeat),
+        "warm_ms": median_ms(lambda: count(warm, history + new), repeat),
         "litellm_token_counter_ms": median_ms(
             lambda: litellm.token_counter(model="gpt-4o", messages=history), repeat
         ),

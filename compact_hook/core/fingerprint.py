@@ -3,10 +3,12 @@
 One fingerprint per entry per request feeds the token-count cache, the truncation cache
 and the compaction store, so it must be cheap (a long history is ~1 MB of text, re-sent
 every turn) and stable across processes and machines (replicas share the store).
-``json.dumps(sort_keys=True)`` of a whole message costs ~4 ms per MB because it escapes
-every long string; here the canonical form is fed to xxh3 piece by piece: keys sorted at
-every level, strings as raw length-prefixed UTF-8 (unambiguous, no escaping), scalars by
-their JSON spelling.
+The canonical form is orjson's compact JSON with sorted keys, hashed with xxh3: ~0.6 ms for
+a 288-message Claude Code history, where ``json.dumps(sort_keys=True)`` costs ~4 ms per MB
+and a Python walk ~2.6 ms. What orjson refuses (lone surrogates, integers beyond 64 bits)
+is fed to xxh3 by a portable walk instead: keys sorted at every level, strings as raw
+length-prefixed UTF-8, scalars by their JSON spelling. Either way a given value always gets
+the same fingerprint.
 
 ``cache_control`` keys are skipped at every level: they are prompt-cache breakpoints the
 model never reads, and clients move them every turn (Claude Code marks the newest message),
@@ -18,11 +20,14 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
+import orjson
 import xxhash
 
 Fingerprint = bytes
 
-IGNORED_KEYS = frozenset({"cache_control"})
+IGNORED_KEY = "cache_control"
+_IGNORED_BYTES = IGNORED_KEY.encode()
+_SORTED = orjson.OPT_SORT_KEYS
 
 
 def fingerprint(value: Any, seed: int = 0) -> Fingerprint:
@@ -30,9 +35,23 @@ def fingerprint(value: Any, seed: int = 0) -> Fingerprint:
 
     ``seed`` separates wire formats: the same dict means different things in each.
     """
-    hasher = xxhash.xxh3_128(seed=seed)
-    _feed(hasher, value)
-    return hasher.digest()
+    try:
+        data = orjson.dumps(value, option=_SORTED)
+        if _IGNORED_BYTES in data:
+            data = orjson.dumps(_without_ignored(value), option=_SORTED)
+    except (orjson.JSONEncodeError, TypeError):
+        hasher = xxhash.xxh3_128(seed=seed)
+        _feed(hasher, value)
+        return hasher.digest()
+    return xxhash.xxh3_128_digest(data, seed=seed)
+
+
+def _without_ignored(value: Any) -> Any:
+    if type(value) is dict:
+        return {key: _without_ignored(item) for key, item in value.items() if key != IGNORED_KEY}
+    if type(value) is list:
+        return [_without_ignored(item) for item in value]
+    return value
 
 
 def _feed(hasher: Any, value: Any) -> None:
@@ -40,7 +59,9 @@ def _feed(hasher: Any, value: Any) -> None:
         hasher.update(b"s%d:" % len(value))
         hasher.update(value.encode("utf-8", "surrogatepass"))
     elif type(value) is dict:
-        keys = sorted((key for key in value if key not in IGNORED_KEYS), key=str)
+        keys = sorted(value, key=str)
+        if IGNORED_KEY in value:
+            keys.remove(IGNORED_KEY)
         hasher.update(b"d%d:" % len(keys))
         for key in keys:
             _feed(hasher, str(key))

@@ -20,7 +20,8 @@ import anthropic
 import openai
 import pytest
 
-from tests.integration.harness import SUMMARY_MARKER, ProxyProcess, anthropic_deployment, standin_deployment
+from tests.integration.harness import ProxyProcess, anthropic_deployment, standin_deployment
+from tests.integration.wire_clients import Sent, send
 from tests.support import (
     ANTHROPIC,
     RESPONSES,
@@ -133,70 +134,45 @@ def proxy(standin: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Pr
 
 
 @dataclass
-class Turn:
-    sent: list[Any]
-    forwarded: dict[str, Any]
-    headers: dict[str, str]
-    summary_calls: int
-    reply: str
-
-
-@dataclass
 class Replay:
-    turns: list[Turn] = field(default_factory=list)
+    turns: list[Sent] = field(default_factory=list)
 
     @property
     def summary_calls(self) -> int:
         return sum(turn.summary_calls for turn in self.turns)
 
-    def summaries(self, wire: Any, key: str) -> list[str | None]:
+    def summaries(self, wire: Any) -> list[str | None]:
         """The summary each forwarded request carries (None: none), turn by turn."""
         found = []
         for turn in self.turns:
-            texts = [json.dumps(e) for e in turn.forwarded[key] if is_summary(e, wire)]
+            texts = [json.dumps(e) for e in turn.forwarded_entries if is_summary(e, wire)]
             assert len(texts) <= 1, "summaries are never stacked"
             found.append(texts[0] if texts else None)
         return found
 
-    def events(self, wire: Any, key: str) -> int:
+    def events(self, wire: Any) -> int:
         """Compaction events: turns whose forwarded summary differs from the previous turn's."""
-        summaries = self.summaries(wire, key)
+        summaries = self.summaries(wire)
         return sum(1 for before, now in zip([None, *summaries], summaries, strict=False) if now != before)
 
 
-def is_summary_call(body: dict[str, Any]) -> bool:
-    return SUMMARY_MARKER in json.dumps(body.get("system", "")) + json.dumps(body.get("messages", ""))
-
-
-def send_anthropic(standin: Any, proxy: ProxyProcess, model: str, sent: list[Any], stream: bool) -> Turn:
-    client = anthropic.Anthropic(base_url=proxy.url, api_key=proxy.master_key, max_retries=0, timeout=120)
-    before = len(standin.messages_requests)
-    raw = client.messages.with_raw_response.create(
-        model=model, max_tokens=MAX_TOKENS, system=SYSTEM, tools=TOOLS, messages=sent, stream=stream
+def send_claude(standin: Any, proxy: ProxyProcess, model: str, sent: list[Any], stream: bool) -> Sent:
+    return send(
+        standin, proxy, "anthropic", model, sent, stream, max_tokens=MAX_TOKENS, system=SYSTEM, tools=TOOLS
     )
-    if stream:
-        reply = "".join(e.delta.text for e in raw.parse() if e.type == "content_block_delta")  # type: ignore[union-attr]
-    else:
-        reply = raw.parse().content[0].text  # type: ignore[union-attr]
-    new = [r["body"] for r in standin.messages_requests[before:]]
-    [forwarded] = [body for body in new if not is_summary_call(body)]
-    calls = sum(1 for body in new if is_summary_call(body))
-    return Turn(sent, forwarded, dict(raw.headers), calls, reply)
 
 
-def send_responses(standin: Any, proxy: ProxyProcess, sent: list[Any], stream: bool) -> Turn:
-    client = openai.OpenAI(base_url=proxy.base_url, api_key=proxy.master_key, max_retries=0, timeout=120)
-    before_main, before_summary = len(standin.responses_requests), len(standin.chat_requests)
-    raw = client.responses.with_raw_response.create(
-        model="codex-agent", input=sent, instructions=INSTRUCTIONS, tools=RESPONSES_TOOLS, stream=stream
+def send_codex(standin: Any, proxy: ProxyProcess, sent: list[Any], stream: bool) -> Sent:
+    return send(
+        standin,
+        proxy,
+        "responses",
+        "codex-agent",
+        sent,
+        stream,
+        instructions=INSTRUCTIONS,
+        tools=RESPONSES_TOOLS,
     )
-    if stream:
-        reply = "".join(e.delta for e in raw.parse() if e.type == "response.output_text.delta")  # type: ignore[union-attr]
-    else:
-        reply = raw.parse().output_text  # type: ignore[union-attr]
-    [forwarded] = [r["body"] for r in standin.responses_requests[before_main:]]
-    calls = sum(1 for r in standin.chat_requests[before_summary:] if is_summary_call(r["body"]))
-    return Turn(sent, forwarded, dict(raw.headers), calls, reply)
 
 
 @pytest.fixture(scope="module")
@@ -205,7 +181,7 @@ def claude_replay(standin: Any, proxy: ProxyProcess) -> Replay:
     replay = Replay()
     for number, end in enumerate(CLAUDE_POINTS):
         sent = with_moving_marker(CLAUDE_MESSAGES[:end])
-        replay.turns.append(send_anthropic(standin, proxy, "claude-agent", sent, stream=number % 2 == 1))
+        replay.turns.append(send_claude(standin, proxy, "claude-agent", sent, stream=number % 2 == 1))
     return replay
 
 
@@ -214,7 +190,7 @@ def responses_replay(standin: Any, proxy: ProxyProcess) -> Replay:
     standin.reset()
     replay = Replay()
     for number, end in enumerate(RESPONSES_POINTS):
-        replay.turns.append(send_responses(standin, proxy, RESPONSES_ITEMS[:end], stream=number % 2 == 1))
+        replay.turns.append(send_codex(standin, proxy, RESPONSES_ITEMS[:end], stream=number % 2 == 1))
     return replay
 
 
@@ -228,7 +204,7 @@ def canonical(entry: Any) -> str:
 def test_a_claude_code_session_compacts_with_one_summary_call_per_compaction_event(
     claude_replay: Replay,
 ) -> None:
-    events = claude_replay.events(ANTHROPIC, "messages")
+    events = claude_replay.events(ANTHROPIC)
     assert events >= 4
     assert claude_replay.summary_calls == events
     assert sum(int(t.headers["x-compact-summary-calls"]) for t in claude_replay.turns) == events
@@ -253,20 +229,20 @@ def test_with_the_tiers_off_every_forwarded_message_but_the_summary_is_the_clien
     claude_replay: Replay,
 ) -> None:
     for turn in claude_replay.turns:
-        sent = {canonical(message) for message in turn.sent}
-        for message in turn.forwarded["messages"]:
+        sent = {canonical(message) for message in turn.entries}
+        for message in turn.forwarded_entries:
             assert is_summary(message, ANTHROPIC) or canonical(message) in sent
-        assert turn.forwarded["messages"][-1] == turn.sent[-1]  # with its moved cache breakpoint
+        assert turn.forwarded_entries[-1] == turn.entries[-1]  # with its moved cache breakpoint
 
 
 def test_the_forwarded_claude_prefix_is_stable_between_compaction_events(claude_replay: Replay) -> None:
-    summaries = claude_replay.summaries(ANTHROPIC, "messages")
+    summaries = claude_replay.summaries(ANTHROPIC)
     turns = claude_replay.turns
     stable = 0
     for k in range(1, len(turns)):
         if summaries[k] == summaries[k - 1]:
-            earlier = without_markers(turns[k - 1].forwarded["messages"])
-            assert is_prefix(earlier, without_markers(turns[k].forwarded["messages"]))
+            earlier = without_markers(turns[k - 1].forwarded_entries)
+            assert is_prefix(earlier, without_markers(turns[k].forwarded_entries))
             stable += 1
     assert stable > len(turns) // 2
 
@@ -278,15 +254,15 @@ def test_a_claude_session_with_the_cheap_tiers_stays_valid_and_within_the_window
     replay = Replay()
     for number, end in enumerate(CLAUDE_POINTS[::3]):
         sent = with_moving_marker(CLAUDE_MESSAGES[:end])
-        replay.turns.append(send_anthropic(standin, proxy, "claude-tiers", sent, stream=number % 2 == 0))
+        replay.turns.append(send_claude(standin, proxy, "claude-tiers", sent, stream=number % 2 == 0))
     truncated = cleared = 0
     for turn in replay.turns:
-        assert pairing_problems(turn.forwarded["messages"], ANTHROPIC) == []
+        assert pairing_problems(turn.forwarded_entries, ANTHROPIC) == []
         assert tokens_of(turn.forwarded, ANTHROPIC, "claude") <= WINDOW - MAX_TOKENS
         truncated += int(turn.headers["x-compact-truncated"])
         cleared += int(turn.headers["x-compact-cleared"])
     assert truncated > 0 and cleared > 0  # the tiers reach tool_result blocks inside user messages
-    assert replay.summary_calls == replay.events(ANTHROPIC, "messages")
+    assert replay.summary_calls == replay.events(ANTHROPIC)
 
 
 # -- OpenAI Responses ------------------------------------------------------------------------------------
@@ -295,7 +271,7 @@ def test_a_claude_session_with_the_cheap_tiers_stays_valid_and_within_the_window
 def test_a_responses_session_compacts_with_one_summary_call_per_compaction_event(
     responses_replay: Replay,
 ) -> None:
-    events = responses_replay.events(RESPONSES, "input")
+    events = responses_replay.events(RESPONSES)
     assert events >= 4
     assert responses_replay.summary_calls == events
     assert all(t.reply.startswith("stand-in reply") for t in responses_replay.turns)
@@ -304,14 +280,14 @@ def test_a_responses_session_compacts_with_one_summary_call_per_compaction_event
 def test_every_forwarded_responses_request_is_valid_fits_and_keeps_the_clients_items(
     responses_replay: Replay,
 ) -> None:
-    summaries = responses_replay.summaries(RESPONSES, "input")
+    summaries = responses_replay.summaries(RESPONSES)
     for k, turn in enumerate(responses_replay.turns):
         body = turn.forwarded
         assert pairing_problems(body["input"], RESPONSES) == []
         assert body["instructions"] == INSTRUCTIONS and body["tools"] == RESPONSES_TOOLS
         tokens = tokens_of(body, RESPONSES, "o200k_base")
         assert tokens <= WINDOW and int(turn.headers["x-compact-tokens-after"]) == tokens
-        sent = {canonical(item) for item in turn.sent}
+        sent = {canonical(item) for item in turn.entries}
         assert all(is_summary(item, RESPONSES) or canonical(item) in sent for item in body["input"])
         if k and summaries[k] == summaries[k - 1]:
             assert is_prefix(responses_replay.turns[k - 1].forwarded["input"], body["input"])

@@ -142,7 +142,9 @@ def test_a_long_conversation_arrives_compacted(
     # The summary model was sent the whole middle, in order (in chunks: it is larger than its window).
     chunks = [transcript_of(body) for body in summary_requests(standin)]
     assert len(chunks) > 1
-    assert "".join(chunks).replace("\n", "") == "".join(transcript_entries(items_of(archived))).replace("\n", "")
+    assert "".join(chunks).replace("\n", "") == "".join(transcript_entries(items_of(archived))).replace(
+        "\n", ""
+    )
     assert at == 1
 
 

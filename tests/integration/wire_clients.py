@@ -1,0 +1,101 @@
+"""Send one turn through a proxy with each surface's official SDK, and read back what reached the stand-in.
+
+``send(upstream, proxy, wire, model, entries, ...)`` posts ``entries`` (chat messages, Anthropic messages
+or Responses input items) with the openai or anthropic SDK, streaming or not, and returns the response
+headers, the body the stand-in received for the main call, and how many summary calls it saw meanwhile.
+Shared by the end-to-end tests and the benchmarks.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+import anthropic
+import openai
+
+from tests.integration.harness import SUMMARY_MARKER, ProxyProcess, StandinUpstream
+
+ENTRIES_KEY = {"chat": "messages", "anthropic": "messages", "responses": "input"}
+
+
+@dataclass
+class Sent:
+    """A turn: what was sent, what reached the provider, the response headers, the summary calls made."""
+
+    wire: str
+    entries: list[Any]
+    forwarded: dict[str, Any]
+    headers: dict[str, str]
+    summary_calls: int
+    reply: str
+
+    @property
+    def forwarded_entries(self) -> list[Any]:
+        return self.forwarded[ENTRIES_KEY[self.wire]]  # type: ignore[no-any-return]
+
+
+def is_summary_call(body: dict[str, Any]) -> bool:
+    return SUMMARY_MARKER in json.dumps(body.get("system", "")) + json.dumps(body.get("messages", ""))
+
+
+def send(
+    upstream: StandinUpstream,
+    proxy: ProxyProcess,
+    wire: str,
+    model: str,
+    entries: list[Any],
+    stream: bool = False,
+    **extra: Any,
+) -> Sent:
+    """One turn; ``extra`` is passed to the SDK call (system, tools, instructions, max_tokens...)."""
+    before = len(upstream.requests)
+    headers, reply = _CALLS[wire](proxy, model, entries, stream, extra)
+    new = [r for r in upstream.requests[before:] if r["method"] == "POST"]
+    summaries = [r for r in new if is_summary_call(r["body"] or {})]
+    [main] = [r["body"] for r in new if r not in summaries]
+    return Sent(wire, entries, main, headers, len(summaries), reply)
+
+
+def _chat(proxy: ProxyProcess, model: str, entries: list[Any], stream: bool, extra: dict[str, Any]) -> Any:
+    client = openai.OpenAI(base_url=proxy.base_url, api_key=proxy.master_key, max_retries=0, timeout=300)
+    raw = client.chat.completions.with_raw_response.create(
+        model=model, messages=entries, stream=stream, **extra
+    )
+    parsed: Any = raw.parse()
+    if stream:
+        reply = "".join(chunk.choices[0].delta.content or "" for chunk in parsed if chunk.choices)
+    else:
+        reply = parsed.choices[0].message.content or ""
+    return dict(raw.headers), reply
+
+
+def _anthropic(
+    proxy: ProxyProcess, model: str, entries: list[Any], stream: bool, extra: dict[str, Any]
+) -> Any:
+    client = anthropic.Anthropic(base_url=proxy.url, api_key=proxy.master_key, max_retries=0, timeout=300)
+    extra = {"max_tokens": 1024, **extra}
+    raw = client.messages.with_raw_response.create(model=model, messages=entries, stream=stream, **extra)
+    parsed: Any = raw.parse()
+    if stream:
+        reply = "".join(event.delta.text for event in parsed if event.type == "content_block_delta")
+    else:
+        reply = parsed.content[0].text
+    return dict(raw.headers), reply
+
+
+def _responses(
+    proxy: ProxyProcess, model: str, entries: list[Any], stream: bool, extra: dict[str, Any]
+) -> Any:
+    client = openai.OpenAI(base_url=proxy.base_url, api_key=proxy.master_key, max_retries=0, timeout=300)
+    raw = client.responses.with_raw_response.create(model=model, input=entries, stream=stream, **extra)
+    parsed: Any = raw.parse()
+    if stream:
+        reply = "".join(event.delta for event in parsed if event.type == "response.output_text.delta")
+    else:
+        reply = parsed.output_text
+    return dict(raw.headers), reply
+
+
+_CALLS = {"chat": _chat, "anthropic": _anthropic, "responses": _responses}
