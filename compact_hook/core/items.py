@@ -47,7 +47,7 @@ class PartKind(enum.Enum):
     OPAQUE = "opaque"
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Part:
     """One piece of an item.
 
@@ -57,6 +57,9 @@ class Part:
     names it. ``call_id`` pairs a RESULT with its CALL ("" when the format has none).
     ``fixed_tokens``: a cost that is not text (images, encrypted reasoning), estimated by
     the format. ``error``: the client flagged the result as a failure.
+
+    Treated as immutable, but not ``frozen``: hundreds are built per request, and a frozen
+    dataclass takes 3x as long to construct (~0.8 µs against ~0.25 µs).
     """
 
     kind: PartKind
@@ -67,13 +70,14 @@ class Part:
     error: bool = False
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Item:
     """One entry of the conversation, as the core sees it.
 
     ``joins_turn``: this format spreads one model turn over several entries (Responses:
     reasoning, message and function calls are separate items), so consecutive assistant
     items marked so belong to one unit. ``name``: a label the model reads (chat ``name``).
+    Treated as immutable (not ``frozen`` for speed, like ``Part``).
     """
 
     role: Role

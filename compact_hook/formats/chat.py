@@ -84,14 +84,15 @@ class ChatFormat:
         return Conversation(self, messages, context, reserve)
 
     def item(self, raw: Any) -> Item:
-        role = str(raw.get("role", ""))
-        parts = _content_parts(raw.get("content"))
-        if role in ("tool", "function"):
-            parts = (_result_part(raw, parts),)
-        elif role == "assistant":
-            parts = parts + tuple(_call_part(call) for call in _calls_of(raw))
+        role = raw.get("role")
         name = raw.get("name")
-        return Item(ROLES.get(role, Role.OTHER), parts, raw, name=name if isinstance(name, str) else "")
+        if role == "tool" or role == "function":
+            parts: tuple[Part, ...] = (_result_part(raw),)
+        else:
+            parts = _content_parts(raw.get("content"))
+            if role == "assistant" and (raw.get("tool_calls") or raw.get("function_call")):
+                parts = parts + tuple(_call_part(call) for call in _calls_of(raw))
+        return Item(ROLES.get(role, Role.OTHER), parts, raw, name if type(name) is str else "")
 
     def render(self, data: dict[str, Any], entries: list[Any]) -> None:
         data["messages"] = entries
@@ -186,20 +187,21 @@ def _call_part(call: dict[str, Any]) -> Part:
     )
 
 
-def _result_part(message: Message, parts: tuple[Part, ...]) -> Part:
+def _result_part(message: Message) -> Part:
     call_id = message.get("tool_call_id")
     name = message.get("name")
-    return Part(
-        PartKind.RESULT,
-        text="\n".join(part.text for part in parts if part.kind is PartKind.TEXT),
-        name=name if isinstance(name, str) else "",
-        call_id=call_id if isinstance(call_id, str) else "",
-        fixed_tokens=sum(part.fixed_tokens for part in parts),
-    )
+    call_id = call_id if type(call_id) is str else ""
+    name = name if type(name) is str else ""
+    content = message.get("content")
+    if type(content) is str:
+        return Part(PartKind.RESULT, content, name, call_id)
+    parts = _content_parts(content)
+    text = "\n".join(part.text for part in parts if part.kind is PartKind.TEXT)
+    return Part(PartKind.RESULT, text, name, call_id, sum(part.fixed_tokens for part in parts))
 
 
 def _content_parts(content: object) -> tuple[Part, ...]:
-    if isinstance(content, str):
+    if type(content) is str:
         return (Part(PartKind.TEXT, content),) if content else ()
     if not isinstance(content, list):
         return ()
