@@ -19,8 +19,7 @@ context: they pass through untouched.
 
 from __future__ import annotations
 
-import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from compact_hook.core.items import Item, Part, PartKind, Role, summary_body
@@ -157,37 +156,59 @@ def _blocks(raw: Mapping[str, Any]) -> list[Any]:
 
 
 def _block_part(block: dict[str, Any]) -> Part:
-    kind = block.get("type")
-    if kind == "text":
-        return Part(PartKind.TEXT, _str(block.get("text")))
-    if kind == "tool_use":
-        return Part(
-            PartKind.CALL,
-            json.dumps(block.get("input", {}), ensure_ascii=False),
-            name=_str(block.get("name")) or "tool",
-            call_id=_str(block.get("id")),
-        )
-    if kind == "tool_result":
-        text, media = _result_content(block.get("content"))
-        return Part(
-            PartKind.RESULT,
-            text,
-            call_id=_str(block.get("tool_use_id")),
-            fixed_tokens=media * MEDIA_TOKENS,
-            error=block.get("is_error") is True,
-        )
-    if kind == "thinking":
-        return Part(PartKind.THINKING, _str(block.get("thinking")))
-    if kind == "redacted_thinking":
-        return Part(PartKind.THINKING)
-    if kind in MEDIA_BLOCKS:
-        return Part(PartKind.MEDIA, media_location(block), name=str(kind), fixed_tokens=MEDIA_TOKENS)
-    return Part(PartKind.OPAQUE, compact_json(block), name=str(kind))
+    parse = _BLOCK_PARSERS.get(block.get("type"))  # type: ignore[arg-type]
+    if parse is not None:
+        return parse(block)
+    return Part(PartKind.OPAQUE, compact_json(block), name=str(block.get("type")))
+
+
+def _text_part(block: dict[str, Any]) -> Part:
+    return Part(PartKind.TEXT, _str(block.get("text")))
+
+
+def _tool_use_part(block: dict[str, Any]) -> Part:
+    return Part(
+        PartKind.CALL,
+        compact_json(block.get("input", {})),
+        _str(block.get("name")) or "tool",
+        _str(block.get("id")),
+    )
+
+
+def _tool_result_part(block: dict[str, Any]) -> Part:
+    text, media = _result_content(block.get("content"))
+    return Part(
+        PartKind.RESULT,
+        text,
+        "",
+        _str(block.get("tool_use_id")),
+        media * MEDIA_TOKENS,
+        block.get("is_error") is True,
+    )
+
+
+def _thinking_part(block: dict[str, Any]) -> Part:
+    return Part(PartKind.THINKING, _str(block.get("thinking")))
+
+
+def _media_part(block: dict[str, Any]) -> Part:
+    return Part(PartKind.MEDIA, media_location(block), str(block.get("type")), fixed_tokens=MEDIA_TOKENS)
+
+
+_BLOCK_PARSERS: dict[str, Callable[[dict[str, Any]], Part]] = {
+    "text": _text_part,
+    "tool_use": _tool_use_part,
+    "tool_result": _tool_result_part,
+    "thinking": _thinking_part,
+    "redacted_thinking": lambda block: Part(PartKind.THINKING),
+    "image": _media_part,
+    "document": _media_part,
+}
 
 
 def _result_content(content: object) -> tuple[str, int]:
     """A tool_result's text (its text blocks joined) and how many media blocks it holds."""
-    if isinstance(content, str):
+    if type(content) is str:
         return content, 0
     if not isinstance(content, list):
         return "", 0
@@ -215,4 +236,4 @@ def _with_results_first(raw: Mapping[str, Any], results: list[dict[str, Any]]) -
 
 
 def _str(value: object) -> str:
-    return value if isinstance(value, str) else ""
+    return value if type(value) is str else ""

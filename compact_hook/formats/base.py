@@ -13,6 +13,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+import orjson
+
 from compact_hook.core.counting import Strings
 from compact_hook.core.fingerprint import Fingerprint, fingerprint
 from compact_hook.core.items import Builder, Item
@@ -110,7 +112,12 @@ def context_strings(value: Any) -> Strings:
 
 
 def compact_json(value: Any) -> str:
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=str)
+    """Compact JSON text of a wire value (what the model reads of a tool's input, say): orjson, or
+    the standard library for what orjson refuses (lone surrogates, huge integers)."""
+    try:
+        return orjson.dumps(value).decode()
+    except (orjson.JSONEncodeError, TypeError):
+        return json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=str)
 
 
 def positive_int(data: dict[str, Any], *keys: str) -> int | None:
