@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from compact_hook.archive import FileArchive, conversation_session_id, safe_session_name
+from compact_hook.state.archive import FileArchive, conversation_session_id, safe_session_name
 from tests.support import assistant, user
 
 

@@ -5,12 +5,17 @@ import json
 from typing import Any
 
 from compact_hook import CompactConfig, count_tokens
-from compact_hook.chain import scope_of
-from compact_hook.engine import Compactor, CompactResult, threshold
-from compact_hook.messages import is_summary_message
-from compact_hook.store import MemoryStore
+from compact_hook.core.chain import scope_of
+from compact_hook.core.limits import Limits
+from compact_hook.engine import Compactor, CompactRequest, CompactResult
+from compact_hook.engine.library import parse_chat
+from compact_hook.formats import Conversation
+from compact_hook.state.archive import Archive
+from compact_hook.state.store import MemoryStore
 from tests.fakes import FakeSummarizer, InMemoryArchive, LockingMemoryStore, SlowSummarizer
-from tests.support import is_prefix, load_transcript, pairing_problems, replay_points, user
+from tests.support import is_prefix, is_summary, load_transcript, pairing_problems, replay_points, user
+
+is_summary_message = is_summary
 
 # The cheap tiers are off here: these tests are about remembering compactions (test_tiers.py
 # covers the tiers and their interplay with the store).
@@ -25,11 +30,27 @@ CONFIG = CompactConfig(
     on_overflow="passthrough",
 )
 TRANSCRIPT = load_transcript("claude_code_fa812bfe_pre_compact.json")
-SCOPE = scope_of(CONFIG, "model", "team:a")
-LIMIT = threshold(CONFIG) or 0
+SCOPE = scope_of(CONFIG, "model", "team:a", "chat", "1")
+LIMITS = Limits.of(CONFIG, None, 0)
+assert LIMITS is not None
+LIMIT = LIMITS.compact
 AT_FIRST_COMPACTION = next(
     TRANSCRIPT[:end] for end in replay_points(TRANSCRIPT) if count_tokens(TRANSCRIPT[:end]) >= LIMIT
 )
+
+
+async def compact(
+    compactor: Compactor,
+    messages: list[dict[str, Any]],
+    summarizer: Any,
+    session: str | None = None,
+    *,
+    scope: bytes = SCOPE,
+    archive: Archive | None = None,
+) -> CompactResult:
+    conversation = parse_chat(messages)
+    assert isinstance(conversation, Conversation)
+    return await compactor.compact(CompactRequest(conversation, CONFIG, summarizer, session, scope, archive))
 
 
 def canonical(messages: list[dict[str, Any]]) -> list[str]:
@@ -43,7 +64,7 @@ async def replay(
     results = []
     for end in replay_points(TRANSCRIPT):
         results.append(
-            await compactor.compact(TRANSCRIPT[:end], CONFIG, summarizer, "s", scope=scope, archive=archive)
+            await compact(compactor, TRANSCRIPT[:end], summarizer, "s", scope=scope, archive=archive)
         )
     return results
 
@@ -66,8 +87,7 @@ async def test_without_a_store_every_turn_over_the_threshold_pays_a_summary() ->
 
 
 async def test_every_forwarded_request_is_under_the_threshold_and_valid() -> None:
-    limit = threshold(CONFIG)
-    assert limit is not None
+    limit = LIMIT
     for result in await replay(Compactor(MemoryStore(1000, 3600)), FakeSummarizer()):
         assert count_tokens(result.messages) < limit
         assert pairing_problems(result.messages) == []
@@ -104,10 +124,7 @@ async def test_eight_concurrent_identical_requests_share_one_summary() -> None:
     summarizer = SlowSummarizer(0.2)
     messages = AT_FIRST_COMPACTION
     results = await asyncio.gather(
-        *(
-            compactor.compact(messages, CONFIG, summarizer, scope=SCOPE, archive=InMemoryArchive())
-            for _ in range(8)
-        )
+        *(compact(compactor, messages, summarizer, scope=SCOPE, archive=InMemoryArchive()) for _ in range(8))
     )
     assert len(summarizer.requests) == 1
     assert sorted(r.cache for r in results) == ["miss"] + ["shared"] * 7
@@ -121,8 +138,8 @@ async def test_a_replica_waits_for_the_lock_holders_summary() -> None:
     summarizer = SlowSummarizer(0.3)
     messages = AT_FIRST_COMPACTION
     a, b = await asyncio.gather(
-        first.compact(messages, CONFIG, summarizer, scope=SCOPE, archive=InMemoryArchive()),
-        second.compact(messages, CONFIG, summarizer, scope=SCOPE, archive=InMemoryArchive()),
+        compact(first, messages, summarizer, scope=SCOPE, archive=InMemoryArchive()),
+        compact(second, messages, summarizer, scope=SCOPE, archive=InMemoryArchive()),
     )
     assert len(summarizer.requests) == 1
     assert sorted([a.cache, b.cache]) == ["miss", "shared"]
@@ -133,7 +150,7 @@ async def test_a_crashed_lock_holder_does_not_block_others_forever() -> None:
     shared = LockingMemoryStore()
     compactor = Compactor(shared, lock_ttl=0.3, lock_wait=5)
     messages = AT_FIRST_COMPACTION
-    probe = await Compactor(MemoryStore(10, 10)).compact(messages, CONFIG, FakeSummarizer(), scope=SCOPE)
+    probe = await compact(Compactor(MemoryStore(10, 10)), messages, FakeSummarizer())
     assert probe.cache == "miss"
     for key in list(shared._entries):
         del shared._entries[key]
@@ -149,7 +166,7 @@ async def test_a_crashed_lock_holder_does_not_block_others_forever() -> None:
         return await original_try_lock(key, ttl)
 
     shared.try_lock = dead_holder_first  # type: ignore[method-assign]
-    result = await compactor.compact(messages, CONFIG, summarizer, scope=SCOPE, archive=InMemoryArchive())
+    result = await compact(compactor, messages, summarizer, scope=SCOPE, archive=InMemoryArchive())
     assert result.compacted and result.cache == "miss" and len(summarizer.requests) == 1
 
 
@@ -169,7 +186,7 @@ async def test_a_waiter_times_out_into_computing_itself() -> None:
 
     shared.try_lock = always_held_elsewhere  # type: ignore[method-assign]
     summarizer = FakeSummarizer()
-    result = await compactor.compact(messages, CONFIG, summarizer, scope=SCOPE, archive=InMemoryArchive())
+    result = await compact(compactor, messages, summarizer, scope=SCOPE, archive=InMemoryArchive())
     assert result.compacted and len(summarizer.requests) == 1
 
 
@@ -179,15 +196,12 @@ async def test_tenants_never_see_each_others_compactions() -> None:
     messages = AT_FIRST_COMPACTION
     team_a = FakeSummarizer("summary for team a")
     team_b = FakeSummarizer("summary for team b")
-    a = await compactor.compact(messages, CONFIG, team_a, scope=SCOPE, archive=InMemoryArchive())
-    b = await compactor.compact(
-        messages, CONFIG, team_b, scope=scope_of(CONFIG, "model", "team:b"), archive=InMemoryArchive()
-    )
+    a = await compact(compactor, messages, team_a, scope=SCOPE, archive=InMemoryArchive())
+    team_b_scope = scope_of(CONFIG, "model", "team:b", "chat", "1")
+    b = await compact(compactor, messages, team_b, scope=team_b_scope, archive=InMemoryArchive())
     assert (a.cache, b.cache) == ("miss", "miss")
     assert "team b" in json.dumps(b.messages) and "team a" not in json.dumps(b.messages)
-    again = await compactor.compact(
-        messages, CONFIG, FakeSummarizer(), scope=SCOPE, archive=InMemoryArchive()
-    )
+    again = await compact(compactor, messages, FakeSummarizer(), scope=SCOPE, archive=InMemoryArchive())
     assert again.cache == "hit" and "team a" in json.dumps(again.messages)
 
 
@@ -196,13 +210,13 @@ async def test_a_failed_re_compaction_still_forwards_the_stored_compaction() -> 
     compactor = Compactor(store)
     results = await replay(Compactor(store), FakeSummarizer())
     assert any(r.cache == "miss" for r in results)
-    stored = await compactor.compact(TRANSCRIPT, CONFIG, FakeSummarizer(), scope=SCOPE)
+    stored = await compact(compactor, TRANSCRIPT, FakeSummarizer(), scope=SCOPE)
     assert stored.cache == "hit"
     broken = FakeSummarizer(*[RuntimeError("down")] * 10)
     # over the trigger again, still inside the window
     grown = TRANSCRIPT + [user("x " * (19_000 - stored.output_tokens))]
-    result = await compactor.compact(grown, CONFIG, broken, scope=SCOPE, archive=InMemoryArchive())
-    assert result.reason == "summary_failed" and len(broken.requests) == 3
+    result = await compact(compactor, grown, broken, scope=SCOPE, archive=InMemoryArchive())
+    assert result.reason == "summary_failed" and len(broken.requests) == 3 == result.summary_calls
     assert result.compacted and result.cache == "hit"
     assert pairing_problems(result.messages) == []
 
@@ -212,7 +226,24 @@ async def test_an_edited_history_does_not_reuse_a_compaction_of_the_old_one() ->
     await replay(Compactor(store), FakeSummarizer())
     edited = [dict(TRANSCRIPT[0], content="a different task")] + TRANSCRIPT[1:]
     summarizer = FakeSummarizer()
-    result = await Compactor(store).compact(
-        edited, CONFIG, summarizer, scope=SCOPE, archive=InMemoryArchive()
-    )
+    result = await compact(Compactor(store), edited, summarizer, archive=InMemoryArchive())
     assert result.cache == "miss" and len(summarizer.requests) >= 1
+
+
+async def test_a_clearing_boundary_made_by_this_request_is_not_reported_as_a_cache_hit() -> None:
+    """Issue 7: `hit` on a conversation never seen, because the boundary was stored and read back."""
+    clearing = CompactConfig(
+        context_window=60_000,
+        clear_trigger_ratio=0.5,
+        clear_at_least=1000,
+        tool_output_policy="none",
+        user_message_budget=0,
+        archive_dir="/nonexistent",
+    )
+    conversation = parse_chat(TRANSCRIPT[:120])
+    assert isinstance(conversation, Conversation)
+    compactor = Compactor(MemoryStore(100, 3600))
+    first = await compactor.compact(CompactRequest(conversation, clearing, FakeSummarizer(), scope=SCOPE))
+    assert first.cleared > 0 and first.cache == "none" and not first.compacted
+    again = await compactor.compact(CompactRequest(conversation, clearing, FakeSummarizer(), scope=SCOPE))
+    assert again.cache == "hit" and again.messages == first.messages

@@ -8,7 +8,8 @@ from compact_hook.config import CompactConfig
 def test_defaults_match_the_documented_values() -> None:
     config = CompactConfig()
     assert config.trigger_ratio == 0.92
-    assert config.tail_retention_ratio == 0.25
+    assert config.tail_ratio == 0.25 and config.clear_ratio == 0.7  # derived: the fields stay unset
+    assert config.tail_retention_ratio is None and config.clear_trigger_ratio is None
     assert config.max_retries == 2
     assert config.context_window is None
     assert config.summary_model is None
@@ -119,3 +120,32 @@ def test_yaml_lists_become_tuples_and_env_lists_are_comma_separated() -> None:
 def test_summary_model_digest_means_no_model() -> None:
     assert CompactConfig(summary_model="digest").uses_digest
     assert not CompactConfig(summary_model="gpt-4o-mini").uses_digest
+
+
+def test_defaults_that_depend_on_the_trigger_follow_it() -> None:
+    lowered = CompactConfig(trigger_ratio=0.5)
+    assert lowered.clear_ratio == 0.5 and lowered.tail_ratio == 0.25
+    assert CompactConfig(trigger_ratio=0.3).tail_ratio == 0.15
+    from_block = CompactConfig.from_dict({"trigger_ratio": 0.5}, base=CompactConfig.from_env())
+    assert from_block.clear_ratio == 0.5
+
+
+def test_an_explicit_contradiction_with_the_trigger_still_fails_naming_the_key() -> None:
+    with pytest.raises(ValueError, match="clear_trigger_ratio"):
+        CompactConfig(trigger_ratio=0.5, clear_trigger_ratio=0.7)
+    with pytest.raises(ValueError, match="tail_retention_ratio"):
+        CompactConfig(trigger_ratio=0.5, tail_retention_ratio=0.5)
+
+
+def test_a_lowered_trigger_from_the_environment_alone_is_valid(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("COMPACT_TRIGGER_RATIO", "0.4")
+    config = CompactConfig.from_env()
+    assert config.trigger_ratio == 0.4 and config.clear_ratio == 0.4 and config.tail_ratio == 0.2
+
+
+@pytest.mark.parametrize(
+    ("key", "value"), [("tool_output_policy", "some"), ("normalize", "never"), ("on_overflow", "x")]
+)
+def test_choices_are_checked_against_their_literal_values(key: str, value: str) -> None:
+    with pytest.raises(ValueError, match=key):
+        CompactConfig(**{key: value})

@@ -7,11 +7,38 @@ from pathlib import Path
 import pytest
 
 from compact_hook import CompactConfig, CompactStats, compact_messages, should_compact
-from compact_hook.engine import threshold
+from compact_hook.core.counting import item_strings, request_total
+from compact_hook.core.items import SUMMARY_PREFIX
+from compact_hook.core.limits import Limits
+from compact_hook.core.outcomes import Reason, Summarizer
 from compact_hook.errors import SummarizerError
-from compact_hook.messages import SUMMARY_PREFIX, Message, is_summary_message
+from compact_hook.formats import CHAT, Conversation
 from tests.fakes import FakeSummarizer, InMemoryArchive, WordCounter
-from tests.support import assistant, call, load_transcript, pairing_problems, result, system, user
+from tests.support import (
+    Message,
+    assistant,
+    call,
+    is_summary,
+    load_transcript,
+    pairing_problems,
+    result,
+    system,
+    user,
+)
+
+is_summary_message = is_summary
+
+
+def threshold(cfg: CompactConfig, max_output_tokens: int | None = None) -> int:
+    limits = Limits.of(cfg, max_output_tokens, 0)
+    assert limits is not None
+    return limits.compact
+
+
+def word_total(messages: list[Message]) -> int:
+    conversation = Conversation(CHAT, messages)
+    counts = WordCounter().count(conversation.prints(), lambda i: item_strings(conversation.item(i)))
+    return request_total(0, counts)
 
 
 def w(n: int) -> str:
@@ -50,7 +77,7 @@ def test_threshold_is_inclusive_at_the_trigger_ratio() -> None:
     words = WordCounter()
     cfg = config(context_window=1000, trigger_ratio=0.8)
     at = [user(w(800 - 1 - 3))]  # 1 per message + 3 reply priming
-    assert words.total(words.count_messages(at)) == 800
+    assert word_total(at) == 800
     assert should_compact(at, cfg, counter=words) is True
     assert should_compact(at, config(context_window=1000, trigger_ratio=0.81), counter=words) is False
     below = [user(w(800 - 1 - 3 - 1))]
@@ -84,7 +111,8 @@ async def test_below_threshold_returns_the_same_messages_and_zero_stats() -> Non
     summarizer = FakeSummarizer()
     out = await compact_messages(messages, config(), summarizer, counter=WordCounter())
     assert out.compacted is False and out.messages == messages and out.stats == CompactStats()
-    assert out.reason == "below_threshold" and out.input_tokens > 0
+    assert out.reason is Reason.BELOW_THRESHOLD and out.input_tokens > 0
+    assert all(a is b for a, b in zip(out.messages, messages, strict=True))  # the client's own objects
     assert summarizer.requests == []
 
 
@@ -174,9 +202,10 @@ async def test_a_failing_summarizer_leaves_the_request_unchanged() -> None:
     summarizer = FakeSummarizer(RuntimeError("boom"), RuntimeError("boom"), RuntimeError("boom"))
     archive = InMemoryArchive()
     out = await compact_messages(messages, config(), summarizer, counter=WordCounter(), archive=archive)
-    assert out.compacted is False and out.reason == "summary_failed"
+    assert out.compacted is False and out.reason is Reason.SUMMARY_FAILED
     assert out.messages == messages and all(a is b for a, b in zip(out.messages, messages, strict=True))
     assert len(summarizer.requests) == 3  # 1 + max_retries
+    assert out.summary_calls == 3  # failed attempts are reported too
     assert archive.saved == []
 
 
@@ -192,13 +221,13 @@ async def test_a_retry_after_a_failure_succeeds() -> None:
 async def test_nothing_to_summarize_is_not_compacted() -> None:
     messages = [user(w(500))]
     out = await compact_messages(messages, config(), FakeSummarizer(), counter=WordCounter())
-    assert out.compacted is False and out.reason == "nothing_to_summarize"
+    assert out.compacted is False and out.reason is Reason.NOTHING_TO_SUMMARIZE
 
 
 async def test_malformed_input_is_passed_through_not_raised() -> None:
     for bad in ([{"content": "no role"}], [{"role": "user", "content": 5}], "not a list"):
         out = await compact_messages(bad, config(), FakeSummarizer(), counter=WordCounter())  # type: ignore[arg-type]
-        assert out.compacted is False and out.reason.startswith("malformed")
+        assert out.compacted is False and out.reason is Reason.MALFORMED and out.detail
 
 
 async def test_real_file_archive_is_written_by_default(tmp_path: Path) -> None:
@@ -214,8 +243,23 @@ async def test_summarizer_error_type_is_reported(caplog: pytest.LogCaptureFixtur
     out = await compact_messages(
         history(200), config(max_retries=0), FakeSummarizer(SummarizerError("down")), counter=WordCounter()
     )
-    assert out.reason == "summary_failed"
+    assert out.reason is Reason.SUMMARY_FAILED
     assert "down" in caplog.text
+
+
+async def test_a_digest_standing_in_for_a_failed_summary_says_so_and_counts_the_failed_calls() -> None:
+    """The request must fit: the model failed, so the digest stands in — and the report tells."""
+    summarizer = FakeSummarizer(RuntimeError("down"), RuntimeError("down"))
+    out = await compact_messages(
+        history(400),
+        config(max_retries=1, on_overflow="fit", context_window=300),
+        summarizer,
+        counter=WordCounter(),
+        archive=InMemoryArchive(),
+    )
+    assert out.compacted and out.reason is Reason.SUMMARY_FAILED
+    assert out.summarizer is Summarizer.DIGEST and out.summary_calls == 2
+    assert out.output_tokens <= 300
 
 
 async def test_real_transcript_compacts_with_the_real_tokenizer(archive: InMemoryArchive) -> None:

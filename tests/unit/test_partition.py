@@ -4,14 +4,17 @@ from typing import Any
 
 import pytest
 
-from compact_hook.assemble import assemble, summary_message
-from compact_hook.messages import Message
-from compact_hook.partition import partition
-from compact_hook.units import Unit, group_units
-from tests.fakes import WordCounter
+from compact_hook.core.assemble import assemble_order
+from compact_hook.core.counting import item_strings
+from compact_hook.core.items import Item
+from compact_hook.core.pairing import Unit, group_units
+from compact_hook.core.partition import KeepPolicy, Partition, partition
+from compact_hook.formats import CHAT
 from tests.support import (
+    Message,
     assistant,
     call,
+    items_of,
     load_transcript,
     openai_transcripts,
     pairing_problems,
@@ -21,38 +24,57 @@ from tests.support import (
 )
 
 
+def summary_message(text: str) -> Message:
+    return CHAT.summary(text).raw  # type: ignore[no-any-return]
+
+
+def word_counts(items: list[Item]) -> list[int]:
+    """WordCounter's sizes: the words of every string an item holds, plus 1."""
+    return [1 + sum(len(text.split()) for text in item_strings(item)[0]) for item in items]
+
+
+def units_of(messages: list[Message]) -> list[Unit]:
+    return group_units(items_of(messages))
+
+
+def assemble(messages: list[Message], part: Partition, summary: Message) -> list[Message]:
+    return [
+        summary if index is None else messages[index] for index in assemble_order(items_of(messages), part)
+    ]
+
+
 def w(n: int) -> str:
     """A text of ``n`` words (so WordCounter counts it as n, plus 1 for the message)."""
     return " ".join(["w"] * n)
 
 
 def split(messages: list[Message], budget: int) -> tuple[int, tuple[int, ...], tuple[int, ...], int]:
-    counts = WordCounter().count_messages(messages)
-    part = partition(messages, counts, group_units(messages), budget)
+    items = items_of(messages)
+    part = partition(items, word_counts(items), group_units(items), budget)
     return part.head_end, part.kept, part.middle, part.tail_start
 
 
 def test_units_pair_calls_with_all_their_results_by_position() -> None:
     messages = [user("q"), call("a", "b", "c"), result("1"), result("2"), result("3"), assistant("done")]
-    assert group_units(messages) == [Unit(0, 1), Unit(1, 5), Unit(5, 6)]
+    assert units_of(messages) == [Unit(0, 1), Unit(1, 5), Unit(5, 6)]
 
 
-def test_units_ignore_reused_ids_and_pair_by_position() -> None:
+def test_units_ignore_ids_reused_across_turns() -> None:
     messages = [
         call("a", call_id="same"),
         result("1", "same_0"),
         call("b", call_id="same"),
         result("2", "same_0"),
     ]
-    assert group_units(messages) == [Unit(0, 2), Unit(2, 4)]
+    assert units_of(messages) == [Unit(0, 2), Unit(2, 4)]
 
 
 def test_a_leading_orphan_result_is_its_own_unit() -> None:
-    assert group_units([result("x"), user("q")]) == [Unit(0, 1), Unit(1, 2)]
+    assert units_of([result("x"), user("q")]) == [Unit(0, 1), Unit(1, 2)]
 
 
 def test_a_trailing_unanswered_call_is_its_own_unit() -> None:
-    assert group_units([user("q"), call("finish")]) == [Unit(0, 1), Unit(1, 2)]
+    assert units_of([user("q"), call("finish")]) == [Unit(0, 1), Unit(1, 2)]
 
 
 def test_legacy_function_call_pairs_with_its_function_message() -> None:
@@ -62,7 +84,7 @@ def test_legacy_function_call_pairs_with_its_function_message() -> None:
         "function_call": {"name": "f", "arguments": "{}"},
     }
     messages = [legacy, {"role": "function", "name": "f", "content": "out"}, user("next")]
-    assert group_units(messages) == [Unit(0, 2), Unit(2, 3)]
+    assert units_of(messages) == [Unit(0, 2), Unit(2, 3)]
 
 
 CASES = [
@@ -145,8 +167,8 @@ def test_partition_table(messages: list[Message], budget: int, expected: tuple[A
 
 def test_every_message_lands_in_exactly_one_part() -> None:
     messages = load_transcript("tau_bench_airline_gpt4o_task3_trial0.json")
-    counts = WordCounter().count_messages(messages)
-    part = partition(messages, counts, group_units(messages), 200)
+    items = items_of(messages)
+    part = partition(items, word_counts(items), group_units(items), 200)
     covered = [*range(part.head_end), *part.kept, *part.middle, *range(part.tail_start, len(messages))]
     assert sorted(covered) == list(range(len(messages)))
 
@@ -155,16 +177,17 @@ def test_every_message_lands_in_exactly_one_part() -> None:
 def test_no_cut_point_of_a_real_conversation_orphans_a_call_or_result(name: str) -> None:
     """Every prefix of the conversation, cut at every possible tail size."""
     conversation = load_transcript(name)
-    counter = WordCounter()
-    all_counts = counter.count_messages(conversation)
+    all_items = items_of(conversation)
+    all_counts = word_counts(all_items)
     for end in range(1, len(conversation) + 1):
         messages = conversation[:end]
-        units = group_units(messages)
+        items = all_items[:end]
+        units = group_units(items)
         counts = all_counts[:end]
         before = set(pairing_problems(messages))
         seen_tails: set[int] = set()
         for budget in _budgets_for_each_tail(units, counts):
-            part = partition(messages, counts, units, budget)
+            part = partition(items, counts, units, budget)
             if part.tail_start in seen_tails or not part.middle:
                 continue
             seen_tails.add(part.tail_start)
@@ -188,3 +211,27 @@ def _kept_positions(part: Any, n: int) -> list[tuple[int, int]]:
     offset = part.head_end + len(part.kept) + 1
     pairs += [(offset + k, index) for k, index in enumerate(range(part.tail_start, n))]
     return pairs
+
+
+def test_a_tool_output_quoting_an_interrupt_marker_does_not_pin_its_unit() -> None:
+    """A Claude Code session whose agent read a log containing the marker (issue 7's regression)."""
+    quoted = [user(w(5)), call("read"), result("[Request interrupted by user for tool use] " + w(40))]
+    messages = [*quoted, call("b"), result(w(9)), assistant(w(9)), user(w(2))]
+    assert split(messages, 12) == (0, (), (0, 1, 2, 3, 4), 5)  # the quoting unit (1, 2) is summarized
+    said = [user(w(5)), call("read"), result(w(40)), user("[Request interrupted by user] " + w(3))]
+    messages = [*said, call("b"), result(w(9)), assistant(w(9)), user(w(2))]
+    head, kept, middle, tail = split(messages, 12)
+    assert 3 in kept and 3 not in middle  # the user's own marker is kept verbatim
+
+
+def test_the_summary_leads_when_the_first_kept_unit_is_the_models() -> None:
+    messages = [call("todo"), result(w(9)), call("read"), result(w(20)), user(w(3)), assistant(w(9))]
+    items = items_of(messages)
+    keep = KeepPolicy(0, ("todo",))
+    part = partition(items, word_counts(items), group_units(items), 10, keep=keep)
+    assert part.kept == (0, 1, 4)
+    assert assemble_order(items, part) == [None, 0, 1, 4, 5]
+    plain = [user(w(5)), call("read"), result(w(20)), user(w(3)), assistant(w(9))]
+    items = items_of(plain)
+    part = partition(items, word_counts(items), group_units(items), 10)
+    assert assemble_order(items, part) == [3, None, 4]

@@ -4,9 +4,9 @@ from collections.abc import Sequence
 
 import pytest
 
-from compact_hook.chain import Entry
 from compact_hook.config import ProcessConfig
-from compact_hook.store import MemoryStore, TieredStore, build_store
+from compact_hook.core.chain import Entry
+from compact_hook.state.store import MemoryStore, TieredStore, build_store
 
 
 def chain_of(*keys: bytes) -> list[bytes]:

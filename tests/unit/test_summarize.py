@@ -5,21 +5,22 @@ import time
 
 import pytest
 
-from compact_hook.assemble import summary_message
 from compact_hook.config import CompactConfig
-from compact_hook.errors import SummarizerError
-from compact_hook.summarize import (
+from compact_hook.core.transcript import transcript_entries
+from compact_hook.engine.summarize import (
     PROMPT_VERSION,
+    Attempts,
     call_with_retries,
     input_budget,
     plan_chunks,
     summarize_middle,
     summary_prompt,
 )
-from compact_hook.tokens import HFTokenCounter
-from compact_hook.transcript import transcript_entries
+from compact_hook.errors import SummarizerError
+from compact_hook.formats import ANTHROPIC, CHAT
+from compact_hook.state.tokenizers import HFTokenCounter
 from tests.fakes import FakeSummarizer, WordCounter
-from tests.support import assistant, call, load_transcript, result, user
+from tests.support import assistant, call, items_of, load_transcript, result, user
 
 SECTIONS = [
     "## Goal and user constraints",
@@ -41,14 +42,14 @@ def test_the_prompt_is_a_package_file_with_every_section() -> None:
 
 def test_transcript_labels_roles_tool_results_and_previous_summaries() -> None:
     messages = [
-        summary_message("older facts"),
+        CHAT.summary("older facts").raw,
         user("please fix it"),
         call("read_file", "grep"),
         result("file body", "call_0"),
         result("3 matches", "call_1"),
         {"role": "user", "content": [{"type": "image_url", "image_url": {"url": "https://x.test/a.png"}}]},
     ]
-    entries = transcript_entries(messages)
+    entries = transcript_entries(items_of(messages))
     assert entries[0] == "### previous summary\nolder facts"
     assert entries[1] == "### user\nplease fix it"
     assert entries[2] == "### assistant\n-> call read_file({})\n-> call grep({})"
@@ -57,16 +58,45 @@ def test_transcript_labels_roles_tool_results_and_previous_summaries() -> None:
     assert "https://x.test/a.png" in entries[5]
 
 
+def test_anthropic_results_inside_a_user_message_are_labelled_with_their_tool() -> None:
+    messages = [
+        {"role": "user", "content": "read both"},
+        {
+            "role": "assistant",
+            "content": [
+                {"type": "thinking", "thinking": "two reads", "signature": "s"},
+                {"type": "tool_use", "id": "t1", "name": "Read", "input": {"path": "a.py"}},
+                {"type": "tool_use", "id": "t2", "name": "Grep", "input": {"pattern": "x"}},
+            ],
+        },
+        {
+            "role": "user",
+            "content": [
+                {"type": "tool_result", "tool_use_id": "t2", "content": "2 matches"},
+                {"type": "tool_result", "tool_use_id": "t1", "content": "print(1)", "is_error": True},
+                {"type": "text", "text": "also check b.py"},
+            ],
+        },
+    ]
+    entries = transcript_entries([ANTHROPIC.item(message) for message in messages])
+    assert entries[1] == (
+        '### assistant\n[thinking] two reads\n-> call Read({"path":"a.py"})\n-> call Grep({"pattern":"x"})'
+    )
+    assert entries[2] == (
+        "### user\n[tool result (Grep)]\n2 matches\n[tool result, error (Read)]\nprint(1)\nalso check b.py"
+    )
+
+
 def test_reused_ids_still_label_results_by_position() -> None:
     messages = load_transcript("tau_bench_airline_gpt4o_task2_trial1.json")
-    entries = transcript_entries(messages)
+    entries = transcript_entries(items_of(messages))
     assert len(entries) == len(messages)
     assert all(e.startswith("### ") for e in entries)
 
 
 def test_chunks_cover_every_character_and_respect_the_budget() -> None:
     counter = HFTokenCounter("o200k_base")
-    entries = transcript_entries(load_transcript("claude_code_fa812bfe_pre_compact.json"))
+    entries = transcript_entries(items_of(load_transcript("claude_code_fa812bfe_pre_compact.json")))
     chunks = plan_chunks(entries, counter, budget=8_000)
     assert len(chunks) > 5
     assert all(counter.count_text(chunk) <= 8_000 + 50 for chunk in chunks)
@@ -87,11 +117,12 @@ def test_an_entry_larger_than_the_budget_is_split_never_cut() -> None:
 async def test_a_middle_larger_than_the_summary_window_is_summarized_in_chunks_with_the_running_summary() -> (
     None
 ):
-    middle = [user(f"fact number {i} " + "x " * 300) for i in range(40)]
+    middle = items_of([user(f"fact number {i} " + "x " * 300) for i in range(40)])
     config = CompactConfig(context_window=200_000, summary_context_window=4000, summary_max_tokens=300)
     summarizer = FakeSummarizer(*[f"summary after part {i}" for i in range(1, 100)])
-    text = await summarize_middle(middle, config, summarizer, WordCounter())
-    assert len(summarizer.requests) > 1
+    attempts = Attempts()
+    text = await summarize_middle(middle, config, summarizer, WordCounter(), attempts)
+    assert len(summarizer.requests) > 1 and attempts.count == len(summarizer.requests)
     assert text == f"summary after part {len(summarizer.requests)}"
     for index, request in enumerate(summarizer.requests[1:], start=1):
         assert f"<summary-so-far>\nsummary after part {index}\n</summary-so-far>" in request[-1]["content"]
@@ -102,7 +133,9 @@ async def test_a_middle_larger_than_the_summary_window_is_summarized_in_chunks_w
 async def test_a_single_chunk_request_has_the_system_prompt_and_the_transcript() -> None:
     summarizer = FakeSummarizer()
     config = CompactConfig(context_window=100_000)
-    await summarize_middle([user("hello"), assistant("hi")], config, summarizer, WordCounter())
+    await summarize_middle(
+        items_of([user("hello"), assistant("hi")]), config, summarizer, WordCounter(), Attempts()
+    )
     [request] = summarizer.requests
     assert request[0] == {"role": "system", "content": summary_prompt()}
     assert "<transcript>\n### user\nhello\n\n### assistant\nhi\n</transcript>" in request[1]["content"]
@@ -117,15 +150,19 @@ def test_a_window_too_small_for_prompt_and_summary_is_an_error() -> None:
 async def test_retries_back_off_exponentially() -> None:
     config = CompactConfig(max_retries=2, retry_backoff_seconds=0.05)
     summarizer = FakeSummarizer(RuntimeError("1"), RuntimeError("2"), "ok")
+    attempts = Attempts()
     start = time.monotonic()
-    assert await call_with_retries(summarizer, [user("x")], config) == "ok"
+    assert await call_with_retries(summarizer, [user("x")], config, attempts) == "ok"
     assert time.monotonic() - start >= 0.05 + 0.1
+    assert attempts.count == 3  # the failed attempts are counted too
 
 
 async def test_an_empty_answer_counts_as_a_failure() -> None:
     config = CompactConfig(max_retries=1, retry_backoff_seconds=0)
+    attempts = Attempts()
     with pytest.raises(SummarizerError, match="empty"):
-        await call_with_retries(FakeSummarizer("", "   "), [user("x")], config)
+        await call_with_retries(FakeSummarizer("", "   "), [user("x")], config, attempts)
+    assert attempts.count == 2
 
 
 async def test_a_hanging_summary_call_times_out() -> None:
@@ -135,4 +172,4 @@ async def test_a_hanging_summary_call_times_out() -> None:
 
     config = CompactConfig(max_retries=0, summary_timeout_seconds=0.05)
     with pytest.raises(SummarizerError, match="Timeout"):
-        await call_with_retries(hang, [user("x")], config)
+        await call_with_retries(hang, [user("x")], config, Attempts())

@@ -7,20 +7,26 @@ from typing import Any
 
 import pytest
 
-from compact_hook import CompactConfig, count_tokens
-from compact_hook.clearing import PLACEHOLDER
-from compact_hook.digest import digest
-from compact_hook.engine import Compactor, CompactResult, compact_messages
-from compact_hook.messages import Message, is_summary_message
-from compact_hook.normalize import ABORTED_RESULT, is_valid, normalize
-from compact_hook.store import MemoryStore
-from compact_hook.tokens import HFTokenCounter
-from compact_hook.truncate import truncate_tool_message
+from compact_hook import CompactConfig, compact_messages, count_tokens
+from compact_hook.core.clearing import PLACEHOLDER
+from compact_hook.core.counting import item_strings, request_total
+from compact_hook.core.digest import digest
+from compact_hook.core.normalize import ABORTED_RESULT, is_valid, normalize
+from compact_hook.core.pairing import pair
+from compact_hook.core.truncate import Offsets, truncate_results
+from compact_hook.engine import Compactor, CompactRequest, CompactResult
+from compact_hook.engine.library import parse_chat
+from compact_hook.formats import CHAT, Conversation
+from compact_hook.state.store import MemoryStore
+from compact_hook.state.tokenizers import HFTokenCounter
 from tests.fakes import FakeSummarizer, InMemoryArchive, WordCounter
 from tests.support import (
+    Message,
     assistant,
     call,
     is_prefix,
+    is_summary,
+    items_of,
     load_transcript,
     pairing_problems,
     replay_points,
@@ -30,6 +36,24 @@ from tests.support import (
 )
 
 TOKENS = HFTokenCounter("o200k_base")
+is_summary_message = is_summary
+
+
+def truncate_tool_message(message: Message, limit: int, policy: str, offsets: Offsets) -> Message | None:
+    """Tier 1 on one chat tool message: the rebuilt message, or None when nothing needs cutting."""
+    item = CHAT.item(message)
+    cuts = truncate_results(item, limit, policy, offsets)
+    return CHAT.replace_outputs(item, cuts, keep_media=True).raw if cuts else None
+
+
+def normalized(messages: list[Message]) -> list[Message]:
+    return [item.raw for item in normalize(items_of(messages), CHAT)]
+
+
+def words_total(messages: list[Message]) -> int:
+    conversation = Conversation(CHAT, messages)
+    counts = WordCounter().count(conversation.prints(), lambda i: item_strings(conversation.item(i)))
+    return request_total(0, counts)
 
 
 def w(n: int, word: str = "w") -> str:
@@ -106,12 +130,14 @@ def test_the_none_policy_never_truncates() -> None:
 
 def test_outputs_made_of_content_parts_are_truncated_too() -> None:
     parts = [{"type": "text", "text": w(3000, "alpha")}, {"type": "text", "text": w(3000, "omega")}]
+    image = {"type": "image_url", "image_url": {"url": "https://x.test/plot.png"}}
     cut = truncate_tool_message(
-        {"role": "tool", "tool_call_id": "x", "content": parts}, 300, "tokens", TOKENS.offsets
+        {"role": "tool", "tool_call_id": "x", "content": [*parts, image]}, 300, "tokens", TOKENS.offsets
     )
     assert cut is not None
-    [part] = cut["content"]
+    [part, kept_image] = cut["content"]
     assert part["text"].startswith("alpha") and part["text"].endswith("omega") and "truncated" in part["text"]
+    assert kept_image is image  # media stays after the cut text
 
 
 async def test_truncation_applies_on_every_request_but_never_to_protected_tools() -> None:
@@ -185,8 +211,7 @@ async def test_e62_an_oversized_output_is_shrunk_only_when_the_window_is_small()
     roomy = await run(messages, words_config(context_window=100_000, tool_output_policy="none"))
     assert roomy.messages[3] is messages[3]
     tight = await run(messages, words_config(context_window=1000, tool_output_policy="none"))
-    words = WordCounter()
-    assert words.total(words.count_messages(tight.messages)) <= 1000 < words.total(words.count_messages(messages))
+    assert words_total(tight.messages) <= 1000 < words_total(messages)
     assert "tokens truncated" in tight.messages[3]["content"]
     assert tight.messages[3]["tool_call_id"] == "a_0" and pairing_problems(tight.messages) == []
 
@@ -201,8 +226,10 @@ async def test_clearing_is_remembered_so_the_prefix_stays_stable_between_batches
     previous: list[str] | None = None
     changes = 0
     for end in replay_points(transcript):
+        conversation = parse_chat(transcript[:end])
+        assert isinstance(conversation, Conversation)
         out = await compactor.compact(
-            transcript[:end], config, summarizer, "s", scope=b"x", archive=InMemoryArchive()
+            CompactRequest(conversation, config, summarizer, "s", scope=b"x", archive=InMemoryArchive())
         )
         current = [json.dumps(m, sort_keys=True) for m in out.messages]
         if previous is not None and not is_prefix(previous, current):
@@ -274,21 +301,21 @@ def test_an_unanswered_call_gets_a_synthetic_result_and_an_orphan_result_goes() 
         user("next"),
     ]
     messages = messages[:3] + [user("between"), result("orphan", "zzz")]
-    fixed = normalize(messages)
+    fixed = normalized(messages)
     assert fixed[1] is messages[1] and fixed[2] is messages[2]
     assert fixed[3] == {"role": "tool", "tool_call_id": "x_1", "content": ABORTED_RESULT}
     assert fixed[4] is messages[3] and len(fixed) == 5
-    assert is_valid(fixed) and pairing_problems(fixed) == []
+    assert is_valid(items_of(fixed)) and pairing_problems(fixed) == []
 
 
 def test_parallel_results_out_of_order_are_kept_as_sent() -> None:
     messages = [call("a", "b", call_id="x"), result("b out", "x_1"), result("a out", "x_0")]
-    assert normalize(messages) == messages and is_valid(messages)
+    assert normalized(messages) == messages and is_valid(items_of(messages))
 
 
 def test_a_trailing_unanswered_call_is_answered() -> None:
     conversation = load_transcript("openhands_ponylang__ponyc-4595.json")
-    fixed = normalize(conversation)
+    fixed = normalized(conversation)
     assert len(fixed) == len(conversation) + 1 and fixed[-1]["content"] == ABORTED_RESULT
     assert pairing_problems(fixed) == []
 
@@ -323,7 +350,7 @@ async def test_a_failed_summary_over_the_window_is_replaced_by_the_digest_and_fi
     config = words_config(tool_output_policy="none", clear_tool_results=False, max_retries=0)
     out = await run(messages, config, FakeSummarizer(RuntimeError("down")))
     assert out.compacted and out.summarizer == "digest" and out.cache == "miss"
-    assert WordCounter().total(WordCounter().count_messages(out.messages)) <= 1000
+    assert words_total(out.messages) <= 1000
     summary = next(m["content"] for m in out.messages if is_summary_message(m))
     assert "src/mod" in summary and "read_file(" in summary and "Error: boom" in summary
     assert pairing_problems(out.messages) == []
@@ -349,7 +376,7 @@ async def test_a_tail_too_large_alone_is_fitted_dropping_oldest_units_never_head
     out = await compact_messages(
         messages, config, FakeSummarizer(), "s", counter=WordCounter(), archive=archive
     )
-    assert WordCounter().total(WordCounter().count_messages(out.messages)) <= 1000
+    assert words_total(out.messages) <= 1000
     assert out.messages[0] is messages[0] and messages[1] in out.messages
     assert pairing_problems(out.messages) == []
     archived = [m for _, saved in archive.saved for m in saved]
@@ -378,10 +405,10 @@ async def test_summary_model_digest_summarizes_without_any_call() -> None:
 
 def test_the_digest_copies_facts_verbatim_and_stays_bounded() -> None:
     conversation = load_transcript("sweagent_fc_marshmallow-1867.json")
-    text = digest(conversation, 4000)
+    text = digest(items_of(conversation), 4000)
     assert len(text) <= 4400
     assert "## User requests" in text and "## Files touched" in text and "## Tool calls and outcomes" in text
-    assert digest(conversation, 4000) == text
+    assert digest(items_of(conversation), 4000) == text
 
 
 # --- every shared conversation ---------------------------------------------------------------
@@ -428,10 +455,7 @@ async def test_every_shared_conversation_leaves_valid_protected_and_deterministi
 
 
 def _tool_of(conversation: list[Message], index: int) -> str | None:
-    from compact_hook.clearing import tool_results
-    from compact_hook.units import group_units
-
-    return {r.index: r.tool for r in tool_results(conversation, group_units(conversation))}.get(index)
+    return pair(items_of(conversation)).tool_of.get((index, 0))
 
 
 def _in_tail(result: CompactResult, message: Message) -> bool:
