@@ -16,14 +16,8 @@ from typing import Any, Literal, NotRequired, Required, TypedDict
 from compact_hook.core.items import Item, Part, PartKind, Role, summary_body
 from compact_hook.core.normalize import ABORTED_RESULT
 from compact_hook.core.outcomes import Reason
-from compact_hook.formats.base import (
-    Conversation,
-    Rejected,
-    compact_json,
-    media_location,
-    positive_int,
-    problem_in,
-)
+from compact_hook.formats.base import Conversation, Rejected, positive_int, problem_in
+from compact_hook.formats.openai_parts import content_parts, joined_text, media_of
 
 
 class ToolCallFunction(TypedDict):
@@ -49,8 +43,6 @@ class ChatMessage(TypedDict, total=False):
 
 Message = dict[str, Any]
 
-MEDIA_TOKENS = 765
-"""One 512px-tile high-detail image under OpenAI's accounting (85 + 4 x 170); used for all media."""
 ROLES = {
     "system": Role.SYSTEM,
     "developer": Role.SYSTEM,
@@ -59,10 +51,6 @@ ROLES = {
     "tool": Role.TOOL,
     "function": Role.TOOL,
 }
-TEXT_PART_KEYS = {"text": "text", "input_text": "text", "output_text": "text", "refusal": "refusal"}
-MEDIA_PART_TYPES = frozenset(
-    {"image_url", "image", "input_image", "input_audio", "audio", "file", "input_file", "document"}
-)
 CONTEXT_KEYS = ("tools", "functions", "response_format")
 _CONTENT_TYPES = (str, list, type(None))
 
@@ -89,7 +77,7 @@ class ChatFormat:
         if role == "tool" or role == "function":
             parts: tuple[Part, ...] = (_result_part(raw),)
         else:
-            parts = _content_parts(raw.get("content"))
+            parts = content_parts(raw.get("content"))
             if role == "assistant" and (raw.get("tool_calls") or raw.get("function_call")):
                 parts = parts + tuple(_call_part(call) for call in _calls_of(raw))
         return Item(ROLES.get(role, Role.OTHER), parts, raw, name if type(name) is str else "")
@@ -105,10 +93,7 @@ class ChatFormat:
     def replace_outputs(self, item: Item, outputs: Mapping[int, str], keep_media: bool) -> Item:
         if 0 not in outputs:
             return item
-        content = item.raw.get("content")
-        media = (
-            [p for p in content if not _is_text_part(p)] if keep_media and isinstance(content, list) else []
-        )
+        media = media_of(item.raw.get("content")) if keep_media else []
         new: Any = [{"type": "text", "text": outputs[0]}, *media] if media else outputs[0]
         return self.item({**item.raw, "content": new})
 
@@ -195,31 +180,5 @@ def _result_part(message: Message) -> Part:
     content = message.get("content")
     if type(content) is str:
         return Part(PartKind.RESULT, content, name, call_id)
-    parts = _content_parts(content)
-    text = "\n".join(part.text for part in parts if part.kind is PartKind.TEXT)
-    return Part(PartKind.RESULT, text, name, call_id, sum(part.fixed_tokens for part in parts))
-
-
-def _content_parts(content: object) -> tuple[Part, ...]:
-    if type(content) is str:
-        return (Part(PartKind.TEXT, content),) if content else ()
-    if not isinstance(content, list):
-        return ()
-    return tuple(_part(part) for part in content if isinstance(part, dict))
-
-
-def _part(part: dict[str, Any]) -> Part:
-    kind = part.get("type")
-    if kind in TEXT_PART_KEYS:
-        value = part.get(TEXT_PART_KEYS[str(kind)])
-        return Part(PartKind.TEXT, value if isinstance(value, str) else "")
-    if kind in MEDIA_PART_TYPES:
-        return Part(PartKind.MEDIA, media_location(part), name=str(kind), fixed_tokens=MEDIA_TOKENS)
-    if kind == "thinking":
-        thinking = part.get("thinking")
-        return Part(PartKind.THINKING, thinking if isinstance(thinking, str) else "")
-    return Part(PartKind.OPAQUE, compact_json(part), name=str(kind))
-
-
-def _is_text_part(part: object) -> bool:
-    return isinstance(part, dict) and part.get("type") in TEXT_PART_KEYS
+    parts = content_parts(content)
+    return Part(PartKind.RESULT, joined_text(parts), name, call_id, sum(part.fixed_tokens for part in parts))

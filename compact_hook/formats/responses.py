@@ -20,16 +20,9 @@ from typing import Any
 from compact_hook.core.items import Item, Part, PartKind, Role, summary_body
 from compact_hook.core.normalize import ABORTED_RESULT
 from compact_hook.core.outcomes import Reason
-from compact_hook.formats.base import (
-    Conversation,
-    Rejected,
-    compact_json,
-    media_location,
-    positive_int,
-    problem_in,
-)
+from compact_hook.formats.base import Conversation, Rejected, compact_json, positive_int, problem_in
+from compact_hook.formats.openai_parts import MEDIA_TOKENS, content_parts, joined_text, media_of
 
-MEDIA_TOKENS = 765
 MESSAGE_ROLES = {
     "user": Role.USER,
     "assistant": Role.ASSISTANT,
@@ -58,14 +51,6 @@ MODEL_ITEMS = frozenset(
 )
 """Built-in tool calls: the model's own, answered within the item itself."""
 MANAGED_ITEMS = frozenset({"compaction"})
-TEXT_PARTS = {
-    "input_text": "text",
-    "output_text": "text",
-    "text": "text",
-    "refusal": "refusal",
-    "summary_text": "text",
-}
-MEDIA_PARTS = frozenset({"input_image", "input_file", "input_audio"})
 REASONING_BYTES_PER_TOKEN = 4
 REASONING_ENVELOPE_BYTES = 650
 """Encrypted reasoning costs about its decoded size, less a fixed envelope, at ~4 bytes a
@@ -101,7 +86,7 @@ class ResponsesFormat:
         kind = raw.get("type", "message")
         if kind == "message":
             role = MESSAGE_ROLES.get(str(raw.get("role")), Role.OTHER)
-            return Item(role, _content_parts(raw.get("content")), raw, joins_turn=role is Role.ASSISTANT)
+            return Item(role, content_parts(raw.get("content")), raw, joins_turn=role is Role.ASSISTANT)
         if kind in CALL_TYPES:
             return Item(Role.ASSISTANT, (_call_part(raw, kind),), raw, joins_turn=True)
         if kind in RESULT_TYPES:
@@ -132,12 +117,7 @@ class ResponsesFormat:
     def replace_outputs(self, item: Item, outputs: Mapping[int, str], keep_media: bool) -> Item:
         if 0 not in outputs:
             return item
-        output = item.raw.get("output")
-        media = (
-            [part for part in output if isinstance(part, dict) and part.get("type") in MEDIA_PARTS]
-            if keep_media and isinstance(output, list)
-            else []
-        )
+        media = media_of(item.raw.get("output")) if keep_media else []
         new: Any = [{"type": "input_text", "text": outputs[0]}, *media] if media else outputs[0]
         return self.item({**item.raw, "output": new})
 
@@ -184,24 +164,6 @@ def _item_problem(item: object) -> str | None:
     return None if isinstance(content, str) else f"content is {type(content).__name__}"
 
 
-def _content_parts(content: object) -> tuple[Part, ...]:
-    if isinstance(content, str):
-        return (Part(PartKind.TEXT, content),) if content else ()
-    if not isinstance(content, list):
-        return ()
-    return tuple(_part(part) for part in content if isinstance(part, dict))
-
-
-def _part(part: dict[str, Any]) -> Part:
-    kind = part.get("type")
-    if kind in TEXT_PARTS:
-        value = part.get(TEXT_PARTS[str(kind)])
-        return Part(PartKind.TEXT, value if isinstance(value, str) else "")
-    if kind in MEDIA_PARTS:
-        return Part(PartKind.MEDIA, media_location(part), name=str(kind), fixed_tokens=MEDIA_TOKENS)
-    return Part(PartKind.OPAQUE, compact_json(part), name=str(kind))
-
-
 def _call_part(raw: Mapping[str, Any], kind: str) -> Part:
     if kind == "function_call":
         arguments = raw.get("arguments")
@@ -225,8 +187,7 @@ def _result_part(raw: Mapping[str, Any]) -> Part:
     if isinstance(output, str):
         text, media = output, 0
     elif isinstance(output, list):
-        text = "\n".join(part.text for part in _content_parts(output) if part.kind is PartKind.TEXT)
-        media = sum(1 for part in output if isinstance(part, dict) and part.get("type") in MEDIA_PARTS)
+        text, media = joined_text(content_parts(output)), len(media_of(output))
     else:
         text, media = ("" if output is None else compact_json(output)), 0
     return Part(PartKind.RESULT, text, call_id=_str(raw.get("call_id")), fixed_tokens=media * MEDIA_TOKENS)
@@ -234,7 +195,7 @@ def _result_part(raw: Mapping[str, Any]) -> Part:
 
 def _reasoning_part(raw: Mapping[str, Any]) -> Part:
     summary = raw.get("summary")
-    texts = [part.text for part in _content_parts(summary)] if isinstance(summary, list) else []
+    texts = [part.text for part in content_parts(summary)] if isinstance(summary, list) else []
     encrypted = raw.get("encrypted_content")
     hidden = 0
     if isinstance(encrypted, str) and encrypted:

@@ -15,7 +15,14 @@ from compact_hook.proxy import hook as hook_module
 from compact_hook.proxy.hook import CompactHook, session_id_of
 from compact_hook.proxy.models import validate_model_list
 from compact_hook.proxy.report import response_headers
-from tests.support import ANTHROPIC, RESPONSES, is_summary, load_transcript, pairing_problems
+from tests.support import (
+    ANTHROPIC,
+    RESPONSES,
+    chat_to_responses,
+    is_summary,
+    load_transcript,
+    pairing_problems,
+)
 
 UPSTREAM = "http://upstream.test/v1"
 SUMMARY = "## Goal and user constraints\nkeep going\n## Current state\nhalfway"
@@ -329,35 +336,6 @@ def responses_request(model: str = "agent", **extra: Any) -> dict[str, Any]:
     }
     data.update(extra)
     return data
-
-
-def chat_to_responses(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    items: list[dict[str, Any]] = []
-    for message in messages:
-        if message["role"] == "tool":
-            output = (
-                message["content"] if isinstance(message["content"], str) else json.dumps(message["content"])
-            )
-            items.append(
-                {"type": "function_call_output", "call_id": message["tool_call_id"], "output": output}
-            )
-        elif message["role"] == "assistant":
-            if isinstance(message.get("content"), str) and message["content"]:
-                text = [{"type": "output_text", "text": message["content"]}]
-                items.append({"type": "message", "role": "assistant", "content": text})
-            for call in message.get("tool_calls") or []:
-                function = call["function"]
-                items.append(
-                    {
-                        "type": "function_call",
-                        "call_id": call["id"],
-                        "name": function["name"],
-                        "arguments": function["arguments"],
-                    }
-                )
-        else:
-            items.append({"role": message["role"], "content": message["content"]})
-    return items
 
 
 async def test_an_anthropic_messages_request_is_compacted_and_reported_in_litellm_metadata(

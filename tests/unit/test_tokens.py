@@ -19,7 +19,7 @@ from compact_hook.core.counting import (
 from compact_hook.errors import TokenizerError
 from compact_hook.formats import ANTHROPIC, CHAT, Conversation
 from compact_hook.formats.anthropic import MEDIA_TOKENS as ANTHROPIC_MEDIA_TOKENS
-from compact_hook.formats.chat import MEDIA_TOKENS
+from compact_hook.formats.openai_parts import MEDIA_TOKENS
 from compact_hook.state.tokenizers import HFTokenCounter, load_tokenizer, tokenizer_name_for_model
 from tests.support import load_transcript
 

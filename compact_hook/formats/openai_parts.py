@@ -1,0 +1,58 @@
+"""OpenAI content parts, shared by chat completions and Responses: text, media, and the rest.
+
+Chat messages and Responses items carry the same kinds of parts (``text`` / ``input_text`` /
+``output_text`` / ``refusal``, images, audio, files); one parser serves both.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from compact_hook.core.items import Part, PartKind
+from compact_hook.formats.base import compact_json, media_location
+
+MEDIA_TOKENS = 765
+"""One 512px-tile high-detail image under OpenAI's accounting (85 + 4 x 170); used for all media."""
+TEXT_KEYS = {
+    "text": "text",
+    "input_text": "text",
+    "output_text": "text",
+    "summary_text": "text",
+    "refusal": "refusal",
+}
+MEDIA_TYPES = frozenset(
+    {"image_url", "image", "input_image", "input_audio", "audio", "file", "input_file", "document"}
+)
+
+
+def content_parts(content: object) -> tuple[Part, ...]:
+    """The parts of a ``content`` (or Responses ``output``) value: a string, or a list of parts."""
+    if type(content) is str:
+        return (Part(PartKind.TEXT, content),) if content else ()
+    if not isinstance(content, list):
+        return ()
+    return tuple(_part(part) for part in content if isinstance(part, dict))
+
+
+def _part(part: dict[str, Any]) -> Part:
+    kind = part.get("type")
+    if kind in TEXT_KEYS:
+        value = part.get(TEXT_KEYS[str(kind)])
+        return Part(PartKind.TEXT, value if isinstance(value, str) else "")
+    if kind in MEDIA_TYPES:
+        return Part(PartKind.MEDIA, media_location(part), name=str(kind), fixed_tokens=MEDIA_TOKENS)
+    if kind == "thinking":
+        thinking = part.get("thinking")
+        return Part(PartKind.THINKING, thinking if isinstance(thinking, str) else "")
+    return Part(PartKind.OPAQUE, compact_json(part), name=str(kind))
+
+
+def media_of(content: object) -> list[Any]:
+    """The media parts of a list content, in order (kept after a truncated text)."""
+    if not isinstance(content, list):
+        return []
+    return [part for part in content if isinstance(part, dict) and part.get("type") in MEDIA_TYPES]
+
+
+def joined_text(parts: tuple[Part, ...]) -> str:
+    return "\n".join(part.text for part in parts if part.kind is PartKind.TEXT)
