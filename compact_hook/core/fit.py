@@ -9,8 +9,9 @@ model's view.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
 from compact_hook.core.items import Item, Role, head_length
 from compact_hook.core.pairing import Unit
@@ -18,9 +19,15 @@ from compact_hook.core.partition import latest_user_index, protected_tools_of
 
 MIN_OUTPUT_TOKENS = 100
 
-Shrink = Callable[[Item, int], Item | None]
-"""Truncate a tool result to at most n tokens (None if it already fits)."""
-Count = Callable[[Item], int]
+
+class Sizing(Protocol):
+    """How big an item is, and how to make its tool outputs smaller."""
+
+    def count(self, item: Item) -> int: ...
+
+    def shrink(self, item: Item, limit: int) -> Item | None:
+        """The item with its tool outputs cut to at most ``limit`` tokens (None if nothing can be cut)."""
+        ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -31,46 +38,38 @@ class Fitted:
 
 
 def fit(
-    items: Sequence[Item],
-    units: Sequence[Unit],
-    order: Sequence[Unit],
-    limit: int,
-    count: Count,
-    shrink: Shrink,
-    overhead: int,
+    items: Sequence[Item], units: Sequence[Unit], order: Sequence[Unit], budget: int, sizing: Sizing
 ) -> Fitted:
-    """Bring ``sum(count) + overhead`` to at most ``limit``.
+    """Bring the items' total size to at most ``budget``.
 
     ``order`` lists the units that may go, in the order to try; the last of them is only
     dropped after every tool output has been shrunk (it is what the model answers next).
     """
     groups = {unit.start: [items[i] for i in range(unit.start, unit.end)] for unit in units}
-    total = overhead + sum(count(item) for item in items)
+    total = sum(sizing.count(item) for item in items)
     dropped: list[Item] = []
     droppable = list(order)
 
     def drop() -> int:
         gone = groups.pop(droppable.pop(0).start)
         dropped.extend(gone)
-        return sum(count(item) for item in gone)
+        return sum(sizing.count(item) for item in gone)
 
-    while total > limit and len(droppable) > 1:
+    while total > budget and len(droppable) > 1:
         total -= drop()
-    total = _shrink_outputs(groups, limit, total, count, shrink)
-    while total > limit and droppable:
+    total = _shrink_outputs(groups, budget, total, sizing)
+    while total > budget and droppable:
         total -= drop()
     kept = [item for start in sorted(groups) for item in groups[start]]
-    return Fitted(kept, dropped, total <= limit)
+    return Fitted(kept, dropped, total <= budget)
 
 
-def _shrink_outputs(
-    groups: dict[int, list[Item]], limit: int, total: int, count: Count, shrink: Shrink
-) -> int:
+def _shrink_outputs(groups: dict[int, list[Item]], budget: int, total: int, sizing: Sizing) -> int:
     """Halve the largest tool output until everything fits or no output can shrink further."""
     stuck: set[tuple[int, int]] = set()
-    while total > limit:
+    while total > budget:
         sized = [
-            (count(item), start, position)
+            (sizing.count(item), start, position)
             for start, group in groups.items()
             for position, item in enumerate(group)
             if item.has_results and (start, position) not in stuck
@@ -79,12 +78,12 @@ def _shrink_outputs(
         if not sized:
             return total
         tokens, start, position = max(sized)
-        smaller = shrink(groups[start][position], max(MIN_OUTPUT_TOKENS, tokens // 2))
-        if smaller is None or count(smaller) >= tokens:
+        smaller = sizing.shrink(groups[start][position], max(MIN_OUTPUT_TOKENS, tokens // 2))
+        if smaller is None or sizing.count(smaller) >= tokens:
             stuck.add((start, position))
         else:
             groups[start][position] = smaller
-            total -= tokens - count(smaller)
+            total -= tokens - sizing.count(smaller)
     return total
 
 

@@ -17,7 +17,7 @@ from compact_hook.core.counting import TokenCounter, item_strings, request_total
 from compact_hook.core.digest import digest
 from compact_hook.core.fingerprint import Fingerprint, fingerprint
 from compact_hook.core.fit import drop_order, fit
-from compact_hook.core.items import Item
+from compact_hook.core.items import Builder, Item
 from compact_hook.core.limits import Limits
 from compact_hook.core.normalize import normalize
 from compact_hook.core.outcomes import CacheStatus, Reason, Summarizer
@@ -231,26 +231,11 @@ class Run:
         """
         wire, config = self.request.conversation.wire, self.config
         counts = self.counter.count(view.prints, lambda i: item_strings(view.items[i]))
-        known = {id(item): count for item, count in zip(view.items, counts, strict=True)}
-        protected = _protected_parts(view, config.protected_tools)
-
-        def count(item: Item) -> int:
-            if id(item) not in known:
-                known[id(item)] = self.counter.count(
-                    [fingerprint(item.raw, wire.seed)], lambda _: item_strings(item)
-                )[0]
-            return known[id(item)]
-
-        def shrink(item: Item, limit: int) -> Item | None:
-            cuts = truncate_results(
-                item, limit, "tokens", self.counter.offsets, skip=protected.get(id(item), ())
-            )
-            return wire.replace_outputs(item, cuts, keep_media=True) if cuts else None
-
+        sizing = _ViewSizing(self.counter, wire.seed, wire, view, counts, config.protected_tools)
         units = view.pairing.units
         order = drop_order(view.items, units, config.protected_tools, view.summary_at, wire.first_turn_user)
-        overhead = request_total(self.context_tokens, [0])
-        fitted = fit(view.items, units, order, self.window.window, count, shrink, overhead)
+        budget = self.window.window - request_total(self.context_tokens, [0])
+        fitted = fit(view.items, units, order, budget, sizing)
         still = {id(item) for item in fitted.items}
         lost = [self._archived(view, i) for i, item in enumerate(view.items) if id(item) not in still]
         return self._view_of(view, fitted.items), lost, len(fitted.dropped), fitted.fits
@@ -345,3 +330,31 @@ def _protected_parts(view: View, protected: Sequence[str]) -> dict[int, tuple[in
         if tool in protected:
             found.setdefault(id(view.items[index]), []).append(position)
     return {key: tuple(value) for key, value in found.items()}
+
+
+class _ViewSizing:
+    """Sizes of a view's items (counted once), and shrinking that spares protected tools' results."""
+
+    def __init__(
+        self,
+        counter: TokenCounter,
+        seed: int,
+        wire: Builder,
+        view: View,
+        counts: Sequence[int],
+        protected: Sequence[str],
+    ) -> None:
+        self.counter, self.seed, self.wire = counter, seed, wire
+        self.known = {id(item): count for item, count in zip(view.items, counts, strict=True)}
+        self.protected = _protected_parts(view, protected)
+
+    def count(self, item: Item) -> int:
+        if id(item) not in self.known:
+            prints = [fingerprint(item.raw, self.seed)]
+            self.known[id(item)] = self.counter.count(prints, lambda _: item_strings(item))[0]
+        return self.known[id(item)]
+
+    def shrink(self, item: Item, limit: int) -> Item | None:
+        skip = self.protected.get(id(item), ())
+        cuts = truncate_results(item, limit, "tokens", self.counter.offsets, skip=skip)
+        return self.wire.replace_outputs(item, cuts, keep_media=True) if cuts else None
