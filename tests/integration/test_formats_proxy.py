@@ -24,6 +24,7 @@ from tests.integration.harness import ProxyProcess, anthropic_deployment, standi
 from tests.integration.wire_clients import Sent, send
 from tests.support import (
     ANTHROPIC,
+    CHAT,
     RESPONSES,
     anthropic_replay_points,
     chat_to_responses,
@@ -125,6 +126,12 @@ def proxy(standin: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Pr
                 **settings(archive, "gpt-summarizer", **TIERS_OFF),
             ),
             standin_deployment("gpt-summarizer", standin.url, "standin-gpt-summarizer"),
+            standin_deployment(
+                "chat-agent",
+                standin.url,
+                "standin-strict-chat-agent",
+                **settings(archive, "gpt-summarizer", **TIERS_OFF),
+            ),
         ],
         "router_settings": {"num_retries": 0},
         "litellm_settings": {"callbacks": "compact_hook.proxy_handler_instance"},
@@ -328,3 +335,30 @@ def test_anthropic_messages_to_an_openai_deployment_are_compacted_before_litellm
 def _blocks(message: dict[str, Any]) -> list[dict[str, Any]]:
     content = message["content"]
     return content if isinstance(content, list) else []
+
+
+def test_a_chat_request_pushed_over_the_window_by_its_tool_definitions_is_forwarded_within_it(
+    standin: Any, proxy: ProxyProcess
+) -> None:
+    """Messages alone are under the trigger; with 30 tool definitions they exceed the window."""
+    messages = load_transcript("claude_code_fa812bfe_pre_compact.json")[:17]  # a replay point: 12.5K tokens
+    tools = [
+        {
+            "type": "function",
+            "function": {
+                "name": f"tool_{n}",
+                "description": "A tool with a long description. " * 40,
+                "parameters": {"type": "object", "properties": {"path": {"type": "string"}}},
+            },
+        }
+        for n in range(30)
+    ]
+    alone = send(standin, proxy, "chat", "chat-agent", messages)
+    assert alone.headers["x-compact-reason"] == "below_threshold"
+    turn = send(standin, proxy, "chat", "chat-agent", messages, tools=tools)
+    assert (
+        int(alone.headers["x-compact-tokens-before"]) < WINDOW < int(turn.headers["x-compact-tokens-before"])
+    )
+    assert int(turn.headers["x-compact-tokens-after"]) <= WINDOW
+    assert tokens_of(turn.forwarded, CHAT, "o200k_base") <= WINDOW
+    assert turn.forwarded["tools"] == tools and pairing_problems(turn.forwarded_entries) == []

@@ -405,7 +405,7 @@ async def test_an_anthropic_compaction_block_means_the_client_manages_its_contex
 async def test_tool_definitions_count_toward_the_window(router: SpyRouter, upstream: respx.Route) -> None:
     """Messages under the threshold, messages + tools over the window: forwarded within the window."""
     transcript = load_transcript("claude_code_fa812bfe_pre_compact.json")
-    messages = transcript[:16]  # ~11.8K tokens: under the 18.4K trigger alone; the tools add ~9.6K
+    messages = transcript[:17]  # a replay point, 12.5K tokens: under the 18.4K trigger; the tools add ~9.6K
     tools = [
         {
             "type": "function",
