@@ -264,3 +264,18 @@ def tokens_of(body: dict[str, Any], wire: WireFormat, tokenizer: str) -> int:
     counts = counter.count(parsed.prints(), lambda i: item_strings(parsed.item(i)))
     context = counter.count(parsed.context_prints(), lambda i: context_strings(parsed.context[i]))
     return request_total(sum(context) + (parsed.overhead if parsed.context else 0), counts)
+
+
+def chat_tool_definitions(count: int) -> list[dict[str, Any]]:
+    """``count`` chat tool definitions of ~320 tokens each (real agents send 10-25K tokens of them)."""
+    return [
+        {
+            "type": "function",
+            "function": {
+                "name": f"tool_{n}",
+                "description": "A tool with a long description. " * 40,
+                "parameters": {"type": "object", "properties": {"path": {"type": "string"}}},
+            },
+        }
+        for n in range(count)
+    ]

@@ -28,6 +28,7 @@ from tests.support import (
     RESPONSES,
     anthropic_replay_points,
     chat_to_responses,
+    chat_tool_definitions,
     is_prefix,
     is_summary,
     load_transcript,
@@ -342,17 +343,7 @@ def test_a_chat_request_pushed_over_the_window_by_its_tool_definitions_is_forwar
 ) -> None:
     """Messages alone are under the trigger; with 30 tool definitions they exceed the window."""
     messages = load_transcript("claude_code_fa812bfe_pre_compact.json")[:17]  # a replay point: 12.5K tokens
-    tools = [
-        {
-            "type": "function",
-            "function": {
-                "name": f"tool_{n}",
-                "description": "A tool with a long description. " * 40,
-                "parameters": {"type": "object", "properties": {"path": {"type": "string"}}},
-            },
-        }
-        for n in range(30)
-    ]
+    tools = chat_tool_definitions(30)  # ~9.6K tokens
     alone = send(standin, proxy, "chat", "chat-agent", messages)
     assert alone.headers["x-compact-reason"] == "below_threshold"
     turn = send(standin, proxy, "chat", "chat-agent", messages, tools=tools)

@@ -19,6 +19,7 @@ from tests.support import (
     ANTHROPIC,
     RESPONSES,
     chat_to_responses,
+    chat_tool_definitions,
     is_summary,
     load_transcript,
     pairing_problems,
@@ -406,17 +407,7 @@ async def test_tool_definitions_count_toward_the_window(router: SpyRouter, upstr
     """Messages under the threshold, messages + tools over the window: forwarded within the window."""
     transcript = load_transcript("claude_code_fa812bfe_pre_compact.json")
     messages = transcript[:17]  # a replay point, 12.5K tokens: under the 18.4K trigger; the tools add ~9.6K
-    tools = [
-        {
-            "type": "function",
-            "function": {
-                "name": f"tool_{n}",
-                "description": "A tool with a long description. " * 40,
-                "parameters": {"type": "object", "properties": {"path": {"type": "string"}}},
-            },
-        }
-        for n in range(30)
-    ]
+    tools = chat_tool_definitions(30)  # ~9.6K tokens
     hook = CompactHook(CompactConfig())
     alone = request("tiers-20k", messages=messages)
     await hook.async_pre_call_hook(None, None, alone, "acompletion")
