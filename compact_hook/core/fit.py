@@ -32,9 +32,13 @@ class Sizing(Protocol):
 
 @dataclass(frozen=True, slots=True)
 class Fitted:
+    """What is left, what was dropped, whether it fits; ``shrunk`` maps each shrunk item (by
+    ``id``) to the item it stands for."""
+
     items: list[Item]
     dropped: list[Item]
     fits: bool
+    shrunk: dict[int, Item]
 
 
 def fit(
@@ -57,14 +61,17 @@ def fit(
 
     while total > budget and len(droppable) > 1:
         total -= drop()
-    total = _shrink_outputs(groups, budget, total, sizing)
+    shrunk: dict[int, Item] = {}
+    total = _shrink_outputs(groups, budget, total, sizing, shrunk)
     while total > budget and droppable:
         total -= drop()
     kept = [item for start in sorted(groups) for item in groups[start]]
-    return Fitted(kept, dropped, total <= budget)
+    return Fitted(kept, dropped, total <= budget, shrunk)
 
 
-def _shrink_outputs(groups: dict[int, list[Item]], budget: int, total: int, sizing: Sizing) -> int:
+def _shrink_outputs(
+    groups: dict[int, list[Item]], budget: int, total: int, sizing: Sizing, shrunk: dict[int, Item]
+) -> int:
     """Halve the largest tool output until everything fits or no output can shrink further."""
     stuck: set[tuple[int, int]] = set()
     while total > budget:
@@ -82,6 +89,8 @@ def _shrink_outputs(groups: dict[int, list[Item]], budget: int, total: int, sizi
         if smaller is None or sizing.count(smaller) >= tokens:
             stuck.add((start, position))
         else:
+            replaced = groups[start][position]
+            shrunk[id(smaller)] = shrunk.pop(id(replaced), replaced)
             groups[start][position] = smaller
             total -= tokens - sizing.count(smaller)
     return total

@@ -52,12 +52,6 @@ class Pairing:
         """Every tool result, in conversation order."""
         return sorted(self.tool_of)
 
-    def unit_of(self, index: int) -> Unit:
-        for unit in self.units:
-            if unit.start <= index < unit.end:
-                return unit
-        raise IndexError(index)
-
 
 def group_units(items: Sequence[Item]) -> list[Unit]:
     """Consecutive units covering every item exactly once."""

@@ -16,8 +16,8 @@ from compact_hook.core.clearing import next_boundary
 from compact_hook.core.counting import TokenCounter, item_strings, request_total
 from compact_hook.core.digest import digest
 from compact_hook.core.fingerprint import Fingerprint, fingerprint
-from compact_hook.core.fit import drop_order, fit
-from compact_hook.core.items import Builder, Item
+from compact_hook.core.fit import Fitted, drop_order, fit
+from compact_hook.core.items import Item
 from compact_hook.core.limits import Limits
 from compact_hook.core.normalize import normalize
 from compact_hook.core.outcomes import CacheStatus, Reason, Summarizer
@@ -27,7 +27,7 @@ from compact_hook.engine.result import CompactRequest, CompactResult, CompactSta
 from compact_hook.engine.summarize import Attempts, Summarize, summarize_middle
 from compact_hook.engine.view import Tiers, TruncationCache, View
 from compact_hook.errors import SummarizerError
-from compact_hook.formats.base import context_strings
+from compact_hook.formats.base import WireFormat, context_strings
 from compact_hook.state.archive import Archive, FileArchive, conversation_session_id
 from compact_hook.state.tokenizers import DEFAULT_TOKENIZER, counter_for
 
@@ -231,24 +231,28 @@ class Run:
         """
         wire, config = self.request.conversation.wire, self.config
         counts = self.counter.count(view.prints, lambda i: item_strings(view.items[i]))
-        sizing = _ViewSizing(self.counter, wire.seed, wire, view, counts, config.protected_tools)
+        sizing = _ViewSizing(self.counter, wire, view, counts, config.protected_tools)
         units = view.pairing.units
         order = drop_order(view.items, units, config.protected_tools, view.summary_at, wire.first_turn_user)
         budget = self.window.window - request_total(self.context_tokens, [0])
         fitted = fit(view.items, units, order, budget, sizing)
         still = {id(item) for item in fitted.items}
         lost = [self._archived(view, i) for i, item in enumerate(view.items) if id(item) not in still]
-        return self._view_of(view, fitted.items), lost, len(fitted.dropped), fitted.fits
+        return self._view_of(view, fitted), lost, len(fitted.dropped), fitted.fits
 
-    def _view_of(self, view: View, items: list[Item]) -> View:
+    def _view_of(self, view: View, fitted: Fitted) -> View:
+        """The fitted items with their fingerprints and origins (a shrunk item keeps its original's)."""
         seed = self.request.conversation.wire.seed
-        known = {
-            id(item): (print_, origin)
-            for item, print_, origin in zip(view.items, view.prints, view.origins, strict=True)
-        }
-        prints = [known[id(item)][0] if id(item) in known else fingerprint(item.raw, seed) for item in items]
-        origins = [known[id(item)][1] if id(item) in known else None for item in items]
-        return View(items, prints, origins)
+        known = {id(item): k for k, item in enumerate(view.items)}
+        prints, origins = [], []
+        for item in fitted.items:
+            if id(item) in known:
+                prints.append(view.prints[known[id(item)]])
+                origins.append(view.origins[known[id(item)]])
+            else:
+                prints.append(fingerprint(item.raw, seed))
+                origins.append(view.origins[known[id(fitted.shrunk[id(item)])]])
+        return View(fitted.items, prints, origins)
 
     # -- the end -----------------------------------------------------------------------------------
 
@@ -338,19 +342,18 @@ class _ViewSizing:
     def __init__(
         self,
         counter: TokenCounter,
-        seed: int,
-        wire: Builder,
+        wire: WireFormat,
         view: View,
         counts: Sequence[int],
         protected: Sequence[str],
     ) -> None:
-        self.counter, self.seed, self.wire = counter, seed, wire
+        self.counter, self.wire = counter, wire
         self.known = {id(item): count for item, count in zip(view.items, counts, strict=True)}
         self.protected = _protected_parts(view, protected)
 
     def count(self, item: Item) -> int:
         if id(item) not in self.known:
-            prints = [fingerprint(item.raw, self.seed)]
+            prints = [fingerprint(item.raw, self.wire.seed)]
             self.known[id(item)] = self.counter.count(prints, lambda _: item_strings(item))[0]
         return self.known[id(item)]
 

@@ -20,7 +20,7 @@ context: they pass through untouched.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import Any, Literal, Required, TypedDict
 
 from compact_hook.core.items import Item, Part, PartKind, Role, summary_body
 from compact_hook.core.normalize import ABORTED_RESULT
@@ -33,6 +33,29 @@ from compact_hook.formats.base import (
     positive_int,
     problem_in,
 )
+
+
+class ToolUseBlock(TypedDict):
+    type: Literal["tool_use"]
+    id: str
+    name: str
+    input: dict[str, Any]
+
+
+class ToolResultBlock(TypedDict, total=False):
+    type: Required[Literal["tool_result"]]
+    tool_use_id: Required[str]
+    content: str | list[dict[str, Any]]
+    is_error: bool
+    cache_control: dict[str, Any]
+
+
+class AnthropicMessage(TypedDict):
+    """Documentation of the shape we read; at run time a message is any ``dict``."""
+
+    role: Literal["user", "assistant"]
+    content: str | list[dict[str, Any]]
+
 
 MEDIA_TOKENS = 1600
 """Anthropic's figure for a full-size image (~1.15 megapixels, width x height / 750); used

@@ -15,13 +15,29 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, Literal, TypedDict
 
 from compact_hook.core.items import Item, Part, PartKind, Role, summary_body
 from compact_hook.core.normalize import ABORTED_RESULT
 from compact_hook.core.outcomes import Reason
 from compact_hook.formats.base import Conversation, Rejected, compact_json, positive_int, problem_in
 from compact_hook.formats.openai_parts import MEDIA_TOKENS, content_parts, joined_text, media_of
+
+
+class FunctionCallItem(TypedDict):
+    """Documentation of the shapes we read; at run time an item is any ``dict``."""
+
+    type: Literal["function_call"]
+    call_id: str
+    name: str
+    arguments: str
+
+
+class FunctionCallOutputItem(TypedDict):
+    type: Literal["function_call_output"]
+    call_id: str
+    output: str | list[dict[str, Any]]
+
 
 MESSAGE_ROLES = {
     "user": Role.USER,
