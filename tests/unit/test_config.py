@@ -127,7 +127,8 @@ def test_defaults_that_depend_on_the_trigger_follow_it() -> None:
     assert lowered.clear_ratio == 0.5 and lowered.tail_ratio == 0.25
     assert CompactConfig(trigger_ratio=0.3).tail_ratio == 0.15
     from_block = CompactConfig.from_dict({"trigger_ratio": 0.5}, base=CompactConfig.from_env())
-    assert from_block.clear_ratio == 0.5
+    assert from_block.trigger_ratio == 0.5
+    assert from_block.clear_ratio == 0.5 and from_block.tail_ratio == 0.25
 
 
 def test_an_explicit_contradiction_with_the_trigger_still_fails_naming_the_key() -> None:

@@ -9,7 +9,7 @@ from compact_hook.core.counting import item_strings
 from compact_hook.core.items import Item
 from compact_hook.core.pairing import Unit, group_units
 from compact_hook.core.partition import KeepPolicy, Partition, partition
-from compact_hook.formats import CHAT
+from compact_hook.formats import ANTHROPIC, CHAT
 from tests.support import (
     Message,
     assistant,
@@ -220,18 +220,47 @@ def test_a_tool_output_quoting_an_interrupt_marker_does_not_pin_its_unit() -> No
     assert split(messages, 12) == (0, (), (0, 1, 2, 3, 4), 5)  # the quoting unit (1, 2) is summarized
     said = [user(w(5)), call("read"), result(w(40)), user("[Request interrupted by user] " + w(3))]
     messages = [*said, call("b"), result(w(9)), assistant(w(9)), user(w(2))]
-    head, kept, middle, tail = split(messages, 12)
-    assert 3 in kept and 3 not in middle  # the user's own marker is kept verbatim
+    assert split(messages, 12) == (0, (3,), (0, 1, 2, 4, 5), 6)  # the user's own marker is kept verbatim
 
 
-def test_the_summary_leads_when_the_first_kept_unit_is_the_models() -> None:
-    messages = [call("todo"), result(w(9)), call("read"), result(w(20)), user(w(3)), assistant(w(9))]
+def test_the_summary_comes_right_after_the_head_when_the_first_kept_unit_is_the_models() -> None:
+    messages = [
+        system(w(3)),
+        call("todo"),
+        result(w(9)),
+        call("read"),
+        result(w(20)),
+        user(w(3)),
+        assistant(w(9)),
+    ]
     items = items_of(messages)
     keep = KeepPolicy(0, ("todo",))
     part = partition(items, word_counts(items), group_units(items), 10, keep=keep)
-    assert part.kept == (0, 1, 4)
-    assert assemble_order(items, part) == [None, 0, 1, 4, 5]
-    plain = [user(w(5)), call("read"), result(w(20)), user(w(3)), assistant(w(9))]
-    items = items_of(plain)
+    assert part.kept == (1, 2, 5)
+    assert assemble_order(items, part) == [0, None, 1, 2, 5, 6]
+
+
+def test_the_summary_follows_the_kept_items_when_the_first_is_the_users() -> None:
+    messages = [system(w(3)), user(w(5)), call("read"), result(w(20)), user(w(3)), assistant(w(9))]
+    items = items_of(messages)
     part = partition(items, word_counts(items), group_units(items), 10)
-    assert assemble_order(items, part) == [3, None, 4]
+    assert part.kept == (4,)
+    assert assemble_order(items, part) == [0, 4, None, 5]
+
+
+def test_the_latest_user_message_is_the_users_words_not_a_later_carrier_of_tool_results() -> None:
+    """Anthropic sends tool results in user messages; only the user's own turn is pinned."""
+
+    def use(call_id: str) -> Message:
+        return {
+            "role": "assistant",
+            "content": [{"type": "tool_use", "id": call_id, "name": "t", "input": {}}],
+        }
+
+    def answer(call_id: str, text: str) -> Message:
+        return {"role": "user", "content": [{"type": "tool_result", "tool_use_id": call_id, "content": text}]}
+
+    messages = [user(w(5)), use("a"), answer("a", w(20)), use("b"), answer("b", w(9)), assistant(w(9))]
+    items = items_of(messages, ANTHROPIC)
+    part = partition(items, word_counts(items), group_units(items), 10)
+    assert (part.head_end, part.kept, part.middle, part.tail_start) == (0, (0,), (1, 2, 3, 4), 5)
