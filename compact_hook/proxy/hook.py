@@ -31,8 +31,20 @@ from compact_hook.engine.result import CompactRequest, CompactResult
 from compact_hook.engine.summarize import PROMPT_VERSION
 from compact_hook.formats import Rejected, WireFormat, format_for
 from compact_hook.proxy.models import ModelSettings, validate_model_list
-from compact_hook.proxy.report import record, rejected_report, report_in, report_of, response_headers
-from compact_hook.proxy.router_summarizer import RouterSummarizer, is_internal_call, summary_metadata
+from compact_hook.proxy.report import (
+    record,
+    rejected_report,
+    report_in,
+    report_of,
+    response_headers,
+    scrub,
+)
+from compact_hook.proxy.router_summarizer import (
+    INTERNAL_MARKER,
+    RouterSummarizer,
+    is_internal_call,
+    summary_metadata,
+)
 from compact_hook.state.archive import conversation_session_id
 from compact_hook.state.store import build_store
 from compact_hook.state.tokenizers import DEFAULT_TOKENIZER, load_tokenizer
@@ -69,7 +81,10 @@ class CompactHook(CustomLogger):
         self, user_api_key_dict: Any, cache: Any, data: dict[str, Any], call_type: Any
     ) -> dict[str, Any]:
         start = time.perf_counter()
+        if is_internal_call(data):  # our own summary call, should a LiteLLM path ever re-enter the hooks
+            return data
         try:
+            scrub(data, INTERNAL_MARKER)
             await self._compact_request(user_api_key_dict, data, str(call_type))
         except Exception:
             logger.exception(
@@ -88,13 +103,17 @@ class CompactHook(CustomLogger):
         request_headers: dict[str, str] | None = None,
         litellm_call_info: dict[str, Any] | None = None,
     ) -> dict[str, str] | None:
-        report = report_in(data)
-        return response_headers(report) if report is not None else None
+        try:
+            report = report_in(data)
+            return response_headers(report) if report is not None else None
+        except Exception:  # a header hook that raises breaks the client's response
+            logger.exception("compact_hook: could not build response headers")
+            return None
 
     async def _compact_request(self, user_api_key_dict: Any, data: dict[str, Any], call_type: str) -> None:
         """Gate, parse, compact, render: ``data`` changes only at the very end, once all succeeded."""
         wire = format_for(call_type)
-        if wire is None or is_internal_call(data):
+        if wire is None:
             return
         router = _proxy_router()
         model = data.get("model")

@@ -1,4 +1,10 @@
-"""What we did, for the request's metadata (logging callbacks, spend logs) and response headers."""
+"""What we did, for the request's metadata (logging callbacks, spend logs) and response headers.
+
+Nothing a client sends can pass for our report: the hook strips any ``compact_hook`` (and our
+internal-call marker) the client put in its metadata, and a report only counts as ours if it
+is a ``Report`` — a type JSON cannot produce. Header values are printable ASCII, short, and
+built only from our own fields.
+"""
 
 from __future__ import annotations
 
@@ -27,24 +33,33 @@ HEADER_FIELDS = (
     "reason",
 )
 METADATA_KEYS = ("litellm_metadata", "metadata")
+MAX_HEADER_CHARS = 200
+
+
+class Report(dict[str, Any]):
+    """Our report. A ``dict`` (spend logs and callbacks serialize it as one), but its own type."""
+
+
 """Where LiteLLM keeps its per-request dict: ``litellm_metadata`` on /v1/messages and
 /v1/responses (there ``metadata`` is the provider's own field), ``metadata`` on chat."""
 
 
-def report_of(result: CompactResult, session_id: str, wire: str) -> dict[str, Any]:
-    report: dict[str, Any] = {
-        "compacted": result.compacted,
-        "format": wire,
-        "tokens_before": result.input_tokens,
-        "tokens_after": result.output_tokens or result.input_tokens,
-        "session_id": session_id,
-        "cache": result.cache.value,
-        "summary_calls": result.summary_calls,
-        "truncated": result.truncated,
-        "cleared": result.cleared,
-        "dropped": result.dropped,
-        "normalized": result.normalized,
-    }
+def report_of(result: CompactResult, session_id: str, wire: str) -> Report:
+    report = Report(
+        {
+            "compacted": result.compacted,
+            "format": wire,
+            "tokens_before": result.input_tokens,
+            "tokens_after": result.output_tokens,
+            "session_id": session_id,
+            "cache": result.cache.value,
+            "summary_calls": result.summary_calls,
+            "truncated": result.truncated,
+            "cleared": result.cleared,
+            "dropped": result.dropped,
+            "normalized": result.normalized,
+        }
+    )
     if result.compacted:
         report["messages_summarized"] = result.stats.compacted_message_count
         report["compaction_ratio"] = result.stats.compaction_ratio
@@ -56,8 +71,8 @@ def report_of(result: CompactResult, session_id: str, wire: str) -> dict[str, An
     return report
 
 
-def rejected_report(rejected: Rejected, wire: str) -> dict[str, Any]:
-    return {"compacted": False, "format": wire, "reason": rejected.reason.value}
+def rejected_report(rejected: Rejected, wire: str) -> Report:
+    return Report({"compacted": False, "format": wire, "reason": rejected.reason.value})
 
 
 def response_headers(report: Mapping[str, Any]) -> dict[str, str]:
@@ -66,11 +81,25 @@ def response_headers(report: Mapping[str, Any]) -> dict[str, str]:
         value = report.get(name)
         if value is not None:
             text = str(value).lower() if isinstance(value, bool) else str(value)
-            headers[HEADER_PREFIX + name.replace("_", "-")] = text
+            headers[HEADER_PREFIX + name.replace("_", "-")] = header_safe(text)
     return headers
 
 
-def record(data: dict[str, Any], key: str, report: dict[str, Any]) -> None:
+def header_safe(text: str) -> str:
+    """Printable ASCII only, and short: h11 drops the connection on CR/LF, non-ASCII gives a 500."""
+    return "".join(ch for ch in text if " " <= ch <= "~")[:MAX_HEADER_CHARS]
+
+
+def scrub(data: dict[str, Any], marker: str) -> None:
+    """Remove what a client may have put where our report and internal-call marker live."""
+    for key in METADATA_KEYS:
+        metadata = data.get(key)
+        if isinstance(metadata, dict):
+            metadata.pop(REPORT_KEY, None)
+            metadata.pop(marker, None)
+
+
+def record(data: dict[str, Any], key: str, report: Report) -> None:
     """Put the report in the request's proxy metadata (never a top-level key: those go upstream)."""
     metadata = data.get(key)
     if metadata is None:
@@ -79,10 +108,11 @@ def record(data: dict[str, Any], key: str, report: dict[str, Any]) -> None:
         metadata[REPORT_KEY] = report
 
 
-def report_in(data: Mapping[str, Any]) -> dict[str, Any] | None:
+def report_in(data: Mapping[str, Any]) -> Report | None:
+    """Our report in the request, if any (whatever else sits under the key is not ours)."""
     for key in METADATA_KEYS:
         metadata = data.get(key) if isinstance(data, Mapping) else None
         report = metadata.get(REPORT_KEY) if isinstance(metadata, Mapping) else None
-        if isinstance(report, dict):
+        if isinstance(report, Report):
             return report
     return None

@@ -3,17 +3,21 @@
 Going through ``llm_router.acompletion`` (not HTTP back into the proxy) means the call uses
 the operator's deployments, keys, fallbacks and cost tracking; copying the caller's auth
 metadata lands the spend on the caller's key; the ``INTERNAL_MARKER`` lets every hook of
-ours recognise the call as our own so it is never compacted itself.
+ours recognise the call as our own so it is never compacted itself. Its value is a secret
+drawn when the process starts, so a client cannot set it (and the hook strips any client
+value at entry anyway).
 """
 
 from __future__ import annotations
 
+import secrets
 from collections.abc import Mapping
 from typing import Any
 
 from compact_hook.engine.summarize import Message
 
 INTERNAL_MARKER = "compact_hook_internal"
+INTERNAL_TOKEN = secrets.token_hex(16)
 
 PROPAGATED_METADATA_KEYS = (
     "user_api_key",
@@ -38,7 +42,7 @@ PROPAGATED_METADATA_KEYS = (
 def is_internal_call(data: Mapping[str, Any]) -> bool:
     for key in ("metadata", "litellm_metadata"):
         metadata = data.get(key)
-        if isinstance(metadata, Mapping) and metadata.get(INTERNAL_MARKER):
+        if isinstance(metadata, Mapping) and metadata.get(INTERNAL_MARKER) == INTERNAL_TOKEN:
             return True
     return False
 
@@ -47,7 +51,7 @@ def summary_metadata(request_metadata: object, session_id: str) -> dict[str, Any
     """Metadata for our call: the caller's auth (spend attribution) plus our marker."""
     source = request_metadata if isinstance(request_metadata, Mapping) else {}
     metadata = {key: source[key] for key in PROPAGATED_METADATA_KEYS if key in source}
-    metadata[INTERNAL_MARKER] = True
+    metadata[INTERNAL_MARKER] = INTERNAL_TOKEN
     metadata["compact_hook_session"] = session_id
     return metadata
 

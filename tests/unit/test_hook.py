@@ -14,7 +14,8 @@ from compact_hook.config import CompactConfig
 from compact_hook.proxy import hook as hook_module
 from compact_hook.proxy.hook import CompactHook, session_id_of
 from compact_hook.proxy.models import validate_model_list
-from compact_hook.proxy.report import response_headers
+from compact_hook.proxy.report import Report, response_headers
+from compact_hook.proxy.router_summarizer import INTERNAL_TOKEN
 from tests.support import (
     ANTHROPIC,
     RESPONSES,
@@ -145,7 +146,7 @@ async def test_a_long_request_is_compacted_through_the_router(
     assert summary_calls and all(call["model"] == "agent" for call in summary_calls)
     assert summary_calls[0]["metadata"]["user_api_key"] == "hashed-key"
     assert summary_calls[0]["metadata"]["user_api_key_team_id"] == "team-1"
-    assert summary_calls[0]["metadata"]["compact_hook_internal"] is True
+    assert summary_calls[0]["metadata"]["compact_hook_internal"] == INTERNAL_TOKEN
     assert "other" not in summary_calls[0]["metadata"]
     sent = json.loads(upstream.calls[0].request.content)
     assert sent["max_tokens"] == CompactConfig().summary_max_tokens
@@ -199,10 +200,55 @@ async def test_other_call_types_pass_through(router: SpyRouter, call_type: str) 
 
 async def test_our_own_summary_call_is_never_compacted(router: SpyRouter) -> None:
     data = request()
-    data["metadata"]["compact_hook_internal"] = True
+    data["metadata"]["compact_hook_internal"] = INTERNAL_TOKEN
     before = json.dumps(data, sort_keys=True)
     await run(data)
     assert json.dumps(data, sort_keys=True) == before
+
+
+async def test_a_client_cannot_skip_compaction_by_claiming_to_be_our_summary_call(
+    router: SpyRouter, upstream: respx.Route
+) -> None:
+    data = request()
+    data["metadata"]["compact_hook_internal"] = True
+    await run(data)
+    assert "compact_hook_internal" not in data["metadata"]
+    assert data["metadata"]["compact_hook"]["compacted"] is True
+
+
+@pytest.mark.parametrize("model", ["agent", "plain"])
+@pytest.mark.parametrize("key", ["metadata", "litellm_metadata"])
+async def test_a_forged_report_never_comes_back_as_ours(router: SpyRouter, model: str, key: str) -> None:
+    forged = {"compacted": True, "tokens_before": 999_999, "reason": "evil\r\nx-injected: 1", "cache": "ünï"}
+    data = request(model, messages=[{"role": "user", "content": "hi"}])
+    data.setdefault(key, {})["compact_hook"] = forged
+    hook = CompactHook(CompactConfig())
+    await hook.async_pre_call_hook(None, None, data, "acompletion")
+    headers = await hook.async_post_call_response_headers_hook(data, None, None)
+    report = data["metadata"].get("compact_hook")  # a chat request's report lives in `metadata`
+    if model == "plain":  # no compact block: nothing of ours, and the forgery is gone
+        assert headers is None and "compact_hook" not in data[key]
+    else:
+        assert headers is not None and headers["x-compact-tokens-before"] != "999999"
+        assert report is not forged and report is not None and report["reason"] == "below_threshold"
+    assert forged not in [
+        data.get("metadata", {}).get("compact_hook"),
+        data.get("litellm_metadata", {}).get("compact_hook"),
+    ]
+
+
+async def test_the_headers_hook_never_raises(router: SpyRouter) -> None:
+    hook = CompactHook(CompactConfig())
+    assert await hook.async_post_call_response_headers_hook(None, None, None) is None  # type: ignore[arg-type]
+    weird = {"metadata": {"compact_hook": Report({"tokens_before": object()})}}
+    headers = await hook.async_post_call_response_headers_hook(weird, None, None)
+    assert headers is None or all(value.isascii() for value in headers.values())
+
+
+def test_header_values_are_printable_ascii_and_short() -> None:
+    headers = response_headers({"reason": "a\r\nb: c\x00ü" + "x" * 500})
+    assert headers["x-compact-reason"].isascii() and "\r" not in headers["x-compact-reason"]
+    assert headers["x-compact-reason"].startswith("ab: c") and len(headers["x-compact-reason"]) <= 200
 
 
 @pytest.mark.parametrize(
