@@ -21,6 +21,8 @@ DEFAULT_TAIL_RETENTION_RATIO = 0.25
 DEFAULT_SUMMARY_MAX_TOKENS = 4096
 DEFAULT_SUMMARY_TIMEOUT_SECONDS = 120.0
 DEFAULT_MAX_RETRIES = 2
+DEFAULT_SUMMARY_DEADLINE_SECONDS = 60.0
+DEFAULT_MAX_SUMMARY_CALLS = 12
 DEFAULT_RETRY_BACKOFF_SECONDS = 1.0
 DEFAULT_ARCHIVE_DIR = str(Path("~/.local/state/compact_hook/archive").expanduser())
 DEFAULT_TOOL_OUTPUT_MAX_TOKENS = 5_000
@@ -41,6 +43,7 @@ DEFAULT_STORE_TTL_SECONDS = 86_400
 DEFAULT_REDIS_TIMEOUT_SECONDS = 0.5
 DEFAULT_LOCK_TTL_SECONDS = 300.0
 DEFAULT_LOCK_WAIT_SECONDS = 120.0
+DEFAULT_FAILURE_TTL_SECONDS = 60.0
 
 ENV_PREFIX = "COMPACT_"
 
@@ -65,6 +68,8 @@ class CompactConfig:
     summary_model: str | None = None
     summary_max_tokens: int = DEFAULT_SUMMARY_MAX_TOKENS
     summary_timeout_seconds: float = DEFAULT_SUMMARY_TIMEOUT_SECONDS
+    summary_deadline_seconds: float = DEFAULT_SUMMARY_DEADLINE_SECONDS
+    max_summary_calls: int = DEFAULT_MAX_SUMMARY_CALLS
     summary_context_window: int | None = None
     max_retries: int = DEFAULT_MAX_RETRIES
     retry_backoff_seconds: float = DEFAULT_RETRY_BACKOFF_SECONDS
@@ -98,6 +103,8 @@ class CompactConfig:
             )
         _check_range("summary_max_tokens", self.summary_max_tokens, low=1)
         _check_range("summary_timeout_seconds", self.summary_timeout_seconds, low=0.001)
+        _check_range("summary_deadline_seconds", self.summary_deadline_seconds, low=0.001)
+        _check_range("max_summary_calls", self.max_summary_calls, low=1)
         _check_range("max_retries", self.max_retries, low=0)
         _check_range("retry_backoff_seconds", self.retry_backoff_seconds, low=0)
         _check_non_empty("archive_dir", self.archive_dir)
@@ -178,6 +185,7 @@ class ProcessConfig:
     redis_timeout_seconds: float = DEFAULT_REDIS_TIMEOUT_SECONDS
     lock_ttl_seconds: float = DEFAULT_LOCK_TTL_SECONDS
     lock_wait_seconds: float = DEFAULT_LOCK_WAIT_SECONDS
+    failure_ttl_seconds: float = DEFAULT_FAILURE_TTL_SECONDS
     log_level: str = "INFO"
 
     def __post_init__(self) -> None:
@@ -190,6 +198,7 @@ class ProcessConfig:
         _check_range("redis_timeout_seconds", self.redis_timeout_seconds, low=0.001)
         _check_range("lock_ttl_seconds", self.lock_ttl_seconds, low=0.001)
         _check_range("lock_wait_seconds", self.lock_wait_seconds, low=0)
+        _check_range("failure_ttl_seconds", self.failure_ttl_seconds, low=0)
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> ProcessConfig:

@@ -22,7 +22,11 @@ import asyncio
 import logging
 import time
 
-from compact_hook.config import DEFAULT_LOCK_TTL_SECONDS, DEFAULT_LOCK_WAIT_SECONDS
+from compact_hook.config import (
+    DEFAULT_FAILURE_TTL_SECONDS,
+    DEFAULT_LOCK_TTL_SECONDS,
+    DEFAULT_LOCK_WAIT_SECONDS,
+)
 from compact_hook.core.chain import Entry, entry_is_usable
 from compact_hook.core.outcomes import CacheStatus, Reason, Summarizer
 from compact_hook.core.partition import Partition
@@ -45,10 +49,12 @@ class Compactor:
         store: CompactionStore | None,
         lock_ttl: float = DEFAULT_LOCK_TTL_SECONDS,
         lock_wait: float = DEFAULT_LOCK_WAIT_SECONDS,
+        failure_ttl: float = DEFAULT_FAILURE_TTL_SECONDS,
     ) -> None:
         self.store = store
         self.lock_ttl = lock_ttl
         self.lock_wait = lock_wait
+        self.failure_ttl = failure_ttl
         self.flights: SingleFlight[Made | Failed] = SingleFlight()
         self.truncations = TruncationCache()
 
@@ -101,7 +107,11 @@ class Compactor:
         if not part.middle:
             return await self._fit(run, view, Outcome(state, cache, Reason.NOTHING_TO_SUMMARIZE))
         key = run.compaction_key(view, part, state)
-        made, shared = await self.flights.run(key, lambda: self._make_once(key, run, view, part, state))
+        if await self._recently_failed(run.root):
+            made: Made | Failed = Failed("a summary for this conversation failed moments ago", 0)
+            shared = False
+        else:
+            made, shared = await self.flights.run(key, lambda: self._make_once(key, run, view, part, state))
         calls = 0 if shared else made.summary_calls
         if isinstance(made, Failed):
             logger.error("compact_hook: compaction failed: %s", made.error)
@@ -160,31 +170,42 @@ class Compactor:
             return await run.summarize(view, part, state, model)
         token = await self.store.try_lock(key, self.lock_ttl)
         if token is None:
-            ready = await self._wait_for(key)
+            ready = await self._wait_for(key, min(self.lock_wait, run.config.summary_deadline_seconds))
             if ready is not None:
-                return Made(ready, CacheStatus.SHARED)
+                return ready
             token = await self.store.try_lock(key, self.lock_ttl)
         try:
             made = await run.summarize(view, part, state, model)
             if isinstance(made, Made):
                 await self.store.put(run.root, key, made.entry)
+            else:  # before unlocking: a waiting replica must not repeat what just failed
+                await self.store.mark_failed(key, self.failure_ttl)
+                await self.store.mark_failed(run.root, self.failure_ttl)
             return made
         finally:
             if token is not None:
                 await self.store.unlock(key, token)
 
-    async def _wait_for(self, key: bytes) -> Entry | None:
-        """Poll for another replica's entry; give up when its lock is gone or we waited enough."""
+    async def _recently_failed(self, root: bytes) -> bool:
+        """A summary for this conversation failed within ``failure_ttl``: do not repeat it yet."""
+        return self.store is not None and self.failure_ttl > 0 and await self.store.failed(root)
+
+    async def _wait_for(self, key: bytes, patience: float) -> Made | Failed | None:
+        """Poll for another replica's entry (or its failure); None when its lock is gone or we
+        waited ``patience`` seconds: then we make it ourselves."""
         assert self.store is not None
-        deadline = time.monotonic() + self.lock_wait
+        deadline = time.monotonic() + patience
         attempt = 0
         while time.monotonic() < deadline:
             await asyncio.sleep(POLL_SECONDS[min(attempt, len(POLL_SECONDS) - 1)])
             attempt += 1
             entry = await self.store.get(key)
             if entry is not None:
-                return entry
+                return Made(entry, CacheStatus.SHARED)
+            if await self.store.failed(key):
+                return Failed("another replica's summary for this compaction failed", 0)
             if not await self.store.is_locked(key):
-                return await self.store.get(key)
-        logger.warning("compact_hook: waited %.0f s for another replica's summary; making it", self.lock_wait)
+                entry = await self.store.get(key)
+                return Made(entry, CacheStatus.SHARED) if entry is not None else None
+        logger.warning("compact_hook: waited %.0f s for another replica's summary; making it", patience)
         return None

@@ -4,6 +4,7 @@ that only need the request itself (no store, no locks).
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -24,14 +25,12 @@ from compact_hook.core.outcomes import CacheStatus, Reason, Summarizer
 from compact_hook.core.partition import KeepPolicy, Partition, partition
 from compact_hook.core.truncate import truncate_results
 from compact_hook.engine.result import CompactRequest, CompactResult, CompactStats
-from compact_hook.engine.summarize import Attempts, Summarize, summarize_middle
+from compact_hook.engine.summarize import DIGEST_CHARS_PER_TOKEN, Budget, Summarize, summarize_middle
 from compact_hook.engine.view import Tiers, TruncationCache, View
 from compact_hook.errors import SummarizerError
 from compact_hook.formats.base import WireFormat, context_strings
 from compact_hook.state.archive import Archive, FileArchive, conversation_session_id
 from compact_hook.state.tokenizers import DEFAULT_TOKENIZER, counter_for
-
-DIGEST_CHARS_PER_TOKEN = 3
 
 
 @dataclass(frozen=True, slots=True)
@@ -173,17 +172,15 @@ class Run:
         """The new state after compacting ``part`` of ``view``: by the model, or digested (None)."""
         config = self.config
         middle = [self._for_summary(view, index) for index in part.middle]
-        attempts = Attempts()
+        budget = Budget(config)
         if model is None:
-            text, summarizer = (
-                digest(middle, config.summary_max_tokens * DIGEST_CHARS_PER_TOKEN),
-                Summarizer.DIGEST,
-            )
+            limit = config.summary_max_tokens * DIGEST_CHARS_PER_TOKEN
+            text, summarizer = await asyncio.to_thread(digest, middle, limit), Summarizer.DIGEST
         else:
             try:
-                text = await summarize_middle(middle, config, model, self.counter, attempts)
+                text = await summarize_middle(middle, config, model, self.counter, budget)
             except SummarizerError as exc:
-                return Failed(str(exc), attempts.count)
+                return Failed(str(exc), budget.calls)
             summarizer = Summarizer.MODEL
         order = assemble_order(view.items, part)
         prefix = order[: len(order) - (len(view.items) - part.tail_start)]
@@ -197,7 +194,7 @@ class Run:
             prefix.index(None),
         )
         path = await self.archive().save(self.session(), [self._archived(view, i) for i in part.middle])
-        return Made(entry, CacheStatus.MISS, attempts.count, path)
+        return Made(entry, CacheStatus.MISS, budget.calls, path)
 
     def _for_summary(self, view: View, position: int) -> Item:
         """What the summary model reads: cleared results restored (truncated), the rest as forwarded."""

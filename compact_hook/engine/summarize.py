@@ -12,13 +12,16 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
 from functools import lru_cache
 from importlib import resources
 from typing import Any
 
 from compact_hook.config import CompactConfig
 from compact_hook.core.counting import TokenCounter
+from compact_hook.core.digest import digest
 from compact_hook.core.items import Item
 from compact_hook.core.transcript import transcript_entries
 from compact_hook.errors import SummarizerError
@@ -35,6 +38,7 @@ PROMPT_VERSION = "1"
 MIN_CHUNK_TOKENS = 512
 SAFETY_MARGIN = 0.05
 ENTRY_SEPARATOR = "\n\n"
+DIGEST_CHARS_PER_TOKEN = 3
 
 
 @lru_cache(maxsize=1)
@@ -75,30 +79,70 @@ def input_budget(config: CompactConfig, counter: TokenCounter) -> int:
     return budget
 
 
+@dataclass(frozen=True, slots=True)
+class Piece:
+    """A transcript entry, or a slice of one larger than a chunk: its text, tokens and entry."""
+
+    text: str
+    tokens: int
+    entry: int
+    first: bool
+
+
 def plan_chunks(entries: Sequence[str], counter: TokenCounter, budget: int) -> list[str]:
     """Pack entries into chunks of at most ``budget`` tokens; split any entry that alone is larger."""
-    chunks: list[str] = []
-    current: list[str] = []
+    return [
+        ENTRY_SEPARATOR.join(piece.text for piece in chunk)
+        for chunk in _pack(pieces_of(entries, counter, budget), budget)
+    ]
+
+
+def plan_capped(
+    entries: Sequence[str], counter: TokenCounter, budget: int, cap: int
+) -> tuple[int, list[str]]:
+    """At most ``cap`` chunks covering the newest entries, whole; returns the first entry they cover.
+
+    Entries before it are left to the digest: bounded work per compaction, whatever the middle's size.
+    """
+    pieces = pieces_of(entries, counter, budget)
+    chunks = _pack(pieces, budget)
+    if len(chunks) > cap:
+        kept = [piece for chunk in reversed(_pack(pieces[::-1], budget)[:cap]) for piece in reversed(chunk)]
+        start = kept[0].entry + (0 if kept[0].first else 1)
+        return start, _texts(_pack([piece for piece in pieces if piece.entry >= start], budget))
+    return 0, _texts(chunks)
+
+
+def _texts(chunks: list[list[Piece]]) -> list[str]:
+    return [ENTRY_SEPARATOR.join(piece.text for piece in chunk) for chunk in chunks]
+
+
+def _pack(pieces: Sequence[Piece], budget: int) -> list[list[Piece]]:
+    chunks: list[list[Piece]] = []
+    current: list[Piece] = []
     used = 0
-    for piece, tokens in _pieces(entries, counter, budget):
-        if current and used + tokens > budget:
-            chunks.append(ENTRY_SEPARATOR.join(current))
+    for piece in pieces:
+        if current and used + piece.tokens > budget:
+            chunks.append(current)
             current, used = [], 0
         current.append(piece)
-        used += tokens + 1
+        used += piece.tokens + 1
     if current:
-        chunks.append(ENTRY_SEPARATOR.join(current))
+        chunks.append(current)
     return chunks
 
 
-def _pieces(entries: Sequence[str], counter: TokenCounter, budget: int) -> list[tuple[str, int]]:
-    pieces: list[tuple[str, int]] = []
-    for entry in entries:
+def pieces_of(entries: Sequence[str], counter: TokenCounter, budget: int) -> list[Piece]:
+    pieces: list[Piece] = []
+    for index, entry in enumerate(entries):
         tokens = counter.count_text(entry)
         if tokens <= budget:
-            pieces.append((entry, tokens))
+            pieces.append(Piece(entry, tokens, index, True))
         else:
-            pieces.extend(_split_entry(entry, tokens, counter, budget))
+            pieces.extend(
+                Piece(text, count, index, k == 0)
+                for k, (text, count) in enumerate(_split_entry(entry, tokens, counter, budget))
+            )
     return pieces
 
 
@@ -119,48 +163,73 @@ def _split_entry(entry: str, tokens: int, counter: TokenCounter, budget: int) ->
     return pieces
 
 
-class Attempts:
-    """Summary calls made for one compaction, failed ones included (they are reported too)."""
+class Budget:
+    """What one compaction may spend on summary calls: a deadline and a number of retries.
 
-    def __init__(self) -> None:
-        self.count = 0
+    ``calls`` counts every attempt, failed ones included (they are reported too). Each call's
+    timeout is ``summary_timeout_seconds`` or what is left of ``summary_deadline_seconds``,
+    whichever is shorter; retries (``max_retries``) are shared by all the chunks of one middle.
+    """
+
+    def __init__(self, config: CompactConfig, clock: Callable[[], float] = time.monotonic) -> None:
+        self.clock = clock
+        self.deadline = clock() + config.summary_deadline_seconds
+        self.retries_left = config.max_retries
+        self.calls = 0
+
+    def remaining(self) -> float:
+        return self.deadline - self.clock()
 
 
 async def summarize_middle(
-    middle: Sequence[Item],
-    config: CompactConfig,
-    summarize: Summarize,
-    counter: TokenCounter,
-    attempts: Attempts,
+    middle: Sequence[Item], config: CompactConfig, summarize: Summarize, counter: TokenCounter, budget: Budget
 ) -> str:
-    """One summary covering every item of ``middle`` (chunked when needed)."""
-    chunks = plan_chunks(transcript_entries(middle), counter, input_budget(config, counter))
-    running: str | None = None
+    """One summary covering every item of ``middle``: in chunks when needed, at most
+    ``max_summary_calls`` of them — the oldest items beyond that are digested and the digest
+    goes in as the summary so far. Planning (tokenizing the whole middle) runs off the event loop."""
+    start, chunks = await asyncio.to_thread(_plan, middle, config, counter)
+    running = digest(middle[:start], config.summary_max_tokens * DIGEST_CHARS_PER_TOKEN) if start else None
+    if start:
+        logger.warning(
+            "compact_hook: middle larger than %d summary calls can read; its %d oldest messages digested",
+            config.max_summary_calls,
+            start,
+        )
     for part, chunk in enumerate(chunks, start=1):
         running = await call_with_retries(
-            summarize, summary_request(chunk, running, part, len(chunks)), config, attempts
+            summarize, summary_request(chunk, running, part, len(chunks)), config, budget
         )
     if running is None:
         raise SummarizerError("nothing to summarize")
     return running
 
 
+def _plan(middle: Sequence[Item], config: CompactConfig, counter: TokenCounter) -> tuple[int, list[str]]:
+    entries = transcript_entries(middle)
+    return plan_capped(entries, counter, input_budget(config, counter), config.max_summary_calls)
+
+
 async def call_with_retries(
-    summarize: Summarize, request: list[Message], config: CompactConfig, attempts: Attempts
+    summarize: Summarize, request: list[Message], config: CompactConfig, budget: Budget
 ) -> str:
-    """``1 + max_retries`` attempts with exponential backoff; an empty answer is a failure."""
-    tries = config.max_retries + 1
-    for attempt in range(1, tries + 1):
+    """Attempts with exponential backoff until one answers, the retries are spent or the deadline
+    passes; an empty answer is a failure."""
+    while True:
+        remaining = budget.remaining()
+        if remaining <= 0:
+            raise SummarizerError(f"summary deadline of {config.summary_deadline_seconds:g} s reached")
+        budget.calls += 1
         try:
-            logger.info("compact_hook: summary call (attempt %d of %d)", attempt, tries)
-            attempts.count += 1
-            answer = await asyncio.wait_for(summarize(request), timeout=config.summary_timeout_seconds)
+            logger.info("compact_hook: summary call (attempt %d)", budget.calls)
+            timeout = min(config.summary_timeout_seconds, remaining)
+            answer = await asyncio.wait_for(summarize(request), timeout=timeout)
             if not isinstance(answer, str) or not answer.strip():
                 raise SummarizerError("summary model returned an empty answer")
             return answer.strip()
         except Exception as exc:  # any failure of the summary call is retried, then reported
-            logger.warning("compact_hook: summary attempt %d of %d failed: %r", attempt, tries, exc)
-            if attempt == tries:
-                raise SummarizerError(f"summary failed after {tries} attempts: {exc!r}") from exc
-            await asyncio.sleep(config.retry_backoff_seconds * 2 ** (attempt - 1))
-    raise AssertionError("unreachable")
+            logger.warning("compact_hook: summary attempt %d failed: %r", budget.calls, exc)
+            if budget.retries_left <= 0:
+                raise SummarizerError(f"summary failed after {budget.calls} attempts: {exc!r}") from exc
+            budget.retries_left -= 1
+            backoff = config.retry_backoff_seconds * 2 ** (config.max_retries - budget.retries_left - 1)
+            await asyncio.sleep(min(backoff, max(0.0, budget.remaining())))

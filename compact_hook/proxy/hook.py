@@ -74,6 +74,7 @@ class CompactHook(CustomLogger):
                 build_store(self.process, litellm_redis),
                 lock_ttl=self.process.lock_ttl_seconds,
                 lock_wait=self.process.lock_wait_seconds,
+                failure_ttl=self.process.failure_ttl_seconds,
             )
         return self._compactor
 

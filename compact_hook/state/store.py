@@ -45,6 +45,11 @@ class CompactionStore(Protocol):
 
     async def is_locked(self, key: bytes) -> bool: ...
 
+    async def mark_failed(self, key: bytes, ttl: float) -> None:
+        """Remember, for ``ttl`` seconds, that a summary for ``key`` failed (replicas see it too)."""
+
+    async def failed(self, key: bytes) -> bool: ...
+
 
 def best_match(candidates: Sequence[tuple[int, bytes]], chain: Sequence[bytes]) -> list[tuple[int, bytes]]:
     """Index pairs whose key is this request's own prefix hash, longest first."""
@@ -63,6 +68,7 @@ class MemoryStore:
         self.clock = clock
         self._entries: OrderedDict[bytes, tuple[float, Entry]] = OrderedDict()
         self._index: OrderedDict[bytes, list[tuple[int, bytes]]] = OrderedDict()
+        self._failed: OrderedDict[bytes, float] = OrderedDict()
 
     async def find(self, root: bytes, chain: Sequence[bytes]) -> tuple[bytes, Entry] | None:
         for _, key in best_match(self._index.get(root, []), chain):
@@ -101,6 +107,16 @@ class MemoryStore:
 
     async def is_locked(self, key: bytes) -> bool:
         return False
+
+    async def mark_failed(self, key: bytes, ttl: float) -> None:
+        self._failed[key] = self.clock() + ttl
+        self._failed.move_to_end(key)
+        while len(self._failed) > self.max_entries:
+            self._failed.popitem(last=False)
+
+    async def failed(self, key: bytes) -> bool:
+        until = self._failed.get(key)
+        return until is not None and until > self.clock()
 
 
 _UNLOCK = """
@@ -151,6 +167,12 @@ class RedisStore:
 
     async def is_locked(self, key: bytes) -> bool:
         return bool(await self.client.exists(self._lock_key(key)))
+
+    async def mark_failed(self, key: bytes, ttl: float) -> None:
+        await self.client.set(f"{KEY_PREFIX}:failed:{key.hex()}", "1", px=max(1, int(ttl * 1000)))
+
+    async def failed(self, key: bytes) -> bool:
+        return bool(await self.client.exists(f"{KEY_PREFIX}:failed:{key.hex()}"))
 
     def _entry_key(self, key: bytes) -> str:
         return f"{KEY_PREFIX}:entry:{key.hex()}"
@@ -219,6 +241,14 @@ class TieredStore:
     async def is_locked(self, key: bytes) -> bool:
         ok, locked = await self._shared(lambda: self.shared.is_locked(key))
         return bool(locked) if ok else False
+
+    async def mark_failed(self, key: bytes, ttl: float) -> None:
+        await self.local.mark_failed(key, ttl)
+        await self._shared(lambda: self.shared.mark_failed(key, ttl))
+
+    async def failed(self, key: bytes) -> bool:
+        ok, failed = await self._shared(lambda: self.shared.failed(key))
+        return bool(failed) if ok else await self.local.failed(key)
 
     async def _shared(self, call: Callable[[], Awaitable[Any]]) -> tuple[bool, Any]:
         """Run a Redis call: ``(True, value)``, or ``(False, None)`` when Redis failed or is resting."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator, Iterator
 
 import pytest
@@ -75,3 +76,12 @@ async def test_tiered_store_survives_the_server_going_away() -> None:
         assert await store.get(b"k2") == Entry(2, (), "during the outage")
         assert await store.try_lock(b"k3", 5) == "local"
         await connection.aclose()
+
+
+async def test_a_remembered_failure_is_shared_and_expires(client: redis.asyncio.Redis) -> None:
+    one, other = RedisStore(client, ttl=60), RedisStore(client, ttl=60)
+    assert not await other.failed(b"root")
+    await one.mark_failed(b"root", 0.2)
+    assert await other.failed(b"root")  # a replica sees another's failure
+    await asyncio.sleep(0.3)
+    assert not await other.failed(b"root")

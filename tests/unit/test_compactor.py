@@ -247,3 +247,37 @@ async def test_a_clearing_boundary_made_by_this_request_is_not_reported_as_a_cac
     assert first.cleared > 0 and first.cache == "none" and not first.compacted
     again = await compactor.compact(CompactRequest(conversation, clearing, FakeSummarizer(), scope=SCOPE))
     assert again.cache == "hit" and again.messages == first.messages
+
+
+async def test_a_failed_summary_is_remembered_so_the_next_turns_do_not_repeat_it() -> None:
+    compactor = Compactor(MemoryStore(100, 3600), failure_ttl=60)
+    broken = FakeSummarizer(*[RuntimeError("down")] * 20)
+    first = await compact(compactor, AT_FIRST_COMPACTION, broken, archive=InMemoryArchive())
+    assert first.reason == "summary_failed" and first.summary_calls == 3
+    points = [end for end in replay_points(TRANSCRIPT) if end > len(AT_FIRST_COMPACTION)][:3]
+    for end in points:
+        later = await compact(compactor, TRANSCRIPT[:end], broken, archive=InMemoryArchive())
+        assert later.reason == "summary_failed" and later.summary_calls == 0
+    assert len(broken.requests) == 3
+
+
+async def test_a_failure_is_forgotten_after_its_ttl() -> None:
+    compactor = Compactor(MemoryStore(100, 3600), failure_ttl=0.05)
+    await compact(compactor, AT_FIRST_COMPACTION, FakeSummarizer(*[RuntimeError("down")] * 3))
+    await asyncio.sleep(0.1)
+    working = FakeSummarizer()
+    result = await compact(compactor, AT_FIRST_COMPACTION, working, archive=InMemoryArchive())
+    assert result.compacted and len(working.requests) == 1
+
+
+async def test_a_waiting_replica_does_not_repeat_the_holders_failure() -> None:
+    shared = LockingMemoryStore()
+    first, second = Compactor(shared, lock_wait=5), Compactor(shared, lock_wait=5)
+    failing = SlowSummarizer(0.2, *[RuntimeError("down")] * 20)
+    a, b = await asyncio.gather(
+        compact(first, AT_FIRST_COMPACTION, failing, archive=InMemoryArchive()),
+        compact(second, AT_FIRST_COMPACTION, failing, archive=InMemoryArchive()),
+    )
+    assert len(failing.requests) == 3  # the holder's 1 + 2 retries; the waiter made none
+    assert sorted([a.summary_calls, b.summary_calls]) == [0, 3]
+    assert a.reason == b.reason == "summary_failed"

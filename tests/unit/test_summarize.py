@@ -1,6 +1,7 @@
 """Prompt, transcript, chunking and retries of the summary step."""
 
 import asyncio
+import re
 import time
 
 import pytest
@@ -9,9 +10,10 @@ from compact_hook.config import CompactConfig
 from compact_hook.core.transcript import transcript_entries
 from compact_hook.engine.summarize import (
     PROMPT_VERSION,
-    Attempts,
+    Budget,
     call_with_retries,
     input_budget,
+    plan_capped,
     plan_chunks,
     summarize_middle,
     summary_prompt,
@@ -120,9 +122,9 @@ async def test_a_middle_larger_than_the_summary_window_is_summarized_in_chunks_w
     middle = items_of([user(f"fact number {i} " + "x " * 300) for i in range(40)])
     config = CompactConfig(context_window=200_000, summary_context_window=4000, summary_max_tokens=300)
     summarizer = FakeSummarizer(*[f"summary after part {i}" for i in range(1, 100)])
-    attempts = Attempts()
-    text = await summarize_middle(middle, config, summarizer, WordCounter(), attempts)
-    assert len(summarizer.requests) > 1 and attempts.count == len(summarizer.requests)
+    budget = Budget(config)
+    text = await summarize_middle(middle, config, summarizer, WordCounter(), budget)
+    assert len(summarizer.requests) > 1 and budget.calls == len(summarizer.requests)
     assert text == f"summary after part {len(summarizer.requests)}"
     for index, request in enumerate(summarizer.requests[1:], start=1):
         assert f"<summary-so-far>\nsummary after part {index}\n</summary-so-far>" in request[-1]["content"]
@@ -134,7 +136,7 @@ async def test_a_single_chunk_request_has_the_system_prompt_and_the_transcript()
     summarizer = FakeSummarizer()
     config = CompactConfig(context_window=100_000)
     await summarize_middle(
-        items_of([user("hello"), assistant("hi")]), config, summarizer, WordCounter(), Attempts()
+        items_of([user("hello"), assistant("hi")]), config, summarizer, WordCounter(), Budget(config)
     )
     [request] = summarizer.requests
     assert request[0] == {"role": "system", "content": summary_prompt()}
@@ -150,19 +152,19 @@ def test_a_window_too_small_for_prompt_and_summary_is_an_error() -> None:
 async def test_retries_back_off_exponentially() -> None:
     config = CompactConfig(max_retries=2, retry_backoff_seconds=0.05)
     summarizer = FakeSummarizer(RuntimeError("1"), RuntimeError("2"), "ok")
-    attempts = Attempts()
+    budget = Budget(config)
     start = time.monotonic()
-    assert await call_with_retries(summarizer, [user("x")], config, attempts) == "ok"
+    assert await call_with_retries(summarizer, [user("x")], config, budget) == "ok"
     assert time.monotonic() - start >= 0.05 + 0.1
-    assert attempts.count == 3  # the failed attempts are counted too
+    assert budget.calls == 3  # the failed attempts are counted too
 
 
 async def test_an_empty_answer_counts_as_a_failure() -> None:
     config = CompactConfig(max_retries=1, retry_backoff_seconds=0)
-    attempts = Attempts()
+    budget = Budget(config)
     with pytest.raises(SummarizerError, match="empty"):
-        await call_with_retries(FakeSummarizer("", "   "), [user("x")], config, attempts)
-    assert attempts.count == 2
+        await call_with_retries(FakeSummarizer("", "   "), [user("x")], config, budget)
+    assert budget.calls == 2
 
 
 async def test_a_hanging_summary_call_times_out() -> None:
@@ -172,4 +174,61 @@ async def test_a_hanging_summary_call_times_out() -> None:
 
     config = CompactConfig(max_retries=0, summary_timeout_seconds=0.05)
     with pytest.raises(SummarizerError, match="Timeout"):
-        await call_with_retries(hang, [user("x")], config, Attempts())
+        await call_with_retries(hang, [user("x")], config, Budget(config))
+
+
+async def test_the_deadline_bounds_all_attempts_together() -> None:
+    """Per call 10 s, retries 5: the 0.3 s deadline still ends it (issue 8: one request took 363 s)."""
+
+    async def slow(messages: object) -> str:
+        await asyncio.sleep(10)
+        return "never"
+
+    config = CompactConfig(max_retries=5, summary_timeout_seconds=10, summary_deadline_seconds=0.3)
+    budget = Budget(config)
+    start = time.monotonic()
+    with pytest.raises(SummarizerError):
+        await call_with_retries(slow, [user("x")], config, budget)
+    assert time.monotonic() - start < 1.5 and budget.calls >= 1
+
+
+async def test_retries_are_shared_by_the_chunks_of_one_middle() -> None:
+    middle = items_of([user(f"fact number {i} " + "x " * 300) for i in range(40)])
+    config = CompactConfig(
+        context_window=200_000,
+        summary_context_window=4000,
+        summary_max_tokens=300,
+        max_retries=2,
+        retry_backoff_seconds=0,
+    )
+    failing = FakeSummarizer(default="")  # every answer empty: a failure
+    budget = Budget(config)
+    with pytest.raises(SummarizerError):
+        await summarize_middle(middle, config, failing, WordCounter(), budget)
+    assert budget.calls == 3  # one chunk's first attempt and the two retries: not 3 per chunk
+
+
+async def test_a_middle_beyond_the_call_cap_digests_its_oldest_part_and_makes_at_most_the_cap() -> None:
+    middle = items_of([user(f"fact number {i} " + "x " * 300) for i in range(200)])
+    config = CompactConfig(
+        context_window=200_000, summary_context_window=4000, summary_max_tokens=300, max_summary_calls=4
+    )
+    summarizer = FakeSummarizer(*[f"summary after part {i}" for i in range(1, 100)])
+    await summarize_middle(middle, config, summarizer, WordCounter(), Budget(config))
+    assert len(summarizer.requests) == 4
+    first = summarizer.transcripts[0]
+    digest_part, transcript_part = first.split("<transcript", 1)
+    assert "(Digest made without a model" in digest_part
+    start = int(re.search(r"fact number (\d+) ", transcript_part).group(1))  # type: ignore[union-attr]
+    assert start > 0 and f"fact number {start - 1} " in digest_part  # the digested part's newest words
+    assert "earlier entries omitted" in digest_part  # bounded: its oldest lines gave way
+    sent = "".join(summarizer.transcripts)
+    assert "fact number 199 " in sent  # the newest part is read by the model
+
+
+def test_the_capped_plan_keeps_whole_entries() -> None:
+    counter = HFTokenCounter("o200k_base")
+    entries = [f"entry {i} " + "word " * 400 for i in range(30)]
+    start, chunks = plan_capped(entries, counter, budget=1000, cap=5)
+    assert len(chunks) <= 5 and start > 0
+    assert "".join(chunks).replace("\n", "") == "".join(entries[start:]).replace("\n", "")
