@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from compact_hook.core.counting import StringsOf
 from compact_hook.core.fingerprint import Fingerprint
@@ -106,3 +107,15 @@ class LockingMemoryStore(MemoryStore):
 
         holder = self.locks.get(key)
         return holder is not None and holder[1] > time.monotonic()
+
+
+class FailingArchive(InMemoryArchive):
+    """An archive whose writes fail (full disk, read-only directory); it records the attempts."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.attempts: list[tuple[str, list[Any]]] = []
+
+    async def save(self, session_id: str, messages: Sequence[Any]) -> Path | None:
+        self.attempts.append((session_id, list(messages)))
+        return None

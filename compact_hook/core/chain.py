@@ -99,6 +99,8 @@ class Entry:
     cleared_before: int = 0
     summarizer: Summarizer = Summarizer.MODEL
     summary_at: int | None = None
+    unarchived: tuple[int, ...] = ()
+    """The client's entries this compaction summarized but could not archive (retried later)."""
 
     @property
     def summary_position(self) -> int:
@@ -119,6 +121,7 @@ class Entry:
                 "cleared_before": self.cleared_before,
                 "summarizer": self.summarizer.value,
                 "summary_at": self.summary_at,
+                "unarchived": list(self.unarchived),
             }
         )
 
@@ -133,6 +136,7 @@ class Entry:
             cleared_before=int(data.get("cleared_before", 0)),
             summarizer=Summarizer(data.get("summarizer", "model")),
             summary_at=int(data["summary_at"]) if data.get("summary_at") is not None else None,
+            unarchived=tuple(int(i) for i in data.get("unarchived", ())),
         )
 
 
@@ -144,6 +148,6 @@ def entry_is_usable(entry: Entry, length: int) -> bool:
         return entry.covered == 0 and not entry.keep
     return (
         0 < entry.covered
-        and all(0 <= i < entry.covered for i in entry.keep)
+        and all(0 <= i < entry.covered for i in (*entry.keep, *entry.unarchived))
         and 0 <= entry.summary_position <= len(entry.keep)
     )

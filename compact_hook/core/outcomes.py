@@ -43,3 +43,12 @@ class Summarizer(enum.StrEnum):
     MODEL = "model"
     DIGEST = "digest"
     """The built-in digest: facts copied from the messages, no model call."""
+
+
+class ArchiveStatus(enum.StrEnum):
+    """What became of the archive this request had to write (``x-compact-archive``)."""
+
+    WRITTEN = "written"
+    FAILED = "failed"
+    """Nothing is lost from the client's view of it, but the originals were not kept: reported,
+    remembered with the compaction, and retried on a later turn."""

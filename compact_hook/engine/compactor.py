@@ -19,6 +19,7 @@ input entries are never mutated.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import time
 
@@ -32,8 +33,8 @@ from compact_hook.core.outcomes import CacheStatus, Reason, Summarizer
 from compact_hook.core.partition import Partition
 from compact_hook.engine.flight import SingleFlight
 from compact_hook.engine.result import CompactRequest, CompactResult
-from compact_hook.engine.run import Failed, Made, Outcome, Run
-from compact_hook.engine.view import TruncationCache, View
+from compact_hook.engine.run import Failed, Made, Outcome, ProcessMemory, Run
+from compact_hook.engine.view import View
 from compact_hook.state.store import CompactionStore
 
 logger = logging.getLogger(__name__)
@@ -56,10 +57,10 @@ class Compactor:
         self.lock_wait = lock_wait
         self.failure_ttl = failure_ttl
         self.flights: SingleFlight[Made | Failed] = SingleFlight()
-        self.truncations = TruncationCache()
+        self.memory = ProcessMemory()
 
     async def compact(self, request: CompactRequest) -> CompactResult:
-        run = await Run.measure(request, self.truncations)
+        run = await Run.measure(request, self.memory)
         config, limits = request.config, run.limits
         if not config.enabled or limits is None or not run.prints:
             reason = (
@@ -89,7 +90,13 @@ class Compactor:
         found = await self.store.find(run.root, run.chain)
         if found is None or not entry_is_usable(found[1], len(run.prints)):
             return Entry(), CacheStatus.NONE
-        return found[1], CacheStatus.HIT
+        entry = found[1]
+        if entry.unarchived:  # the archive failed when this compaction was made: try again now
+            entries = run.request.conversation.entries
+            if await run.keep([entries[i] for i in entry.unarchived]) is not None:
+                entry = dataclasses.replace(entry, unarchived=())
+                await self._put(run, entry)
+        return entry, CacheStatus.HIT
 
     async def _clear(self, run: Run, state: Entry) -> Entry:
         """Tier 2: advance the clearing boundary by a batch when the request is past the clear ratio."""
@@ -138,8 +145,7 @@ class Compactor:
         if run.config.on_overflow != "fit" or await run.tokens(view) <= run.window.window:
             return await run.finish(view, outcome)
         fitted, lost, dropped, fits = run.fit(view)
-        if lost:
-            await run.archive().save(run.session(), lost)
+        await run.keep(lost)
         reason = outcome.reason or Reason.FITTED
         if not fits:
             logger.warning("compact_hook: request cannot be brought under %d tokens", run.window.window)

@@ -8,7 +8,7 @@ from typing import Any
 
 from compact_hook.config import CompactConfig
 from compact_hook.core.counting import TokenCounter
-from compact_hook.core.outcomes import CacheStatus, Reason, Summarizer
+from compact_hook.core.outcomes import ArchiveStatus, CacheStatus, Reason, Summarizer
 from compact_hook.engine.summarize import Summarize
 from compact_hook.formats.base import Conversation, Rejected
 from compact_hook.state.archive import Archive
@@ -57,7 +57,8 @@ class CompactResult:
     / as forwarded. ``reason`` says why nothing (new) was compacted (``detail`` adds words for
     a malformed request). ``truncated`` / ``cleared`` / ``dropped`` / ``normalized`` count
     what the cheap tiers, the fit guarantee and normalization changed; ``summary_calls``
-    counts every summary attempt this request made, failed ones included.
+    counts every summary attempt this request made, failed ones included. ``archive_status``:
+    whether what this request took out of the model's view was archived (None: nothing was).
     """
 
     messages: list[Any]
@@ -75,6 +76,7 @@ class CompactResult:
     dropped: int = 0
     normalized: int = 0
     summarizer: Summarizer | None = None
+    archive_status: ArchiveStatus | None = None
 
     @classmethod
     def passthrough(cls, entries: list[Any], rejected: Rejected) -> CompactResult:

@@ -5,6 +5,7 @@ that only need the request itself (no store, no locks).
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -21,7 +22,7 @@ from compact_hook.core.fit import Fitted, drop_order, fit
 from compact_hook.core.items import Item
 from compact_hook.core.limits import Limits
 from compact_hook.core.normalize import normalize
-from compact_hook.core.outcomes import CacheStatus, Reason, Summarizer
+from compact_hook.core.outcomes import ArchiveStatus, CacheStatus, Reason, Summarizer
 from compact_hook.core.partition import KeepPolicy, Partition, partition
 from compact_hook.core.truncate import truncate_results
 from compact_hook.engine.result import CompactRequest, CompactResult, CompactStats
@@ -29,7 +30,7 @@ from compact_hook.engine.summarize import DIGEST_CHARS_PER_TOKEN, Budget, Summar
 from compact_hook.engine.view import Tiers, TruncationCache, View
 from compact_hook.errors import SummarizerError
 from compact_hook.formats.base import WireFormat, context_strings
-from compact_hook.state.archive import Archive, FileArchive, conversation_session_id
+from compact_hook.state.archive import Archive, ArchiveLog, FileArchive, conversation_session_id
 from compact_hook.state.tokenizers import DEFAULT_TOKENIZER, counter_for
 
 
@@ -64,6 +65,14 @@ class Outcome:
     summarizer: Summarizer | None = None
 
 
+@dataclass(frozen=True, slots=True)
+class ProcessMemory:
+    """What the compactor keeps across requests besides its store: truncated outputs, archive log."""
+
+    truncations: TruncationCache = field(default_factory=TruncationCache)
+    archives: ArchiveLog = field(default_factory=ArchiveLog)
+
+
 def counter_for_config(config_tokenizer: str | None) -> TokenCounter:
     return counter_for(config_tokenizer or DEFAULT_TOKENIZER)
 
@@ -80,10 +89,12 @@ class Run:
     total: int
     limits: Limits | None
     tiers: Tiers
+    archives: ArchiveLog
+    archive_status: ArchiveStatus | None = None
     _last: tuple[View | None, int] = field(default=(None, 0), repr=False)
 
     @classmethod
-    async def measure(cls, request: CompactRequest, truncations: TruncationCache) -> Run:
+    async def measure(cls, request: CompactRequest, memory: ProcessMemory) -> Run:
         """Count everything the model reads: only entries never seen before are tokenized."""
         conversation, config = request.conversation, request.config
         counter = request.counter or counter_for_config(config.tokenizer)
@@ -93,9 +104,9 @@ class Run:
         context_counts = counter.count(conversation.context_prints(), lambda i: context_strings(context[i]))
         context_tokens = sum(context_counts) + (conversation.overhead if context else 0)
         limits = Limits.of(config, conversation.reserve, context_tokens)
-        tiers = Tiers(conversation, prints, counts, config, counter, truncations)
+        tiers = Tiers(conversation, prints, counts, config, counter, memory.truncations)
         total = request_total(context_tokens, counts)
-        return cls(request, counter, prints, counts, context_tokens, total, limits, tiers)
+        return cls(request, counter, prints, counts, context_tokens, total, limits, tiers, memory.archives)
 
     @property
     def config(self) -> CompactConfig:
@@ -129,6 +140,25 @@ class Run:
     def archive(self) -> Archive:
         return self.request.archive or FileArchive(self.request.config.archive_dir)
 
+    async def keep(self, entries: Sequence[object]) -> Path | None:
+        """Archive what leaves the model's view, before it leaves; a failure is reported.
+
+        The same entries of the same session are written once (a request fitted every turn
+        would otherwise be archived every turn); a failed write is not remembered as written.
+        """
+        if not entries:
+            return None
+        key = self.archives.key(self.session(), entries)
+        if self.archives.seen(key):
+            return None
+        path = await self.archive().save(self.session(), entries)
+        if path is None:
+            self.archive_status = ArchiveStatus.FAILED
+        else:
+            self.archives.add(key)
+            self.archive_status = self.archive_status or ArchiveStatus.WRITTEN
+        return path
+
     # -- tier 2 ------------------------------------------------------------------------------------
 
     def advance_clearing(self, state: Entry) -> Entry | None:
@@ -141,7 +171,7 @@ class Run:
         )
         if boundary is None:
             return None
-        return Entry(state.covered, state.keep, state.summary, boundary, state.summarizer, state.summary_at)
+        return dataclasses.replace(state, cleared_before=boundary)
 
     def _saving(self, index: int) -> int:
         (item, print_), (cleared, cleared_print) = self.tiers.truncated(index), self.tiers.cleared(index)
@@ -185,6 +215,10 @@ class Run:
         order = assemble_order(view.items, part)
         prefix = order[: len(order) - (len(view.items) - part.tail_start)]
         keep = tuple(self._origin(view, index) for index in prefix if index is not None)
+        path = await self.keep([self._archived(view, i) for i in part.middle])
+        unarchived = (
+            () if path is not None else tuple(o for i in part.middle if (o := view.origins[i]) is not None)
+        )
         entry = Entry(
             self._origin(view, part.tail_start),
             keep,
@@ -192,8 +226,8 @@ class Run:
             state.cleared_before,
             summarizer,
             prefix.index(None),
+            unarchived,
         )
-        path = await self.archive().save(self.session(), [self._archived(view, i) for i in part.middle])
         return Made(entry, CacheStatus.MISS, budget.calls, path)
 
     def _for_summary(self, view: View, position: int) -> Item:
@@ -257,6 +291,11 @@ class Run:
         """Normalize what we changed, count it, and describe it."""
         config = self.config
         items, normalized = self._normalized(view.items)
+        if normalized:  # what normalization removed (orphan results) is archived like the rest
+            still = {id(item) for item in items}
+            await self.keep(
+                [self._archived(view, k) for k, item in enumerate(view.items) if id(item) not in still]
+            )
         if items is view.items:
             after = await self.tokens(view)
         else:
@@ -284,6 +323,7 @@ class Run:
             dropped=outcome.dropped,
             normalized=normalized,
             summarizer=outcome.summarizer or (outcome.state.summarizer if compacted else None),
+            archive_status=self.archive_status,
         )
 
     def untouched(self, reason: Reason | None, summary_calls: int = 0) -> CompactResult:
@@ -296,6 +336,7 @@ class Run:
             output_tokens=self.total,
             reason=reason,
             summary_calls=summary_calls,
+            archive_status=self.archive_status,
         )
 
     def _normalized(self, items: list[Item]) -> tuple[list[Item], int]:

@@ -30,6 +30,7 @@ HEADER_FIELDS = (
     "dropped",
     "normalized",
     "duration_ms",
+    "archive",
     "reason",
 )
 METADATA_KEYS = ("litellm_metadata", "metadata")
@@ -63,7 +64,10 @@ def report_of(result: CompactResult, session_id: str, wire: str) -> Report:
     if result.compacted:
         report["messages_summarized"] = result.stats.compacted_message_count
         report["compaction_ratio"] = result.stats.compaction_ratio
-        report["archive"] = str(result.archive_path) if result.archive_path else None
+    if result.archive_path is not None:
+        report["archive_path"] = str(result.archive_path)
+    if result.archive_status is not None:
+        report["archive"] = result.archive_status.value
     if result.summarizer is not None:
         report["summarizer"] = result.summarizer.value
     if result.reason is not None:

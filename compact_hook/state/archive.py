@@ -13,6 +13,7 @@ import json
 import logging
 import os
 import re
+from collections import OrderedDict
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
@@ -46,6 +47,26 @@ def safe_session_name(session_id: str) -> str:
         return cleaned
     digest = combine([session_id.encode("utf-8", "surrogatepass")]).hex()[:12]
     return f"{cleaned or 'session'}-{digest}"
+
+
+class ArchiveLog:
+    """Which (session, entries) were archived lately, bounded: each is written once, not every turn."""
+
+    def __init__(self, size: int = 4096) -> None:
+        self.size = size
+        self._keys: OrderedDict[bytes, None] = OrderedDict()
+
+    def key(self, session_id: str, entries: Sequence[Any]) -> bytes:
+        return combine([session_id.encode("utf-8", "surrogatepass"), *(fingerprint(e) for e in entries)])
+
+    def seen(self, key: bytes) -> bool:
+        return key in self._keys
+
+    def add(self, key: bytes) -> None:
+        self._keys[key] = None
+        self._keys.move_to_end(key)
+        while len(self._keys) > self.size:
+            self._keys.popitem(last=False)
 
 
 class FileArchive:

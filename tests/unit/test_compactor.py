@@ -1,6 +1,7 @@
 """The stateful engine: one summary per compaction, prefix stability, single flight, tenants."""
 
 import asyncio
+import dataclasses
 import json
 from typing import Any
 
@@ -12,7 +13,7 @@ from compact_hook.engine.library import parse_chat
 from compact_hook.formats import Conversation
 from compact_hook.state.archive import Archive
 from compact_hook.state.store import MemoryStore
-from tests.fakes import FakeSummarizer, InMemoryArchive, LockingMemoryStore, SlowSummarizer
+from tests.fakes import FailingArchive, FakeSummarizer, InMemoryArchive, LockingMemoryStore, SlowSummarizer
 from tests.support import is_prefix, is_summary, load_transcript, pairing_problems, replay_points, user
 
 is_summary_message = is_summary
@@ -281,3 +282,30 @@ async def test_a_waiting_replica_does_not_repeat_the_holders_failure() -> None:
     assert len(failing.requests) == 3  # the holder's 1 + 2 retries; the waiter made none
     assert sorted([a.summary_calls, b.summary_calls]) == [0, 3]
     assert a.reason == b.reason == "summary_failed"
+
+
+async def test_a_failed_archive_is_reported_remembered_and_retried_on_a_later_turn() -> None:
+    compactor = Compactor(MemoryStore(100, 3600))
+    failing = FailingArchive()
+    first = await compact(compactor, AT_FIRST_COMPACTION, FakeSummarizer(), archive=failing)
+    assert first.compacted and first.archive_status == "failed" and first.archive_path is None
+    [(_, lost)] = failing.attempts
+    working = InMemoryArchive()
+    later = await compact(compactor, AT_FIRST_COMPACTION, FakeSummarizer(), archive=working)
+    assert later.cache == "hit" and later.archive_status == "written"
+    assert working.saved == [(working.saved[0][0], lost)]  # the same entries, archived now
+    again = await compact(compactor, AT_FIRST_COMPACTION, FakeSummarizer(), archive=working)
+    assert again.archive_status is None and len(working.saved) == 1  # retried once, not every turn
+
+
+async def test_orphan_results_removed_by_normalization_are_archived() -> None:
+    messages = [user("q"), {"role": "tool", "tool_call_id": "gone", "content": "stale output"}, user("go")]
+    archive = InMemoryArchive()
+    always = dataclasses.replace(CONFIG, normalize="always")
+    conversation = parse_chat(messages)
+    assert isinstance(conversation, Conversation)
+    result = await Compactor(None).compact(
+        CompactRequest(conversation, always, FakeSummarizer(), archive=archive)
+    )
+    assert result.normalized == 1 and messages[1] not in result.messages
+    assert [saved for _, saved in archive.saved] == [[messages[1]]]

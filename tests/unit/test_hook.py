@@ -140,7 +140,7 @@ async def test_a_long_request_is_compacted_through_the_router(
     report = data["metadata"]["compact_hook"]
     assert report["compacted"] is True
     assert report["tokens_after"] < 0.92 * 20_000 < report["tokens_before"]
-    assert Path(report["archive"]).is_file()
+    assert Path(report["archive_path"]).is_file() and report["archive"] == "written"
     assert set(data) == {"model", "messages", "metadata", "litellm_call_id"}  # no top-level keys added
     summary_calls = router.calls
     assert summary_calls and all(call["model"] == "agent" for call in summary_calls)
@@ -485,3 +485,20 @@ async def test_the_summary_window_is_the_summary_groups_own(monkeypatch: pytest.
     monkeypatch.setattr(hook_module, "_proxy_router", lambda: spy)
     config = CompactHook(CompactConfig()).models.resolve(spy, "small")
     assert config is not None and config.summary_context_window == 200_000
+
+
+async def test_an_archive_that_cannot_be_written_is_a_header_and_a_log_line_with_the_session(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, caplog: pytest.LogCaptureFixture, upstream: respx.Route
+) -> None:
+    blocked = tmp_path / "not-a-directory"
+    blocked.write_text("a file in the way")
+    spy = SpyRouter(model_list=[deployment("agent", {"context_window": 20_000, "archive_dir": str(blocked)})])
+    spy.calls = []
+    monkeypatch.setattr(hook_module, "_proxy_router", lambda: spy)
+    hook = CompactHook(CompactConfig())
+    data = request(metadata={"session_id": "session-xyz"})
+    await hook.async_pre_call_hook(None, None, data, "acompletion")
+    headers = await hook.async_post_call_response_headers_hook(data, None, None)
+    assert headers is not None and headers["x-compact-compacted"] == "true"
+    assert headers["x-compact-archive"] == "failed"
+    assert "archive write failed for session 'session-xyz'" in caplog.text
