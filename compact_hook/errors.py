@@ -7,6 +7,8 @@ Our exception hierarchy:
   * SummarizerError  - a summary call failed or answered nothing usable;
                        the engine retries, then gives up and leaves the request as it was.
   * ArchiveError     - the originals could not be written; logged, never fatal.
+  * MalformedError   - a request we cannot read safely (nested deeper than we serialize);
+                       it is forwarded untouched, reported ``malformed``.
 
 Configuration mistakes raise plain ``ValueError`` (with the offending key in the message),
 because they are the caller's programming error, not a runtime condition.
@@ -29,3 +31,7 @@ class SummarizerError(CompactError):
 
 class ArchiveError(CompactError):
     """The summarized messages could not be archived."""
+
+
+class MalformedError(CompactError):
+    """A request we cannot read safely: forwarded exactly as sent, for the provider to judge."""

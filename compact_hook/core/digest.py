@@ -113,16 +113,21 @@ def _errors(middle: Sequence[Item]) -> list[str]:
 
 
 def _fit(sections: dict[str, list[str]], max_chars: int) -> dict[str, list[str]]:
-    """Drop the oldest lines of the longest section until the digest fits."""
+    """Drop the oldest lines of the longest section until the digest fits. Linear in the lines."""
+    chars = {name: sum(map(len, lines)) for name, lines in sections.items()}
     dropped = dict.fromkeys(sections, 0)
-    while _size(sections) > max_chars and any(sections.values()):
-        name = max(sections, key=lambda key: sum(map(len, sections[key])))
-        sections[name] = sections[name][1:]
+    size = _size(sections)
+    while size > max_chars and any(dropped[name] < len(lines) for name, lines in sections.items()):
+        name = max(sections, key=lambda key: chars[key])
+        line = sections[name][dropped[name]]
         dropped[name] += 1
-    for name, count in dropped.items():
-        if count:
-            sections[name] = [f"({count} earlier entries omitted)", *sections[name]]
-    return sections
+        chars[name] -= len(line)
+        size -= len(line) + 1
+    fitted = {}
+    for name, lines in sections.items():
+        kept = lines[dropped[name] :]
+        fitted[name] = [f"({dropped[name]} earlier entries omitted)", *kept] if dropped[name] else kept
+    return fitted
 
 
 def _size(sections: dict[str, list[str]]) -> int:

@@ -55,23 +55,26 @@ def _without_ignored(value: Any) -> Any:
 
 
 def _feed(hasher: Any, value: Any) -> None:
-    if type(value) is str:
-        hasher.update(b"s%d:" % len(value))
-        hasher.update(value.encode("utf-8", "surrogatepass"))
-    elif type(value) is dict:
-        keys = sorted(value, key=str)
-        if IGNORED_KEY in value:
-            keys.remove(IGNORED_KEY)
-        hasher.update(b"d%d:" % len(keys))
-        for key in keys:
-            _feed(hasher, str(key))
-            _feed(hasher, value[key])
-    elif type(value) is list or type(value) is tuple:
-        hasher.update(b"l%d:" % len(value))
-        for item in value:
-            _feed(hasher, item)
-    else:
-        hasher.update(b"v%s;" % _scalar(value))
+    """The portable walk, iterative: depth costs memory, never the interpreter's recursion limit."""
+    stack = [value]
+    while stack:
+        current = stack.pop()
+        if type(current) is str:
+            hasher.update(b"s%d:" % len(current))
+            hasher.update(current.encode("utf-8", "surrogatepass"))
+        elif type(current) is dict:
+            keys = sorted(current, key=str)
+            if IGNORED_KEY in current:
+                keys.remove(IGNORED_KEY)
+            hasher.update(b"d%d:" % len(keys))
+            for key in reversed(keys):
+                stack.append(current[key])
+                stack.append(str(key))
+        elif type(current) is list or type(current) is tuple:
+            hasher.update(b"l%d:" % len(current))
+            stack.extend(reversed(current))
+        else:
+            hasher.update(b"v%s;" % _scalar(current))
 
 
 def _scalar(value: Any) -> bytes:

@@ -9,6 +9,7 @@ model's view.
 
 from __future__ import annotations
 
+import heapq
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
@@ -72,27 +73,30 @@ def fit(
 def _shrink_outputs(
     groups: dict[int, list[Item]], budget: int, total: int, sizing: Sizing, shrunk: dict[int, Item]
 ) -> int:
-    """Halve the largest tool output until everything fits or no output can shrink further."""
-    stuck: set[tuple[int, int]] = set()
-    while total > budget:
-        sized = [
-            (sizing.count(item), start, position)
-            for start, group in groups.items()
-            for position, item in enumerate(group)
-            if item.has_results and (start, position) not in stuck
-        ]
-        sized = [entry for entry in sized if entry[0] > MIN_OUTPUT_TOKENS]
-        if not sized:
-            return total
-        tokens, start, position = max(sized)
-        smaller = sizing.shrink(groups[start][position], max(MIN_OUTPUT_TOKENS, tokens // 2))
-        if smaller is None or sizing.count(smaller) >= tokens:
-            stuck.add((start, position))
-        else:
-            replaced = groups[start][position]
-            shrunk[id(smaller)] = shrunk.pop(id(replaced), replaced)
-            groups[start][position] = smaller
-            total -= tokens - sizing.count(smaller)
+    """Halve the largest tool output until everything fits or no output can shrink further.
+
+    A heap of outputs by size: O((outputs + halvings) log outputs), never a rescan per step.
+    """
+    heap = [
+        (-size, -start, -position)
+        for start, group in groups.items()
+        for position, item in enumerate(group)
+        if item.has_results and (size := sizing.count(item)) > MIN_OUTPUT_TOKENS
+    ]
+    heapq.heapify(heap)
+    while total > budget and heap:
+        negative, start, position = heapq.heappop(heap)
+        tokens, start, position = -negative, -start, -position
+        replaced = groups[start][position]
+        smaller = sizing.shrink(replaced, max(MIN_OUTPUT_TOKENS, tokens // 2))
+        size = sizing.count(smaller) if smaller is not None else tokens
+        if smaller is None or size >= tokens:
+            continue
+        shrunk[id(smaller)] = shrunk.pop(id(replaced), replaced)
+        groups[start][position] = smaller
+        total -= tokens - size
+        if size > MIN_OUTPUT_TOKENS:
+            heapq.heappush(heap, (-size, -start, -position))
     return total
 
 

@@ -15,6 +15,7 @@ digest, normalization and partitioning all read this one pairing.
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -111,16 +112,23 @@ def _parts(items: Sequence[Item], unit: Unit, kind: PartKind) -> list[PartRef]:
 
 
 def _match(items: Sequence[Item], calls: list[PartRef], results: list[PartRef]) -> dict[PartRef, PartRef]:
-    """result → call: by id where the id names a call of this turn, then in order."""
-    free = list(calls)
+    """result → call: by id where the id names a call of this turn, then in order. Linear."""
+    by_id: dict[str, deque[PartRef]] = {}
+    for call in calls:
+        call_id = items[call[0]].parts[call[1]].call_id
+        if call_id:
+            by_id.setdefault(call_id, deque()).append(call)
     answered: dict[PartRef, PartRef] = {}
     for result in results:
-        wanted = items[result[0]].parts[result[1]].call_id
-        match = next((c for c in free if wanted and items[c[0]].parts[c[1]].call_id == wanted), None)
-        if match is not None:
-            answered[result] = match
-            free.remove(match)
+        candidates = by_id.get(items[result[0]].parts[result[1]].call_id)
+        if candidates:
+            answered[result] = candidates.popleft()
+    taken = set(answered.values())
+    free = iter([call for call in calls if call not in taken])
     for result in results:
-        if result not in answered and free:
-            answered[result] = free.pop(0)
+        if result not in answered:
+            spare = next(free, None)
+            if spare is None:
+                break
+            answered[result] = spare
     return answered

@@ -73,6 +73,7 @@ class Compactor:
             return run.untouched(reason)
         if run.total < limits.clear and not run.tiers.oversized and config.normalize != "always":
             return run.untouched(Reason.BELOW_THRESHOLD)
+        await run.tiers.prepare()
         view = run.tiers.view(None)
         if await run.tokens(view) < limits.clear:
             return await run.finish(view, Outcome(Entry(), CacheStatus.NONE, Reason.BELOW_THRESHOLD))
@@ -144,7 +145,7 @@ class Compactor:
         """The guarantee: over the window and ``on_overflow: fit`` → drop/shrink to fit."""
         if run.config.on_overflow != "fit" or await run.tokens(view) <= run.window.window:
             return await run.finish(view, outcome)
-        fitted, lost, dropped, fits = run.fit(view)
+        fitted, lost, dropped, fits = await asyncio.to_thread(run.fit, view)  # shrinking tokenizes
         await run.keep(lost)
         reason = outcome.reason or Reason.FITTED
         if not fits:

@@ -8,6 +8,7 @@ makes the forwarded prefix stable between two changes of state.
 
 from __future__ import annotations
 
+import asyncio
 from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -24,6 +25,7 @@ from compact_hook.core.truncate import truncate_results
 from compact_hook.formats.base import Conversation
 
 TRUNCATION_CACHE_SIZE = 20_000
+TRUNCATION_CACHE_BYTES = 64 * 1024 * 1024
 
 
 @dataclass(slots=True)
@@ -64,10 +66,13 @@ class TruncationCache:
 
     Only the new texts are kept: the item is rebuilt from the current request each time, so
     what it carries besides (a moved ``cache_control`` marker) is always the client's own.
+    Bounded in entries and in bytes (the cut texts' characters, ~bytes for most text).
     """
 
-    def __init__(self, size: int = TRUNCATION_CACHE_SIZE) -> None:
+    def __init__(self, size: int = TRUNCATION_CACHE_SIZE, max_bytes: int = TRUNCATION_CACHE_BYTES) -> None:
         self.size = size
+        self.max_bytes = max_bytes
+        self.bytes = 0
         self._items: OrderedDict[tuple[object, ...], dict[int, str]] = OrderedDict()
 
     def get(self, key: tuple[object, ...]) -> dict[int, str] | None:
@@ -77,9 +82,17 @@ class TruncationCache:
         return found
 
     def put(self, key: tuple[object, ...], cuts: dict[int, str]) -> None:
+        old = self._items.pop(key, None)
+        if old is not None:
+            self.bytes -= _size(old)
         self._items[key] = cuts
-        while len(self._items) > self.size:
-            self._items.popitem(last=False)
+        self.bytes += _size(cuts)
+        while self._items and (len(self._items) > self.size or self.bytes > self.max_bytes):
+            self.bytes -= _size(self._items.popitem(last=False)[1])
+
+
+def _size(cuts: dict[int, str]) -> int:
+    return 64 + sum(len(text) for text in cuts.values())
 
 
 class Tiers:
@@ -144,26 +157,61 @@ class Tiers:
             built.append((*shown, index))
         return View([b[0] for b in built], [b[1] for b in built], [b[2] for b in built])
 
+    async def prepare(self) -> None:
+        """Cut the oversized outputs not cut before, off the event loop: tokenizing a 4 MB output
+        takes seconds, and every other request on the proxy would wait for it."""
+        if not self.oversized:
+            return
+        keys = {index: self._cut_key(index) for index in self._oversized_items()}
+        todo = [index for index, key in keys.items() if self.cache.get(key) is None]
+        if todo:
+            cuts = await asyncio.to_thread(lambda: [self._cut(index) for index in todo])
+            for index, cut in zip(todo, cuts, strict=True):
+                self.cache.put(keys[index], cut)
+
     def truncated(self, index: int) -> tuple[Item, Fingerprint]:
         """Tier 1 alone: the client's item, its oversized tool outputs cut."""
         done = self._truncated.get(index)
         if done is not None:
             return done
         item, print_ = self.conversation.item(index), self.prints[index]
-        config = self.config
-        if self.oversized and self.counts[index] > config.tool_output_max_tokens and item.has_results:
-            skip = self._protected_parts(index)
-            key = (print_, config.tokenizer, config.tool_output_max_tokens, config.tool_output_policy, *skip)
+        if self.oversized and self.counts[index] > self.config.tool_output_max_tokens and item.has_results:
+            key = self._cut_key(index)
             cuts = self.cache.get(key)
-            if cuts is None:
-                limit, policy = config.tool_output_max_tokens, config.tool_output_policy
-                cuts = truncate_results(item, limit, policy, self.counter.offsets, skip=skip)
+            if cuts is None:  # not prepared (a caller skipped prepare()): cut here
+                cuts = self._cut(index)
                 self.cache.put(key, cuts)
             if cuts:
                 item = self.conversation.wire.replace_outputs(item, cuts, keep_media=True)
                 print_ = fingerprint(item.raw, self.conversation.wire.seed)
         self._truncated[index] = (item, print_)
         return item, print_
+
+    def _oversized_items(self) -> list[int]:
+        limit = self.config.tool_output_max_tokens
+        return [
+            i
+            for i, count in enumerate(self.counts)
+            if count > limit and self.conversation.item(i).has_results
+        ]
+
+    def _cut_key(self, index: int) -> tuple[object, ...]:
+        config = self.config
+        skip = self._protected.get(index, ())
+        return (
+            self.prints[index],
+            config.tokenizer,
+            config.tool_output_max_tokens,
+            config.tool_output_policy,
+            *skip,
+        )
+
+    def _cut(self, index: int) -> dict[int, str]:
+        """Pure: safe in a worker thread (the tokenizer is, and nothing shared is written)."""
+        config = self.config
+        limit, policy = config.tool_output_max_tokens, config.tool_output_policy
+        skip = self._protected.get(index, ())
+        return truncate_results(self.conversation.item(index), limit, policy, self.counter.offsets, skip=skip)
 
     def cleared(self, index: int) -> tuple[Item, Fingerprint]:
         """Tier 2 on top of tier 1: the item's clearable results shown as placeholders."""
@@ -197,10 +245,12 @@ class Tiers:
         item, original = self.truncated(index)[0], self.conversation.item(index)
         return sum(1 for new, old in zip(item.parts, original.parts, strict=True) if new.text != old.text)
 
-    def _protected_parts(self, index: int) -> tuple[int, ...]:
+    @cached_property
+    def _protected(self) -> dict[int, tuple[int, ...]]:
+        """Per item, the result parts of protected tools (never truncated): computed once, O(results)."""
+        found: dict[int, list[int]] = {}
         protected = self.config.protected_tools
-        return tuple(
-            position
-            for (item, position), tool in sorted(self.pairing.tool_of.items())
-            if item == index and tool in protected
-        )
+        for (index, position), tool in sorted(self.pairing.tool_of.items()):
+            if tool in protected:
+                found.setdefault(index, []).append(position)
+        return {index: tuple(parts) for index, parts in found.items()}

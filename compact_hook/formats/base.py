@@ -19,6 +19,7 @@ from compact_hook.core.counting import Strings
 from compact_hook.core.fingerprint import Fingerprint, fingerprint
 from compact_hook.core.items import Builder, Item
 from compact_hook.core.outcomes import Reason
+from compact_hook.errors import MalformedError
 
 TOOL_OVERHEAD = 8
 """Framing tokens per tool definition, beside its JSON (name, description, schema)."""
@@ -94,21 +95,20 @@ def context_strings(value: Any) -> Strings:
     """The strings of a context value: text as is; a tool definition or schema as compact JSON.
 
     Tool definitions reach the model re-rendered by the provider; their JSON is a close,
-    slightly generous stand-in (documented as an estimate).
+    slightly generous stand-in (documented as an estimate). A list (of tools, of system
+    blocks) is read one level deep.
     """
-    if isinstance(value, str):
-        return [value], 0
-    if isinstance(value, list):
-        strings: list[str] = []
-        fixed = 0
-        for entry in value:
-            more, cost = context_strings(entry)
-            strings.extend(more)
-            fixed += cost
-        return strings, fixed
-    if isinstance(value, dict) and value.get("type") == "text" and isinstance(value.get("text"), str):
-        return [value["text"]], 0
-    return [compact_json(value)], TOOL_OVERHEAD
+    strings: list[str] = []
+    fixed = 0
+    for entry in value if isinstance(value, list) else [value]:
+        if isinstance(entry, str):
+            strings.append(entry)
+        elif isinstance(entry, dict) and entry.get("type") == "text" and isinstance(entry.get("text"), str):
+            strings.append(entry["text"])
+        else:
+            strings.append(compact_json(entry))
+            fixed += TOOL_OVERHEAD
+    return strings, fixed
 
 
 def compact_json(value: Any) -> str:
@@ -117,7 +117,11 @@ def compact_json(value: Any) -> str:
     try:
         return orjson.dumps(value).decode()
     except (orjson.JSONEncodeError, TypeError):
+        pass
+    try:
         return json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=str)
+    except RecursionError as exc:
+        raise MalformedError("a value is nested too deeply to read") from exc
 
 
 def positive_int(data: dict[str, Any], *keys: str) -> int | None:

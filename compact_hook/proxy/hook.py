@@ -29,6 +29,7 @@ from compact_hook.core.chain import scope_of
 from compact_hook.engine.compactor import Compactor
 from compact_hook.engine.result import CompactRequest, CompactResult
 from compact_hook.engine.summarize import PROMPT_VERSION
+from compact_hook.errors import MalformedError
 from compact_hook.formats import Rejected, WireFormat, format_for
 from compact_hook.proxy.models import ModelSettings, validate_model_list
 from compact_hook.proxy.report import (
@@ -87,6 +88,8 @@ class CompactHook(CustomLogger):
         try:
             scrub(data, INTERNAL_MARKER)
             await self._compact_request(user_api_key_dict, data, str(call_type))
+        except MalformedError as exc:
+            logger.info("compact_hook: request %s passed through: %s", data.get("litellm_call_id"), exc)
         except Exception:
             logger.exception(
                 "compact_hook: internal error, request %s forwarded unchanged", data.get("litellm_call_id")

@@ -76,13 +76,19 @@ def _read_tokenizer(spec: str) -> Tokenizer:
 
 
 class HFTokenCounter:
-    """Counts entries with one tokenizer, remembering each entry's count by fingerprint."""
+    """Counts entries with one tokenizer, remembering each entry's count by fingerprint.
+
+    Thread-safe: the cache is touched under a lock (work that must not block the event loop runs
+    in worker threads), and tokenizing never holds it. Entries are a fingerprint and an int, so
+    the cache's size in bytes is bounded by its size in entries (~120 bytes each).
+    """
 
     def __init__(self, spec: str, cache_size: int = DEFAULT_CACHE_SIZE) -> None:
         self.spec = spec
         self._tokenizer = load_tokenizer(spec)
         self._cache: OrderedDict[Fingerprint, int] = OrderedDict()
         self._cache_size = cache_size
+        self._lock = threading.Lock()
 
     def count_text(self, text: str) -> int:
         return self._encode_lengths([text])[0] if text else 0
@@ -112,8 +118,9 @@ class HFTokenCounter:
         return self._merge(prints, strings, missing, _add_lengths(counts, owners, lengths))
 
     def _missing(self, prints: Sequence[Fingerprint]) -> list[int]:
-        cache = self._cache
-        return [index for index, key in enumerate(prints) if key not in cache]
+        with self._lock:
+            cache = self._cache
+            return [index for index, key in enumerate(prints) if key not in cache]
 
     def _count_now(self, strings: StringsOf, indexes: list[int]) -> list[int]:
         texts, owners, counts = _collect(strings, indexes)
@@ -123,22 +130,35 @@ class HFTokenCounter:
         self, prints: Sequence[Fingerprint], strings: StringsOf, missing: list[int], counts: list[int]
     ) -> list[int]:
         """Cached and fresh counts in entry order; then remember the fresh ones (LRU)."""
-        cache = self._cache
-        fresh = {prints[index]: count for index, count in zip(missing, counts, strict=True)}
-        evicted = [i for i, key in enumerate(prints) if key not in fresh and key not in cache]
-        if evicted:  # another request evicted them while we were tokenizing off the loop
-            fresh.update(zip((prints[i] for i in evicted), self._count_now(strings, evicted), strict=True))
-        result = []
-        for key in prints:
-            value = fresh.get(key)
-            if value is None:
-                value = cache[key]
-                cache.move_to_end(key)
-            result.append(value)
-        cache.update(fresh)
-        while len(cache) > self._cache_size:
-            cache.popitem(last=False)
-        return result
+        known = {prints[index]: count for index, count in zip(missing, counts, strict=True)}
+        fresh = dict(known)
+        evicted = self._read_cached(prints, known)
+        if evicted:  # another request evicted them while we were tokenizing
+            extra = dict(zip((prints[i] for i in evicted), self._count_now(strings, evicted), strict=True))
+            known.update(extra)
+            fresh.update(extra)
+        with self._lock:
+            cache = self._cache
+            cache.update(fresh)
+            while len(cache) > self._cache_size:
+                cache.popitem(last=False)
+        return [known[key] for key in prints]
+
+    def _read_cached(self, prints: Sequence[Fingerprint], known: dict[Fingerprint, int]) -> list[int]:
+        """Fill ``known`` from the cache (refreshing recency); the indexes found nowhere."""
+        gone: list[int] = []
+        with self._lock:
+            cache = self._cache
+            for index, key in enumerate(prints):
+                if key in known:
+                    continue
+                value = cache.get(key)
+                if value is None:
+                    gone.append(index)
+                else:
+                    known[key] = value
+                    cache.move_to_end(key)
+        return gone
 
     def _encode_lengths(self, texts: list[str]) -> list[int]:
         if not texts:

@@ -1,0 +1,174 @@
+"""No request can hurt another: bounded work per request, measured in operations, and heavy work off the loop.
+
+Complexity is asserted by counting operations (entries counted, parts read), never by wall time.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Sequence
+from typing import Any
+
+import pytest
+
+from compact_hook.config import CompactConfig
+from compact_hook.core.counting import StringsOf
+from compact_hook.core.fingerprint import Fingerprint, fingerprint
+from compact_hook.core.items import Item
+from compact_hook.core.pairing import pair
+from compact_hook.engine import Compactor, CompactRequest
+from compact_hook.engine.library import parse_chat
+from compact_hook.formats import CHAT, Conversation
+from compact_hook.state.tokenizers import HFTokenCounter
+from tests.fakes import FakeSummarizer, InMemoryArchive, WordCounter
+from tests.support import call, result, user
+
+
+class CountingCounter(WordCounter):
+    """A WordCounter that counts how many entries it was asked about, over all calls."""
+
+    def __init__(self) -> None:
+        self.entries = 0
+
+    def count(self, prints: Sequence[Fingerprint], strings: StringsOf) -> list[int]:
+        self.entries += len(prints)
+        return super().count(prints, strings)
+
+
+async def run(messages: list[dict[str, Any]], config: CompactConfig, counter: Any) -> Any:
+    conversation = parse_chat(messages)
+    assert isinstance(conversation, Conversation)
+    request = CompactRequest(
+        conversation, config, FakeSummarizer(), "s", archive=InMemoryArchive(), counter=counter
+    )
+    return await Compactor(None).compact(request)
+
+
+def interrupted_turns(count: int) -> list[dict[str, Any]]:
+    """Every message protected (an interrupt marker): nothing can be summarized, everything must be fitted."""
+    return [user(f"[Request interrupted by user] turn {i} " + "w " * 20) for i in range(count)]
+
+
+@pytest.mark.parametrize("count", [1000, 4000])
+async def test_fitting_thousands_of_protected_messages_is_linear(count: int) -> None:
+    """Issue 8: 8,000 such messages took 5.2 s (quadratic fit) and stalled every other request."""
+    counter = CountingCounter()
+    config = CompactConfig(context_window=2000, tool_output_policy="none", clear_tool_results=False)
+    result_ = await run(interrupted_turns(count), config, counter)
+    assert result_.dropped > 0 and result_.output_tokens <= 2000
+    assert counter.entries <= 8 * count  # each entry counted a bounded number of times
+
+
+def test_pairing_ten_thousand_parallel_calls_reads_each_part_a_bounded_number_of_times() -> None:
+    """A quadratic id match over 10,000 parallel calls would read parts ~10^8 times."""
+    calls = 10_000
+    messages = [call(*(["tool"] * calls), call_id="c")] + [result("out", f"c_{i}") for i in range(calls)][
+        ::-1
+    ]
+    items = [CountingItem.of(CHAT.item(message)) for message in messages]
+    found = pair(items)
+    assert len(found.call_of) == calls and not found.orphans and not found.unanswered
+    assert CountingParts.reads <= 10 * 2 * calls
+
+
+class CountingParts(tuple):  # type: ignore[type-arg]
+    reads = 0
+
+    def __getitem__(self, index: Any) -> Any:
+        CountingParts.reads += 1
+        return super().__getitem__(index)
+
+
+class CountingItem:
+    @staticmethod
+    def of(item: Item) -> Item:
+        item.parts = CountingParts(item.parts)
+        return item
+
+
+class ThreadRecordingCounter(HFTokenCounter):
+    """Records on which threads the tokenizer computed offsets (truncation, shrinking)."""
+
+    def __init__(self) -> None:
+        super().__init__("o200k_base")
+        self.offset_threads: list[int] = []
+
+    def offsets(self, text: str) -> list[tuple[int, int]]:
+        self.offset_threads.append(threading.get_ident())
+        return super().offsets(text)
+
+
+async def test_a_huge_tool_output_is_truncated_off_the_event_loop() -> None:
+    """Issue 8: a 4 MB output's cut was tokenized on the loop, stalling every request for 3.9 s."""
+    counter = ThreadRecordingCounter()
+    output = "\n".join(f"line {i}: some build output" for i in range(40_000))
+    messages = [user("build it"), call("bash", call_id="b"), result(output, "b_0"), user("and?")]
+    config = CompactConfig(context_window=1_000_000, tool_output_max_tokens=2000)
+    truncated = await run(messages, config, counter)
+    assert truncated.truncated == 1
+    assert counter.offset_threads and threading.get_ident() not in counter.offset_threads
+
+
+async def test_shrinking_outputs_to_fit_runs_off_the_event_loop() -> None:
+    counter = ThreadRecordingCounter()
+    output = "some output line\n" * 3000
+    messages = [user("run"), call("a", call_id="a"), result(output, "a_0"), user("next")]
+    config = CompactConfig(context_window=1200, tool_output_policy="none", clear_tool_results=False)
+    fitted = await run(messages, config, counter)
+    assert fitted.output_tokens <= 1200
+    assert counter.offset_threads and threading.get_ident() not in counter.offset_threads
+
+
+def nested(depth: int) -> Any:
+    value: Any = "bottom"
+    for _ in range(depth):
+        value = {"type": "x", "inner": [value]}
+    return value
+
+
+def test_fingerprinting_does_not_recurse_whatever_the_depth() -> None:
+    deep = nested(5000)  # deeper than orjson (255) and than Python's recursion limit
+    assert fingerprint(deep) == fingerprint(nested(5000)) != fingerprint(nested(4999))
+
+
+async def test_a_request_nested_too_deeply_to_read_is_passed_through(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    from compact_hook.proxy.hook import CompactHook
+
+    data = {
+        "model": "m",
+        "messages": [{"role": "user", "content": [nested(900)]}],
+        "metadata": {},
+    }
+    hook = CompactHook(CompactConfig())
+    before = data["messages"]
+    out = await hook.async_pre_call_hook(None, None, data, "acompletion")
+    assert out is data and data["messages"] is before
+    assert "Traceback" not in caplog.text
+
+
+class CountingSizing:
+    """One token per word; counts how often the fit asks for a size."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    def count(self, item: Item) -> int:
+        self.calls += 1
+        return 1 + sum(len(part.text.split()) for part in item.parts)
+
+    def shrink(self, item: Item, limit: int) -> Item | None:
+        return None
+
+
+@pytest.mark.parametrize("count", [2000, 8000])
+def test_the_fit_asks_each_items_size_a_bounded_number_of_times(count: int) -> None:
+    from compact_hook.core.fit import drop_order, fit
+
+    items = [CHAT.item(message) for message in interrupted_turns(count)]
+    units = pair(items).units
+    sizing = CountingSizing()
+    fitted = fit(items, units, drop_order(items, units, (), None, False), 500, sizing)
+    assert fitted.fits and len(fitted.dropped) > count - 30
+    assert sizing.calls <= 3 * count  # re-summing the list per drop would be count² / 2
