@@ -39,6 +39,7 @@ MIN_TOOL_OUTPUT_TOKENS = 100
 DIGEST = "digest"
 """``summary_model: digest``: summarize with the built-in deterministic digest, no LLM call."""
 DEFAULT_STORE_MAX_ENTRIES = 10_000
+DEFAULT_STORE_MAX_BYTES = 64 * 1024 * 1024
 DEFAULT_STORE_TTL_SECONDS = 86_400
 DEFAULT_REDIS_TIMEOUT_SECONDS = 0.5
 DEFAULT_LOCK_TTL_SECONDS = 300.0
@@ -181,6 +182,7 @@ class ProcessConfig:
     store: StoreBackend = "auto"
     redis_url: str | None = None
     store_max_entries: int = DEFAULT_STORE_MAX_ENTRIES
+    store_max_bytes: int = DEFAULT_STORE_MAX_BYTES
     store_ttl_seconds: int = DEFAULT_STORE_TTL_SECONDS
     redis_timeout_seconds: float = DEFAULT_REDIS_TIMEOUT_SECONDS
     lock_ttl_seconds: float = DEFAULT_LOCK_TTL_SECONDS
@@ -194,6 +196,7 @@ class ProcessConfig:
         if self.store == "redis" and self.redis_url is not None:
             _check_non_empty("redis_url", self.redis_url)
         _check_range("store_max_entries", self.store_max_entries, low=1)
+        _check_range("store_max_bytes", self.store_max_bytes, low=1024)
         _check_range("store_ttl_seconds", self.store_ttl_seconds, low=1)
         _check_range("redis_timeout_seconds", self.redis_timeout_seconds, low=0.001)
         _check_range("lock_ttl_seconds", self.lock_ttl_seconds, low=0.001)

@@ -9,8 +9,12 @@ Conversion (checked by ``tests/unit/test_tokenizer_parity.py``):
 
 * vocabulary: each tiktoken token (raw bytes) is spelled through the GPT-2
   byte<->unicode table, with id = tiktoken rank;
-* merges: every split of a token into two vocabulary tokens, ordered by the rank of
-  the merged token, then by the ranks of the two parts;
+* merges: one per token — the two parts tiktoken's own BPE reaches when it encodes that
+  token alone, stopping short of the token itself — ordered by the token's rank. A token
+  that forms inside a longer word forms exactly as it does alone (a merge across its
+  boundary would have prevented it), so this one merge is the one every encoding needs;
+  the method is that of ``transformers``' tiktoken converter. Every split of every token
+  (the previous build) gave the same ids with 2.2x the merges and ~2x the memory;
 * model: ``BPE(..., ignore_merges=True)`` so a pre-token that is itself in the
   vocabulary maps straight to its id, as tiktoken does;
 * pre-tokenizer: tiktoken's split regex (isolated) followed by a byte-level mapping
@@ -22,7 +26,7 @@ No special tokens are registered: we only ever count plain text, so text such as
 
 Run from the repository root::
 
-    python scripts/build_tokenizers.py
+    python scripts/build_tokenizers.py [OUT_DIR]
 """
 
 from __future__ import annotations
@@ -30,6 +34,7 @@ from __future__ import annotations
 import base64
 import importlib.util
 import shutil
+import sys
 from pathlib import Path
 
 from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers
@@ -111,15 +116,31 @@ def load_ranks(path: Path) -> dict[bytes, int]:
 
 
 def derive_merges(ranks: dict[bytes, int]) -> list[tuple[bytes, bytes]]:
-    """Every split of a token into two vocabulary tokens, in tiktoken merge order."""
-    keyed: list[tuple[int, int, int, bytes, bytes]] = []
+    """One merge per token, in tiktoken merge order (the token's rank)."""
+    keyed: list[tuple[int, bytes, bytes]] = []
     for token, rank in ranks.items():
-        for i in range(1, len(token)):
-            left, right = token[:i], token[i:]
-            if left in ranks and right in ranks:
-                keyed.append((rank, ranks[left], ranks[right], left, right))
+        if len(token) > 1:
+            parts = bpe_parts(ranks, token, max_rank=rank)
+            if len(parts) == 2:
+                keyed.append((rank, parts[0], parts[1]))
     keyed.sort()
-    return [(left, right) for _, _, _, left, right in keyed]
+    return [(left, right) for _, left, right in keyed]
+
+
+def bpe_parts(ranks: dict[bytes, int], token: bytes, max_rank: int) -> list[bytes]:
+    """tiktoken's byte-pair merging of ``token``, using only merges ranked below ``max_rank``."""
+    parts = [bytes([byte]) for byte in token]
+    while len(parts) > 1:
+        best: tuple[int, int] | None = None
+        for index in range(len(parts) - 1):
+            rank = ranks.get(parts[index] + parts[index + 1])
+            if rank is not None and rank < max_rank and (best is None or rank < best[0]):
+                best = (rank, index)
+        if best is None:
+            break
+        index = best[1]
+        parts[index : index + 2] = [parts[index] + parts[index + 1]]
+    return parts
 
 
 def build_tokenizer(ranks: dict[bytes, int], pattern: str) -> Tokenizer:
@@ -158,10 +179,11 @@ def copy_claude(source_dir: Path, out_dir: Path) -> Path:
 
 
 def main() -> None:
+    out_dir = Path(sys.argv[1]) if len(sys.argv) > 1 else OUT_DIR
     source_dir = litellm_tokenizers_dir()
-    OUT_DIR.mkdir(parents=True, exist_ok=True)
-    written = [build_encoding(name, source_dir, OUT_DIR) for name in BPE_FILES]
-    written.append(copy_claude(source_dir, OUT_DIR))
+    out_dir.mkdir(parents=True, exist_ok=True)
+    written = [build_encoding(name, source_dir, out_dir) for name in BPE_FILES]
+    written.append(copy_claude(source_dir, out_dir))
     for path in written:
         print(f"{path}  {path.stat().st_size:,} bytes")
 

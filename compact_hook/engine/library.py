@@ -14,11 +14,10 @@ from compact_hook.core.counting import TokenCounter, item_strings, request_total
 from compact_hook.core.limits import Limits
 from compact_hook.engine.compactor import Compactor
 from compact_hook.engine.result import CompactRequest, CompactResult
-from compact_hook.engine.run import counter_for_config
 from compact_hook.engine.summarize import Summarize
 from compact_hook.formats import CHAT, Conversation, Rejected
 from compact_hook.state.archive import Archive
-from compact_hook.state.tokenizers import counter_for, tokenizer_name_for_model
+from compact_hook.state.tokenizers import DEFAULT_TOKENIZER, counter_for, tokenizer_name_for_model
 
 
 def parse_chat(messages: Sequence[Any], max_output_tokens: int | None = None) -> Conversation | Rejected:
@@ -51,7 +50,7 @@ def should_compact(
     limits = Limits.of(config, max_output_tokens, 0)
     if not messages or limits is None or not config.enabled or isinstance(conversation, Rejected):
         return False
-    counter = counter or counter_for_config(config.tokenizer)
+    counter = counter or counter_for(config.tokenizer or DEFAULT_TOKENIZER)
     counts = counter.count(conversation.prints(), lambda i: item_strings(conversation.item(i)))
     return request_total(0, counts) >= limits.compact
 

@@ -31,7 +31,7 @@ from compact_hook.engine.view import Tiers, TruncationCache, View
 from compact_hook.errors import SummarizerError
 from compact_hook.formats.base import WireFormat, context_strings
 from compact_hook.state.archive import Archive, ArchiveLog, FileArchive, conversation_session_id
-from compact_hook.state.tokenizers import DEFAULT_TOKENIZER, counter_for
+from compact_hook.state.tokenizers import DEFAULT_TOKENIZER, acounter_for
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,10 +73,6 @@ class ProcessMemory:
     archives: ArchiveLog = field(default_factory=ArchiveLog)
 
 
-def counter_for_config(config_tokenizer: str | None) -> TokenCounter:
-    return counter_for(config_tokenizer or DEFAULT_TOKENIZER)
-
-
 @dataclass
 class Run:
     """The request, its fingerprints and counts (computed once), its limits and tiers."""
@@ -97,7 +93,7 @@ class Run:
     async def measure(cls, request: CompactRequest, memory: ProcessMemory) -> Run:
         """Count everything the model reads: only entries never seen before are tokenized."""
         conversation, config = request.conversation, request.config
-        counter = request.counter or counter_for_config(config.tokenizer)
+        counter = request.counter or await acounter_for(config.tokenizer or DEFAULT_TOKENIZER)
         prints = conversation.prints()
         counts = await counter.acount(prints, lambda i: item_strings(conversation.item(i)))
         context = conversation.context

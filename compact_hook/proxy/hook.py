@@ -17,7 +17,7 @@ import logging
 import sys
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +31,7 @@ from compact_hook.engine.result import CompactRequest, CompactResult
 from compact_hook.engine.summarize import PROMPT_VERSION
 from compact_hook.errors import MalformedError
 from compact_hook.formats import Rejected, WireFormat, format_for
+from compact_hook.proxy.logs import configure_logging
 from compact_hook.proxy.models import ModelSettings, validate_model_list
 from compact_hook.proxy.report import (
     record,
@@ -48,7 +49,7 @@ from compact_hook.proxy.router_summarizer import (
 )
 from compact_hook.state.archive import conversation_session_id
 from compact_hook.state.store import build_store
-from compact_hook.state.tokenizers import DEFAULT_TOKENIZER, load_tokenizer
+from compact_hook.state.tokenizers import load_tokenizer
 
 logger = logging.getLogger(__name__)
 
@@ -63,8 +64,10 @@ class CompactHook(CustomLogger):
         self.models = ModelSettings(self.base)
         self._compactor: Compactor | None = None
         configure_logging(self.process.log_level)
-        validate_loaded_proxy_config(self.base)
-        threading.Thread(target=preload_tokenizer, name="compact_hook-preload", daemon=True).start()
+        tokenizers = validate_loaded_proxy_config(self.base)
+        threading.Thread(
+            target=preload_tokenizers, args=(tokenizers,), name="compact_hook-preload", daemon=True
+        ).start()
 
     @property
     def compactor(self) -> Compactor:
@@ -205,12 +208,14 @@ def session_id_of(data: Mapping[str, Any], entries: list[Any]) -> str:
     return conversation_session_id(entries)
 
 
-def preload_tokenizer() -> None:
-    """Load the default tokenizer (≈1 s) while the proxy starts, not on the first request."""
-    try:
-        load_tokenizer(DEFAULT_TOKENIZER)
-    except Exception:
-        logger.exception("compact_hook: could not preload the %s tokenizer", DEFAULT_TOKENIZER)
+def preload_tokenizers(specs: Iterable[str]) -> None:
+    """Load the tokenizers the configured models use (≈1 s each) while the proxy starts; the
+    others are never loaded (o200k alone is ~130 MB)."""
+    for spec in specs:
+        try:
+            load_tokenizer(spec)
+        except Exception:
+            logger.exception("compact_hook: could not preload the %s tokenizer", spec)
 
 
 def tenant_of(user_api_key_dict: Any) -> str:
@@ -225,23 +230,14 @@ def tenant_of(user_api_key_dict: Any) -> str:
     return "anonymous"
 
 
-def configure_logging(level: str) -> None:
-    """Our log lines (one per summary call, one per compaction) must reach the proxy's stderr."""
-    package_logger = logging.getLogger("compact_hook")
-    package_logger.setLevel(level.upper())
-    if not package_logger.handlers:
-        handler = logging.StreamHandler()
-        handler.setFormatter(logging.Formatter("%(asctime)s %(name)s %(levelname)s %(message)s"))
-        package_logger.addHandler(handler)
-
-
 def _proxy_router() -> Any:
     proxy_server = sys.modules.get("litellm.proxy.proxy_server")
     return getattr(proxy_server, "llm_router", None) if proxy_server is not None else None
 
 
-def validate_loaded_proxy_config(base: CompactConfig) -> None:
-    """Fail proxy start-up on a bad ``compact`` block, naming the model and the key.
+def validate_loaded_proxy_config(base: CompactConfig) -> set[str]:
+    """Fail proxy start-up on a bad ``compact`` block, naming the model and the key; return the
+    tokenizers the compacting models use.
 
     LiteLLM builds its callbacks while it loads the config file and before it builds the
     router, so we read the same file it is loading.
@@ -249,11 +245,12 @@ def validate_loaded_proxy_config(base: CompactConfig) -> None:
     proxy_server = sys.modules.get("litellm.proxy.proxy_server")
     path = getattr(proxy_server, "user_config_file_path", None) if proxy_server is not None else None
     if not isinstance(path, str) or not Path(path).is_file():
-        return
+        return set()
     config = yaml.safe_load(Path(path).read_text(encoding="utf-8")) or {}
     model_list = config.get("model_list") if isinstance(config, Mapping) else None
-    if isinstance(model_list, list):
-        validate_model_list(model_list, base)
+    if not isinstance(model_list, list):
+        return set()
+    return validate_model_list(model_list, base)
 
 
 proxy_handler_instance = CompactHook()

@@ -33,16 +33,21 @@ def settings_from_block(block: object, base: CompactConfig) -> CompactConfig | N
     return config if config.enabled else None
 
 
-def validate_model_list(model_list: Iterable[Any], base: CompactConfig) -> None:
-    """Raise ``ValueError`` naming the model and key of the first bad ``compact`` block."""
+def validate_model_list(model_list: Iterable[Any], base: CompactConfig) -> set[str]:
+    """Raise ``ValueError`` naming the model and key of the first bad ``compact`` block; return
+    the tokenizers the compacting deployments will use."""
+    tokenizers: set[str] = set()
     for entry in model_list:
         if not isinstance(entry, Mapping):
             continue
         name = entry.get("model_name", "?")
         try:
-            settings_from_block(compact_block(entry), base)
+            config = settings_from_block(compact_block(entry), base)
         except ValueError as exc:
             raise ValueError(f"compact_hook: model {name!r}: model_info.compact.{exc}") from exc
+        if config is not None:
+            tokenizers.add(config.tokenizer or tokenizer_name_for_model(_provider_model(entry, str(name))))
+    return tokenizers
 
 
 class ModelSettings:
@@ -55,14 +60,19 @@ class ModelSettings:
         self._warned: set[str] = set()
 
     def resolve(self, router: Any, group: str) -> CompactConfig | None:
+        """Memoized per group the router knows: a client cannot grow the memo by inventing
+        model names (the hook runs before LiteLLM rejects them)."""
         if router is not self._router:
             self._router, self._memo = router, {}
-        if group not in self._memo:
-            self._memo[group] = self._resolve(router, group)
+        if group in self._memo:
+            return self._memo[group]
+        deployments = router.get_model_list(model_name=group) or []
+        if not deployments:
+            return None
+        self._memo[group] = self._resolve(router, group, deployments)
         return self._memo[group]
 
-    def _resolve(self, router: Any, group: str) -> CompactConfig | None:
-        deployments = router.get_model_list(model_name=group) or []
+    def _resolve(self, router: Any, group: str, deployments: list[Any]) -> CompactConfig | None:
         blocks = [compact_block(d) for d in deployments if compact_block(d) is not None]
         if not blocks:
             return None

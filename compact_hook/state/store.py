@@ -17,7 +17,7 @@ from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, Protocol
 
-from compact_hook.config import ProcessConfig
+from compact_hook.config import DEFAULT_STORE_MAX_BYTES, ProcessConfig
 from compact_hook.core.chain import Entry
 
 logger = logging.getLogger(__name__)
@@ -51,6 +51,11 @@ class CompactionStore(Protocol):
     async def failed(self, key: bytes) -> bool: ...
 
 
+def entry_bytes(entry: Entry) -> int:
+    """Roughly what an entry holds in memory: its summary and its indices."""
+    return 200 + len(entry.summary or "") + 8 * (len(entry.keep) + len(entry.unarchived))
+
+
 def best_match(candidates: Sequence[tuple[int, bytes]], chain: Sequence[bytes]) -> list[tuple[int, bytes]]:
     """Index pairs whose key is this request's own prefix hash, longest first."""
     return sorted(
@@ -60,10 +65,19 @@ def best_match(candidates: Sequence[tuple[int, bytes]], chain: Sequence[bytes]) 
 
 
 class MemoryStore:
-    """Bounded LRU with a TTL; locks are trivially ours (one process, in-process single flight)."""
+    """LRU with a TTL, bounded in entries and in bytes (summaries are most of an entry's size);
+    locks are trivially ours (one process, in-process single flight)."""
 
-    def __init__(self, max_entries: int, ttl: float, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self,
+        max_entries: int,
+        ttl: float,
+        clock: Callable[[], float] = time.monotonic,
+        max_bytes: int = DEFAULT_STORE_MAX_BYTES,
+    ) -> None:
         self.max_entries = max_entries
+        self.max_bytes = max_bytes
+        self.bytes = 0
         self.ttl = ttl
         self.clock = clock
         self._entries: OrderedDict[bytes, tuple[float, Entry]] = OrderedDict()
@@ -84,20 +98,27 @@ class MemoryStore:
             return None
         expires, entry = found
         if expires <= self.clock():
-            del self._entries[key]
+            self._drop(key)
             return None
         self._entries.move_to_end(key)
         return entry
 
     async def put(self, root: bytes, key: bytes, entry: Entry) -> None:
+        self._drop(key)
         self._entries[key] = (self.clock() + self.ttl, entry)
-        self._entries.move_to_end(key)
+        self.bytes += entry_bytes(entry)
         pairs = [pair for pair in self._index.get(root, []) if pair[1] != key]
         self._index[root] = [(entry.span, key), *pairs][:INDEX_LIMIT]
         self._index.move_to_end(root)
-        for table in (self._entries, self._index):
-            while len(table) > self.max_entries:
-                table.popitem(last=False)
+        while self._entries and (len(self._entries) > self.max_entries or self.bytes > self.max_bytes):
+            self._drop(next(iter(self._entries)))
+        while len(self._index) > self.max_entries:
+            self._index.popitem(last=False)
+
+    def _drop(self, key: bytes) -> None:
+        found = self._entries.pop(key, None)
+        if found is not None:
+            self.bytes -= entry_bytes(found[1])
 
     async def try_lock(self, key: bytes, ttl: float) -> str | None:
         return "local"
@@ -273,7 +294,7 @@ def build_store(config: ProcessConfig, litellm_redis: Any = None) -> CompactionS
     """
     if config.store == "off":
         return None
-    local = MemoryStore(config.store_max_entries, config.store_ttl_seconds)
+    local = MemoryStore(config.store_max_entries, config.store_ttl_seconds, max_bytes=config.store_max_bytes)
     if config.store == "memory":
         return local
     client = _redis_client(config, litellm_redis)

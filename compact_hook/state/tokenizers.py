@@ -195,6 +195,13 @@ _counters: dict[str, HFTokenCounter] = {}
 _counters_lock = threading.Lock()
 
 
+async def acounter_for(spec: str) -> HFTokenCounter:
+    """``counter_for``, loading a tokenizer not loaded yet (≈1 s) in a worker thread."""
+    with _counters_lock:
+        ready = _counters.get(spec)
+    return ready if ready is not None else await asyncio.to_thread(counter_for, spec)
+
+
 def counter_for(spec: str) -> HFTokenCounter:
     """The process-wide counter for a tokenizer, so its cache outlives one request."""
     with _counters_lock:

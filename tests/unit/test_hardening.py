@@ -172,3 +172,58 @@ def test_the_fit_asks_each_items_size_a_bounded_number_of_times(count: int) -> N
     fitted = fit(items, units, drop_order(items, units, (), None, False), 500, sizing)
     assert fitted.fits and len(fitted.dropped) > count - 30
     assert sizing.calls <= 3 * count  # re-summing the list per drop would be count² / 2
+
+
+async def test_the_in_process_store_is_bounded_in_bytes() -> None:
+    from compact_hook.core.chain import Entry
+    from compact_hook.state.store import MemoryStore
+
+    store = MemoryStore(max_entries=10_000, ttl=3600, max_bytes=100_000)
+    for n in range(50):
+        await store.put(b"root%d" % n, b"key%d" % n, Entry(1, (), "summary " * 2000))
+    assert store.bytes <= 100_000 and len(store._entries) < 10
+    assert await store.get(b"key49") is not None and await store.get(b"key0") is None
+
+
+def test_the_truncation_cache_is_bounded_in_bytes() -> None:
+    from compact_hook.engine.view import TruncationCache
+
+    cache = TruncationCache(size=20_000, max_bytes=50_000)
+    for n in range(100):
+        cache.put((n,), {0: "x" * 5000})
+    assert cache.bytes <= 50_000 and cache.get((99,)) is not None and cache.get((0,)) is None
+
+
+def test_model_names_the_router_does_not_know_are_not_remembered() -> None:
+    """Issue 8: every distinct model string a client sent was memoized forever."""
+    import litellm
+
+    from compact_hook.proxy.models import ModelSettings
+
+    router = litellm.Router(
+        model_list=[{"model_name": "known", "litellm_params": {"model": "openai/gpt-4o", "api_key": "x"}}]
+    )
+    settings = ModelSettings(CompactConfig())
+    for n in range(200):
+        assert settings.resolve(router, "invented-" + "x" * 10_000 + str(n)) is None
+    settings.resolve(router, "known")
+    assert list(settings._memo) == ["known"]
+
+
+def test_a_flood_of_the_same_warning_is_rate_limited() -> None:
+    import logging
+
+    from compact_hook.proxy.logs import RateLimit
+
+    now = [0.0]
+    limit = RateLimit(burst=5, window=60, clock=lambda: now[0])
+
+    def record(msg: str) -> logging.LogRecord:
+        return logging.LogRecord("compact_hook.x", logging.WARNING, __file__, 1, msg, ("arg",), None)
+
+    passed = [limit.filter(record("request %s passed through")) for _ in range(1000)]
+    assert sum(passed) == 5
+    assert limit.filter(record("another template %s"))  # other lines are not affected
+    now[0] = 61.0
+    late = record("request %s passed through")
+    assert limit.filter(late) and "995 similar lines suppressed" in late.getMessage()
