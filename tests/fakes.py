@@ -41,9 +41,11 @@ class FakeSummarizer:
 class InMemoryArchive:
     def __init__(self) -> None:
         self.saved: list[tuple[str, list[Message]]] = []
+        self.tenants: list[str] = []
 
-    async def save(self, session_id: str, messages: Sequence[Message]) -> Path | None:
+    async def save(self, session_id: str, messages: Sequence[Message], tenant: str = "") -> Path | None:
         self.saved.append((session_id, list(messages)))
+        self.tenants.append(tenant)
         return Path(f"/memory/{session_id}/{len(self.saved)}.json")
 
 
@@ -116,6 +118,6 @@ class FailingArchive(InMemoryArchive):
         super().__init__()
         self.attempts: list[tuple[str, list[Any]]] = []
 
-    async def save(self, session_id: str, messages: Sequence[Any]) -> Path | None:
+    async def save(self, session_id: str, messages: Sequence[Any], tenant: str = "") -> Path | None:
         self.attempts.append((session_id, list(messages)))
         return None

@@ -19,8 +19,9 @@ class CompactRequest:
     """One request for the engine: the parsed conversation and how to treat it.
 
     ``scope`` separates stored compactions (settings, model, tenant, format: see
-    ``core.chain.scope_of``); ``session_id`` names the archive folder (else a hash of the
-    conversation's start); ``archive`` and ``counter`` replace the defaults (tests, library use).
+    ``core.chain.scope_of``); ``tenant`` separates every cache keyed by content and every archive
+    folder; ``session_id`` names the archive folder (else a hash of the conversation's start);
+    ``archive`` and ``counter`` replace the defaults (tests, library use).
     """
 
     conversation: Conversation
@@ -30,6 +31,7 @@ class CompactRequest:
     scope: bytes = b""
     archive: Archive | None = None
     counter: TokenCounter | None = None
+    tenant: str = ""
 
 
 @dataclass(frozen=True, slots=True)

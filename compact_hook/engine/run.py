@@ -17,7 +17,7 @@ from compact_hook.core.chain import Entry, prefix_chain, root_position
 from compact_hook.core.clearing import next_boundary
 from compact_hook.core.counting import TokenCounter, item_strings, request_total
 from compact_hook.core.digest import digest
-from compact_hook.core.fingerprint import Fingerprint, fingerprint
+from compact_hook.core.fingerprint import Fingerprint
 from compact_hook.core.fit import Fitted, drop_order, fit
 from compact_hook.core.items import Item
 from compact_hook.core.limits import Limits
@@ -29,7 +29,7 @@ from compact_hook.engine.result import CompactRequest, CompactResult, CompactSta
 from compact_hook.engine.summarize import DIGEST_CHARS_PER_TOKEN, Budget, Summarize, summarize_middle
 from compact_hook.engine.view import Tiers, TruncationCache, View
 from compact_hook.errors import SummarizerError
-from compact_hook.formats.base import WireFormat, context_strings
+from compact_hook.formats.base import Conversation, context_strings
 from compact_hook.state.archive import Archive, ArchiveLog, FileArchive, conversation_session_id
 from compact_hook.state.tokenizers import DEFAULT_TOKENIZER, acounter_for
 
@@ -94,6 +94,7 @@ class Run:
         """Count everything the model reads: only entries never seen before are tokenized."""
         conversation, config = request.conversation, request.config
         counter = request.counter or await acounter_for(config.tokenizer or DEFAULT_TOKENIZER)
+        conversation.for_tenant(request.tenant)
         prints = conversation.prints()
         counts = await counter.acount(prints, lambda i: item_strings(conversation.item(i)))
         context = conversation.context
@@ -144,10 +145,10 @@ class Run:
         """
         if not entries:
             return None
-        key = self.archives.key(self.session(), entries)
+        key = self.archives.key(self.request.tenant + "\n" + self.session(), entries)
         if self.archives.seen(key):
             return None
-        path = await self.archive().save(self.session(), entries)
+        path = await self.archive().save(self.session(), entries, self.request.tenant)
         if path is None:
             self.archive_status = ArchiveStatus.FAILED
         else:
@@ -258,7 +259,7 @@ class Run:
         """
         wire, config = self.request.conversation.wire, self.config
         counts = self.counter.count(view.prints, lambda i: item_strings(view.items[i]))
-        sizing = _ViewSizing(self.counter, wire, view, counts, config.protected_tools)
+        sizing = _ViewSizing(self.counter, self.request.conversation, view, counts, config.protected_tools)
         units = view.pairing.units
         order = drop_order(view.items, units, config.protected_tools, view.summary_at, wire.first_turn_user)
         budget = self.window.window - request_total(self.context_tokens, [0])
@@ -269,7 +270,7 @@ class Run:
 
     def _view_of(self, view: View, fitted: Fitted) -> View:
         """The fitted items with their fingerprints and origins (a shrunk item keeps its original's)."""
-        seed = self.request.conversation.wire.seed
+        conversation = self.request.conversation
         known = {id(item): k for k, item in enumerate(view.items)}
         prints, origins = [], []
         for item in fitted.items:
@@ -277,7 +278,7 @@ class Run:
                 prints.append(view.prints[known[id(item)]])
                 origins.append(view.origins[known[id(item)]])
             else:
-                prints.append(fingerprint(item.raw, seed))
+                prints.append(conversation.fingerprint(item.raw))
                 origins.append(view.origins[known[id(fitted.shrunk[id(item)])]])
         return View(fitted.items, prints, origins)
 
@@ -295,9 +296,9 @@ class Run:
         if items is view.items:
             after = await self.tokens(view)
         else:
-            seed = self.request.conversation.wire.seed
+            fingerprint = self.request.conversation.fingerprint
             counts = await self.counter.acount(
-                [fingerprint(item.raw, seed) for item in items], lambda i: item_strings(items[i])
+                [fingerprint(item.raw) for item in items], lambda i: item_strings(items[i])
             )
             after = request_total(self.context_tokens, counts)
         if self.limits is not None and after > self.limits.window and config.on_overflow == "passthrough":
@@ -376,18 +377,18 @@ class _ViewSizing:
     def __init__(
         self,
         counter: TokenCounter,
-        wire: WireFormat,
+        conversation: Conversation,
         view: View,
         counts: Sequence[int],
         protected: Sequence[str],
     ) -> None:
-        self.counter, self.wire = counter, wire
+        self.counter, self.conversation, self.wire = counter, conversation, conversation.wire
         self.known = {id(item): count for item, count in zip(view.items, counts, strict=True)}
         self.protected = _protected_parts(view, protected)
 
     def count(self, item: Item) -> int:
         if id(item) not in self.known:
-            prints = [fingerprint(item.raw, self.wire.seed)]
+            prints = [self.conversation.fingerprint(item.raw)]
             self.known[id(item)] = self.counter.count(prints, lambda _: item_strings(item))[0]
         return self.known[id(item)]
 

@@ -18,7 +18,7 @@ from compact_hook.config import CompactConfig
 from compact_hook.core.chain import Entry
 from compact_hook.core.clearing import clearable_parts
 from compact_hook.core.counting import TokenCounter
-from compact_hook.core.fingerprint import Fingerprint, fingerprint
+from compact_hook.core.fingerprint import Fingerprint
 from compact_hook.core.items import Item
 from compact_hook.core.pairing import Pairing, pair
 from compact_hook.core.truncate import truncate_results
@@ -149,9 +149,7 @@ class Tiers:
         ]
         if entry.summary is not None:
             summary = self.conversation.wire.summary(entry.summary)
-            built.insert(
-                entry.summary_position, (summary, fingerprint(summary.raw, self.conversation.wire.seed), None)
-            )
+            built.insert(entry.summary_position, (summary, self.conversation.fingerprint(summary.raw), None))
         for index in range(entry.covered, len(self.items)):
             shown = self.cleared(index) if index < entry.cleared_before else self.truncated(index)
             built.append((*shown, index))
@@ -183,7 +181,7 @@ class Tiers:
                 self.cache.put(key, cuts)
             if cuts:
                 item = self.conversation.wire.replace_outputs(item, cuts, keep_media=True)
-                print_ = fingerprint(item.raw, self.conversation.wire.seed)
+                print_ = self.conversation.fingerprint(item.raw)
         self._truncated[index] = (item, print_)
         return item, print_
 
@@ -220,7 +218,7 @@ class Tiers:
         if not placeholders:
             return item, print_
         cleared = self.conversation.wire.replace_outputs(item, placeholders, keep_media=False)
-        return cleared, fingerprint(cleared.raw, self.conversation.wire.seed)
+        return cleared, self.conversation.fingerprint(cleared.raw)
 
     def truncated_count(self) -> int:
         if not self.oversized:

@@ -8,6 +8,7 @@ create (``core.items.Builder``).
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -70,6 +71,9 @@ class Conversation:
     reserve: int | None = None
     overhead: int = 0
     """Tokens the provider adds to the context on its own (Anthropic's tool-use system prompt)."""
+    tenant_seed: int = 0
+    """Mixed into every fingerprint, so caches keyed by content are per tenant: no tenant can
+    tell by timing what another sent (``for_tenant``)."""
     _items: list[Item | None] = field(default_factory=list, repr=False)
 
     def item(self, index: int) -> Item:
@@ -83,12 +87,25 @@ class Conversation:
     def items(self) -> list[Item]:
         return [self.item(index) for index in range(len(self.entries))]
 
+    def for_tenant(self, tenant: str) -> None:
+        digest = hashlib.blake2b(tenant.encode("utf-8", "surrogatepass"), digest_size=8).digest()
+        self.tenant_seed = int.from_bytes(digest, "big") & ~0xF  # low bits stay the formats'
+
+    @property
+    def seed(self) -> int:
+        return self.wire.seed ^ self.tenant_seed
+
+    def fingerprint(self, entry: Any) -> Fingerprint:
+        """The fingerprint of an entry of this conversation (one the client sent, or one we built)."""
+        return fingerprint(entry, self.seed)
+
     def prints(self) -> list[Fingerprint]:
-        seed = self.wire.seed
+        seed = self.seed
         return [fingerprint(entry, seed) for entry in self.entries]
 
     def context_prints(self) -> list[Fingerprint]:
-        return [fingerprint(part, self.wire.seed + 1) for part in self.context]
+        seed = self.seed ^ 1
+        return [fingerprint(part, seed) for part in self.context]
 
 
 def context_strings(value: Any) -> Strings:

@@ -140,6 +140,7 @@ class CompactHook(CustomLogger):
             record(data, wire.metadata_key, rejected_report(parsed, wire.name))
             return
         session_id = session_id_of(data, parsed.entries)
+        tenant = tenant_of(user_api_key_dict)
         request = CompactRequest(
             parsed,
             config,
@@ -151,7 +152,8 @@ class CompactHook(CustomLogger):
                 summary_metadata(data.get(wire.metadata_key), session_id),
             ),
             session_id,
-            scope=scope_of(config, model, tenant_of(user_api_key_dict), wire.name, PROMPT_VERSION),
+            scope=scope_of(config, model, tenant, wire.name, PROMPT_VERSION),
+            tenant=tenant,
         )
         result = await self.compactor.compact(request)
         record(data, wire.metadata_key, report_of(result, session_id, wire.name))

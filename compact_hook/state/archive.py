@@ -1,7 +1,8 @@
 """Archive of what compaction summarizes away, written before the compacted request leaves.
 
 Nothing the client sent is lost: the summarized middle is kept as indented JSON at
-``<archive_dir>/<session>/compact-<ISO-8601>-<seq>.json`` (owner-only permissions), so an
+``<archive_dir>/<tenant>/<session>/compact-<ISO-8601>-<seq>.json`` (owner-only permissions; the
+tenant folder a hash of the caller's team or key, so tenants never share one), so an
 operator can always recover the originals. A failed write is logged and never blocks the
 request: losing the archive is bad, failing the user's request for it is worse.
 """
@@ -30,14 +31,22 @@ _NAME = re.compile(r"^compact-.*-(\d+)\.json$")
 
 
 class Archive(Protocol):
-    async def save(self, session_id: str, messages: Sequence[Any]) -> Path | None:
-        """Persist ``messages``; return where, or None if it could not be done."""
+    async def save(self, session_id: str, messages: Sequence[Any], tenant: str = "") -> Path | None:
+        """Persist ``messages``; return where, or None if it could not be done.
+
+        ``tenant``: whose they are; tenants never share a folder.
+        """
 
 
 def conversation_session_id(entries: Sequence[Any]) -> str:
     """A stable id for a conversation that names none: a hash of its first entries."""
     seed = combine(fingerprint(entry) for entry in entries[:SESSION_SEED_MESSAGES])
     return "conv-" + seed.hex()[:24]
+
+
+def tenant_folder(tenant: str) -> str:
+    """A tenant's own folder under the archive root: a hash, so no key or team id shows on disk."""
+    return "t-" + combine([tenant.encode("utf-8", "surrogatepass")]).hex()[:16]
 
 
 def safe_session_name(session_id: str) -> str:
@@ -75,17 +84,20 @@ class FileArchive:
     def __init__(self, root: str | Path) -> None:
         self.root = Path(root).expanduser()
 
-    async def save(self, session_id: str, messages: Sequence[Any]) -> Path | None:
+    async def save(self, session_id: str, messages: Sequence[Any], tenant: str = "") -> Path | None:
         try:
-            return await asyncio.to_thread(self.write, session_id, messages)
+            return await asyncio.to_thread(self.write, session_id, messages, tenant)
         except Exception:
             logger.exception("compact_hook: archive write failed for session %r", session_id)
             return None
 
-    def write(self, session_id: str, messages: Sequence[Any]) -> Path:
-        directory = self.root / safe_session_name(session_id)
+    def write(self, session_id: str, messages: Sequence[Any], tenant: str = "") -> Path:
+        base = self.root / tenant_folder(tenant) if tenant else self.root
+        directory = base / safe_session_name(session_id)
         directory.mkdir(mode=0o700, parents=True, exist_ok=True)
         os.chmod(directory, 0o700)
+        if base is not self.root:
+            os.chmod(base, 0o700)
         payload = json.dumps(list(messages), indent=2, ensure_ascii=False).encode("utf-8", "surrogatepass")
         stamp = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
         sequence = _next_sequence(directory)

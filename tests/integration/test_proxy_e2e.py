@@ -133,7 +133,7 @@ def test_a_long_conversation_arrives_compacted(
     [forwarded] = main_requests(standin, "standin-agent")
     at = check_compacted(original, forwarded["messages"])
     # The archive holds exactly the summarized middle.
-    [archive_file] = (archive_dir / "session-e2e").glob("compact-*-1.json")
+    [archive_file] = archive_dir.glob("t-*/session-e2e/compact-*-1.json")  # under the caller's tenant folder
     archived = json.loads(archive_file.read_text())
     kept = {canonical(m) for m in forwarded["messages"]}
     assert [canonical(m) for m in archived] == [canonical(m) for m in original if canonical(m) not in kept]

@@ -227,3 +227,45 @@ def test_a_flood_of_the_same_warning_is_rate_limited() -> None:
     now[0] = 61.0
     late = record("request %s passed through")
     assert limit.filter(late) and "995 similar lines suppressed" in late.getMessage()
+
+
+class BatchRecordingCounter(HFTokenCounter):
+    def __init__(self) -> None:
+        super().__init__("o200k_base")
+        self.tokenized: list[int] = []
+
+    def _encode_lengths(self, texts: list[str]) -> list[int]:
+        self.tokenized.append(sum(map(len, texts)))
+        return super()._encode_lengths(texts)
+
+
+async def test_one_tenants_cached_counts_never_serve_another_so_timing_reveals_nothing() -> None:
+    """Issue 8: tenant B could tell from the hook's duration whether tenant A sent the same text."""
+    counter = BatchRecordingCounter()
+    secret = [user("the same 60 KB document " + "confidential words " * 3000)]
+    config = CompactConfig(context_window=1_000_000)
+    compactor = Compactor(None)
+
+    async def send(tenant: str) -> int:
+        conversation = parse_chat(secret)
+        assert isinstance(conversation, Conversation)
+        before = sum(counter.tokenized)
+        await compactor.compact(
+            CompactRequest(conversation, config, FakeSummarizer(), counter=counter, tenant=tenant)
+        )
+        return sum(counter.tokenized) - before
+
+    assert await send("team:a") > 50_000  # cold
+    assert await send("team:a") == 0  # warm for the same tenant
+    assert await send("team:b") > 50_000  # another tenant pays its own cold count: nothing to observe
+
+
+async def test_tenants_never_share_an_archive_folder(tmp_path: Any) -> None:
+    from compact_hook.state.archive import FileArchive
+
+    archive = FileArchive(tmp_path)
+    a = await archive.save("same-session", [user("a's words")], tenant="team:a")
+    b = await archive.save("same-session", [user("b's words")], tenant="team:b")
+    assert a is not None and b is not None
+    assert a.parent.name == b.parent.name == "same-session" and a.parent != b.parent
+    assert "team" not in str(a) and oct(a.parent.parent.stat().st_mode)[-3:] == "700"
