@@ -76,12 +76,12 @@ class Compactor:
         await run.tiers.prepare()
         view = run.tiers.view(None)
         if await run.tokens(view) < limits.clear:
-            return await run.finish(view, Outcome(Entry(), CacheStatus.NONE, Reason.BELOW_THRESHOLD))
+            return await self._fit(run, view, Outcome(Entry(), CacheStatus.NONE, Reason.BELOW_THRESHOLD))
         state, cache = await self._recall(run)
         state = await self._clear(run, state)
         view = run.tiers.view(state)
         if await run.tokens(view) < limits.compact:
-            return await run.finish(view, Outcome(state, cache))
+            return await self._fit(run, view, Outcome(state, cache))
         return await self._compact(run, state, view, cache)
 
     async def _recall(self, run: Run) -> tuple[Entry, CacheStatus]:
@@ -124,7 +124,7 @@ class Compactor:
         if isinstance(made, Failed):
             logger.error("compact_hook: compaction failed: %s", made.error)
             if run.config.on_overflow != "fit" or await run.tokens(view) <= run.window.window:
-                return await run.finish(view, Outcome(state, cache, Reason.SUMMARY_FAILED, calls))
+                return await self._fit(run, view, Outcome(state, cache, Reason.SUMMARY_FAILED, calls))
             digested = await run.summarize(view, part, state, None)
             assert isinstance(digested, Made)
             await self._put(run, digested.entry)
@@ -142,8 +142,15 @@ class Compactor:
         return await self._fit(run, run.tiers.view(made.entry), outcome)
 
     async def _fit(self, run: Run, view: View, outcome: Outcome) -> CompactResult:
-        """The guarantee: over the window and ``on_overflow: fit`` → drop/shrink to fit."""
-        if run.config.on_overflow != "fit" or await run.tokens(view) <= run.window.window:
+        """The guarantee: over the window and ``on_overflow: fit`` → drop/shrink to fit.
+
+        Normalized first: the synthetic results it adds are part of what must fit.
+        """
+        if run.config.on_overflow != "fit":
+            return await run.finish(view, outcome)
+        view, fixes = await run.normalize(view, force=await run.tokens(view) > run.window.window)
+        outcome = dataclasses.replace(outcome, normalized=outcome.normalized + fixes)
+        if await run.tokens(view) <= run.window.window:
             return await run.finish(view, outcome)
         fitted, lost, dropped, fits = await asyncio.to_thread(run.fit, view)  # shrinking tokenizes
         await run.keep(lost)
@@ -151,18 +158,7 @@ class Compactor:
         if not fits:
             logger.warning("compact_hook: request cannot be brought under %d tokens", run.window.window)
             reason = Reason.CANNOT_FIT
-        return await run.finish(
-            fitted,
-            Outcome(
-                outcome.state,
-                outcome.cache,
-                reason,
-                outcome.summary_calls,
-                outcome.archive_path,
-                dropped,
-                outcome.summarizer,
-            ),
-        )
+        return await run.finish(fitted, dataclasses.replace(outcome, reason=reason, dropped=dropped))
 
     async def _put(self, run: Run, entry: Entry) -> None:
         if self.store is not None:

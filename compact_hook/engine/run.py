@@ -63,6 +63,7 @@ class Outcome:
     archive_path: Path | None = None
     dropped: int = 0
     summarizer: Summarizer | None = None
+    normalized: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -280,27 +281,41 @@ class Run:
             else:
                 prints.append(conversation.fingerprint(item.raw))
                 origins.append(view.origins[known[id(fitted.shrunk[id(item)])]])
-        return View(fitted.items, prints, origins)
+        return view.rebuilt(fitted.items, prints, origins)
+
+    async def normalize(self, view: View, force: bool = False) -> tuple[View, int]:
+        """The view with every call answered and every orphan result gone, and how many fixes.
+
+        Only for requests we change (or ``normalize: always``, or ``force``: about to be fitted,
+        so what normalization adds counts toward the window). What it removes is archived.
+        """
+        original = self.tiers.items
+        unchanged = view.items is original or [id(item) for item in view.items] == [
+            id(item) for item in original
+        ]
+        if unchanged and not force and self.config.normalize != "always":
+            return view, 0
+        fixed = normalize(view.items, self.request.conversation.wire, view.pairing)
+        before, after = {id(item) for item in view.items}, {id(item) for item in fixed}
+        if before == after and len(fixed) == len(view.items):
+            return view, 0
+        await self.keep(
+            [self._archived(view, k) for k, item in enumerate(view.items) if id(item) not in after]
+        )
+        known = {id(item): k for k, item in enumerate(view.items)}
+        fingerprint = self.request.conversation.fingerprint
+        prints = [view.prints[known[id(i)]] if id(i) in known else fingerprint(i.raw) for i in fixed]
+        origins = [view.origins[known[id(i)]] if id(i) in known else None for i in fixed]
+        return view.rebuilt(fixed, prints, origins), len(after - before) + len(before - after)
 
     # -- the end -----------------------------------------------------------------------------------
 
     async def finish(self, view: View, outcome: Outcome) -> CompactResult:
         """Normalize what we changed, count it, and describe it."""
         config = self.config
-        items, normalized = self._normalized(view.items)
-        if normalized:  # what normalization removed (orphan results) is archived like the rest
-            still = {id(item) for item in items}
-            await self.keep(
-                [self._archived(view, k) for k, item in enumerate(view.items) if id(item) not in still]
-            )
-        if items is view.items:
-            after = await self.tokens(view)
-        else:
-            fingerprint = self.request.conversation.fingerprint
-            counts = await self.counter.acount(
-                [fingerprint(item.raw) for item in items], lambda i: item_strings(items[i])
-            )
-            after = request_total(self.context_tokens, counts)
+        view, fixes = await self.normalize(view)
+        items, normalized = view.items, outcome.normalized + fixes
+        after = await self.tokens(view)
         if self.limits is not None and after > self.limits.window and config.on_overflow == "passthrough":
             return self.untouched(outcome.reason or Reason.OVER_WINDOW, summary_calls=outcome.summary_calls)
         compacted = outcome.state.summary is not None
@@ -335,20 +350,6 @@ class Run:
             summary_calls=summary_calls,
             archive_status=self.archive_status,
         )
-
-    def _normalized(self, items: list[Item]) -> tuple[list[Item], int]:
-        """Normalized when we changed the request (or always, if configured); how many fixes."""
-        original = self.tiers.items
-        unchanged = items is original or (
-            len(items) == len(original) and all(a is b for a, b in zip(items, original, strict=True))
-        )
-        if unchanged and self.request.config.normalize != "always":
-            return items, 0
-        fixed = normalize(items, self.request.conversation.wire)
-        before, after = {id(item) for item in items}, {id(item) for item in fixed}
-        if before == after and len(fixed) == len(items):
-            return items, 0
-        return fixed, len(after - before) + len(before - after)
 
     def _stats(self, entries: Sequence[object], after: int) -> CompactStats:
         retained = len(entries) - 1

@@ -32,24 +32,24 @@ TRUNCATION_CACHE_BYTES = 64 * 1024 * 1024
 class View:
     """Items, their fingerprints, and where each came from.
 
-    ``origins[i]`` is the index in the client's list of ``items[i]``, or None for a summary
-    we inserted.
+    ``origins[i]`` is the index in the client's list of ``items[i]``, or None for an item we
+    built (the summary, a synthetic result). ``summary_at``: where the summary is (None: no
+    summary); ``spliced_prefix``: how many items the stored compaction put before the client's
+    own unsummarized items (the summary and the items it keeps; 0 without a summary).
     """
 
     items: list[Item]
     prints: list[Fingerprint]
     origins: list[int | None]
+    summary_at: int | None = None
+    spliced_prefix: int = 0
     _pairing: Pairing | None = field(default=None, repr=False)
 
-    @property
-    def spliced_prefix(self) -> int:
-        """Length of the replacement prefix (0 when no summary is spliced in)."""
-        last_synthetic = max((i for i, origin in enumerate(self.origins) if origin is None), default=-1)
-        return last_synthetic + 1
-
-    @property
-    def summary_at(self) -> int | None:
-        return next((i for i, origin in enumerate(self.origins) if origin is None), None)
+    def rebuilt(self, items: list[Item], prints: list[Fingerprint], origins: list[int | None]) -> View:
+        """Another list of items from this view (fitted, normalized): the summary followed by identity."""
+        summary = self.items[self.summary_at] if self.summary_at is not None else None
+        summary_at = next((k for k, item in enumerate(items) if item is summary), None)
+        return View(items, prints, origins, summary_at, self.spliced_prefix)
 
     @property
     def pairing(self) -> Pairing:
@@ -147,13 +147,15 @@ class Tiers:
         built: list[tuple[Item, Fingerprint, int | None]] = [
             self.truncated(index) + (index,) for index in entry.keep
         ]
+        summary_at = entry.summary_position if entry.summary is not None else None
         if entry.summary is not None:
             summary = self.conversation.wire.summary(entry.summary)
             built.insert(entry.summary_position, (summary, self.conversation.fingerprint(summary.raw), None))
         for index in range(entry.covered, len(self.items)):
             shown = self.cleared(index) if index < entry.cleared_before else self.truncated(index)
             built.append((*shown, index))
-        return View([b[0] for b in built], [b[1] for b in built], [b[2] for b in built])
+        spliced = len(entry.keep) + 1 if summary_at is not None else 0
+        return View([b[0] for b in built], [b[1] for b in built], [b[2] for b in built], summary_at, spliced)
 
     async def prepare(self) -> None:
         """Cut the oversized outputs not cut before, off the event loop: tokenizing a 4 MB output
