@@ -43,6 +43,7 @@ Behaviour is chosen by substrings of the request's ``model`` (litellm strips the
 * ``slow``  -> sleep ``slow_seconds`` (3 s) before answering;
 * ``fail``  -> HTTP 500 with the surface's error body (through a litellm proxy with default settings one
   client request arrives 3 times, ~6 s with back-off; ``router_settings: {num_retries: 0}`` makes it once);
+* ``flaky`` -> by a hash of the body: ~10% of requests fail as ``fail``, ~10% are slow as ``slow``;
 * ``empty`` -> HTTP 200 with ``""`` as the reply text;
 * otherwise HTTP 200. If any text the request carries (messages, tool calls and results, the chat system
   message, the Anthropic ``system`` field, the Responses ``instructions``) contains ``SUMMARY_MARKER`` the
@@ -194,6 +195,16 @@ def parse_json_object(raw: bytes) -> dict[str, Any]:
 def error_body(message: str, err_type: str, code: str | None, param: str | None = None) -> dict[str, Any]:
     """OpenAI-style error JSON, which litellm maps to its own exception types."""
     return {"error": {"message": message, "type": err_type, "param": param, "code": code}}
+
+
+def flaky_luck(raw: bytes) -> str:
+    """The ``flaky`` mode's fate for a request body: ``fail`` (~10%), ``slow`` (~10%) or ``ok``.
+
+    Decided by a hash of the body, so the same request always meets the same fate (a retry of a
+    failing summary fails again) and a test run is reproducible.
+    """
+    bucket = int.from_bytes(hashlib.sha256(raw).digest()[:4], "big") % 10
+    return "fail" if bucket == 0 else "slow" if bucket == 1 else "ok"
 
 
 def is_strict(model: str) -> bool:
@@ -812,11 +823,12 @@ class _Handler(BaseHTTPRequestHandler):
     def _not_found(self, path: str) -> None:
         self._send_json(404, error_body(f"unknown path {path}", "invalid_request_error", "not_found"))
 
-    def _delay_or_fail(self, model: str, fail_body: dict[str, Any]) -> bool:
-        """Apply the ``slow`` and ``fail`` modes; True when the request was answered with the failure."""
-        if "slow" in model:
+    def _delay_or_fail(self, model: str, fail_body: dict[str, Any], raw: bytes = b"") -> bool:
+        """Apply the ``slow``, ``fail`` and ``flaky`` modes; True when the answer was a failure."""
+        luck = flaky_luck(raw) if "flaky" in model else None
+        if "slow" in model or luck == "slow":
             time.sleep(self.server.slow_seconds)
-        if "fail" in model:
+        if "fail" in model or luck == "fail":
             self._send_json(500, fail_body)
             return True
         return False
@@ -832,7 +844,7 @@ class _Handler(BaseHTTPRequestHandler):
             self._send_json(400, error_body(str(exc), "invalid_request_error", None, exc.param))
             return
         model = req.get("model", "")
-        if self._delay_or_fail(model, error_body(FAIL_MESSAGE, "server_error", "standin_fail")):
+        if self._delay_or_fail(model, error_body(FAIL_MESSAGE, "server_error", "standin_fail"), raw):
             return
         reply = reply_text(model, req["messages"])
         if req.get("stream") is True:
@@ -851,7 +863,7 @@ class _Handler(BaseHTTPRequestHandler):
             self._send_json(400, anthropic_error_body(str(exc)))
             return
         model = req.get("model", "")
-        if self._delay_or_fail(model, anthropic_error_body(FAIL_MESSAGE, "api_error")):
+        if self._delay_or_fail(model, anthropic_error_body(FAIL_MESSAGE, "api_error"), raw):
             return
         reply = anthropic_reply_text(model, req)
         if req.get("stream") is True:
@@ -868,7 +880,7 @@ class _Handler(BaseHTTPRequestHandler):
             self._send_json(400, error_body(str(exc), "invalid_request_error", None, exc.param))
             return
         model = req.get("model", "")
-        if self._delay_or_fail(model, error_body(FAIL_MESSAGE, "server_error", "standin_fail")):
+        if self._delay_or_fail(model, error_body(FAIL_MESSAGE, "server_error", "standin_fail"), raw):
             return
         reply = responses_reply_text(model, req)
         if req.get("stream") is True:
