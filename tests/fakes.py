@@ -58,8 +58,11 @@ class WordCounter:
     def count_text(self, text: str) -> int:
         return len(text.split())
 
-    def offsets(self, text: str) -> list[tuple[int, int]]:
-        return [match.span() for match in re.finditer(r"\S+", text)]
+    def cut(self, text: str, head: int, tail: int) -> tuple[int, int, int]:
+        spans = [match.span() for match in re.finditer(r"\S+", text)]
+        if len(spans) <= head + tail or head < 1 or tail < 1:
+            return len(text), len(text), len(spans)
+        return spans[head - 1][1], spans[len(spans) - tail][0], len(spans)
 
     def count(self, prints: Sequence[Fingerprint], strings: StringsOf) -> list[int]:
         return [1 + sum(len(text.split()) for text in strings(index)[0]) for index in range(len(prints))]

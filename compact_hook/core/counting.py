@@ -32,8 +32,9 @@ class TokenCounter(Protocol):
 
     def count_text(self, text: str) -> int: ...
 
-    def offsets(self, text: str) -> list[tuple[int, int]]:
-        """Character spans of the text's tokens, in order (truncation cuts on them)."""
+    def cut(self, text: str, head: int, tail: int) -> tuple[int, int, int]:
+        """Where the first ``head`` tokens end and the last ``tail`` tokens start (characters), and
+        how many tokens ``text`` has: what a head + tail truncation needs, not every token's span."""
         ...
 
     def count(self, prints: Sequence[Fingerprint], strings: StringsOf) -> list[int]:

@@ -11,13 +11,17 @@ from collections.abc import Callable, Container
 
 from compact_hook.core.items import Item, PartKind
 
-Offsets = Callable[[str], list[tuple[int, int]]]
-"""Character spans of the tokens of a text (``TokenCounter.offsets``)."""
+Cut = Callable[[str, int, int], tuple[int, int, int]]
+"""``(text, head, tail)`` → (the character where the first ``head`` tokens end, the character where
+the last ``tail`` tokens start, how many tokens the text has): ``TokenCounter.cut``."""
 
 MARKER_ALLOWANCE = 24
 """Tokens reserved for the marker itself, so a truncated output stays within the limit."""
 BYTES_PER_TOKEN = 4
 """The ``bytes`` policy's exchange rate: ``tool_output_max_tokens × 4`` bytes."""
+TOKENIZE_AT_MOST = 1_000_000
+"""Characters beyond which a ``tokens`` cut is made by bytes instead: placing a cut on token
+boundaries would tokenize the whole output again (seconds for a few MB) for no real gain."""
 
 
 def marker(amount: int, unit: str, lines: int) -> str:
@@ -25,27 +29,26 @@ def marker(amount: int, unit: str, lines: int) -> str:
     return f"\n…{amount} {unit} truncated{where}…\n"
 
 
-def truncate_text(text: str, limit: int, policy: str, offsets: Offsets) -> str | None:
+def truncate_text(text: str, limit: int, policy: str, cut: Cut) -> str | None:
     """``text`` cut to about ``limit`` tokens (head + marker + tail), or None when it fits."""
+    if policy == "tokens" and len(text) <= TOKENIZE_AT_MOST:
+        return _truncate_tokens(text, limit, cut)
     if policy == "tokens":
-        return _truncate_tokens(text, limit, offsets)
+        return _truncate_bytes(text, limit * BYTES_PER_TOKEN)
     if policy == "bytes":
         return _truncate_bytes(text, limit * BYTES_PER_TOKEN)
     return None
 
 
-def _truncate_tokens(text: str, limit: int, offsets: Offsets) -> str | None:
+def _truncate_tokens(text: str, limit: int, cut: Cut) -> str | None:
     if len(text) <= limit:  # fewer characters than tokens allowed: cannot be over
-        return None
-    spans = offsets(text)
-    total = len(spans)
-    if total <= limit:
         return None
     keep = max(2, limit - MARKER_ALLOWANCE)
     head, tail = keep // 2, keep - keep // 2
-    cut_start, cut_end = spans[head - 1][1], spans[total - tail][0]
-    removed = total - head - tail
-    return text[:cut_start] + marker(removed, "tokens", _lines(text)) + text[cut_end:]
+    head_end, tail_start, total = cut(text, head, tail)
+    if total <= limit:
+        return None
+    return text[:head_end] + marker(total - head - tail, "tokens", _lines(text)) + text[tail_start:]
 
 
 def _truncate_bytes(text: str, limit: int) -> str | None:
@@ -67,7 +70,7 @@ def _lines(text: str) -> int:
 
 
 def truncate_results(
-    item: Item, limit: int, policy: str, offsets: Offsets, skip: Container[int] = ()
+    item: Item, limit: int, policy: str, cut: Cut, skip: Container[int] = ()
 ) -> dict[int, str]:
     """New outputs for the tool results of ``item`` over ``limit`` tokens, by part index.
 
@@ -76,7 +79,7 @@ def truncate_results(
     cuts: dict[int, str] = {}
     for index, part in enumerate(item.parts):
         if part.kind is PartKind.RESULT and index not in skip:
-            cut = truncate_text(part.text, limit, policy, offsets)
-            if cut is not None:
-                cuts[index] = cut
+            shorter = truncate_text(part.text, limit, policy, cut)
+            if shorter is not None:
+                cuts[index] = shorter
     return cuts

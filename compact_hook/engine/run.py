@@ -395,5 +395,5 @@ class _ViewSizing:
 
     def shrink(self, item: Item, limit: int) -> Item | None:
         skip = self.protected.get(id(item), ())
-        cuts = truncate_results(item, limit, "tokens", self.counter.offsets, skip=skip)
+        cuts = truncate_results(item, limit, "tokens", self.counter.cut, skip=skip)
         return self.wire.replace_outputs(item, cuts, keep_media=True) if cuts else None

@@ -211,7 +211,7 @@ class Tiers:
         config = self.config
         limit, policy = config.tool_output_max_tokens, config.tool_output_policy
         skip = self._protected.get(index, ())
-        return truncate_results(self.conversation.item(index), limit, policy, self.counter.offsets, skip=skip)
+        return truncate_results(self.conversation.item(index), limit, policy, self.counter.cut, skip=skip)
 
     def cleared(self, index: int) -> tuple[Item, Fingerprint]:
         """Tier 2 on top of tier 1: the item's clearable results shown as placeholders."""

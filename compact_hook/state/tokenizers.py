@@ -93,14 +93,21 @@ class HFTokenCounter:
     def count_text(self, text: str) -> int:
         return self._encode_lengths([text])[0] if text else 0
 
-    def offsets(self, text: str) -> list[tuple[int, int]]:
+    def cut(self, text: str, head: int, tail: int) -> tuple[int, int, int]:
+        """Through ``encode_batch``, which releases the GIL (``encode`` holds it: seconds for a 4 MB
+        output, during which no other thread runs), reading only the two spans needed."""
         try:
-            encoding = self._tokenizer.encode(text, add_special_tokens=False)
-        except Exception:
-            encoding = self._tokenizer.encode(
-                text.encode("utf-8", "replace").decode("utf-8"), add_special_tokens=False
-            )
-        return [(int(start), int(end)) for start, end in encoding.offsets]
+            encoding = self._tokenizer.encode_batch([text], add_special_tokens=False)[0]
+        except Exception:  # lone surrogates: replaced one for one, so character offsets still hold
+            cleaned = text.encode("utf-8", "replace").decode("utf-8")
+            encoding = self._tokenizer.encode_batch([cleaned], add_special_tokens=False)[0]
+        total = len(encoding)
+        if total <= head + tail or head < 1 or tail < 1:
+            return len(text), len(text), total
+        head_span, tail_span = encoding.token_to_chars(head - 1), encoding.token_to_chars(total - tail)
+        if head_span is None or tail_span is None:  # no span to cut on (cannot happen for plain text)
+            return len(text), len(text), total
+        return int(head_span[1]), int(tail_span[0]), total
 
     def count(self, prints: Sequence[Fingerprint], strings: StringsOf) -> list[int]:
         """Tokens of each entry (framing included); only entries not seen before are tokenized."""

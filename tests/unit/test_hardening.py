@@ -5,6 +5,7 @@ Complexity is asserted by counting operations (entries counted, parts read), nev
 
 from __future__ import annotations
 
+import json
 import threading
 from collections.abc import Sequence
 from typing import Any
@@ -87,26 +88,37 @@ class CountingItem:
 
 
 class ThreadRecordingCounter(HFTokenCounter):
-    """Records on which threads the tokenizer computed offsets (truncation, shrinking)."""
+    """Records on which threads the tokenizer found cut points (truncation, shrinking)."""
 
     def __init__(self) -> None:
         super().__init__("o200k_base")
         self.offset_threads: list[int] = []
 
-    def offsets(self, text: str) -> list[tuple[int, int]]:
+    def cut(self, text: str, head: int, tail: int) -> tuple[int, int, int]:
         self.offset_threads.append(threading.get_ident())
-        return super().offsets(text)
+        return super().cut(text, head, tail)
 
 
 async def test_a_huge_tool_output_is_truncated_off_the_event_loop() -> None:
     """Issue 8: a 4 MB output's cut was tokenized on the loop, stalling every request for 3.9 s."""
     counter = ThreadRecordingCounter()
-    output = "\n".join(f"line {i}: some build output" for i in range(40_000))
+    output = "\n".join(f"line {i}: some build output" for i in range(20_000))  # ~0.6 MB
     messages = [user("build it"), call("bash", call_id="b"), result(output, "b_0"), user("and?")]
     config = CompactConfig(context_window=1_000_000, tool_output_max_tokens=2000)
     truncated = await run(messages, config, counter)
-    assert truncated.truncated == 1
+    assert truncated.truncated == 1 and "tokens truncated" in json.dumps(truncated.messages)
     assert counter.offset_threads and threading.get_ident() not in counter.offset_threads
+
+
+async def test_an_output_of_megabytes_is_cut_by_bytes_without_tokenizing_it_again() -> None:
+    counter = ThreadRecordingCounter()
+    output = "\n".join(f"line {i}: some long build output" for i in range(60_000))  # ~2 MB
+    messages = [user("build it"), call("bash", call_id="b"), result(output, "b_0"), user("and?")]
+    config = CompactConfig(context_window=1_000_000, tool_output_max_tokens=2000)
+    truncated = await run(messages, config, counter)
+    text = json.dumps(truncated.messages)
+    assert truncated.truncated == 1 and "bytes truncated; the full output had 60000 lines" in text
+    assert counter.offset_threads == []  # counted once (off the loop), never tokenized again to cut
 
 
 async def test_shrinking_outputs_to_fit_runs_off_the_event_loop() -> None:

@@ -13,7 +13,7 @@ from compact_hook.core.counting import item_strings, request_total
 from compact_hook.core.digest import digest
 from compact_hook.core.normalize import ABORTED_RESULT, is_valid, normalize
 from compact_hook.core.pairing import pair
-from compact_hook.core.truncate import Offsets, truncate_results
+from compact_hook.core.truncate import Cut, truncate_results
 from compact_hook.engine import Compactor, CompactRequest, CompactResult
 from compact_hook.engine.library import parse_chat
 from compact_hook.formats import CHAT, Conversation
@@ -39,10 +39,10 @@ TOKENS = HFTokenCounter("o200k_base")
 is_summary_message = is_summary
 
 
-def truncate_tool_message(message: Message, limit: int, policy: str, offsets: Offsets) -> Message | None:
+def truncate_tool_message(message: Message, limit: int, policy: str, cut: Cut) -> Message | None:
     """Tier 1 on one chat tool message: the rebuilt message, or None when nothing needs cutting."""
     item = CHAT.item(message)
-    cuts = truncate_results(item, limit, policy, offsets)
+    cuts = truncate_results(item, limit, policy, cut)
     return CHAT.replace_outputs(item, cuts, keep_media=True).raw if cuts else None
 
 
@@ -103,36 +103,36 @@ def tool_session(outputs: list[int], tool: str = "bash") -> list[Message]:
 def test_an_oversized_output_keeps_head_and_tail_with_a_marker() -> None:
     lines = "\n".join(f"line {i}: some output text here" for i in range(2000))
     message = {"role": "tool", "tool_call_id": "x", "content": lines}
-    cut = truncate_tool_message(message, 500, "tokens", TOKENS.offsets)
+    cut = truncate_tool_message(message, 500, "tokens", TOKENS.cut)
     assert cut is not None and cut is not message and message["content"] == lines
     assert cut["content"].startswith("line 0: some output")
     assert cut["content"].endswith("line 1999: some output text here")
     assert "tokens truncated; the full output had 2000 lines…" in cut["content"]
     assert TOKENS.count_text(cut["content"]) <= 500
     assert cut["tool_call_id"] == "x"
-    assert truncate_tool_message(message, 500, "tokens", TOKENS.offsets) == cut  # deterministic
+    assert truncate_tool_message(message, 500, "tokens", TOKENS.cut) == cut  # deterministic
 
 
 def test_an_output_within_the_limit_is_untouched() -> None:
-    assert truncate_tool_message(result("short output"), 100, "tokens", TOKENS.offsets) is None
+    assert truncate_tool_message(result("short output"), 100, "tokens", TOKENS.cut) is None
 
 
 def test_the_bytes_policy_cuts_by_utf8_bytes() -> None:
     message = result("é" * 10_000)
-    cut = truncate_tool_message(message, 100, "bytes", TOKENS.offsets)
+    cut = truncate_tool_message(message, 100, "bytes", TOKENS.cut)
     assert cut is not None and "bytes truncated" in cut["content"]
     assert len(cut["content"].encode()) <= 100 * 4 + 60
 
 
 def test_the_none_policy_never_truncates() -> None:
-    assert truncate_tool_message(result(w(10_000)), 100, "none", TOKENS.offsets) is None
+    assert truncate_tool_message(result(w(10_000)), 100, "none", TOKENS.cut) is None
 
 
 def test_outputs_made_of_content_parts_are_truncated_too() -> None:
     parts = [{"type": "text", "text": w(3000, "alpha")}, {"type": "text", "text": w(3000, "omega")}]
     image = {"type": "image_url", "image_url": {"url": "https://x.test/plot.png"}}
     cut = truncate_tool_message(
-        {"role": "tool", "tool_call_id": "x", "content": [*parts, image]}, 300, "tokens", TOKENS.offsets
+        {"role": "tool", "tool_call_id": "x", "content": [*parts, image]}, 300, "tokens", TOKENS.cut
     )
     assert cut is not None
     [part, kept_image] = cut["content"]

@@ -1,0 +1,126 @@
+"""How long one pathological request stalls everyone else: the same proxy with and without compact_hook.
+
+    .venv/bin/python bench/bench_stall.py [--probes-every 0.02]
+
+Two real proxies side by side. For each pathological request — 8,000 short user messages that all
+carry an interrupt marker (nothing can be summarized: everything must be fitted), a single 4 MB tool
+output (truncated), a 1.2M-token history against a 16K window (the summary-call cap) — it is sent to a
+compacting model while a second client probes another model on the same proxy every 20 ms. Reported:
+the pathological request's own time, and the worst probe latency while it was in flight (the stall
+every other request on that proxy saw), with and without the hook, and their ratio (target ≤ 1.5).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from tests.integration.harness import ProxyProcess, StandinUpstream, standin_deployment  # noqa: E402
+from tests.support import load_transcript  # noqa: E402
+
+
+def config(upstream: StandinUpstream, with_hook: bool) -> dict[str, Any]:
+    compact = {
+        "compact": {"context_window": 16_000, "summary_context_window": 16_000, "retry_backoff_seconds": 0}
+    }
+    result: dict[str, Any] = {
+        "model_list": [
+            standin_deployment("agent", upstream.url, "standin-agent", **compact),
+            standin_deployment("probe", upstream.url, "standin-probe"),
+        ],
+        "router_settings": {"num_retries": 0},
+    }
+    if with_hook:
+        result["litellm_settings"] = {"callbacks": "compact_hook.proxy_handler_instance"}
+    return result
+
+
+def pathological() -> dict[str, list[dict[str, Any]]]:
+    markers = [{"role": "user", "content": f"[Request interrupted by user] turn {i}"} for i in range(8000)]
+    output = "\n".join(f"line {i}: some long build output that keeps going and going" for i in range(70_000))
+    big_output = [
+        {"role": "user", "content": "build it"},
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [{"id": "b", "type": "function", "function": {"name": "bash", "arguments": "{}"}}],
+        },
+        {"role": "tool", "tool_call_id": "b", "content": output},
+        {"role": "user", "content": "and?"},
+    ]
+    session = load_transcript("claude_code_fa812bfe_pre_compact.json")
+    huge = [m for _ in range(12) for m in session if m["role"] != "system"]
+    huge.append({"role": "user", "content": "go on"})
+    return {
+        "8,000 interrupt-marker messages": markers,
+        f"one {len(output) / 1e6:.1f} MB tool output": big_output,
+        f"{len(huge):,}-message history (~1.2M tokens), 16K window": huge,
+    }
+
+
+def measure(proxy: ProxyProcess, messages: list[dict[str, Any]], every: float) -> tuple[float, float, int]:
+    """(pathological request ms, worst probe ms while it ran, probes sent)."""
+    body = json.dumps({"model": "agent", "messages": messages}).encode()
+    probe = json.dumps({"model": "probe", "messages": [{"role": "user", "content": "ping"}]}).encode()
+    headers = {**proxy.auth_headers, "content-type": "application/json"}
+    running = threading.Event()
+    running.set()
+    worst: list[float] = []
+
+    def probes() -> None:
+        with httpx.Client(timeout=300) as client:
+            while running.is_set():
+                start = time.perf_counter()
+                client.post(f"{proxy.base_url}/chat/completions", content=probe, headers=headers)
+                worst.append((time.perf_counter() - start) * 1000)
+                time.sleep(every)
+
+    with httpx.Client(timeout=600) as client:
+        client.post(f"{proxy.base_url}/chat/completions", content=probe, headers=headers)  # warm
+        thread = threading.Thread(target=probes)
+        thread.start()
+        time.sleep(0.2)
+        start = time.perf_counter()
+        response = client.post(f"{proxy.base_url}/chat/completions", content=body, headers=headers)
+        took = (time.perf_counter() - start) * 1000
+        running.clear()
+        thread.join()
+    if response.status_code != 200:
+        print(f"  (the pathological request answered {response.status_code})")
+    return took, max(worst), len(worst)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--probes-every", type=float, default=0.02)
+    args = parser.parse_args()
+    rows = []
+    with StandinUpstream() as upstream:
+        with ProxyProcess(config(upstream, False)) as plain, ProxyProcess(config(upstream, True)) as hooked:
+            for name, messages in pathological().items():
+                base = measure(plain, messages, args.probes_every)
+                with_hook = measure(hooked, messages, args.probes_every)
+                rows.append((name, base, with_hook))
+    print(
+        "| pathological request | its time without / with hook | worst probe without | worst probe with | ratio |"
+    )
+    print("|---|---|---|---|---|")
+    for name, (took, stall, _), (took_hook, stall_hook, _) in rows:
+        ratio = stall_hook / stall if stall else float("inf")
+        print(
+            f"| {name} | {took:,.0f} / {took_hook:,.0f} ms | {stall:,.0f} ms | {stall_hook:,.0f} ms | {ratio:.2f} |"
+        )
+
+
+if __name__ == "__main__":
+    main()
