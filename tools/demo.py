@@ -49,7 +49,7 @@ def main() -> None:
         if name.startswith("x-compact-"):
             print(f"{name}: {value}")
     print("reply:", reply)
-    print(f"archive: ./compact_archive/{args.session}/")
+    print(f"archive: ./compact_archive/t-*/{args.session}/ (one folder per tenant: a hash of your key)")
 
 
 def send_chat(args: argparse.Namespace, model: str) -> tuple[dict[str, str], str]:
