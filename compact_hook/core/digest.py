@@ -72,7 +72,7 @@ def _path_values(arguments: object) -> list[str]:
 def _arguments(raw: str) -> object:
     try:
         return json.loads(raw)
-    except ValueError:
+    except (ValueError, RecursionError):  # not JSON, or nested beyond what the parser recurses into
         return raw
 
 

@@ -281,3 +281,16 @@ async def test_tenants_never_share_an_archive_folder(tmp_path: Any) -> None:
     assert a is not None and b is not None
     assert a.parent.name == b.parent.name == "same-session" and a.parent != b.parent
     assert "team" not in str(a) and oct(a.parent.parent.stat().st_mode)[-3:] == "700"
+
+
+def test_the_digest_reads_tool_arguments_nested_beyond_the_parsers_depth() -> None:
+    from compact_hook.core.digest import digest
+
+    deep = "[" * 100_000 + "]" * 100_000
+    message = {
+        "role": "assistant",
+        "content": None,
+        "tool_calls": [{"id": "c", "type": "function", "function": {"name": "edit", "arguments": deep}}],
+    }
+    text = digest([CHAT.item(message), CHAT.item(result("ok", "c"))], 2000)
+    assert "edit(" in text
