@@ -45,6 +45,10 @@ DEFAULT_REDIS_TIMEOUT_SECONDS = 0.5
 DEFAULT_LOCK_TTL_SECONDS = 300.0
 DEFAULT_LOCK_WAIT_SECONDS = 120.0
 DEFAULT_FAILURE_TTL_SECONDS = 60.0
+DEFAULT_BREAKER_FAILURES = 3
+DEFAULT_BREAKER_COOLDOWN_SECONDS = 60.0
+DEFAULT_BREAKER_MAX_COOLDOWN_SECONDS = 960.0
+DEFAULT_LEARNED_WINDOW_TTL_SECONDS = 86_400.0
 
 ENV_PREFIX = "COMPACT_"
 
@@ -86,6 +90,11 @@ class CompactConfig:
     user_message_budget: int = DEFAULT_USER_MESSAGE_BUDGET
     normalize: NormalizeMode = "changed"
     on_overflow: OverflowMode = "fit"
+    breaker_failures: int = DEFAULT_BREAKER_FAILURES
+    breaker_cooldown_seconds: float = DEFAULT_BREAKER_COOLDOWN_SECONDS
+    breaker_max_cooldown_seconds: float = DEFAULT_BREAKER_MAX_COOLDOWN_SECONDS
+    recover: bool = True
+    learned_window_ttl_seconds: float = DEFAULT_LEARNED_WINDOW_TTL_SECONDS
 
     def __post_init__(self) -> None:
         _check_types(self)
@@ -108,6 +117,14 @@ class CompactConfig:
         _check_range("max_summary_calls", self.max_summary_calls, low=1)
         _check_range("max_retries", self.max_retries, low=0)
         _check_range("retry_backoff_seconds", self.retry_backoff_seconds, low=0)
+        _check_range("breaker_failures", self.breaker_failures, low=1)
+        _check_range("breaker_cooldown_seconds", self.breaker_cooldown_seconds, low=0.001)
+        _check_range(
+            "breaker_max_cooldown_seconds",
+            self.breaker_max_cooldown_seconds,
+            low=self.breaker_cooldown_seconds,
+        )
+        _check_range("learned_window_ttl_seconds", self.learned_window_ttl_seconds, low=1)
         _check_non_empty("archive_dir", self.archive_dir)
         _check_non_empty("summary_model", self.summary_model)
         _check_non_empty("tokenizer", self.tokenizer)

@@ -45,6 +45,11 @@ Behaviour is chosen by substrings of the request's ``model`` (litellm strips the
   client request arrives 3 times, ~6 s with back-off; ``router_settings: {num_retries: 0}`` makes it once);
 * ``flaky`` -> by a hash of the body: ~10% of requests fail as ``fail``, ~10% are slow as ``slow``;
 * ``empty`` -> HTTP 200 with ``""`` as the reply text;
+* ``limit<N>`` (e.g. ``standin-limit9000``) -> a request whose text is over N tokens (the usage estimate
+  below) gets the provider's own context-length 400: chat names the limit and the size (``maximum context
+  length is N tokens ... resulted in M tokens``), Anthropic ``prompt is too long: M tokens > N maximum``,
+  Responses neither (``Your input exceeds the context window of this model``, code
+  ``context_length_exceeded``);
 * otherwise HTTP 200. If any text the request carries (messages, tool calls and results, the chat system
   message, the Anthropic ``system`` field, the Responses ``instructions``) contains ``SUMMARY_MARKER`` the
   reply is a deterministic markdown summary (see ``summary_from_texts``); else it is ``stand-in reply to N
@@ -60,12 +65,14 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
+import re
 import signal
 import sys
 import threading
 import time
 import uuid
 from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import FrameType, TracebackType
 from typing import Any
@@ -711,6 +718,98 @@ def check_responses_input(body: dict[str, Any]) -> None:
 
 
 # ----------------------------------------------------------------------------------------------------------
+# The three surfaces, described once for the handler
+# ----------------------------------------------------------------------------------------------------------
+
+
+def window_limit(model: str) -> int | None:
+    """``limit<N>`` in the model name: requests over N tokens (the stand-in's estimate) get a 400."""
+    match = re.search(r"limit(\d+)", model)
+    return int(match.group(1)) if match else None
+
+
+def chat_too_long(tokens: int, limit: int) -> dict[str, Any]:
+    """OpenAI chat's context-length error: it names the limit and the request's size."""
+    message = (
+        f"This model's maximum context length is {limit} tokens. However, your messages resulted in "
+        f"{tokens} tokens. Please reduce the length of the messages."
+    )
+    return error_body(message, "invalid_request_error", "context_length_exceeded", "messages")
+
+
+def anthropic_too_long(tokens: int, limit: int) -> dict[str, Any]:
+    """Anthropic's: ``prompt is too long: M tokens > N maximum``."""
+    return anthropic_error_body(f"prompt is too long: {tokens} tokens > {limit} maximum")
+
+
+def responses_too_long(tokens: int, limit: int) -> dict[str, Any]:
+    """The Responses API's: it names neither the limit nor the size."""
+    message = "Your input exceeds the context window of this model. Please adjust your input and try again."
+    return error_body(message, "invalid_request_error", "context_length_exceeded", "input")
+
+
+@dataclass(frozen=True)
+class Surface:
+    """How one wire format is parsed, checked, measured, refused and answered."""
+
+    parse: Callable[[bytes], dict[str, Any]]
+    check: Callable[[dict[str, Any]], None]
+    texts: Callable[[dict[str, Any]], list[str]]
+    count: Callable[[dict[str, Any]], int]
+    bad_request: Callable[[str, str | None], dict[str, Any]]
+    too_long: Callable[[int, int], dict[str, Any]]
+    failure: dict[str, Any]
+    body: Callable[[str, dict[str, Any], str], dict[str, Any]]
+    stream: Callable[[str, dict[str, Any], str], Iterable[SSEEvent]]
+    done_marker: bool = False
+
+
+def _openai_bad_request(message: str, param: str | None) -> dict[str, Any]:
+    return error_body(message, "invalid_request_error", None, param)
+
+
+def _chat_stream(model: str, req: dict[str, Any], reply: str) -> Iterable[SSEEvent]:
+    include_usage = bool((req.get("stream_options") or {}).get("include_usage"))
+    return ((None, chunk) for chunk in stream_chunks(model, req["messages"], reply, include_usage))
+
+
+CHAT = Surface(
+    parse=parse_chat_request,
+    check=lambda req: check_chat_messages(req["messages"]),
+    texts=lambda req: message_texts(req["messages"]),
+    count=lambda req: len(req["messages"]),
+    bad_request=_openai_bad_request,
+    too_long=chat_too_long,
+    failure=error_body(FAIL_MESSAGE, "server_error", "standin_fail"),
+    body=lambda model, req, reply: completion_body(model, req["messages"], reply),
+    stream=_chat_stream,
+    done_marker=True,
+)
+MESSAGES = Surface(
+    parse=parse_messages_request,
+    check=check_anthropic_messages,
+    texts=anthropic_texts,
+    count=lambda req: len(req.get("messages") or []),
+    bad_request=lambda message, _param: anthropic_error_body(message),
+    too_long=anthropic_too_long,
+    failure=anthropic_error_body(FAIL_MESSAGE, "api_error"),
+    body=anthropic_message_body,
+    stream=anthropic_stream_events,
+)
+RESPONSES = Surface(
+    parse=parse_responses_request,
+    check=check_responses_input,
+    texts=responses_texts,
+    count=lambda req: len(responses_items(req)),
+    bad_request=_openai_bad_request,
+    too_long=responses_too_long,
+    failure=error_body(FAIL_MESSAGE, "server_error", "standin_fail"),
+    body=response_object,
+    stream=responses_stream_events,
+)
+
+
+# ----------------------------------------------------------------------------------------------------------
 # HTTP plumbing
 # ----------------------------------------------------------------------------------------------------------
 
@@ -836,57 +935,37 @@ class _Handler(BaseHTTPRequestHandler):
     # -- surfaces ------------------------------------------------------------------------------------------
 
     def _chat(self, raw: bytes) -> None:
-        try:
-            req = parse_chat_request(raw)
-            if is_strict(req.get("model", "")):
-                check_chat_messages(req["messages"])
-        except BadRequest as exc:
-            self._send_json(400, error_body(str(exc), "invalid_request_error", None, exc.param))
-            return
-        model = req.get("model", "")
-        if self._delay_or_fail(model, error_body(FAIL_MESSAGE, "server_error", "standin_fail"), raw):
-            return
-        reply = reply_text(model, req["messages"])
-        if req.get("stream") is True:
-            include_usage = bool((req.get("stream_options") or {}).get("include_usage"))
-            chunks = stream_chunks(model, req["messages"], reply, include_usage)
-            self._send_sse(((None, c) for c in chunks), done_marker=True)
-        else:
-            self._send_json(200, completion_body(model, req["messages"], reply))
+        self._answer(CHAT, raw)
 
     def _messages(self, raw: bytes) -> None:
-        try:
-            req = parse_messages_request(raw)
-            if is_strict(req.get("model", "")):
-                check_anthropic_messages(req)
-        except BadRequest as exc:
-            self._send_json(400, anthropic_error_body(str(exc)))
-            return
-        model = req.get("model", "")
-        if self._delay_or_fail(model, anthropic_error_body(FAIL_MESSAGE, "api_error"), raw):
-            return
-        reply = anthropic_reply_text(model, req)
-        if req.get("stream") is True:
-            self._send_sse(anthropic_stream_events(model, req, reply))
-        else:
-            self._send_json(200, anthropic_message_body(model, req, reply))
+        self._answer(MESSAGES, raw)
 
     def _responses(self, raw: bytes) -> None:
+        self._answer(RESPONSES, raw)
+
+    def _answer(self, surface: Surface, raw: bytes) -> None:
+        """Parse, validate (``strict``), enforce the window (``limit<N>``), fail or delay, then answer."""
         try:
-            req = parse_responses_request(raw)
+            req = surface.parse(raw)
             if is_strict(req.get("model", "")):
-                check_responses_input(req)
+                surface.check(req)
         except BadRequest as exc:
-            self._send_json(400, error_body(str(exc), "invalid_request_error", None, exc.param))
+            self._send_json(400, surface.bad_request(str(exc), exc.param))
             return
         model = req.get("model", "")
-        if self._delay_or_fail(model, error_body(FAIL_MESSAGE, "server_error", "standin_fail"), raw):
+        limit = window_limit(model)
+        if limit is not None:
+            tokens = approx_tokens(sum(len(t) for t in surface.texts(req)))
+            if tokens > limit:
+                self._send_json(400, surface.too_long(tokens, limit))
+                return
+        if self._delay_or_fail(model, surface.failure, raw):
             return
-        reply = responses_reply_text(model, req)
+        reply = reply_for(model, surface.texts(req), surface.count(req))
         if req.get("stream") is True:
-            self._send_sse(responses_stream_events(model, req, reply))
+            self._send_sse(surface.stream(model, req, reply), done_marker=surface.done_marker)
         else:
-            self._send_json(200, response_object(model, req, reply))
+            self._send_json(200, surface.body(model, req, reply))
 
     # -- I/O -----------------------------------------------------------------------------------------------
 

@@ -13,6 +13,11 @@ from dataclasses import dataclass
 
 from compact_hook.config import CompactConfig
 
+TARGET_SHARE = 0.85
+"""A compaction aims below this share of the trigger, leaving the next turns room to grow
+before the trigger is reached again (no compaction every turn)."""
+MIN_TAIL_BUDGET = 256
+
 
 @dataclass(frozen=True, slots=True)
 class Limits:
@@ -35,6 +40,11 @@ class Limits:
             max(1, int(config.clear_ratio * config.context_window)) if config.clear_tool_results else compact
         )
         return cls(clear=min(clear, compact), compact=compact, window=window, room=max(1, window - fixed))
+
+    @property
+    def target(self) -> int:
+        """What a compaction aims to leave at most: well under the trigger."""
+        return max(1, int(self.compact * TARGET_SHARE))
 
     def tail_budget(self, config: CompactConfig) -> int:
         """Tokens of the newest units kept verbatim by a compaction."""

@@ -37,6 +37,24 @@ class Reason(enum.StrEnum):
     """Over the window and ``on_overflow: passthrough``: forwarded as sent."""
     DISABLED = "disabled"
     EMPTY = "empty"
+    OFF = "off"
+    """The request (or its key or team) said ``off``: forwarded exactly as sent."""
+    BREAKER_OPEN = "breaker_open"
+    """The summary model failed ``breaker_failures`` times in a row: not called for a while."""
+    OVER_TRIGGER = "over_trigger"
+    """A compaction was made but what it must keep (head, kept messages, tail) is still over
+    the trigger: forwarded (it fits the window), said so rather than compacting every turn."""
+
+
+class Mode(enum.StrEnum):
+    """What the request asks of compaction (header ``x-compact``, metadata ``compact``)."""
+
+    AUTO = "auto"
+    """Compact when the thresholds say so."""
+    FORCE = "force"
+    """Compact now, under the threshold too, when there is a middle to summarize."""
+    OFF = "off"
+    """Forward exactly as sent: no tier touches the request."""
 
 
 class Summarizer(enum.StrEnum):

@@ -29,8 +29,9 @@ from compact_hook.config import (
     DEFAULT_LOCK_WAIT_SECONDS,
 )
 from compact_hook.core.chain import Entry, entry_is_usable
-from compact_hook.core.outcomes import CacheStatus, Reason, Summarizer
+from compact_hook.core.outcomes import CacheStatus, Mode, Reason, Summarizer
 from compact_hook.core.partition import Partition
+from compact_hook.engine.breaker import Breaker, Gate
 from compact_hook.engine.flight import SingleFlight
 from compact_hook.engine.result import CompactRequest, CompactResult
 from compact_hook.engine.run import Failed, Made, Outcome, ProcessMemory, Run
@@ -40,6 +41,7 @@ from compact_hook.state.store import CompactionStore
 logger = logging.getLogger(__name__)
 
 POLL_SECONDS = (0.05, 0.1, 0.2, 0.5)
+FAILED = b"failed:"
 
 
 class Compactor:
@@ -58,10 +60,13 @@ class Compactor:
         self.failure_ttl = failure_ttl
         self.flights: SingleFlight[Made | Failed] = SingleFlight()
         self.memory = ProcessMemory()
+        self.breaker = Breaker(store)
 
     async def compact(self, request: CompactRequest) -> CompactResult:
         run = await Run.measure(request, self.memory)
         config, limits = request.config, run.limits
+        if request.mode is Mode.OFF:
+            return run.untouched(Reason.OFF)
         if not config.enabled or limits is None or not run.prints:
             reason = (
                 Reason.DISABLED
@@ -71,16 +76,22 @@ class Compactor:
                 else Reason.EMPTY
             )
             return run.untouched(reason)
-        if run.total < limits.clear and not run.tiers.oversized and config.normalize != "always":
+        forced, remembered = request.mode is Mode.FORCE, request.recall or request.mode is Mode.FORCE
+        if (
+            run.total < limits.clear
+            and not run.tiers.oversized
+            and config.normalize != "always"
+            and not remembered
+        ):
             return run.untouched(Reason.BELOW_THRESHOLD)
         await run.tiers.prepare()
         view = run.tiers.view(None)
-        if await run.tokens(view) < limits.clear:
+        if await run.tokens(view) < limits.clear and not remembered:
             return await self._fit(run, view, Outcome(Entry(), CacheStatus.NONE, Reason.BELOW_THRESHOLD))
         state, cache = await self._recall(run)
         state = await self._clear(run, state)
         view = run.tiers.view(state)
-        if await run.tokens(view) < limits.compact:
+        if await run.tokens(view) < limits.compact and not forced:
             return await self._fit(run, view, Outcome(state, cache))
         return await self._compact(run, state, view, cache)
 
@@ -111,35 +122,61 @@ class Compactor:
 
     async def _compact(self, run: Run, state: Entry, view: View, cache: CacheStatus) -> CompactResult:
         """Tier 3: summarize the middle (once per compaction event), then fit."""
-        part = run.partition(view)
+        part = await asyncio.to_thread(run.partition, view)
         if not part.middle:
             return await self._fit(run, view, Outcome(state, cache, Reason.NOTHING_TO_SUMMARIZE))
         key = run.compaction_key(view, part, state)
-        if await self._recently_failed(run.root):
-            made: Made | Failed = Failed("a summary for this conversation failed moments ago", 0)
+        gate = await self._gate(run)
+        if gate is Gate.OPEN:
+            made: Made | Failed = Failed("the summary model's breaker is open", 0, Reason.BREAKER_OPEN)
             shared = False
+        elif await self._recently_failed(run.root):
+            made, shared = Failed("a summary for this conversation failed moments ago", 0), False
         else:
-            made, shared = await self.flights.run(key, lambda: self._make_once(key, run, view, part, state))
+            probe = gate is Gate.PROBE
+            made, shared = await self.flights.run(
+                key, lambda: self._make_once(key, run, view, part, state, probe)
+            )
         calls = 0 if shared else made.summary_calls
         if isinstance(made, Failed):
-            logger.error("compact_hook: compaction failed: %s", made.error)
-            if run.config.on_overflow != "fit" or await run.tokens(view) <= run.window.window:
-                return await self._fit(run, view, Outcome(state, cache, Reason.SUMMARY_FAILED, calls))
-            digested = await run.summarize(view, part, state, None)
-            assert isinstance(digested, Made)
-            await self._put(run, digested.entry)
-            outcome = Outcome(
-                digested.entry,
-                CacheStatus.MISS,
-                Reason.SUMMARY_FAILED,
-                calls,
-                digested.archive_path,
-                summarizer=Summarizer.DIGEST,
-            )
-            return await self._fit(run, run.tiers.view(digested.entry), outcome)
+            return await self._without_summary(run, state, view, part, cache, made, calls)
         status = CacheStatus.SHARED if shared else made.cache
-        outcome = Outcome(made.entry, status, None, calls, made.archive_path)
-        return await self._fit(run, run.tiers.view(made.entry), outcome)
+        compacted = run.tiers.view(made.entry)
+        over = await run.tokens(compacted) >= run.window.compact
+        outcome = Outcome(made.entry, status, Reason.OVER_TRIGGER if over else None, calls, made.archive_path)
+        return await self._fit(run, compacted, outcome)
+
+    async def _without_summary(
+        self,
+        run: Run,
+        state: Entry,
+        view: View,
+        part: Partition,
+        cache: CacheStatus,
+        failed: Failed,
+        calls: int,
+    ) -> CompactResult:
+        """No summary: forwarded with the cheap tiers; over the window the digest stands in, then the fit."""
+        logger.error("compact_hook: compaction failed: %s", failed.error)
+        if run.config.on_overflow != "fit" or await run.tokens(view) <= run.window.window:
+            return await self._fit(run, view, Outcome(state, cache, failed.reason, calls))
+        digested = await run.summarize(view, part, state, None)
+        assert isinstance(digested, Made)
+        await self._put(run, digested.entry)
+        outcome = Outcome(
+            digested.entry,
+            CacheStatus.MISS,
+            failed.reason,
+            calls,
+            digested.archive_path,
+            summarizer=Summarizer.DIGEST,
+        )
+        return await self._fit(run, run.tiers.view(digested.entry), outcome)
+
+    async def _gate(self, run: Run) -> Gate:
+        if run.config.uses_digest:
+            return Gate.CLOSED
+        return await self.breaker.gate(run.breaker_key, run.config)
 
     async def _fit(self, run: Run, view: View, outcome: Outcome) -> CompactResult:
         """The guarantee: over the window and ``on_overflow: fit`` → drop/shrink to fit.
@@ -165,12 +202,24 @@ class Compactor:
             await self.store.put(run.root, run.chain[entry.span], entry)
 
     async def _make_once(
-        self, key: bytes, run: Run, view: View, part: Partition, state: Entry
+        self, key: bytes, run: Run, view: View, part: Partition, state: Entry, probe: bool
+    ) -> Made | Failed:
+        """Once per compaction across requests; the breaker hears of every model summary made."""
+        made = await self._made_or_awaited(key, run, view, part, state, probe)
+        if not run.config.uses_digest and made.summary_calls:
+            if isinstance(made, Made):
+                await self.breaker.succeeded(run.breaker_key)
+            else:
+                await self.breaker.failed(run.breaker_key, run.config)
+        return made
+
+    async def _made_or_awaited(
+        self, key: bytes, run: Run, view: View, part: Partition, state: Entry, probe: bool
     ) -> Made | Failed:
         """Across replicas: hold the key's lock and compute, or wait for the holder's entry."""
         model = None if run.config.uses_digest else run.request.summarize
         if self.store is None:
-            return await run.summarize(view, part, state, model)
+            return await run.summarize(view, part, state, model, probe)
         token = await self.store.try_lock(key, self.lock_ttl)
         if token is None:
             ready = await self._wait_for(key, min(self.lock_wait, run.config.summary_deadline_seconds))
@@ -178,12 +227,12 @@ class Compactor:
                 return ready
             token = await self.store.try_lock(key, self.lock_ttl)
         try:
-            made = await run.summarize(view, part, state, model)
+            made = await run.summarize(view, part, state, model, probe)
             if isinstance(made, Made):
                 await self.store.put(run.root, key, made.entry)
             else:  # before unlocking: a waiting replica must not repeat what just failed
-                await self.store.mark_failed(key, self.failure_ttl)
-                await self.store.mark_failed(run.root, self.failure_ttl)
+                await self.store.set_note(FAILED + key, "1", self.failure_ttl)
+                await self.store.set_note(FAILED + run.root, "1", self.failure_ttl)
             return made
         finally:
             if token is not None:
@@ -191,7 +240,11 @@ class Compactor:
 
     async def _recently_failed(self, root: bytes) -> bool:
         """A summary for this conversation failed within ``failure_ttl``: do not repeat it yet."""
-        return self.store is not None and self.failure_ttl > 0 and await self.store.failed(root)
+        return (
+            self.store is not None
+            and self.failure_ttl > 0
+            and await self.store.get_note(FAILED + root) is not None
+        )
 
     async def _wait_for(self, key: bytes, patience: float) -> Made | Failed | None:
         """Poll for another replica's entry (or its failure); None when its lock is gone or we
@@ -205,7 +258,7 @@ class Compactor:
             entry = await self.store.get(key)
             if entry is not None:
                 return Made(entry, CacheStatus.SHARED)
-            if await self.store.failed(key):
+            if await self.store.get_note(FAILED + key) is not None:
                 return Failed("another replica's summary for this compaction failed", 0)
             if not await self.store.is_locked(key):
                 entry = await self.store.get(key)

@@ -8,7 +8,7 @@ from typing import Any
 
 from compact_hook.config import CompactConfig
 from compact_hook.core.counting import TokenCounter
-from compact_hook.core.outcomes import ArchiveStatus, CacheStatus, Reason, Summarizer
+from compact_hook.core.outcomes import ArchiveStatus, CacheStatus, Mode, Reason, Summarizer
 from compact_hook.engine.summarize import Summarize
 from compact_hook.formats.base import Conversation, Rejected
 from compact_hook.state.archive import Archive
@@ -21,7 +21,10 @@ class CompactRequest:
     ``scope`` separates stored compactions (settings, model, tenant, format: see
     ``core.chain.scope_of``); ``tenant`` separates every cache keyed by content and every archive
     folder; ``session_id`` names the archive folder (else a hash of the conversation's start);
-    ``archive`` and ``counter`` replace the defaults (tests, library use).
+    ``archive`` and ``counter`` replace the defaults (tests, library use). ``mode`` and ``focus``
+    are the request's control (``focus`` goes into the summary request); ``recall``: look for a
+    stored compaction even under the thresholds (the conversation ran ``/compact``);
+    ``summary_model`` names the summary model for its circuit breaker.
     """
 
     conversation: Conversation
@@ -32,6 +35,10 @@ class CompactRequest:
     archive: Archive | None = None
     counter: TokenCounter | None = None
     tenant: str = ""
+    mode: Mode = Mode.AUTO
+    focus: str = ""
+    recall: bool = False
+    summary_model: str = ""
 
 
 @dataclass(frozen=True, slots=True)

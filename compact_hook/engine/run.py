@@ -20,11 +20,12 @@ from compact_hook.core.digest import digest
 from compact_hook.core.fingerprint import Fingerprint
 from compact_hook.core.fit import Fitted, drop_order, fit
 from compact_hook.core.items import Item
-from compact_hook.core.limits import Limits
+from compact_hook.core.limits import MIN_TAIL_BUDGET, Limits
 from compact_hook.core.normalize import normalize
 from compact_hook.core.outcomes import ArchiveStatus, CacheStatus, Reason, Summarizer
 from compact_hook.core.partition import KeepPolicy, Partition, partition
 from compact_hook.core.truncate import truncate_results
+from compact_hook.engine.breaker import Breaker
 from compact_hook.engine.result import CompactRequest, CompactResult, CompactStats
 from compact_hook.engine.summarize import DIGEST_CHARS_PER_TOKEN, Budget, Summarize, summarize_middle
 from compact_hook.engine.view import Tiers, TruncationCache, View
@@ -46,10 +47,11 @@ class Made:
 
 @dataclass(frozen=True, slots=True)
 class Failed:
-    """A summary that could not be made, and how many calls it cost."""
+    """A summary that could not be made, how many calls it cost, and how to report it."""
 
     error: str
     summary_calls: int
+    reason: Reason = Reason.SUMMARY_FAILED
 
 
 @dataclass(frozen=True, slots=True)
@@ -120,6 +122,10 @@ class Run:
         return prefix_chain(self.request.scope, self.prints)
 
     @cached_property
+    def breaker_key(self) -> bytes:
+        return Breaker.key(self.request.summary_model, self.request.tenant)
+
+    @cached_property
     def root(self) -> bytes:
         return self.chain[root_position(self.tiers.items)]
 
@@ -182,31 +188,53 @@ class Run:
     # -- tier 3 ------------------------------------------------------------------------------------
 
     def partition(self, view: View) -> Partition:
+        """Where to cut, planned so the compacted request lands under ``Limits.target``.
+
+        With the default shares it is the first try; when the head, the users' kept messages or
+        one big unit make the result too large, the tail's and the kept messages' budgets halve
+        until it fits (or cannot shrink further): compacting harder now, in one summary call,
+        rather than compacting again on every later turn.
+        """
         config, limits = self.config, self.window
         counts = self.counter.count(view.prints, lambda i: item_strings(view.items[i]))
-        keep = KeepPolicy(limits.keep_budget(config), config.protected_tools)
-        return partition(
-            view.items,
-            counts,
-            view.pairing.units,
-            limits.tail_budget(config),
-            floor=view.spliced_prefix,
-            keep=keep,
-        )
+        tail, keep = limits.tail_budget(config), limits.keep_budget(config)
+        while True:
+            part = partition(
+                view.items,
+                counts,
+                view.pairing.units,
+                tail,
+                floor=view.spliced_prefix,
+                keep=KeepPolicy(keep, config.protected_tools),
+            )
+            if tail <= MIN_TAIL_BUDGET or self._estimate(part, counts) < limits.target:
+                return part
+            tail, keep = max(MIN_TAIL_BUDGET, tail // 2), keep // 2
+
+    def _estimate(self, part: Partition, counts: Sequence[int]) -> int:
+        """What the compacted request will hold at most: all but the middle, plus a full summary."""
+        middle = set(part.middle)
+        kept = [count for index, count in enumerate(counts) if index not in middle]
+        return request_total(self.context_tokens, kept) + self.config.summary_max_tokens
 
     async def summarize(
-        self, view: View, part: Partition, state: Entry, model: Summarize | None
+        self, view: View, part: Partition, state: Entry, model: Summarize | None, probe: bool = False
     ) -> Made | Failed:
-        """The new state after compacting ``part`` of ``view``: by the model, or digested (None)."""
+        """The new state after compacting ``part`` of ``view``: by the model, or digested (None).
+
+        ``probe``: the summary model's breaker just closed its cooldown: one attempt, no retries.
+        """
         config = self.config
         middle = [self._for_summary(view, index) for index in part.middle]
         budget = Budget(config)
+        if probe:
+            budget.retries_left = 0
         if model is None:
             limit = config.summary_max_tokens * DIGEST_CHARS_PER_TOKEN
             text, summarizer = await asyncio.to_thread(digest, middle, limit), Summarizer.DIGEST
         else:
             try:
-                text = await summarize_middle(middle, config, model, self.counter, budget)
+                text = await summarize_middle(middle, config, model, self.counter, budget, self.request.focus)
             except SummarizerError as exc:
                 return Failed(str(exc), budget.calls)
             summarizer = Summarizer.MODEL

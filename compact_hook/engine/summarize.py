@@ -46,13 +46,18 @@ def summary_prompt() -> str:
     return resources.files("compact_hook").joinpath("prompts", "summarize.md").read_text(encoding="utf-8")
 
 
-def summary_request(chunk: str, running_summary: str | None, part: int, parts: int) -> list[Message]:
-    """The chat messages of one summary call."""
+def summary_request(
+    chunk: str, running_summary: str | None, part: int, parts: int, focus: str = ""
+) -> list[Message]:
+    """The chat messages of one summary call; ``focus`` (from ``/compact <focus>`` or the request's
+    control) is what the user asked the summary to keep in view."""
     sections = []
     if running_summary:
         sections.append(f"<summary-so-far>\n{running_summary}\n</summary-so-far>")
     label = f' part="{part} of {parts}"' if parts > 1 else ""
     sections.append(f"<transcript{label}>\n{chunk}\n</transcript>")
+    if focus:
+        sections.append(f"Pay particular attention to: {focus}")
     sections.append(
         "Write the merged summary now, covering the summary so far and this transcript."
         if running_summary
@@ -182,7 +187,12 @@ class Budget:
 
 
 async def summarize_middle(
-    middle: Sequence[Item], config: CompactConfig, summarize: Summarize, counter: TokenCounter, budget: Budget
+    middle: Sequence[Item],
+    config: CompactConfig,
+    summarize: Summarize,
+    counter: TokenCounter,
+    budget: Budget,
+    focus: str = "",
 ) -> str:
     """One summary covering every item of ``middle``: in chunks when needed, at most
     ``max_summary_calls`` of them — the oldest items beyond that are digested and the digest
@@ -197,7 +207,7 @@ async def summarize_middle(
         )
     for part, chunk in enumerate(chunks, start=1):
         running = await call_with_retries(
-            summarize, summary_request(chunk, running, part, len(chunks)), config, budget
+            summarize, summary_request(chunk, running, part, len(chunks), focus), config, budget
         )
     if running is None:
         raise SummarizerError("nothing to summarize")

@@ -26,6 +26,7 @@ INDEX_LIMIT = 32
 """Compactions remembered per conversation root (forks and rewinds keep older ones useful)."""
 KEY_PREFIX = "compact_hook:v1"
 DOWN_SECONDS = 5.0
+MAX_NOTE_CHARS = 256
 
 
 class CompactionStore(Protocol):
@@ -45,10 +46,11 @@ class CompactionStore(Protocol):
 
     async def is_locked(self, key: bytes) -> bool: ...
 
-    async def mark_failed(self, key: bytes, ttl: float) -> None:
-        """Remember, for ``ttl`` seconds, that a summary for ``key`` failed (replicas see it too)."""
+    async def set_note(self, key: bytes, value: str, ttl: float) -> None:
+        """Remember a short value for ``ttl`` seconds, shared with replicas: a failed summary, a
+        summary model's breaker, a model group's learned window."""
 
-    async def failed(self, key: bytes) -> bool: ...
+    async def get_note(self, key: bytes) -> str | None: ...
 
 
 def entry_bytes(entry: Entry) -> int:
@@ -82,7 +84,7 @@ class MemoryStore:
         self.clock = clock
         self._entries: OrderedDict[bytes, tuple[float, Entry]] = OrderedDict()
         self._index: OrderedDict[bytes, list[tuple[int, bytes]]] = OrderedDict()
-        self._failed: OrderedDict[bytes, float] = OrderedDict()
+        self._notes: OrderedDict[bytes, tuple[float, str]] = OrderedDict()
 
     async def find(self, root: bytes, chain: Sequence[bytes]) -> tuple[bytes, Entry] | None:
         for _, key in best_match(self._index.get(root, []), chain):
@@ -129,15 +131,15 @@ class MemoryStore:
     async def is_locked(self, key: bytes) -> bool:
         return False
 
-    async def mark_failed(self, key: bytes, ttl: float) -> None:
-        self._failed[key] = self.clock() + ttl
-        self._failed.move_to_end(key)
-        while len(self._failed) > self.max_entries:
-            self._failed.popitem(last=False)
+    async def set_note(self, key: bytes, value: str, ttl: float) -> None:
+        self._notes[key] = (self.clock() + ttl, value[:MAX_NOTE_CHARS])
+        self._notes.move_to_end(key)
+        while len(self._notes) > self.max_entries:
+            self._notes.popitem(last=False)
 
-    async def failed(self, key: bytes) -> bool:
-        until = self._failed.get(key)
-        return until is not None and until > self.clock()
+    async def get_note(self, key: bytes) -> str | None:
+        found = self._notes.get(key)
+        return found[1] if found is not None and found[0] > self.clock() else None
 
 
 _UNLOCK = """
@@ -189,11 +191,15 @@ class RedisStore:
     async def is_locked(self, key: bytes) -> bool:
         return bool(await self.client.exists(self._lock_key(key)))
 
-    async def mark_failed(self, key: bytes, ttl: float) -> None:
-        await self.client.set(f"{KEY_PREFIX}:failed:{key.hex()}", "1", px=max(1, int(ttl * 1000)))
+    async def set_note(self, key: bytes, value: str, ttl: float) -> None:
+        await self.client.set(self._note_key(key), value[:MAX_NOTE_CHARS], px=max(1, int(ttl * 1000)))
 
-    async def failed(self, key: bytes) -> bool:
-        return bool(await self.client.exists(f"{KEY_PREFIX}:failed:{key.hex()}"))
+    async def get_note(self, key: bytes) -> str | None:
+        value = await self.client.get(self._note_key(key))
+        return value.decode() if isinstance(value, bytes) else value
+
+    def _note_key(self, key: bytes) -> str:
+        return f"{KEY_PREFIX}:note:{key.hex()}"
 
     def _entry_key(self, key: bytes) -> str:
         return f"{KEY_PREFIX}:entry:{key.hex()}"
@@ -263,13 +269,13 @@ class TieredStore:
         ok, locked = await self._shared(lambda: self.shared.is_locked(key))
         return bool(locked) if ok else False
 
-    async def mark_failed(self, key: bytes, ttl: float) -> None:
-        await self.local.mark_failed(key, ttl)
-        await self._shared(lambda: self.shared.mark_failed(key, ttl))
+    async def set_note(self, key: bytes, value: str, ttl: float) -> None:
+        await self.local.set_note(key, value, ttl)
+        await self._shared(lambda: self.shared.set_note(key, value, ttl))
 
-    async def failed(self, key: bytes) -> bool:
-        ok, failed = await self._shared(lambda: self.shared.failed(key))
-        return bool(failed) if ok else await self.local.failed(key)
+    async def get_note(self, key: bytes) -> str | None:
+        ok, value = await self._shared(lambda: self.shared.get_note(key))
+        return value if ok else await self.local.get_note(key)
 
     async def _shared(self, call: Callable[[], Awaitable[Any]]) -> tuple[bool, Any]:
         """Run a Redis call: ``(True, value)``, or ``(False, None)`` when Redis failed or is resting."""
