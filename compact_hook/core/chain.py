@@ -30,7 +30,6 @@ STATE_VERSION = "3"
 """Bump when the meaning of a stored entry changes: old entries then simply stop matching."""
 
 SCOPE_SETTINGS = (
-    "context_window",
     "trigger_ratio",
     "tail_ratio",
     "summary_model",
@@ -51,6 +50,10 @@ SCOPE_SETTINGS = (
 @lru_cache(maxsize=4096)
 def scope_of(config: CompactConfig, model: str, tenant: str, wire: str, prompt_version: str) -> bytes:
     """Everything that changes what a compaction looks like, plus who may reuse it.
+
+    Not the context window: a stored compaction summarizes the same prefix whatever the window,
+    and a window learned from a provider's error must not orphan every conversation's state
+    (a smaller window merely compacts again, from it).
 
     ``wire`` is the format's name: the same entries mean different things in each.
     Memoized: the hook asks on every request, and the answer only depends on these.

@@ -13,11 +13,13 @@ so every hook method is defined right here, not inherited.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import sys
 import threading
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import AsyncGenerator, Iterable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -26,13 +28,28 @@ from litellm.integrations.custom_logger import CustomLogger
 
 from compact_hook.config import CompactConfig, ProcessConfig
 from compact_hook.core.chain import scope_of
+from compact_hook.core.outcomes import Mode
 from compact_hook.engine.compactor import Compactor
 from compact_hook.engine.result import CompactRequest, CompactResult
 from compact_hook.engine.summarize import PROMPT_VERSION
 from compact_hook.errors import MalformedError
 from compact_hook.formats import Rejected, WireFormat, format_for
+from compact_hook.formats.base import Conversation
+from compact_hook.formats.command import command_in, ran_command
+from compact_hook.proxy.answer import ANSWERED, answer, answer_text, anthropic_events, is_whole_message
+from compact_hook.proxy.control import Control, control_of, with_command
 from compact_hook.proxy.logs import configure_logging
 from compact_hook.proxy.models import ModelSettings, validate_model_list
+from compact_hook.proxy.recovery import (
+    RETRY_KEY,
+    LearnedWindows,
+    Overflow,
+    Snapshots,
+    attach_fallbacks,
+    is_context_error,
+    is_retry,
+    last_failure,
+)
 from compact_hook.proxy.report import (
     record,
     rejected_report,
@@ -62,7 +79,9 @@ class CompactHook(CustomLogger):
         self.base = base or CompactConfig.from_env()
         self.process = process or ProcessConfig.from_env()
         self.models = ModelSettings(self.base)
+        self.snapshots = Snapshots()
         self._compactor: Compactor | None = None
+        self._learned: LearnedWindows | None = None
         configure_logging(self.process.log_level)
         tokenizers = validate_loaded_proxy_config(self.base)
         threading.Thread(
@@ -82,15 +101,23 @@ class CompactHook(CustomLogger):
             )
         return self._compactor
 
+    @property
+    def learned(self) -> LearnedWindows:
+        """Windows providers taught us, in the compactor's store (replicas share them)."""
+        if self._learned is None:
+            self._learned = LearnedWindows(self.compactor.store)
+        return self._learned
+
     async def async_pre_call_hook(
         self, user_api_key_dict: Any, cache: Any, data: dict[str, Any], call_type: Any
     ) -> dict[str, Any]:
         start = time.perf_counter()
         if is_internal_call(data):  # our own summary call, should a LiteLLM path ever re-enter the hooks
             return data
+        reply: str | None = None
         try:
             scrub(data, INTERNAL_MARKER)
-            await self._compact_request(user_api_key_dict, data, str(call_type))
+            reply = await self._compact_request(user_api_key_dict, data, str(call_type))
         except MalformedError as exc:
             logger.info("compact_hook: request %s passed through: %s", data.get("litellm_call_id"), exc)
         except Exception:
@@ -100,7 +127,59 @@ class CompactHook(CustomLogger):
         report = report_in(data)
         if report is not None:
             report["duration_ms"] = round((time.perf_counter() - start) * 1000, 3)
+        if reply is not None:  # /compact: the proxy answers, no model call
+            raise answer(reply, str(data.get("model")), data)
         return data
+
+    async def async_pre_call_deployment_hook(
+        self, kwargs: dict[str, Any], call_type: Any
+    ) -> dict[str, Any] | None:
+        """The retry after a provider's "too long" (see ``proxy.recovery``): compact to the limit."""
+        marked = RETRY_KEY in kwargs
+        if not is_retry(kwargs):
+            return kwargs if marked else None  # a client's imitation, popped: it must not reach the provider
+        failure = last_failure(kwargs)
+        if not is_context_error(failure):  # a fallback for another error: that error stands
+            snapshot = self.snapshots.pop(kwargs.get("litellm_call_id"))
+            raise snapshot if snapshot is not None else RuntimeError(failure or "upstream error")
+        try:
+            await self._recover(kwargs, str(getattr(call_type, "value", call_type)), Overflow.parse(failure))
+        except Exception:
+            logger.exception(
+                "compact_hook: could not compact request %s to retry it", kwargs.get("litellm_call_id")
+            )
+        return kwargs
+
+    async def async_post_call_failure_deployment_hook(
+        self,
+        request_data: Mapping[str, Any],
+        exception: Exception,
+        call_type: Any,
+        fallback_depth: int | None = None,
+    ) -> None:
+        """Learn the group's real limit from a context-length error, so the next requests fit."""
+        try:
+            self.snapshots.add(request_data.get("litellm_call_id"), exception)
+            if is_context_error(exception):
+                await self._learn(request_data, Overflow.parse(str(exception)))
+        except Exception:
+            logger.exception("compact_hook: could not learn from a provider's error")
+
+    async def async_post_call_streaming_iterator_hook(
+        self, user_api_key_dict: Any, response: Any, request_data: dict[str, Any]
+    ) -> AsyncGenerator[Any, None]:
+        """Streams pass through; our own streamed /v1/messages answer becomes proper SSE events."""
+        report = report_in(request_data)
+        if report is None or not report.get(ANSWERED):
+            async for chunk in response:
+                yield chunk
+            return
+        async for chunk in response:
+            if is_whole_message(chunk):
+                for event in anthropic_events(chunk):
+                    yield event
+            else:
+                yield chunk
 
     async def async_post_call_response_headers_hook(
         self,
@@ -117,18 +196,22 @@ class CompactHook(CustomLogger):
             logger.exception("compact_hook: could not build response headers")
             return None
 
-    async def _compact_request(self, user_api_key_dict: Any, data: dict[str, Any], call_type: str) -> None:
-        """Gate, parse, compact, render: ``data`` changes only at the very end, once all succeeded."""
+    async def _compact_request(
+        self, user_api_key_dict: Any, data: dict[str, Any], call_type: str
+    ) -> str | None:
+        """Gate, parse, compact, render: ``data`` changes only at the very end, once all succeeded.
+
+        Returns the proxy's own answer when the request is a ``/compact`` command.
+        """
         wire = format_for(call_type)
-        if wire is None:
-            return
         router = _proxy_router()
         model = data.get("model")
-        if router is None or not isinstance(model, str):
-            return
-        config = self.models.resolve(router, model)
+        if wire is None or router is None or not isinstance(model, str):
+            return None
+        control = control_of(data, wire.metadata_key, user_api_key_dict)
+        config = await self._settings(router, model, control)
         if config is None:
-            return
+            return None
         parsed = wire.parse(data)
         if isinstance(parsed, Rejected):
             logger.info(
@@ -138,28 +221,170 @@ class CompactHook(CustomLogger):
                 parsed.detail,
             )
             record(data, wire.metadata_key, rejected_report(parsed, wire.name))
-            return
+            return None
+        command = command_in(parsed.entries[-1]) if parsed.entries else None
+        if command is not None:
+            control = with_command(control, command)
+            parsed = dataclasses.replace(parsed, entries=parsed.entries[:-1], _items=[])
         session_id = session_id_of(data, parsed.entries)
-        tenant = tenant_of(user_api_key_dict)
-        request = CompactRequest(
-            parsed,
-            config,
-            RouterSummarizer(
-                router,
-                config.summary_model or model,
-                config.summary_max_tokens,
-                config.summary_timeout_seconds,
-                summary_metadata(data.get(wire.metadata_key), session_id),
-            ),
-            session_id,
-            scope=scope_of(config, model, tenant, wire.name, PROMPT_VERSION),
-            tenant=tenant,
+        request = self._engine_request(
+            data, wire, parsed, config, Engaged(model, session_id, tenant_of(user_api_key_dict), control)
         )
         result = await self.compactor.compact(request)
-        record(data, wire.metadata_key, report_of(result, session_id, wire.name))
+        report = report_of(result, session_id, wire.name)
+        record(data, wire.metadata_key, report)
+        if command is not None:
+            report[ANSWERED] = True
+            return answer_text(result)
         if _changed(result.messages, parsed.entries):
             wire.render(data, result.messages)
             _log_reshaped(data, wire, model, result)
+        if config.recover and control.mode is not Mode.OFF:
+            attach_fallbacks(data, model, router, call_type)
+        return None
+
+    async def _settings(self, router: Any, model: str, control: Control) -> CompactConfig | None:
+        """The model's settings, the key's and team's overrides, and a window a provider taught us."""
+        config = self.models.resolve(router, model)
+        if config is None:
+            return None
+        config = control.settings(config)
+        learned = await self.learned.get(model) if config.recover else None
+        if learned is not None and (config.context_window is None or learned < config.context_window):
+            config = dataclasses.replace(config, context_window=learned)
+        return config
+
+    def _engine_request(
+        self,
+        data: Mapping[str, Any],
+        wire: WireFormat,
+        parsed: Conversation,
+        config: CompactConfig,
+        who: Engaged,
+    ) -> CompactRequest:
+        summary_model = config.summary_model or who.model
+        return CompactRequest(
+            parsed,
+            config,
+            RouterSummarizer(
+                _proxy_router(),
+                summary_model,
+                config.summary_max_tokens,
+                config.summary_timeout_seconds,
+                summary_metadata(data.get(wire.metadata_key), who.session_id),
+            ),
+            who.session_id,
+            scope=scope_of(config, who.model, who.tenant, wire.name, PROMPT_VERSION),
+            tenant=who.tenant,
+            mode=who.control.mode,
+            focus=who.control.focus,
+            recall=ran_command(parsed.entries),
+            summary_model=summary_model,
+        )
+
+    async def _recover(self, kwargs: dict[str, Any], call_type: str, overflow: Overflow) -> None:
+        """Compact the refused request, forced, to the window its error taught us."""
+        wire, router = format_for(call_type), _proxy_router()
+        group = _group_of(kwargs)
+        if wire is None or router is None or group is None:
+            return
+        config = self.models.resolve(router, group)
+        parsed = wire.parse(kwargs) if config is not None and config.recover else None
+        if config is None or parsed is None or isinstance(parsed, Rejected):
+            return
+        window = await self._learn(kwargs, overflow, parsed, config)
+        session_id = session_id_of(kwargs, parsed.entries)
+        who = Engaged(group, session_id, _tenant_in(kwargs), Control(Mode.FORCE))
+        request = self._engine_request(
+            kwargs, wire, parsed, dataclasses.replace(config, context_window=window), who
+        )
+        result = await self.compactor.compact(request)
+        report = report_of(result, session_id, wire.name)
+        report["recovered"] = True
+        previous = report_in(kwargs)
+        if previous is not None:  # the same dict the headers hook will read: update in place
+            previous.update(report)
+        else:
+            record(kwargs, wire.metadata_key, report)
+        if _changed(result.messages, parsed.entries):
+            wire.render(kwargs, result.messages)
+        logger.warning(
+            "compact_hook: request %s (%s) was too long for the provider; retried at %d tokens (window %d)",
+            kwargs.get("litellm_call_id"),
+            group,
+            result.output_tokens,
+            window,
+        )
+
+    async def _learn(
+        self,
+        request: Mapping[str, Any],
+        overflow: Overflow,
+        parsed: Conversation | None = None,
+        config: CompactConfig | None = None,
+    ) -> int:
+        """Remember the window the provider's error implies for the request's model group."""
+        group = _group_of(request)
+        router = _proxy_router()
+        config = config or (self.models.resolve(router, group) if router is not None and group else None)
+        if group is None or config is None or not config.recover:
+            return config.context_window or 1 if config is not None else 1
+        counted = await self._counted(request, parsed, config)
+        if counted is None:
+            return config.context_window or 1
+        return await self.learned.learn(group, overflow.window(counted), config.learned_window_ttl_seconds)
+
+    async def _counted(
+        self, request: Mapping[str, Any], parsed: Conversation | None, config: CompactConfig
+    ) -> int | None:
+        """Our count of what was sent: our report's, else counted now."""
+        report = report_in(request)
+        if report is not None and isinstance(report.get("tokens_after"), int):
+            return int(report["tokens_after"])
+        if parsed is None:
+            return None
+        request_for_count = CompactRequest(parsed, dataclasses.replace(config, enabled=False), _never)
+        return (await self.compactor.compact(request_for_count)).input_tokens
+
+
+@dataclass(frozen=True, slots=True)
+class Engaged:
+    """Whose request it is and what they asked: model group, session, tenant, control."""
+
+    model: str
+    session_id: str
+    tenant: str
+    control: Control
+
+
+async def _never(messages: list[Any]) -> str:
+    raise RuntimeError("no summary wanted")
+
+
+def _group_of(request: Mapping[str, Any]) -> str | None:
+    """The model group of a deployment call (its ``model`` is the provider's by then)."""
+    for key in ("litellm_metadata", "metadata"):
+        metadata = request.get(key)
+        group = metadata.get("model_group") if isinstance(metadata, Mapping) else None
+        if isinstance(group, str) and group:
+            return group
+    model = request.get("model")
+    return model if isinstance(model, str) else None
+
+
+def _tenant_in(request: Mapping[str, Any]) -> str:
+    """The tenant of a deployment call, from the auth metadata the proxy put in it."""
+    for key in ("litellm_metadata", "metadata"):
+        metadata = request.get(key)
+        if not isinstance(metadata, Mapping):
+            continue
+        team = metadata.get("user_api_key_team_id")
+        if isinstance(team, str) and team:
+            return f"team:{team}"
+        key_hash = metadata.get("user_api_key_hash") or metadata.get("user_api_key")
+        if isinstance(key_hash, str) and key_hash:
+            return f"key:{key_hash}"
+    return "anonymous"
 
 
 def _changed(forwarded: list[Any], sent: list[Any]) -> bool:

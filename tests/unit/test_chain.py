@@ -47,6 +47,8 @@ def test_scope_separates_tenants_models_and_result_changing_settings() -> None:
     )
     # settings that do not change the compaction do not split the cache
     assert base == scope(dataclasses.replace(CONFIG, max_retries=5, archive_dir="/x"), "m", "team:a")
+    # nor does the window: one learned from a provider's error keeps every conversation's state
+    assert base == scope(dataclasses.replace(CONFIG, context_window=1234), "m", "team:a")
 
 
 def test_the_chain_names_each_prefix_and_depends_on_order() -> None:

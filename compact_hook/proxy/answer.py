@@ -1,0 +1,82 @@
+"""The proxy's own answer to ``/compact``: a short report, in the request's format, no model call.
+
+LiteLLM 1.106.2 answers a ``ModifyResponseException`` raised by a pre-call hook with a 200 in
+the endpoint's format (chat, /v1/messages, /v1/responses; streaming too) and calls no
+provider. The one shape it gets wrong is a streaming /v1/messages answer (one ``data:`` line
+holding the whole message); ``anthropic_events`` turns that into the Messages SSE events the
+Anthropic SDK expects, from our streaming iterator hook.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+from litellm.exceptions import ModifyResponseException
+
+from compact_hook.core.outcomes import ArchiveStatus, Reason
+from compact_hook.engine.result import CompactResult
+
+ANSWERED = "answered"
+"""Set in our report when the proxy answered the request itself."""
+ARCHIVE_WORDS = {
+    ArchiveStatus.WRITTEN: " Originals archived.",
+    ArchiveStatus.FAILED: " The originals could not be archived.",
+}
+
+
+def answer_text(result: CompactResult) -> str:
+    """What the user reads after ``/compact``."""
+    before, after = f"{result.input_tokens:,}", f"{result.output_tokens:,}"
+    if result.compacted and result.reason is not Reason.NOTHING_TO_SUMMARIZE:
+        summarizer = f" by {result.summarizer.value}" if result.summarizer is not None else ""
+        archive = ARCHIVE_WORDS.get(result.archive_status, "") if result.archive_status is not None else ""
+        return (
+            f"Compacted: {before} -> {after} tokens; {result.stats.compacted_message_count} messages "
+            f"summarized{summarizer}.{archive} The next turns continue from the summary."
+        )
+    if result.reason is Reason.NOTHING_TO_SUMMARIZE:
+        return f"Nothing to compact yet: the conversation ({before} tokens) is all kept verbatim."
+    why = result.reason.value.replace("_", " ") if result.reason is not None else "nothing changed"
+    return f"Not compacted ({why}); the conversation stays as it is ({before} tokens)."
+
+
+def answer(text: str, model: str, data: dict[str, Any]) -> ModifyResponseException:
+    return ModifyResponseException(message=text, model=model, request_data=data)
+
+
+def anthropic_events(message: Mapping[str, Any]) -> Iterator[str]:
+    """A whole Messages ``message`` as the SSE events a streamed one arrives in."""
+    text = "".join(
+        block.get("text", "") for block in message.get("content") or [] if isinstance(block, Mapping)
+    )
+    usage = message.get("usage") or {"input_tokens": 0, "output_tokens": 0}
+    start = {**message, "content": [], "stop_reason": None, "usage": usage}
+    yield _event("message_start", {"type": "message_start", "message": start})
+    yield _event(
+        "content_block_start",
+        {"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}},
+    )
+    yield _event(
+        "content_block_delta",
+        {"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": text}},
+    )
+    yield _event("content_block_stop", {"type": "content_block_stop", "index": 0})
+    yield _event(
+        "message_delta",
+        {
+            "type": "message_delta",
+            "delta": {"stop_reason": "end_turn", "stop_sequence": None},
+            "usage": {"output_tokens": usage.get("output_tokens", 0) if isinstance(usage, Mapping) else 0},
+        },
+    )
+    yield _event("message_stop", {"type": "message_stop"})
+
+
+def is_whole_message(chunk: object) -> bool:
+    return isinstance(chunk, Mapping) and chunk.get("type") == "message"
+
+
+def _event(name: str, payload: Mapping[str, Any]) -> str:
+    return f"event: {name}\ndata: {json.dumps(payload)}\n\n"
