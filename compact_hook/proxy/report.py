@@ -32,6 +32,7 @@ HEADER_FIELDS = (
     "duration_ms",
     "archive",
     "reason",
+    "recovered",
 )
 METADATA_KEYS = ("litellm_metadata", "metadata")
 MAX_HEADER_CHARS = 200

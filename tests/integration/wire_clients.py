@@ -51,7 +51,7 @@ def send(
 ) -> Sent:
     """One turn; ``extra`` is passed to the SDK call (system, tools, instructions, max_tokens...)."""
     before = len(upstream.requests)
-    headers, reply = _CALLS[wire](proxy, model, entries, stream, extra)
+    headers, reply = call(proxy, wire, model, entries, stream, **extra)
     new = [r for r in upstream.requests[before:] if r["method"] == "POST"]
     summaries = [r for r in new if is_summary_call(r["body"] or {})]
     [main] = [r["body"] for r in new if r not in summaries]
@@ -59,7 +59,9 @@ def send(
 
 
 def _chat(proxy: ProxyProcess, model: str, entries: list[Any], stream: bool, extra: dict[str, Any]) -> Any:
-    client = openai.OpenAI(base_url=proxy.base_url, api_key=proxy.master_key, max_retries=0, timeout=300)
+    client = openai.OpenAI(
+        base_url=proxy.base_url, api_key=extra.pop("key", proxy.master_key), max_retries=0, timeout=300
+    )
     raw = client.chat.completions.with_raw_response.create(
         model=model, messages=entries, stream=stream, **extra
     )
@@ -74,7 +76,9 @@ def _chat(proxy: ProxyProcess, model: str, entries: list[Any], stream: bool, ext
 def _anthropic(
     proxy: ProxyProcess, model: str, entries: list[Any], stream: bool, extra: dict[str, Any]
 ) -> Any:
-    client = anthropic.Anthropic(base_url=proxy.url, api_key=proxy.master_key, max_retries=0, timeout=300)
+    client = anthropic.Anthropic(
+        base_url=proxy.url, api_key=extra.pop("key", proxy.master_key), max_retries=0, timeout=300
+    )
     extra = {"max_tokens": 1024, **extra}
     raw = client.messages.with_raw_response.create(model=model, messages=entries, stream=stream, **extra)
     parsed: Any = raw.parse()
@@ -88,7 +92,9 @@ def _anthropic(
 def _responses(
     proxy: ProxyProcess, model: str, entries: list[Any], stream: bool, extra: dict[str, Any]
 ) -> Any:
-    client = openai.OpenAI(base_url=proxy.base_url, api_key=proxy.master_key, max_retries=0, timeout=300)
+    client = openai.OpenAI(
+        base_url=proxy.base_url, api_key=extra.pop("key", proxy.master_key), max_retries=0, timeout=300
+    )
     raw = client.responses.with_raw_response.create(model=model, input=entries, stream=stream, **extra)
     parsed: Any = raw.parse()
     if stream:
@@ -99,3 +105,10 @@ def _responses(
 
 
 _CALLS = {"chat": _chat, "anthropic": _anthropic, "responses": _responses}
+
+
+def call(
+    proxy: ProxyProcess, wire: str, model: str, entries: list[Any], stream: bool = False, **extra: Any
+) -> tuple[dict[str, str], str]:
+    """One request with the surface's official SDK: the response headers and the reply text."""
+    return _CALLS[wire](proxy, model, entries, stream, extra)  # type: ignore[no-any-return]
