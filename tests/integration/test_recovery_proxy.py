@@ -34,6 +34,7 @@ from tests.support import (
     pairing_problems,
     replay_points,
     responses_replay_points,
+    tokens_of,
 )
 
 WINDOW = 16_384
@@ -55,6 +56,8 @@ PATHS = {"chat": "/v1/chat/completions", "anthropic": "/v1/messages", "responses
 LIMITED = {"chat": "chat-limited", "anthropic": "claude-limited", "responses": "codex-limited"}
 FORMATS = {"chat": CHAT, "anthropic": ANTHROPIC, "responses": RESPONSES}
 ENTRIES = {"chat": "messages", "anthropic": "messages", "responses": "input"}
+TIERS_OFF = {"tool_output_policy": "none", "clear_tool_results": False, "user_message_budget": 0}
+"""Control is about the summary: without the cheap tiers a conversation's size is what it sent."""
 
 
 def compact(archive: Path, summary_model: str, **extra: Any) -> dict[str, Any]:
@@ -87,9 +90,14 @@ def proxy(standin: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Pr
             standin_deployment(
                 "codex-limited", url, f"standin-strict-limit{LIMIT}-codex", **compact(archive, "gpt-sum")
             ),
-            standin_deployment("chat-agent", url, "standin-strict-chat-agent", **compact(archive, "gpt-sum")),
+            standin_deployment(
+                "chat-agent", url, "standin-strict-chat-agent", **compact(archive, "gpt-sum", **TIERS_OFF)
+            ),
             anthropic_deployment(
-                "claude-agent", root, "standin-strict-claude-agent", **compact(archive, "claude-sum")
+                "claude-agent",
+                root,
+                "standin-strict-claude-agent",
+                **compact(archive, "claude-sum", **TIERS_OFF),
             ),
             standin_deployment(
                 "chat-broken",
@@ -145,3 +153,140 @@ def test_a_provider_with_a_lower_real_limit_answers_every_turn(
         and "compact_hook_retry" not in body
         for body in upstream
     )
+
+
+# -- control ---------------------------------------------------------------------------------------------
+
+
+def prefix(wire: str, low: int, high: int) -> list[Any]:
+    """The first replay point of the session whose size (our tokens) is in [low, high]."""
+    entries, points = REPLAYS[wire]
+    for end in points:
+        size = tokens_of({ENTRIES[wire]: entries[:end]}, FORMATS[wire], "o200k_base")
+        if low <= size <= high:
+            return entries[:end]
+    raise AssertionError(f"no {wire} prefix of {low}-{high} tokens")
+
+
+SHORT_CHAT = prefix("chat", 12_000, 13_000)
+"""Under the trigger (15,073 tokens): nothing is compacted unless asked."""
+
+
+def test_force_and_focus_through_the_header_and_the_request_metadata(
+    standin: Any, proxy: ProxyProcess
+) -> None:
+    since = len(standin.requests)
+    auto, _ = call(proxy, "chat", "chat-agent", SHORT_CHAT)
+    forced, _ = call(proxy, "chat", "chat-agent", SHORT_CHAT, extra_headers={"x-compact": "force"})
+    assert auto["x-compact-compacted"] == "false"
+    assert forced["x-compact-compacted"] == "true" and forced["x-compact-cache"] == "miss"
+    focus = {"metadata": {"compact": {"mode": "force", "focus": "the failing bead tests"}}}
+    focused, _ = call(proxy, "chat", "chat-agent", SHORT_CHAT, key="sk-tenant-focus", extra_body=focus)
+    assert focused["x-compact-compacted"] == "true"
+    requests = summary_calls(standin, since)
+    assert any("Pay particular attention to: the failing bead tests" in json.dumps(r) for r in requests)
+
+
+@pytest.mark.parametrize("wire", ["anthropic", "responses"])
+def test_force_and_off_through_litellm_metadata(standin: Any, proxy: ProxyProcess, wire: str) -> None:
+    entries, points = REPLAYS[wire]
+    model = "claude-agent" if wire == "anthropic" else "chat-agent"
+    short = prefix(wire, 12_000, 13_000)
+    forced, _ = call(proxy, wire, model, short, extra_body={"litellm_metadata": {"compact": "force"}})
+    assert forced["x-compact-compacted"] == "true"
+    long = entries[: points[-1]]
+    since = len(standin.requests)
+    off, _ = call(proxy, wire, model, long, extra_body={"litellm_metadata": {"compact": "off"}})
+    assert off["x-compact-reason"] == "off" and off["x-compact-compacted"] == "false"
+    [forwarded] = [r["body"] for r in standin.requests[since:] if r["path"] == PATHS[wire]]
+    assert forwarded[ENTRIES[wire]] == long  # exactly as sent, though far over the window
+
+
+def test_a_keys_and_a_teams_metadata_control_their_requests(standin: Any, proxy: ProxyProcess) -> None:
+    long = CHAT_MESSAGES[: replay_points(CHAT_MESSAGES)[-1]]
+    opted_out, _ = call(proxy, "chat", "chat-agent", long, key="sk-tenant-optout")
+    assert opted_out["x-compact-reason"] == "off"
+    # the request says more than its key: force wins over the key's off
+    forced, _ = call(
+        proxy, "chat", "chat-agent", SHORT_CHAT, key="sk-tenant-optout", extra_headers={"x-compact": "force"}
+    )
+    assert forced["x-compact-compacted"] == "true"
+    since = len(standin.requests)
+    focused, _ = call(proxy, "chat", "chat-agent", SHORT_CHAT, key="sk-tenant-focused")
+    assert focused["x-compact-compacted"] == "true"
+    assert any("the database migration" in json.dumps(r) for r in summary_calls(standin, since))
+    # a team's settings override the model's: a trigger at 20% of the window compacts a short conversation
+    medium = prefix("chat", 5_000, 6_000)
+    plain, _ = call(proxy, "chat", "chat-agent", medium, key="sk-tenant-plain")
+    eager, _ = call(proxy, "chat", "chat-agent", medium, key="sk-tenant-eager")
+    assert plain["x-compact-compacted"] == "false" and eager["x-compact-compacted"] == "true"
+
+
+# -- /compact --------------------------------------------------------------------------------------------
+
+
+def with_command(wire: str, entries: list[Any], command: str) -> list[Any]:
+    if wire == "responses":
+        return [*entries, {"type": "message", "role": "user", "content": command}]
+    return [*entries, {"role": "user", "content": command}]
+
+
+def with_reply(wire: str, entries: list[Any], reply: str, question: str) -> list[Any]:
+    if wire == "responses":
+        answer = {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": reply}]}
+        return [*entries, answer, {"type": "message", "role": "user", "content": question}]
+    return [*entries, {"role": "assistant", "content": reply}, {"role": "user", "content": question}]
+
+
+@pytest.mark.parametrize(
+    ("wire", "stream"),
+    [
+        ("chat", False),
+        ("chat", True),
+        ("anthropic", False),
+        ("anthropic", True),
+        ("responses", False),
+        ("responses", True),
+    ],
+)
+def test_slash_compact_is_answered_by_the_proxy_and_the_next_turn_continues_from_it(
+    standin: Any, proxy: ProxyProcess, wire: str, stream: bool
+) -> None:
+    entries, points = REPLAYS[wire]
+    model = "claude-agent" if wire == "anthropic" else "chat-agent"
+    history = prefix(wire, 13_500, 14_000) if stream else prefix(wire, 12_000, 13_000)
+    key = f"sk-tenant-command-{wire}-{stream}"  # a tenant of its own: nothing stored by the other tests
+    since = len(standin.requests)
+    _, reply = call(
+        proxy, wire, model, with_command(wire, history, "/compact keep the bead ids"), stream=stream, key=key
+    )
+    made = standin.requests[since:]
+    assert reply.startswith("Compacted: ") and "messages summarized" in reply
+    assert [r for r in made if r["path"] == PATHS[wire] and SUMMARY_MARKER not in json.dumps(r["body"])] == []
+    [summary_request] = summary_calls(standin, since)  # one summary call, and no call of the model
+    assert "Pay particular attention to: keep the bead ids" in json.dumps(summary_request)
+    since = len(standin.requests)
+    following = with_reply(wire, with_command(wire, history, "/compact keep the bead ids"), reply, "go on")
+    headers, _ = call(proxy, wire, model, following, stream=stream, key=key)
+    assert summary_calls(standin, since) == []
+    assert headers["x-compact-compacted"] == "true" and headers["x-compact-cache"] == "hit"
+
+
+# -- the breaker -----------------------------------------------------------------------------------------
+
+
+def test_a_summary_model_that_always_fails_is_left_alone_after_three_failures(
+    standin: Any, proxy: ProxyProcess
+) -> None:
+    """Six different conversations over the trigger, a summary model that always fails: three attempts
+    (no retries configured), then the breaker is open and the others are forwarded without calling it."""
+    long = CHAT_MESSAGES[: replay_points(CHAT_MESSAGES)[-1]]
+    since = len(standin.requests)
+    reasons = []
+    for number in range(6):
+        variant = [{"role": "user", "content": f"conversation {number}"}, *long[1:]]
+        headers, _ = call(proxy, "chat", "chat-broken", variant, key="sk-tenant-breaker")
+        reasons.append(headers["x-compact-reason"])
+    attempts = [r for r in standin.requests[since:] if "broken-sum" in (r["body"] or {}).get("model", "")]
+    assert len(attempts) == 3
+    assert reasons[:3] == ["summary_failed"] * 3 and reasons[3:] == ["breaker_open"] * 3
