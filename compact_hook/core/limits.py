@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from compact_hook.config import CompactConfig
+from compact_hook.config import MIN_TOOL_OUTPUT_TOKENS, CompactConfig
 
 TARGET_SHARE = 0.85
 """A compaction aims below this share of the trigger, leaving the next turns room to grow
@@ -49,6 +49,12 @@ class Limits:
     def tail_budget(self, config: CompactConfig) -> int:
         """Tokens of the newest units kept verbatim by a compaction."""
         return max(1, int(config.tail_ratio * self.room))
+
+    def output_limit(self, config: CompactConfig) -> int:
+        """Tokens one tool output may keep: ``tool_output_max_tokens``, but never more than the
+        tail's budget — in a small window one 5,000-token output would otherwise fill the tail
+        alone, and every compaction would land over the trigger again."""
+        return min(config.tool_output_max_tokens, max(MIN_TOOL_OUTPUT_TOKENS, self.tail_budget(config)))
 
     def keep_budget(self, config: CompactConfig) -> int:
         """Tokens of users' own messages kept verbatim, capped at the tail's: keeping must not

@@ -104,7 +104,8 @@ class Run:
         context_counts = counter.count(conversation.context_prints(), lambda i: context_strings(context[i]))
         context_tokens = sum(context_counts) + (conversation.overhead if context else 0)
         limits = Limits.of(config, conversation.reserve, context_tokens)
-        tiers = Tiers(conversation, prints, counts, config, counter, memory.truncations)
+        output_limit = limits.output_limit(config) if limits is not None else None
+        tiers = Tiers(conversation, prints, counts, config, counter, memory.truncations, output_limit)
         total = request_total(context_tokens, counts)
         return cls(request, counter, prints, counts, context_tokens, total, limits, tiers, memory.archives)
 

@@ -106,8 +106,12 @@ class Tiers:
         config: CompactConfig,
         counter: TokenCounter,
         cache: TruncationCache,
+        output_limit: int | None = None,
     ) -> None:
         self.conversation = conversation
+        self.output_limit = output_limit or config.tool_output_max_tokens
+        """Tokens a tool output may keep: ``tool_output_max_tokens``, or less in a window so small
+        that one such output would crowd out the tail (see ``Limits.output_limit``)."""
         self.prints = prints
         self.counts = counts
         self.config = config
@@ -131,7 +135,7 @@ class Tiers:
     @cached_property
     def oversized(self) -> bool:
         """Whether any item could need truncating: most requests answer no without parsing."""
-        limit = self.config.tool_output_max_tokens
+        limit = self.output_limit
         if self.config.tool_output_policy == "none":
             return False
         return any(
@@ -175,7 +179,7 @@ class Tiers:
         if done is not None:
             return done
         item, print_ = self.conversation.item(index), self.prints[index]
-        if self.oversized and self.counts[index] > self.config.tool_output_max_tokens and item.has_results:
+        if self.oversized and self.counts[index] > self.output_limit and item.has_results:
             key = self._cut_key(index)
             cuts = self.cache.get(key)
             if cuts is None:  # not prepared (a caller skipped prepare()): cut here
@@ -188,7 +192,7 @@ class Tiers:
         return item, print_
 
     def _oversized_items(self) -> list[int]:
-        limit = self.config.tool_output_max_tokens
+        limit = self.output_limit
         return [
             i
             for i, count in enumerate(self.counts)
@@ -201,7 +205,7 @@ class Tiers:
         return (
             self.prints[index],
             config.tokenizer,
-            config.tool_output_max_tokens,
+            self.output_limit,
             config.tool_output_policy,
             *skip,
         )
@@ -209,7 +213,7 @@ class Tiers:
     def _cut(self, index: int) -> dict[int, str]:
         """Pure: safe in a worker thread (the tokenizer is, and nothing shared is written)."""
         config = self.config
-        limit, policy = config.tool_output_max_tokens, config.tool_output_policy
+        limit, policy = self.output_limit, config.tool_output_policy
         skip = self._protected.get(index, ())
         return truncate_results(self.conversation.item(index), limit, policy, self.counter.cut, skip=skip)
 

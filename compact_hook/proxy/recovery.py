@@ -42,6 +42,7 @@ CONTEXT_PHRASES = (
     "prompt is too long",
     "exceeds the context window",
     "context window",
+    "context limit",
     "input is too long",
     "too many tokens",
 )
