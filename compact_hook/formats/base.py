@@ -8,6 +8,7 @@ create (``core.items.Builder``).
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 from collections.abc import Sequence
@@ -86,6 +87,10 @@ class Conversation:
 
     def items(self) -> list[Item]:
         return [self.item(index) for index in range(len(self.entries))]
+
+    def without_last(self) -> Conversation:
+        """The conversation before its newest entry (a ``/compact`` command), the rest unchanged."""
+        return dataclasses.replace(self, entries=self.entries[:-1], _items=[])
 
     def for_tenant(self, tenant: str) -> None:
         digest = hashlib.blake2b(tenant.encode("utf-8", "surrogatepass"), digest_size=8).digest()

@@ -143,7 +143,7 @@ class CompactHook(CustomLogger):
             snapshot = self.snapshots.pop(kwargs.get("litellm_call_id"))
             raise snapshot if snapshot is not None else RuntimeError(failure or "upstream error")
         try:
-            await self._recover(kwargs, str(getattr(call_type, "value", call_type)), Overflow.parse(failure))
+            await self._recover(kwargs, _name_of(call_type), Overflow.parse(failure))
         except Exception:
             logger.exception(
                 "compact_hook: could not compact request %s to retry it", kwargs.get("litellm_call_id")
@@ -159,9 +159,11 @@ class CompactHook(CustomLogger):
     ) -> None:
         """Learn the group's real limit from a context-length error, so the next requests fit."""
         try:
-            self.snapshots.add(request_data.get("litellm_call_id"), exception)
             if is_context_error(exception):
                 await self._learn(request_data, Overflow.parse(str(exception)))
+            elif _name_of(call_type) == "aresponses" and report_in(request_data) is not None:
+                # our retry on /v1/responses follows any error: it must be able to re-raise this one
+                self.snapshots.add(request_data.get("litellm_call_id"), exception)
         except Exception:
             logger.exception("compact_hook: could not learn from a provider's error")
 
@@ -208,10 +210,11 @@ class CompactHook(CustomLogger):
         model = data.get("model")
         if wire is None or router is None or not isinstance(model, str):
             return None
-        control = control_of(data, wire.metadata_key, user_api_key_dict)
-        config = await self._settings(router, model, control)
-        if config is None:
+        resolved = self.models.resolve(router, model)
+        if resolved is None:
             return None
+        control = control_of(data, wire.metadata_key, user_api_key_dict)
+        config = await self._settings(resolved, model, control)
         parsed = wire.parse(data)
         if isinstance(parsed, Rejected):
             logger.info(
@@ -225,13 +228,14 @@ class CompactHook(CustomLogger):
         command = command_in(parsed.entries[-1]) if parsed.entries else None
         if command is not None:
             control = with_command(control, command)
-            parsed = dataclasses.replace(parsed, entries=parsed.entries[:-1], _items=[])
-        session_id = session_id_of(data, parsed.entries)
+            parsed = parsed.without_last()
+        session_id, tenant = session_id_of(data, parsed.entries), tenant_of(user_api_key_dict)
         request = self._engine_request(
-            data, wire, parsed, config, Engaged(model, session_id, tenant_of(user_api_key_dict), control)
+            data, wire, parsed, config, Engaged(model, session_id, tenant, control)
         )
         result = await self.compactor.compact(request)
         report = report_of(result, session_id, wire.name)
+        report.tenant = tenant
         record(data, wire.metadata_key, report)
         if command is not None:
             report[ANSWERED] = True
@@ -243,11 +247,8 @@ class CompactHook(CustomLogger):
             attach_fallbacks(data, model, router, call_type)
         return None
 
-    async def _settings(self, router: Any, model: str, control: Control) -> CompactConfig | None:
+    async def _settings(self, config: CompactConfig, model: str, control: Control) -> CompactConfig:
         """The model's settings, the key's and team's overrides, and a window a provider taught us."""
-        config = self.models.resolve(router, model)
-        if config is None:
-            return None
         config = control.settings(config)
         learned = await self.learned.get(model) if config.recover else None
         if learned is not None and (config.context_window is None or learned < config.context_window):
@@ -283,29 +284,26 @@ class CompactHook(CustomLogger):
         )
 
     async def _recover(self, kwargs: dict[str, Any], call_type: str, overflow: Overflow) -> None:
-        """Compact the refused request, forced, to the window its error taught us."""
-        wire, router = format_for(call_type), _proxy_router()
+        """Compact the refused request, forced, to the window its error taught us, as the same
+        tenant and session the pre-call hook saw (its report says)."""
+        wire, router, previous = format_for(call_type), _proxy_router(), report_in(kwargs)
         group = _group_of(kwargs)
-        if wire is None or router is None or group is None:
+        if wire is None or router is None or group is None or previous is None:
             return
         config = self.models.resolve(router, group)
-        parsed = wire.parse(kwargs) if config is not None and config.recover else None
-        if config is None or parsed is None or isinstance(parsed, Rejected):
+        parsed = wire.parse(kwargs) if config is not None else None
+        window = await self._learn(kwargs, overflow)
+        if config is None or parsed is None or isinstance(parsed, Rejected) or window is None:
             return
-        window = await self._learn(kwargs, overflow, parsed, config)
-        session_id = session_id_of(kwargs, parsed.entries)
-        who = Engaged(group, session_id, _tenant_in(kwargs), Control(Mode.FORCE))
+        session_id = str(previous.get("session_id") or session_id_of(kwargs, parsed.entries))
+        who = Engaged(group, session_id, previous.tenant, Control(Mode.FORCE))
         request = self._engine_request(
             kwargs, wire, parsed, dataclasses.replace(config, context_window=window), who
         )
         result = await self.compactor.compact(request)
-        report = report_of(result, session_id, wire.name)
-        report["recovered"] = True
-        previous = report_in(kwargs)
-        if previous is not None:  # the same dict the headers hook will read: update in place
-            previous.update(report)
-        else:
-            record(kwargs, wire.metadata_key, report)
+        previous.update(
+            report_of(result, session_id, wire.name), recovered=True
+        )  # what the headers hook reads
         if _changed(result.messages, parsed.entries):
             wire.render(kwargs, result.messages)
         logger.warning(
@@ -316,35 +314,18 @@ class CompactHook(CustomLogger):
             window,
         )
 
-    async def _learn(
-        self,
-        request: Mapping[str, Any],
-        overflow: Overflow,
-        parsed: Conversation | None = None,
-        config: CompactConfig | None = None,
-    ) -> int:
-        """Remember the window the provider's error implies for the request's model group."""
-        group = _group_of(request)
-        router = _proxy_router()
-        config = config or (self.models.resolve(router, group) if router is not None and group else None)
-        if group is None or config is None or not config.recover:
-            return config.context_window or 1 if config is not None else 1
-        counted = await self._counted(request, parsed, config)
-        if counted is None:
-            return config.context_window or 1
-        return await self.learned.learn(group, overflow.window(counted), config.learned_window_ttl_seconds)
+    async def _learn(self, request: Mapping[str, Any], overflow: Overflow) -> int | None:
+        """Remember the window the provider's error implies for the request's model group.
 
-    async def _counted(
-        self, request: Mapping[str, Any], parsed: Conversation | None, config: CompactConfig
-    ) -> int | None:
-        """Our count of what was sent: our report's, else counted now."""
-        report = report_in(request)
-        if report is not None and isinstance(report.get("tokens_after"), int):
-            return int(report["tokens_after"])
-        if parsed is None:
+        Our count of what was sent is our report's ``tokens_after`` (retry fallbacks only ride on
+        requests we reported on); None when there is nothing to learn from.
+        """
+        report, group, router = report_in(request), _group_of(request), _proxy_router()
+        config = self.models.resolve(router, group) if router is not None and group is not None else None
+        counted = report.get("tokens_after") if report is not None else None
+        if group is None or config is None or not config.recover or not isinstance(counted, int):
             return None
-        request_for_count = CompactRequest(parsed, dataclasses.replace(config, enabled=False), _never)
-        return (await self.compactor.compact(request_for_count)).input_tokens
+        return await self.learned.learn(group, overflow.window(counted), config.learned_window_ttl_seconds)
 
 
 @dataclass(frozen=True, slots=True)
@@ -357,8 +338,9 @@ class Engaged:
     control: Control
 
 
-async def _never(messages: list[Any]) -> str:
-    raise RuntimeError("no summary wanted")
+def _name_of(call_type: Any) -> str:
+    """A LiteLLM call type (a ``CallTypes`` member in deployment hooks) as its string."""
+    return str(getattr(call_type, "value", call_type))
 
 
 def _group_of(request: Mapping[str, Any]) -> str | None:
@@ -370,21 +352,6 @@ def _group_of(request: Mapping[str, Any]) -> str | None:
             return group
     model = request.get("model")
     return model if isinstance(model, str) else None
-
-
-def _tenant_in(request: Mapping[str, Any]) -> str:
-    """The tenant of a deployment call, from the auth metadata the proxy put in it."""
-    for key in ("litellm_metadata", "metadata"):
-        metadata = request.get(key)
-        if not isinstance(metadata, Mapping):
-            continue
-        team = metadata.get("user_api_key_team_id")
-        if isinstance(team, str) and team:
-            return f"team:{team}"
-        key_hash = metadata.get("user_api_key_hash") or metadata.get("user_api_key")
-        if isinstance(key_hash, str) and key_hash:
-            return f"key:{key_hash}"
-    return "anonymous"
 
 
 def _changed(forwarded: list[Any], sent: list[Any]) -> bool:

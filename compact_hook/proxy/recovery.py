@@ -34,7 +34,8 @@ UNKNOWN_SHRINK = 0.8
 """With no limit in the error, the learned window is this share of what was sent."""
 NOTE_PREFIX = b"window:"
 REFRESH_SECONDS = 5.0
-MAX_SNAPSHOTS = 1024
+MAX_SNAPSHOTS = 64
+"""Each is taken by the retry right after its failure: a few suffice, and exceptions can be large."""
 
 CONTEXT_PHRASES = (
     "context_length_exceeded",

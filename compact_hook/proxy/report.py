@@ -39,7 +39,13 @@ MAX_HEADER_CHARS = 200
 
 
 class Report(dict[str, Any]):
-    """Our report. A ``dict`` (spend logs and callbacks serialize it as one), but its own type."""
+    """Our report. A ``dict`` (spend logs and callbacks serialize it as one), but its own type.
+
+    ``tenant`` is an attribute, not a key: the retry after a provider's "too long" must compact
+    as the same tenant, and that is nothing for spend logs to carry.
+    """
+
+    tenant: str = ""
 
 
 """Where LiteLLM keeps its per-request dict: ``litellm_metadata`` on /v1/messages and

@@ -218,7 +218,8 @@ async def test_off_forwards_exactly_what_was_sent_and_force_compacts_under_the_t
     long, short = TRANSCRIPT, TRANSCRIPT[:17]
     summarizer = FakeSummarizer()
     off = await Compactor(MemoryStore(100, 60)).compact(request(long, summarizer, mode=Mode.OFF))
-    assert off.messages is off.messages and off.messages == long and off.reason is Reason.OFF
+    assert len(off.messages) == len(long) and all(a is b for a, b in zip(off.messages, long, strict=True))
+    assert off.reason is Reason.OFF
     auto = await Compactor(MemoryStore(100, 60)).compact(request(short, summarizer))
     assert not auto.compacted and summarizer.requests == []
     forced = await Compactor(MemoryStore(100, 60)).compact(
