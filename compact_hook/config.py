@@ -49,6 +49,9 @@ DEFAULT_BREAKER_FAILURES = 3
 DEFAULT_BREAKER_COOLDOWN_SECONDS = 60.0
 DEFAULT_BREAKER_MAX_COOLDOWN_SECONDS = 960.0
 DEFAULT_LEARNED_WINDOW_TTL_SECONDS = 86_400.0
+DEFAULT_PREPARE_RATIO = 0.75
+DEFAULT_PREPARE_CONCURRENCY = 4
+DEFAULT_PREPARE_QUEUE = 16
 
 ENV_PREFIX = "COMPACT_"
 
@@ -95,10 +98,21 @@ class CompactConfig:
     breaker_max_cooldown_seconds: float = DEFAULT_BREAKER_MAX_COOLDOWN_SECONDS
     recover: bool = True
     learned_window_ttl_seconds: float = DEFAULT_LEARNED_WINDOW_TTL_SECONDS
+    prepare: bool = True
+    prepare_ratio: float | None = None
 
     def __post_init__(self) -> None:
         _check_types(self)
         self._check_tiers()
+        if self.prepare_ratio is not None:
+            _check_fraction("prepare_ratio", self.prepare_ratio, allow_one=False)
+            _check_below_trigger(
+                "prepare_ratio",
+                self.prepare_ratio,
+                self.trigger_ratio,
+                strict=True,
+                why="a compaction is prepared before the turn that needs it",
+            )
         _check_range("context_window", self.context_window, low=1)
         _check_range("summary_context_window", self.summary_context_window, low=1)
         _check_fraction("trigger_ratio", self.trigger_ratio, allow_one=True)
@@ -161,6 +175,14 @@ class CompactConfig:
         return min(DEFAULT_TAIL_RETENTION_RATIO, self.trigger_ratio / 2)
 
     @property
+    def prepare_at(self) -> float:
+        """``prepare_ratio``, or by default 0.75 — below the trigger it prepares for (at most 85% of
+        it, so a lowered trigger still leaves the summary time to be made)."""
+        if self.prepare_ratio is not None:
+            return self.prepare_ratio
+        return min(DEFAULT_PREPARE_RATIO, round(self.trigger_ratio * 0.85, 4))
+
+    @property
     def uses_digest(self) -> bool:
         """Summaries come from the built-in digest, not from a model."""
         return self.summary_model == DIGEST
@@ -192,8 +214,11 @@ class ProcessConfig:
 
     ``store``: ``auto`` uses Redis when ``redis_url`` is set or LiteLLM itself has Redis
     configured, else the in-process store; ``memory`` and ``redis`` force one; ``off``
-    remembers nothing (every turn over the threshold makes a new summary).
-    ``redis_url`` (ours) wins over LiteLLM's Redis settings.
+    remembers nothing (every turn over the threshold makes a new summary, and nothing is
+    prepared). ``redis_url`` (ours) wins over LiteLLM's Redis settings.
+    ``prepare_concurrency``: background summaries (prepared compactions) running at once in this
+    process; ``prepare_queue``: how many more may wait (beyond it the oldest waiting one of the
+    tenant with most waiting is dropped: it only costs that turn its wait).
     """
 
     store: StoreBackend = "auto"
@@ -205,6 +230,8 @@ class ProcessConfig:
     lock_ttl_seconds: float = DEFAULT_LOCK_TTL_SECONDS
     lock_wait_seconds: float = DEFAULT_LOCK_WAIT_SECONDS
     failure_ttl_seconds: float = DEFAULT_FAILURE_TTL_SECONDS
+    prepare_concurrency: int = DEFAULT_PREPARE_CONCURRENCY
+    prepare_queue: int = DEFAULT_PREPARE_QUEUE
     log_level: str = "INFO"
 
     def __post_init__(self) -> None:
@@ -219,6 +246,8 @@ class ProcessConfig:
         _check_range("lock_ttl_seconds", self.lock_ttl_seconds, low=0.001)
         _check_range("lock_wait_seconds", self.lock_wait_seconds, low=0)
         _check_range("failure_ttl_seconds", self.failure_ttl_seconds, low=0)
+        _check_range("prepare_concurrency", self.prepare_concurrency, low=1)
+        _check_range("prepare_queue", self.prepare_queue, low=0)
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> ProcessConfig:

@@ -22,12 +22,15 @@ MIN_TAIL_BUDGET = 256
 @dataclass(frozen=True, slots=True)
 class Limits:
     """``clear`` / ``compact``: totals at which tiers 2 and 3 start. ``window``: the most we may
-    forward (context window minus output reserve). ``room``: what the items may use of it."""
+    forward (context window minus output reserve). ``room``: what the items may use of it.
+    ``prepare``: the total from which tier 3's compaction is prepared in the background
+    (``compact`` when preparation is off: never below the trigger)."""
 
     clear: int
     compact: int
     window: int
     room: int
+    prepare: int = 0
 
     @classmethod
     def of(cls, config: CompactConfig, reserve: int | None, fixed: int) -> Limits | None:
@@ -39,7 +42,23 @@ class Limits:
         clear = (
             max(1, int(config.clear_ratio * config.context_window)) if config.clear_tool_results else compact
         )
-        return cls(clear=min(clear, compact), compact=compact, window=window, room=max(1, window - fixed))
+        prepare = (
+            max(1, int(config.prepare_at * config.context_window))
+            if config.prepare and not config.uses_digest
+            else compact
+        )
+        return cls(
+            clear=min(clear, compact),
+            compact=compact,
+            window=window,
+            room=max(1, window - fixed),
+            prepare=min(prepare, compact),
+        )
+
+    @property
+    def engage(self) -> int:
+        """Below this total nothing but tier 1 can apply: no clearing, no preparing, no compacting."""
+        return min(self.clear, self.prepare)
 
     @property
     def target(self) -> int:

@@ -18,6 +18,20 @@ class CacheStatus(enum.StrEnum):
     """The summary was made by a concurrent request or another replica."""
     NONE = "none"
     """No remembered state is involved."""
+    PREPARED = "prepared"
+    """A compaction prepared in the background on an earlier turn was applied: no wait."""
+
+
+class Preparation(enum.StrEnum):
+    """Where this conversation's next compaction stands (``x-compact-prepare``), once the request
+    is past ``prepare_ratio`` of the window and under the trigger."""
+
+    STARTED = "started"
+    """This request started preparing it in the background."""
+    RUNNING = "running"
+    """It is being prepared (or waits for a free slot) in this process."""
+    READY = "ready"
+    """It is prepared and waits for the trigger."""
 
 
 class Reason(enum.StrEnum):

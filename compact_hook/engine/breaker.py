@@ -77,6 +77,13 @@ class Breaker:
             return Gate.CLOSED
         return Gate.OPEN if self.clock() < state.open_until else Gate.PROBE
 
+    async def heard(self, key: bytes, config: CompactConfig, *, succeeded: bool) -> None:
+        """A model summary was attempted: close the breaker, or count a failure."""
+        if succeeded:
+            await self.succeeded(key)
+        else:
+            await self.failed(key, config)
+
     async def succeeded(self, key: bytes) -> None:
         if self.store is not None and (await self._state(key)).failures:
             await self.store.set_note(key, State().dumps(), 1)

@@ -7,8 +7,10 @@ One pass per request, in order of cost:
 3. recall: the conversation's stored state is spliced in (a compaction, a clearing boundary);
 4. tier 2: at ``clear_trigger_ratio`` old tool results are cleared, the boundary advancing
    in batches and stored;
-5. tier 3: at ``trigger_ratio`` the middle is summarized (or digested) — one summary per
-   compaction, shared by concurrent requests and replicas — and stored;
+5. tier 3: from ``prepare_ratio`` the compaction is prepared in the background (see
+   ``engine.prepare``); at ``trigger_ratio`` a prepared one is applied, or the middle is
+   summarized (or digested) — one summary per compaction, shared by concurrent requests and
+   replicas — and stored;
 6. fit: if the request still would not fit the window, it is fitted (``on_overflow: fit``);
 7. finish: a changed request is normalized so every tool call has its result.
 
@@ -22,6 +24,7 @@ import asyncio
 import dataclasses
 import logging
 import time
+from pathlib import Path
 
 from compact_hook.config import (
     DEFAULT_FAILURE_TTL_SECONDS,
@@ -29,10 +32,11 @@ from compact_hook.config import (
     DEFAULT_LOCK_WAIT_SECONDS,
 )
 from compact_hook.core.chain import Entry, entry_is_usable
-from compact_hook.core.outcomes import CacheStatus, Mode, Reason, Summarizer
+from compact_hook.core.outcomes import ArchiveStatus, CacheStatus, Mode, Preparation, Reason, Summarizer
 from compact_hook.core.partition import Partition
 from compact_hook.engine.breaker import Breaker, Gate
-from compact_hook.engine.flight import SingleFlight
+from compact_hook.engine.flight import Leases, SingleFlight
+from compact_hook.engine.prepare import Preparations, PrepareSetup
 from compact_hook.engine.result import CompactRequest, CompactResult
 from compact_hook.engine.run import Failed, Made, Outcome, ProcessMemory, Run
 from compact_hook.engine.view import View
@@ -53,14 +57,18 @@ class Compactor:
         lock_ttl: float = DEFAULT_LOCK_TTL_SECONDS,
         lock_wait: float = DEFAULT_LOCK_WAIT_SECONDS,
         failure_ttl: float = DEFAULT_FAILURE_TTL_SECONDS,
+        prepare: PrepareSetup | None = None,
     ) -> None:
         self.store = store
-        self.lock_ttl = lock_ttl
-        self.lock_wait = lock_wait
-        self.failure_ttl = failure_ttl
+        self.leases = Leases(lock_ttl, lock_wait, failure_ttl)
         self.flights: SingleFlight[Made | Failed] = SingleFlight()
         self.memory = ProcessMemory()
         self.breaker = Breaker(store)
+        self.preparations = (
+            Preparations(prepare, self.breaker, self.leases)
+            if prepare is not None and store is not None
+            else None
+        )
 
     async def compact(self, request: CompactRequest) -> CompactResult:
         run = await Run.measure(request, self.memory)
@@ -78,7 +86,7 @@ class Compactor:
             return run.untouched(reason)
         forced, remembered = request.mode is Mode.FORCE, request.recall or request.mode is Mode.FORCE
         if (
-            run.total < limits.clear
+            run.total < limits.engage
             and not run.tiers.oversized
             and config.normalize != "always"
             and not remembered
@@ -86,13 +94,19 @@ class Compactor:
             return run.untouched(Reason.BELOW_THRESHOLD)
         await run.tiers.prepare()
         view = run.tiers.view(None)
-        if await run.tokens(view) < limits.clear and not remembered:
+        if await run.tokens(view) < limits.engage and not remembered:
             return await self._fit(run, view, Outcome(Entry(), CacheStatus.NONE, Reason.BELOW_THRESHOLD))
         state, cache = await self._recall(run)
         state = await self._clear(run, state)
         view = run.tiers.view(state)
-        if await run.tokens(view) < limits.compact and not forced:
-            return await self._fit(run, view, Outcome(state, cache))
+        tokens = await run.tokens(view)
+        if tokens < limits.compact and not forced:
+            preparation = await self._prepare(run, state, view) if tokens >= limits.prepare else None
+            return await self._fit(run, view, Outcome(state, cache, preparation=preparation))
+        if not forced and self.preparations is not None:
+            prepared = await self.preparations.ready(run, state)
+            if prepared is not None:
+                return await self._apply(run, prepared)
         return await self._compact(run, state, view, cache)
 
     async def _recall(self, run: Run) -> tuple[Entry, CacheStatus]:
@@ -102,13 +116,42 @@ class Compactor:
         found = await self.store.find(run.root, run.chain)
         if found is None or not entry_is_usable(found[1], len(run.prints)):
             return Entry(), CacheStatus.NONE
-        entry = found[1]
-        if entry.unarchived:  # the archive failed when this compaction was made: try again now
-            entries = run.request.conversation.entries
-            if await run.keep([entries[i] for i in entry.unarchived]) is not None:
-                entry = dataclasses.replace(entry, unarchived=())
-                await self._put(run, entry)
+        entry, _ = await self._archive_pending(run, found[1])
+        if entry is not found[1]:
+            await self._put(run, entry)
         return entry, CacheStatus.HIT
+
+    async def _archive_pending(self, run: Run, entry: Entry) -> tuple[Entry, Path | None]:
+        """Archive what the entry summarized but did not archive (a failed write earlier, or a
+        compaction prepared ahead, applied now); the entry without that list once written."""
+        if not entry.unarchived:
+            return entry, None
+        entries = run.request.conversation.entries
+        path = await run.keep([entries[i] for i in entry.unarchived])
+        if run.archive_status is ArchiveStatus.FAILED:
+            return entry, None
+        return dataclasses.replace(entry, unarchived=()), path
+
+    async def _prepare(self, run: Run, state: Entry, view: View) -> Preparation | None:
+        """Past ``prepare_ratio``: have the compaction the trigger will need made in the background."""
+        if self.preparations is None or run.config.uses_digest or not run.config.prepare:
+            return None
+        return await self.preparations.consider(run, state, view)
+
+    async def _apply(self, run: Run, prepared: Entry) -> CompactResult:
+        """The trigger is reached and a compaction was prepared: applied with no summary call.
+
+        Archived and stored first (it is this conversation's state from now on); if too much
+        arrived since it was prepared, the rest is compacted as usual, its summary merged.
+        """
+        assert self.preparations is not None
+        entry, path = await self._archive_pending(run, prepared)
+        await self._put(run, entry)
+        self.preparations.stats.applied += 1
+        view = run.tiers.view(entry)
+        if await run.tokens(view) < run.window.compact:
+            return await self._fit(run, view, Outcome(entry, CacheStatus.PREPARED, archive_path=path))
+        return await self._compact(run, entry, view, CacheStatus.PREPARED)
 
     async def _clear(self, run: Run, state: Entry) -> Entry:
         """Tier 2: advance the clearing boundary by a batch when the request is past the clear ratio."""
@@ -207,10 +250,7 @@ class Compactor:
         """Once per compaction across requests; the breaker hears of every model summary made."""
         made = await self._made_or_awaited(key, run, view, part, state, probe)
         if not run.config.uses_digest and made.summary_calls:
-            if isinstance(made, Made):
-                await self.breaker.succeeded(run.breaker_key)
-            else:
-                await self.breaker.failed(run.breaker_key, run.config)
+            await self.breaker.heard(run.breaker_key, run.config, succeeded=isinstance(made, Made))
         return made
 
     async def _made_or_awaited(
@@ -220,19 +260,20 @@ class Compactor:
         model = None if run.config.uses_digest else run.request.summarize
         if self.store is None:
             return await run.summarize(view, part, state, model, probe)
-        token = await self.store.try_lock(key, self.lock_ttl)
+        token = await self.store.try_lock(key, self.leases.lock_ttl)
         if token is None:
-            ready = await self._wait_for(key, min(self.lock_wait, run.config.summary_deadline_seconds))
+            patience = min(self.leases.lock_wait, run.config.summary_deadline_seconds)
+            ready = await self._wait_for(key, patience)
             if ready is not None:
                 return ready
-            token = await self.store.try_lock(key, self.lock_ttl)
+            token = await self.store.try_lock(key, self.leases.lock_ttl)
         try:
             made = await run.summarize(view, part, state, model, probe)
             if isinstance(made, Made):
                 await self.store.put(run.root, key, made.entry)
             else:  # before unlocking: a waiting replica must not repeat what just failed
-                await self.store.set_note(FAILED + key, "1", self.failure_ttl)
-                await self.store.set_note(FAILED + run.root, "1", self.failure_ttl)
+                await self.store.set_note(FAILED + key, "1", self.leases.failure_ttl)
+                await self.store.set_note(FAILED + run.root, "1", self.leases.failure_ttl)
             return made
         finally:
             if token is not None:
@@ -242,7 +283,7 @@ class Compactor:
         """A summary for this conversation failed within ``failure_ttl``: do not repeat it yet."""
         return (
             self.store is not None
-            and self.failure_ttl > 0
+            and self.leases.failure_ttl > 0
             and await self.store.get_note(FAILED + root) is not None
         )
 

@@ -9,9 +9,26 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from typing import Generic, TypeVar
 
+from compact_hook.config import (
+    DEFAULT_FAILURE_TTL_SECONDS,
+    DEFAULT_LOCK_TTL_SECONDS,
+    DEFAULT_LOCK_WAIT_SECONDS,
+)
+
 T = TypeVar("T")
+
+
+@dataclass(frozen=True, slots=True)
+class Leases:
+    """How long a replica's compaction lock lasts, how long another waits for it, and how long a
+    failed summary is remembered (so replicas and later turns do not repeat it at once)."""
+
+    lock_ttl: float = DEFAULT_LOCK_TTL_SECONDS
+    lock_wait: float = DEFAULT_LOCK_WAIT_SECONDS
+    failure_ttl: float = DEFAULT_FAILURE_TTL_SECONDS
 
 
 class SingleFlight(Generic[T]):

@@ -8,7 +8,7 @@ from typing import Any
 
 from compact_hook.config import CompactConfig
 from compact_hook.core.counting import TokenCounter
-from compact_hook.core.outcomes import ArchiveStatus, CacheStatus, Mode, Reason, Summarizer
+from compact_hook.core.outcomes import ArchiveStatus, CacheStatus, Mode, Preparation, Reason, Summarizer
 from compact_hook.engine.summarize import Summarize
 from compact_hook.formats.base import Conversation, Rejected
 from compact_hook.state.archive import Archive
@@ -68,6 +68,8 @@ class CompactResult:
     what the cheap tiers, the fit guarantee and normalization changed; ``summary_calls``
     counts every summary attempt this request made, failed ones included. ``archive_status``:
     whether what this request took out of the model's view was archived (None: nothing was).
+    ``preparation``: where the next compaction stands, past ``prepare_ratio`` (see
+    ``engine.prepare``).
     """
 
     messages: list[Any]
@@ -86,6 +88,7 @@ class CompactResult:
     normalized: int = 0
     summarizer: Summarizer | None = None
     archive_status: ArchiveStatus | None = None
+    preparation: Preparation | None = None
 
     @classmethod
     def passthrough(cls, entries: list[Any], rejected: Rejected) -> CompactResult:

@@ -22,7 +22,7 @@ from compact_hook.core.fit import Fitted, drop_order, fit
 from compact_hook.core.items import Item
 from compact_hook.core.limits import MIN_TAIL_BUDGET, Limits
 from compact_hook.core.normalize import normalize
-from compact_hook.core.outcomes import ArchiveStatus, CacheStatus, Reason, Summarizer
+from compact_hook.core.outcomes import ArchiveStatus, CacheStatus, Preparation, Reason, Summarizer
 from compact_hook.core.partition import KeepPolicy, Partition, partition
 from compact_hook.core.truncate import truncate_results
 from compact_hook.engine.breaker import Breaker
@@ -66,6 +66,7 @@ class Outcome:
     dropped: int = 0
     summarizer: Summarizer | None = None
     normalized: int = 0
+    preparation: Preparation | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -188,17 +189,22 @@ class Run:
 
     # -- tier 3 ------------------------------------------------------------------------------------
 
-    def partition(self, view: View) -> Partition:
+    def partition(self, view: View, ahead: int = 0) -> Partition:
         """Where to cut, planned so the compacted request lands under ``Limits.target``.
 
         With the default shares it is the first try; when the head, the users' kept messages or
         one big unit make the result too large, the tail's and the kept messages' budgets halve
         until it fits (or cannot shrink further): compacting harder now, in one summary call,
         rather than compacting again on every later turn.
+
+        ``ahead``: tokens still to arrive before the cut is applied (a prepared compaction is
+        applied at the trigger): the tail is that much shorter now, so it is as long then.
         """
         config, limits = self.config, self.window
         counts = self.counter.count(view.prints, lambda i: item_strings(view.items[i]))
-        tail, keep = limits.tail_budget(config), limits.keep_budget(config)
+        budget = limits.tail_budget(config)
+        tail = max(min(MIN_TAIL_BUDGET, budget), budget - ahead)
+        keep = limits.keep_budget(config)
         while True:
             part = partition(
                 view.items,
@@ -208,7 +214,7 @@ class Run:
                 floor=view.spliced_prefix,
                 keep=KeepPolicy(keep, config.protected_tools),
             )
-            if tail <= MIN_TAIL_BUDGET or self._estimate(part, counts) < limits.target:
+            if tail <= MIN_TAIL_BUDGET or self._estimate(part, counts) + ahead < limits.target:
                 return part
             tail, keep = max(MIN_TAIL_BUDGET, tail // 2), keep // 2
 
@@ -219,11 +225,20 @@ class Run:
         return request_total(self.context_tokens, kept) + self.config.summary_max_tokens
 
     async def summarize(
-        self, view: View, part: Partition, state: Entry, model: Summarize | None, probe: bool = False
+        self,
+        view: View,
+        part: Partition,
+        state: Entry,
+        model: Summarize | None,
+        probe: bool = False,
+        *,
+        archive: bool = True,
     ) -> Made | Failed:
         """The new state after compacting ``part`` of ``view``: by the model, or digested (None).
 
         ``probe``: the summary model's breaker just closed its cooldown: one attempt, no retries.
+        ``archive``: write what the summary replaces now; else (a compaction prepared ahead) it
+        is listed in the entry's ``unarchived``, with what ``state`` had not archived yet.
         """
         config = self.config
         middle = [self._for_summary(view, index) for index in part.middle]
@@ -242,10 +257,12 @@ class Run:
         order = assemble_order(view.items, part)
         prefix = order[: len(order) - (len(view.items) - part.tail_start)]
         keep = tuple(self._origin(view, index) for index in prefix if index is not None)
-        path = await self.keep([self._archived(view, i) for i in part.middle])
-        unarchived = (
-            () if path is not None else tuple(o for i in part.middle if (o := view.origins[i]) is not None)
-        )
+        originals = tuple(o for i in part.middle if (o := view.origins[i]) is not None)
+        if archive:
+            path = await self.keep([self._archived(view, i) for i in part.middle])
+            unarchived = () if path is not None else originals
+        else:
+            path, unarchived = None, tuple(sorted({*state.unarchived, *originals}))
         entry = Entry(
             self._origin(view, part.tail_start),
             keep,
@@ -365,6 +382,7 @@ class Run:
             normalized=normalized,
             summarizer=outcome.summarizer or (outcome.state.summarizer if compacted else None),
             archive_status=self.archive_status,
+            preparation=outcome.preparation,
         )
 
     def untouched(self, reason: Reason | None, summary_calls: int = 0) -> CompactResult:

@@ -29,7 +29,9 @@ from litellm.integrations.custom_logger import CustomLogger
 from compact_hook.config import CompactConfig, ProcessConfig
 from compact_hook.core.chain import scope_of
 from compact_hook.core.outcomes import Mode
+from compact_hook.engine.background import Background
 from compact_hook.engine.compactor import Compactor
+from compact_hook.engine.prepare import PrepareSetup
 from compact_hook.engine.result import CompactRequest, CompactResult
 from compact_hook.engine.summarize import PROMPT_VERSION
 from compact_hook.errors import MalformedError
@@ -65,7 +67,7 @@ from compact_hook.proxy.router_summarizer import (
     summary_metadata,
 )
 from compact_hook.state.archive import conversation_session_id
-from compact_hook.state.store import build_store
+from compact_hook.state.store import build_prepared_store, build_store
 from compact_hook.state.tokenizers import load_tokenizer
 
 logger = logging.getLogger(__name__)
@@ -93,11 +95,14 @@ class CompactHook(CustomLogger):
         """Built on first use: LiteLLM's own Redis settings are only known once its config is loaded."""
         if self._compactor is None:
             litellm_redis = getattr(sys.modules.get("litellm.proxy.proxy_server"), "redis_usage_cache", None)
+            prepared = build_prepared_store(self.process, litellm_redis)
+            background = Background(self.process.prepare_concurrency, self.process.prepare_queue)
             self._compactor = Compactor(
                 build_store(self.process, litellm_redis),
                 lock_ttl=self.process.lock_ttl_seconds,
                 lock_wait=self.process.lock_wait_seconds,
                 failure_ttl=self.process.failure_ttl_seconds,
+                prepare=PrepareSetup(prepared, background, _shutting_down) if prepared is not None else None,
             )
         return self._compactor
 
@@ -445,6 +450,13 @@ def validate_loaded_proxy_config(base: CompactConfig) -> set[str]:
     if not isinstance(model_list, list):
         return set()
     return validate_model_list(model_list, base)
+
+
+def _shutting_down() -> bool:
+    """The proxy drains for shutdown: start no background work (LiteLLM's own flag)."""
+    manager = sys.modules.get("litellm.proxy.shutdown.graceful_shutdown_manager")
+    shutdown = getattr(manager, "GracefulShutdownManager", None)
+    return bool(shutdown is not None and shutdown.is_shutting_down())
 
 
 proxy_handler_instance = CompactHook()

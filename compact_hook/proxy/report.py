@@ -33,6 +33,7 @@ HEADER_FIELDS = (
     "archive",
     "reason",
     "recovered",
+    "prepare",
 )
 METADATA_KEYS = ("litellm_metadata", "metadata")
 MAX_HEADER_CHARS = 200
@@ -79,6 +80,8 @@ def report_of(result: CompactResult, session_id: str, wire: str) -> Report:
         report["summarizer"] = result.summarizer.value
     if result.reason is not None:
         report["reason"] = result.reason.value
+    if result.preparation is not None:
+        report["prepare"] = result.preparation.value
     return report
 
 

@@ -149,11 +149,16 @@ return 0
 
 
 class RedisStore:
-    """Entries as JSON strings with a TTL; the index as a capped list; locks as ``SET NX PX``."""
+    """Entries as JSON strings with a TTL; the index as a capped list; locks as ``SET NX PX``.
 
-    def __init__(self, client: Any, ttl: int) -> None:
+    ``namespace`` separates stores sharing one Redis (prepared compactions live apart from
+    applied ones under the same keys).
+    """
+
+    def __init__(self, client: Any, ttl: int, namespace: str = "") -> None:
         self.client = client
         self.ttl = ttl
+        self.prefix = f"{KEY_PREFIX}:{namespace}" if namespace else KEY_PREFIX
 
     async def find(self, root: bytes, chain: Sequence[bytes]) -> tuple[bytes, Entry] | None:
         raw_pairs = await self.client.lrange(self._index_key(root), 0, INDEX_LIMIT - 1)
@@ -199,16 +204,16 @@ class RedisStore:
         return value.decode() if isinstance(value, bytes) else value
 
     def _note_key(self, key: bytes) -> str:
-        return f"{KEY_PREFIX}:note:{key.hex()}"
+        return f"{self.prefix}:note:{key.hex()}"
 
     def _entry_key(self, key: bytes) -> str:
-        return f"{KEY_PREFIX}:entry:{key.hex()}"
+        return f"{self.prefix}:entry:{key.hex()}"
 
     def _index_key(self, root: bytes) -> str:
-        return f"{KEY_PREFIX}:index:{root.hex()}"
+        return f"{self.prefix}:index:{root.hex()}"
 
     def _lock_key(self, key: bytes) -> str:
-        return f"{KEY_PREFIX}:lock:{key.hex()}"
+        return f"{self.prefix}:lock:{key.hex()}"
 
 
 def _parse_pair(raw: bytes | str) -> tuple[int, bytes]:
@@ -293,22 +298,43 @@ class TieredStore:
             return False, None
 
 
+PREPARED_NAMESPACE = "prepared"
+PREPARED_SHARE = 4
+"""The prepared store holds at most a quarter of the entries and bytes the main store may."""
+
+
 def build_store(config: ProcessConfig, litellm_redis: Any = None) -> CompactionStore | None:
     """The store the settings ask for; ``litellm_redis`` is LiteLLM's own ``RedisCache``, if any.
 
     Our ``redis_url`` wins over LiteLLM's Redis; with neither, ``auto`` means in-process.
     """
+    local = MemoryStore(config.store_max_entries, config.store_ttl_seconds, max_bytes=config.store_max_bytes)
+    return _build(config, litellm_redis, local, "")
+
+
+def build_prepared_store(config: ProcessConfig, litellm_redis: Any = None) -> CompactionStore | None:
+    """Where compactions prepared ahead of their trigger wait: the same backend, its own keys."""
+    local = MemoryStore(
+        max(1, config.store_max_entries // PREPARED_SHARE),
+        config.store_ttl_seconds,
+        max_bytes=max(1024, config.store_max_bytes // PREPARED_SHARE),
+    )
+    return _build(config, litellm_redis, local, PREPARED_NAMESPACE)
+
+
+def _build(
+    config: ProcessConfig, litellm_redis: Any, local: MemoryStore, namespace: str
+) -> CompactionStore | None:
     if config.store == "off":
         return None
-    local = MemoryStore(config.store_max_entries, config.store_ttl_seconds, max_bytes=config.store_max_bytes)
     if config.store == "memory":
         return local
     client = _redis_client(config, litellm_redis)
     if client is None:
-        if config.store == "redis":
+        if config.store == "redis" and not namespace:
             logger.warning("compact_hook: store 'redis' but no Redis configured; using the in-process store")
         return local
-    shared = RedisStore(client, config.store_ttl_seconds)
+    shared = RedisStore(client, config.store_ttl_seconds, namespace)
     return TieredStore(shared, local, config.redis_timeout_seconds)
 
 

@@ -1,0 +1,193 @@
+"""Zero-wait compaction: the next compaction is made while the agent works, applied when due.
+
+The proxy sees a conversation grow turn by turn. From ``prepare_ratio`` of the window the
+compaction the trigger will need is started in the background and the request is forwarded
+without waiting. The result goes to a store of its own — *prepared*, never spliced into a
+request under the trigger, so what we forward keeps its prefix until the compaction event —
+and the turn that reaches the trigger applies it with no summary call on its path.
+
+- The cut is planned for when it will be applied: the tail it keeps verbatim is shortened by
+  what is still to arrive before the trigger, so applied there it leaves about what a
+  compaction made there would.
+- What the summary replaces is archived when the compaction is applied (it is remembered in
+  the entry's ``unarchived``), never at preparation: nothing left the model's view yet.
+- One preparation per conversation: in process the background queue knows it by key; across
+  replicas a lock in the prepared store says another replica is on it. The trigger awaits
+  one in flight rather than starting its own.
+- A prepared compaction that no longer suffices (the conversation grew past ``prepare_ratio``
+  even with it applied) is prepared again from it: its summary is merged, never stacked.
+- A failed preparation counts toward the summary model's breaker and is not retried for
+  ``failure_ttl``; the trigger then compacts as it would without preparation.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from compact_hook.core.chain import Entry, entry_is_usable
+from compact_hook.core.outcomes import Preparation
+from compact_hook.engine.background import Background, Job
+from compact_hook.engine.breaker import Breaker, Gate
+from compact_hook.engine.flight import Leases
+from compact_hook.engine.run import Made, Run
+from compact_hook.engine.view import View
+from compact_hook.state.store import CompactionStore
+
+logger = logging.getLogger(__name__)
+
+LOCK = b"preparing:"
+FAILED = b"prepare-failed:"
+POLL_SECONDS = (0.05, 0.1, 0.2, 0.5)
+
+
+def _never() -> bool:
+    return False
+
+
+@dataclass(frozen=True)
+class PrepareSetup:
+    """What preparing needs beyond the compactor: where prepared compactions wait, the bounded
+    background queue, and whether the process is shutting down (then nothing new starts, and a
+    failure is the shutdown's, not the summary model's)."""
+
+    store: CompactionStore
+    background: Background
+    stopping: Callable[[], bool] = _never
+
+
+@dataclass
+class PrepareStats:
+    """Counts since start: what preparation cost and what it bought.
+
+    ``unused``: summaries made ahead that no trigger has applied (yet) — the price of zero wait.
+    """
+
+    started: int = 0
+    made: int = 0
+    failed: int = 0
+    dropped: int = 0
+    cancelled: int = 0
+    applied: int = 0
+    summary_calls: int = 0
+
+    @property
+    def unused(self) -> int:
+        return max(0, self.made - self.applied)
+
+
+@dataclass
+class Preparations:
+    setup: PrepareSetup
+    breaker: Breaker
+    leases: Leases
+    stats: PrepareStats = field(default_factory=PrepareStats)
+
+    @property
+    def store(self) -> CompactionStore:
+        return self.setup.store
+
+    async def consider(self, run: Run, state: Entry, view: View) -> Preparation | None:
+        """Past ``prepare_ratio``, under the trigger: start preparing unless it is under way or
+        what is prepared still suffices. Never waits for the summary."""
+        key = LOCK + run.root
+        if key in self.setup.background:
+            return Preparation.RUNNING
+        found = await self.find(run, state)
+        base, base_view = state, view
+        if found is not None:
+            base, base_view = found, run.tiers.view(found)
+            if await run.tokens(base_view) < run.window.prepare:
+                return Preparation.READY
+        if self.setup.stopping() or await self.store.get_note(FAILED + key) is not None:
+            return None
+        gate = await self.breaker.gate(run.breaker_key, run.config)
+        if gate is Gate.OPEN:
+            return None
+        job = Job(
+            run.request.tenant,
+            lambda: self._prepare(key, run, base, base_view, gate is Gate.PROBE),
+            self._dropped,
+        )
+        if not self.setup.background.submit(key, job):
+            return None
+        self.stats.started += 1
+        return Preparation.STARTED
+
+    async def ready(self, run: Run, state: Entry) -> Entry | None:
+        """At the trigger: the prepared compaction that covers more than ``state``, if any.
+
+        One in flight here is awaited; one that waits for a slot is taken back (the trigger
+        compacts itself, as without preparation); another replica's is waited for.
+        """
+        key = LOCK + run.root
+        self.setup.background.withdraw(key)
+        task = self.setup.background.task(key)
+        if task is not None:
+            await asyncio.shield(task)
+        elif await self.store.is_locked(key):
+            await self._wait_unlocked(key, min(self.leases.lock_wait, run.config.summary_deadline_seconds))
+        return await self.find(run, state)
+
+    async def find(self, run: Run, state: Entry) -> Entry | None:
+        """The longest prepared compaction of this request's prefix, if it covers more than
+        ``state``; its clearing boundary is the further of the two."""
+        found = await self.store.find(run.root, run.chain)
+        if found is None:
+            return None
+        entry = found[1]
+        if not entry_is_usable(entry, len(run.prints)) or entry.covered <= state.covered:
+            return None
+        return dataclasses.replace(entry, cleared_before=max(entry.cleared_before, state.cleared_before))
+
+    async def _prepare(self, key: bytes, run: Run, base: Entry, view: View, probe: bool) -> None:
+        """The background job: the trigger's partition and summary, kept as prepared."""
+        token = await self.store.try_lock(key, self.leases.lock_ttl)
+        if token is None:  # another replica prepares it
+            return
+        try:
+            ahead = max(0, run.window.compact - await run.tokens(view))
+            part = await asyncio.to_thread(run.partition, view, ahead)
+            if not part.middle:
+                return
+            made = await run.summarize(view, part, base, run.request.summarize, probe, archive=False)
+            self.stats.summary_calls += made.summary_calls
+            if isinstance(made, Made):
+                await self.breaker.heard(run.breaker_key, run.config, succeeded=True)
+                await self.store.put(run.root, run.chain[made.entry.span], made.entry)
+                self.stats.made += 1
+                logger.info(
+                    "compact_hook: compaction prepared for session %s (%d entries to archive when applied, "
+                    "%d summary calls)",
+                    run.session(),
+                    len(made.entry.unarchived),
+                    made.summary_calls,
+                )
+            elif self.setup.stopping():  # the shutdown closed what the summary needed
+                self.stats.cancelled += 1
+            else:
+                self.stats.failed += 1
+                await self.breaker.heard(run.breaker_key, run.config, succeeded=False)
+                await self.store.set_note(FAILED + key, "1", self.leases.failure_ttl)
+                logger.warning("compact_hook: preparing a compaction failed: %s", made.error)
+        except asyncio.CancelledError:
+            self.stats.cancelled += 1
+            logger.info("compact_hook: a compaction being prepared was cancelled (shutdown)")
+            raise
+        finally:
+            await self.store.unlock(key, token)
+
+    def _dropped(self) -> None:
+        self.stats.dropped += 1
+
+    async def _wait_unlocked(self, key: bytes, patience: float) -> None:
+        """Another replica prepares this conversation's compaction: wait until it is done."""
+        deadline = time.monotonic() + patience
+        attempt = 0
+        while time.monotonic() < deadline and await self.store.is_locked(key):
+            await asyncio.sleep(POLL_SECONDS[min(attempt, len(POLL_SECONDS) - 1)])
+            attempt += 1
