@@ -103,6 +103,8 @@ class Preparations:
             base, base_view = found, run.tiers.view(found)
             if await run.tokens(base_view) < run.window.prepare:
                 return Preparation.READY
+        if await self.store.is_locked(key):  # another replica is on it
+            return Preparation.RUNNING
         if self.setup.stopping() or await self.store.get_note(FAILED + key) is not None:
             return None
         gate = await self.breaker.gate(run.breaker_key, run.config)

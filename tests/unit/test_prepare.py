@@ -1,0 +1,347 @@
+"""Prepared compaction: made in the background from ``prepare_ratio``, applied at the trigger.
+
+The engine is driven like the proxy drives it, turn by turn through a real Claude Code
+session, with an agent's pause between turns (the background queue drains); the summarizer
+is a fake at the edge, the stores are the real in-process ones (a locking one stands for
+Redis shared by two replicas).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import json
+from typing import Any
+
+import pytest
+
+from compact_hook import CompactConfig, count_tokens
+from compact_hook.core.chain import scope_of
+from compact_hook.core.limits import Limits
+from compact_hook.core.outcomes import CacheStatus, Preparation
+from compact_hook.engine import Compactor, CompactRequest, CompactResult
+from compact_hook.engine.background import Background, Job
+from compact_hook.engine.breaker import Breaker
+from compact_hook.engine.library import parse_chat
+from compact_hook.engine.prepare import PrepareSetup
+from compact_hook.formats import Conversation
+from compact_hook.state.store import MemoryStore
+from tests.fakes import FakeSummarizer, InMemoryArchive, LockingMemoryStore
+from tests.support import is_prefix, is_summary, load_transcript, pairing_problems, replay_points
+
+CONFIG = CompactConfig(
+    context_window=20_000,
+    summary_max_tokens=1000,
+    retry_backoff_seconds=0,
+    archive_dir="/nonexistent",
+    tool_output_policy="none",
+    clear_tool_results=False,
+    user_message_budget=0,
+    on_overflow="passthrough",
+)
+TRANSCRIPT = load_transcript("claude_code_fa812bfe_pre_compact.json")
+SCOPE = scope_of(CONFIG, "model", "team:a", "chat", "1")
+
+
+def _limits() -> Limits:
+    limits = Limits.of(CONFIG, None, 0)
+    assert limits is not None
+    return limits
+
+
+LIMITS = _limits()
+POINTS = replay_points(TRANSCRIPT)
+IN_ZONE = next(TRANSCRIPT[:end] for end in POINTS if count_tokens(TRANSCRIPT[:end]) >= LIMITS.prepare)
+AT_TRIGGER = next(TRANSCRIPT[:end] for end in POINTS if count_tokens(TRANSCRIPT[:end]) >= LIMITS.compact)
+
+
+class GatedSummarizer(FakeSummarizer):
+    """Answers only once ``release`` is set: a summary in flight for as long as a test wants."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.release = asyncio.Event()
+        self.started = asyncio.Event()
+
+    async def __call__(self, messages: list[Any]) -> str:
+        self.started.set()
+        await self.release.wait()
+        return await super().__call__(messages)
+
+
+@dataclasses.dataclass
+class Replica:
+    compactor: Compactor
+    background: Background
+
+
+def replica(
+    store: MemoryStore | None = None,
+    prepared: MemoryStore | None = None,
+    concurrency: int = 4,
+    queue: int = 16,
+) -> Replica:
+    background = Background(concurrency, queue)
+    setup = PrepareSetup(prepared or MemoryStore(1000, 3600), background)
+    return Replica(Compactor(store or MemoryStore(1000, 3600), lock_wait=5, prepare=setup), background)
+
+
+async def idle(background: Background) -> None:
+    """The agent's pause: long enough for what runs in the background to finish."""
+    while len(background):
+        await asyncio.sleep(0.005)
+
+
+async def compact(
+    compactor: Compactor,
+    messages: list[Any],
+    summarizer: Any,
+    archive: InMemoryArchive | None = None,
+    config: CompactConfig = CONFIG,
+) -> CompactResult:
+    conversation = parse_chat(messages)
+    assert isinstance(conversation, Conversation)
+    request = CompactRequest(conversation, config, summarizer, "s", SCOPE, archive or InMemoryArchive())
+    return await compactor.compact(request)
+
+
+async def replay(
+    node: Replica, summarizer: Any, archive: InMemoryArchive, config: CompactConfig = CONFIG
+) -> list[CompactResult]:
+    results = []
+    for end in POINTS:
+        results.append(await compact(node.compactor, TRANSCRIPT[:end], summarizer, archive, config))
+        await idle(node.background)
+    return results
+
+
+def canonical(messages: list[Any]) -> list[str]:
+    return [json.dumps(m, sort_keys=True) for m in messages]
+
+
+def events(results: list[CompactResult]) -> list[int]:
+    """Turns where a new compaction reached the forwarded request."""
+    return [
+        turn
+        for turn, result in enumerate(results)
+        if result.cache in (CacheStatus.PREPARED, CacheStatus.MISS) and result.compacted
+    ]
+
+
+async def test_every_compaction_event_of_a_replay_applies_a_prepared_summary() -> None:
+    summarizer, archive, node = FakeSummarizer(), InMemoryArchive(), replica()
+    results = await replay(node, summarizer, archive)
+    compactions = events(results)
+    prepared = [turn for turn in compactions if results[turn - 1].preparation is not None]
+    assert len(prepared) >= 4
+    for turn in compactions:
+        if turn in prepared:  # the turn before was past prepare_ratio: nothing waits
+            assert results[turn].cache == CacheStatus.PREPARED and results[turn].summary_calls == 0
+        else:  # one tool output jumped from under prepare_ratio to over the window: made now
+            assert results[turn - 1].output_tokens < LIMITS.prepare
+            assert results[turn].cache == CacheStatus.MISS
+    stats = node.compactor.preparations.stats  # type: ignore[union-attr]
+    assert stats.applied == len(prepared)
+    assert len(summarizer.requests) <= len(compactions) + 1  # at most the last one is unused
+    assert stats.unused == stats.made - len(prepared) <= 1
+
+
+async def test_what_is_forwarded_only_changes_at_compaction_events() -> None:
+    results = await replay(replica(), FakeSummarizer(), InMemoryArchive())
+    compactions = set(events(results))
+    for turn in range(1, len(results)):
+        if turn not in compactions:
+            assert is_prefix(canonical(results[turn - 1].messages), canonical(results[turn].messages))
+    for result in results:
+        assert count_tokens(result.messages) < LIMITS.compact
+        assert pairing_problems(result.messages) == []
+        assert sum(is_summary(m) for m in result.messages) <= 1
+
+
+async def test_a_prepared_compaction_is_not_applied_under_the_trigger() -> None:
+    node, summarizer = replica(), FakeSummarizer()
+    first = await compact(node.compactor, IN_ZONE, summarizer)
+    assert first.preparation == Preparation.STARTED and not first.compacted
+    await idle(node.background)
+    again = await compact(node.compactor, IN_ZONE, summarizer)
+    assert again.preparation == Preparation.READY
+    assert again.messages == IN_ZONE and not again.compacted
+    assert len(summarizer.requests) == 1
+
+
+async def test_what_is_summarized_is_archived_when_applied_not_when_prepared() -> None:
+    node, summarizer, archive = replica(), FakeSummarizer(), InMemoryArchive()
+    await compact(node.compactor, IN_ZONE, summarizer, archive)
+    await idle(node.background)
+    assert archive.saved == []
+    applied = await compact(node.compactor, AT_TRIGGER, summarizer, archive)
+    assert applied.cache == CacheStatus.PREPARED and applied.archive_status == "written"
+    [(_, archived)] = archive.saved
+    forwarded = {json.dumps(m, sort_keys=True) for m in applied.messages}
+    assert archived and all(json.dumps(m, sort_keys=True) not in forwarded for m in archived)
+
+
+async def test_the_trigger_awaits_a_preparation_in_flight_instead_of_starting_its_own() -> None:
+    node, summarizer = replica(), GatedSummarizer()
+    started = await compact(node.compactor, IN_ZONE, summarizer)
+    assert started.preparation == Preparation.STARTED
+    await summarizer.started.wait()
+    trigger = asyncio.ensure_future(compact(node.compactor, AT_TRIGGER, summarizer))
+    await asyncio.sleep(0.05)
+    assert not trigger.done()  # it waits for the summary already being made
+    summarizer.release.set()
+    result = await trigger
+    assert result.cache == CacheStatus.PREPARED and result.summary_calls == 0 and result.compacted
+    assert len(summarizer.requests) == 1
+
+
+async def test_a_preparation_still_waiting_for_a_slot_is_taken_back_by_the_trigger() -> None:
+    node, summarizer = replica(concurrency=1), FakeSummarizer()
+    blocker = asyncio.Event()
+
+    async def occupy() -> None:
+        await blocker.wait()
+
+    node.background.submit(b"other conversation", Job("team:b", occupy, lambda: None))
+    queued = await compact(node.compactor, IN_ZONE, summarizer)
+    assert queued.preparation == Preparation.STARTED
+    result = await compact(node.compactor, AT_TRIGGER, summarizer)
+    assert result.cache == CacheStatus.MISS and result.summary_calls == 1  # as without preparation
+    assert node.compactor.preparations.stats.dropped == 1  # type: ignore[union-attr]
+    blocker.set()
+    await idle(node.background)
+    assert len(summarizer.requests) == 1
+
+
+async def test_a_prepared_compaction_that_no_longer_suffices_is_merged_not_stacked() -> None:
+    node = replica()
+    summarizer = FakeSummarizer("prepared summary", "merged summary")
+    await compact(node.compactor, IN_ZONE, summarizer)
+    await idle(node.background)
+    # far past the trigger: the prepared compaction alone cannot bring it under
+    far = next(TRANSCRIPT[:end] for end in POINTS if count_tokens(TRANSCRIPT[:end]) >= 2 * LIMITS.compact)
+    result = await compact(node.compactor, far, summarizer)
+    assert result.compacted and result.summary_calls == 1 and result.cache == CacheStatus.MISS
+    assert "prepared summary" in summarizer.transcripts[1]
+    [summary] = [m for m in result.messages if is_summary(m)]
+    assert "merged summary" in json.dumps(summary) and "prepared summary" not in json.dumps(summary)
+
+
+async def test_a_failed_preparation_counts_toward_the_breaker_and_the_trigger_compacts_itself() -> None:
+    node = replica()
+    summarizer = FakeSummarizer(*[RuntimeError("model down")] * 3)
+    config = dataclasses.replace(CONFIG, max_retries=0)
+    await compact(node.compactor, IN_ZONE, summarizer, config=config)
+    await idle(node.background)
+    breaker = node.compactor.breaker
+    key = Breaker.key("", "")
+    assert (await breaker._state(key)).failures == 1
+    again = await compact(node.compactor, IN_ZONE, summarizer, config=config)
+    assert again.preparation is None  # not retried at once
+    assert len(summarizer.requests) == 1
+    result = await compact(node.compactor, AT_TRIGGER, summarizer, config=config)
+    assert result.cache != CacheStatus.PREPARED and result.summary_calls == 1
+    assert node.compactor.preparations.stats.failed == 1  # type: ignore[union-attr]
+
+
+async def test_two_replicas_prepare_a_conversation_once() -> None:
+    shared, prepared = LockingMemoryStore(), LockingMemoryStore()
+    first, second = replica(shared, prepared), replica(shared, prepared)
+    summarizer = GatedSummarizer()
+    started = await compact(first.compactor, IN_ZONE, summarizer)
+    await summarizer.started.wait()
+    other = await compact(second.compactor, IN_ZONE, summarizer)
+    assert started.preparation == Preparation.STARTED
+    assert len(second.background) == 0  # the lock says the first replica is on it
+    trigger = asyncio.ensure_future(compact(second.compactor, AT_TRIGGER, summarizer))
+    await asyncio.sleep(0.05)
+    summarizer.release.set()
+    result = await trigger
+    await idle(first.background)
+    assert other.preparation == Preparation.RUNNING
+    assert result.cache == CacheStatus.PREPARED and result.summary_calls == 0
+    assert len(summarizer.requests) == 1
+
+
+async def test_preparation_off_or_digest_never_runs_in_the_background() -> None:
+    for config in (
+        dataclasses.replace(CONFIG, prepare=False),
+        dataclasses.replace(CONFIG, summary_model="digest"),
+    ):
+        node, summarizer = replica(), FakeSummarizer()
+        result = await compact(node.compactor, IN_ZONE, summarizer, config=config)
+        assert result.preparation is None and len(node.background) == 0
+        trigger = await compact(node.compactor, AT_TRIGGER, summarizer, config=config)
+        assert trigger.cache == CacheStatus.MISS
+
+
+async def test_closing_cancels_preparations_and_releases_their_locks() -> None:
+    prepared = LockingMemoryStore()
+    node, summarizer = replica(prepared=prepared), GatedSummarizer()
+    await compact(node.compactor, IN_ZONE, summarizer)
+    await summarizer.started.wait()
+    assert prepared.locks
+    assert await node.background.close() == 1
+    assert prepared.locks == {}
+    stats = node.compactor.preparations.stats  # type: ignore[union-attr]
+    assert stats.cancelled == 1 and stats.made == 0
+    assert (await compact(node.compactor, IN_ZONE, summarizer)).preparation is None  # closed
+
+
+async def test_the_prepared_cut_leaves_at_the_trigger_what_a_compaction_made_there_would() -> None:
+    prepared_node, plain = replica(), Compactor(MemoryStore(1000, 3600))
+    await compact(prepared_node.compactor, IN_ZONE, FakeSummarizer())
+    await idle(prepared_node.background)
+    applied = await compact(prepared_node.compactor, AT_TRIGGER, FakeSummarizer())
+    made_there = await compact(plain, AT_TRIGGER, FakeSummarizer())
+    assert applied.cache == CacheStatus.PREPARED and made_there.cache == CacheStatus.MISS
+    assert applied.output_tokens <= made_there.output_tokens * 1.25
+
+
+# -- the background queue ---------------------------------------------------------------------
+
+
+async def test_the_queue_drops_the_oldest_waiting_job_of_the_busiest_tenant() -> None:
+    background, ran, dropped = Background(concurrency=1, queue=3), [], []
+    gate = asyncio.Event()
+
+    def job(tenant: str, name: str) -> Job:
+        async def work() -> None:
+            await gate.wait()
+            ran.append(name)
+
+        return Job(tenant, work, lambda: dropped.append(name))
+
+    assert background.submit(b"0", job("a", "a0"))  # runs
+    for key, tenant, name in ((b"1", "a", "a1"), (b"2", "a", "a2"), (b"3", "b", "b1"), (b"4", "b", "b2")):
+        assert background.submit(key, job(tenant, name))
+    assert dropped == ["a1"]  # a had two waiting, b one: a's oldest went
+    assert not background.submit(b"2", job("a", "again"))  # known key: never twice
+    gate.set()
+    await idle(background)
+    assert ran == ["a0", "a2", "b1", "b2"]
+
+
+async def test_a_job_that_raises_is_logged_and_the_queue_goes_on(caplog: pytest.LogCaptureFixture) -> None:
+    background, ran = Background(concurrency=1, queue=2), []
+
+    async def broken() -> None:
+        raise RuntimeError("boom")
+
+    async def fine() -> None:
+        ran.append("fine")
+
+    background.submit(b"a", Job("t", broken, lambda: None))
+    background.submit(b"b", Job("t", fine, lambda: None))
+    await idle(background)
+    assert ran == ["fine"] and "background work failed" in caplog.text
+
+
+def test_prepare_ratio_defaults_below_the_trigger_and_is_validated() -> None:
+    assert CompactConfig().prepare_at == 0.75
+    assert CompactConfig(trigger_ratio=0.6).prepare_at == pytest.approx(0.51)
+    assert CompactConfig(prepare_ratio=0.5).prepare_at == 0.5
+    with pytest.raises(ValueError, match="prepare_ratio"):
+        CompactConfig(prepare_ratio=0.95)
+    limits = Limits.of(CompactConfig(context_window=1000, prepare=False), None, 0)
+    assert limits is not None and limits.prepare == limits.compact
