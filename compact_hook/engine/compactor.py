@@ -70,6 +70,11 @@ class Compactor:
             else None
         )
 
+    async def close(self) -> None:
+        """The process stops: background work is cancelled cleanly."""
+        if self.preparations is not None:
+            await self.preparations.close()
+
     async def compact(self, request: CompactRequest) -> CompactResult:
         run = await Run.measure(request, self.memory)
         config, limits = request.config, run.limits
@@ -149,9 +154,14 @@ class Compactor:
         await self._put(run, entry)
         self.preparations.stats.applied += 1
         view = run.tiers.view(entry)
-        if await run.tokens(view) < run.window.compact:
-            return await self._fit(run, view, Outcome(entry, CacheStatus.PREPARED, archive_path=path))
-        return await self._compact(run, entry, view, CacheStatus.PREPARED)
+        tokens = await run.tokens(view)
+        if tokens >= run.window.compact:
+            return await self._compact(run, entry, view, CacheStatus.PREPARED)
+        # prepared long ago (the clearing tier kept the turns since under prepare_ratio): it
+        # leaves the conversation past prepare_ratio, so the next one is prepared right away
+        preparation = await self._prepare(run, entry, view) if tokens >= run.window.prepare else None
+        outcome = Outcome(entry, CacheStatus.PREPARED, archive_path=path, preparation=preparation)
+        return await self._fit(run, view, outcome)
 
     async def _clear(self, run: Run, state: Entry) -> Entry:
         """Tier 2: advance the clearing boundary by a batch when the request is past the clear ratio."""

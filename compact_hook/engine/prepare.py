@@ -183,6 +183,22 @@ class Preparations:
         finally:
             await self.store.unlock(key, token)
 
+    async def close(self) -> None:
+        """Cancel what is being prepared (its locks released) and say what preparing cost."""
+        await self.setup.background.close()
+        stats = self.stats
+        logger.info(
+            "compact_hook: preparations: %d started, %d made, %d applied, %d unused, %d failed, "
+            "%d dropped, %d cancelled",
+            stats.started,
+            stats.made,
+            stats.applied,
+            stats.unused,
+            stats.failed,
+            stats.dropped,
+            stats.cancelled,
+        )
+
     def _dropped(self) -> None:
         self.stats.dropped += 1
 

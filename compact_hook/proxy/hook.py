@@ -66,6 +66,7 @@ from compact_hook.proxy.router_summarizer import (
     is_internal_call,
     summary_metadata,
 )
+from compact_hook.proxy.shutdown import on_shutdown, shutting_down
 from compact_hook.state.archive import conversation_session_id
 from compact_hook.state.store import build_prepared_store, build_store
 from compact_hook.state.tokenizers import load_tokenizer
@@ -102,8 +103,9 @@ class CompactHook(CustomLogger):
                 lock_ttl=self.process.lock_ttl_seconds,
                 lock_wait=self.process.lock_wait_seconds,
                 failure_ttl=self.process.failure_ttl_seconds,
-                prepare=PrepareSetup(prepared, background, _shutting_down) if prepared is not None else None,
+                prepare=PrepareSetup(prepared, background, shutting_down) if prepared is not None else None,
             )
+            on_shutdown(self._compactor.close)
         return self._compactor
 
     @property
@@ -450,13 +452,6 @@ def validate_loaded_proxy_config(base: CompactConfig) -> set[str]:
     if not isinstance(model_list, list):
         return set()
     return validate_model_list(model_list, base)
-
-
-def _shutting_down() -> bool:
-    """The proxy drains for shutdown: start no background work (LiteLLM's own flag)."""
-    manager = sys.modules.get("litellm.proxy.shutdown.graceful_shutdown_manager")
-    shutdown = getattr(manager, "GracefulShutdownManager", None)
-    return bool(shutdown is not None and shutdown.is_shutting_down())
 
 
 proxy_handler_instance = CompactHook()

@@ -100,6 +100,7 @@ def settings(archive: Path, summary_model: str, **extra: Any) -> dict[str, Any]:
         "summary_model": summary_model,
         "summary_context_window": 400_000,  # one call per compaction event: the middle fits one request
         "summary_max_tokens": 1000,
+        "prepare": False,  # summary calls are counted per turn here; test_prepare_proxy.py prepares
     }
     return {"compact": {**compact, **extra}}
 

@@ -41,6 +41,7 @@ def proxy_config(standin: Any, tmp: Any, **general: Any) -> dict[str, Any]:
         "tool_output_policy": "none",
         "clear_tool_results": False,
         "user_message_budget": 0,
+        "prepare": False,  # summary calls are counted per turn here; test_prepare_proxy.py prepares
     }
     config: dict[str, Any] = {
         "model_list": [standin_deployment("agent", standin.url, "standin-agent", compact=compact)],

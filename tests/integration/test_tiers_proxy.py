@@ -31,6 +31,7 @@ def proxy(standin: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Pr
         "archive_dir": archive,
         "retry_backoff_seconds": 0,
         "summary_max_tokens": 1000,
+        "prepare": False,  # summary calls are counted per turn here; test_prepare_proxy.py prepares
     }
     broken = {**base, "summary_model": "summarizer-fail", "max_retries": 1}
     config = {

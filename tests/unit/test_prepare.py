@@ -345,3 +345,24 @@ def test_prepare_ratio_defaults_below_the_trigger_and_is_validated() -> None:
         CompactConfig(prepare_ratio=0.95)
     limits = Limits.of(CompactConfig(context_window=1000, prepare=False), None, 0)
     assert limits is not None and limits.prepare == limits.compact
+
+
+async def test_the_cleanup_is_chained_after_the_proxys_drain_at_shutdown() -> None:
+    from litellm.proxy.shutdown.graceful_shutdown_manager import GracefulShutdownManager
+
+    from compact_hook.proxy.shutdown import on_shutdown
+
+    original = GracefulShutdownManager.__dict__["wait_for_drain"]
+    calls: list[str] = []
+
+    async def cleanup() -> None:
+        calls.append("cleanup")
+
+    try:
+        assert on_shutdown(cleanup) and on_shutdown(cleanup)  # chained once
+        GracefulShutdownManager._drain_performed = False
+        assert await GracefulShutdownManager.wait_for_drain(timeout=1, count_fn=lambda: 0) == 0
+        assert calls == ["cleanup"]
+    finally:
+        GracefulShutdownManager.wait_for_drain = original  # type: ignore[method-assign]
+        GracefulShutdownManager._drain_performed = False
