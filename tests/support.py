@@ -279,3 +279,16 @@ def chat_tool_definitions(count: int) -> list[dict[str, Any]]:
         }
         for n in range(count)
     ]
+
+
+def claude_code_sessions() -> dict[str, tuple[list[Any], list[int]]]:
+    """The Claude Code session (fa812bfe, pre-compact) as each surface's client sends it: the
+    entries (chat messages, Anthropic messages, Responses items) and the points of each turn."""
+    chat = load_transcript("claude_code_fa812bfe_pre_compact.json")
+    claude = load_transcript("claude_code_fa812bfe_pre_compact.json", "anthropic")["messages"]
+    codex = chat_to_responses(chat)
+    return {
+        "chat": (chat, replay_points(chat)),
+        "anthropic": (claude, anthropic_replay_points(claude)),
+        "responses": (codex, responses_replay_points(codex)),
+    }

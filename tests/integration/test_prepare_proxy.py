@@ -32,28 +32,15 @@ from tests.integration.harness import (
 )
 from tests.integration.redis_server import RedisServer
 from tests.integration.wire_clients import call
-from tests.support import (
-    anthropic_replay_points,
-    chat_to_responses,
-    is_prefix,
-    load_transcript,
-    replay_points,
-    responses_replay_points,
-)
+from tests.support import claude_code_sessions, is_prefix
 
 WINDOW = 12_000
 PREPARE_AT = int(0.75 * WINDOW)
 SUMMARY_SECONDS = 1.0
 PAUSE_SECONDS = 0.4
 TURNS = 90
-CHAT = load_transcript("claude_code_fa812bfe_pre_compact.json")
-CLAUDE = load_transcript("claude_code_fa812bfe_pre_compact.json", "anthropic")["messages"]
-CODEX = chat_to_responses(CHAT)
-SESSIONS = {
-    "chat": (CHAT, replay_points(CHAT)[:TURNS]),
-    "anthropic": (CLAUDE, anthropic_replay_points(CLAUDE)[:TURNS]),
-    "responses": (CODEX, responses_replay_points(CODEX)[:TURNS]),
-}
+SESSIONS = {wire: (entries, points[:TURNS]) for wire, (entries, points) in claude_code_sessions().items()}
+CHAT = SESSIONS["chat"][0]
 AGENTS = {"chat": "chat-agent", "anthropic": "claude-agent", "responses": "codex-agent"}
 SUMMARIZERS = {"chat": "chat-sum", "anthropic": "claude-sum", "responses": "codex-sum"}
 ENTRIES = {"chat": "messages", "anthropic": "messages", "responses": "input"}
@@ -61,7 +48,7 @@ TIERS_OFF = {"tool_output_policy": "none", "clear_tool_results": False, "user_me
 """For the tests that pick a turn by its size: without the cheap tiers it is what the client sent."""
 PLAIN_WINDOW = 22_000
 """The plain agent's: the session has turns past its ``prepare_ratio`` and under its trigger."""
-POINTS = replay_points(CHAT)
+POINTS = claude_code_sessions()["chat"][1]
 IN_ZONE = next(end for end in POINTS if count_tokens(CHAT[:end]) >= int(0.75 * PLAIN_WINDOW))
 AT_TRIGGER = next(end for end in POINTS if count_tokens(CHAT[:end]) >= int(0.92 * PLAIN_WINDOW))
 assert count_tokens(CHAT[:IN_ZONE]) < int(0.92 * PLAIN_WINDOW)

@@ -16,7 +16,6 @@ from typing import Any
 import pytest
 
 from compact_hook import CompactConfig, count_tokens
-from compact_hook.core.chain import scope_of
 from compact_hook.core.limits import Limits
 from compact_hook.core.outcomes import CacheStatus, Preparation
 from compact_hook.engine import Compactor, CompactRequest, CompactResult
@@ -27,20 +26,8 @@ from compact_hook.engine.prepare import PrepareSetup
 from compact_hook.formats import Conversation
 from compact_hook.state.store import MemoryStore
 from tests.fakes import FakeSummarizer, InMemoryArchive, LockingMemoryStore
-from tests.support import is_prefix, is_summary, load_transcript, pairing_problems, replay_points
-
-CONFIG = CompactConfig(
-    context_window=20_000,
-    summary_max_tokens=1000,
-    retry_backoff_seconds=0,
-    archive_dir="/nonexistent",
-    tool_output_policy="none",
-    clear_tool_results=False,
-    user_message_budget=0,
-    on_overflow="passthrough",
-)
-TRANSCRIPT = load_transcript("claude_code_fa812bfe_pre_compact.json")
-SCOPE = scope_of(CONFIG, "model", "team:a", "chat", "1")
+from tests.support import is_prefix, is_summary, pairing_problems, replay_points
+from tests.unit.test_compactor import CONFIG, SCOPE, TRANSCRIPT  # the store's: 20K, tiers off
 
 
 def _limits() -> Limits:
