@@ -103,6 +103,11 @@ class Preparations:
             base, base_view = found, run.tiers.view(found)
             if await run.tokens(base_view) < run.window.prepare:
                 return Preparation.READY
+            logger.info(
+                "compact_hook: the compaction prepared for session %s no longer suffices; preparing "
+                "the next from it (its summary merged, the call unused)",
+                run.session(),
+            )
         if await self.store.is_locked(key):  # another replica is on it
             return Preparation.RUNNING
         if self.setup.stopping() or await self.store.get_note(FAILED + key) is not None:
