@@ -37,8 +37,8 @@ from tests.support import claude_code_sessions, is_prefix
 WINDOW = 12_000
 PREPARE_AT = int(0.75 * WINDOW)
 SUMMARY_SECONDS = 1.0
-PAUSE_SECONDS = 0.4
-TURNS = 90
+PAUSE_SECONDS = 0.3
+TURNS = 80
 SESSIONS = {wire: (entries, points[:TURNS]) for wire, (entries, points) in claude_code_sessions().items()}
 CHAT = SESSIONS["chat"][0]
 AGENTS = {"chat": "chat-agent", "anthropic": "claude-agent", "responses": "codex-agent"}
