@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import importlib
 import logging
+import weakref
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -20,8 +21,14 @@ logger = logging.getLogger(__name__)
 MANAGER_MODULE = "litellm.proxy.shutdown.graceful_shutdown_manager"
 CHAINED = "_compact_hook_chained"
 
+Cleanup = Callable[[], Awaitable[None]]
 
-def on_shutdown(cleanup: Callable[[], Awaitable[None]]) -> bool:
+# Every hook instance registers its own clean-up (a process may build more than one); bound
+# methods are held weakly so a discarded hook is not kept alive by the registry.
+_cleanups: list[weakref.WeakMethod[Cleanup] | Callable[[], Cleanup]] = []
+
+
+def on_shutdown(cleanup: Cleanup) -> bool:
     """Have ``cleanup`` awaited once the proxy has drained its requests; True if chained."""
     try:
         manager: Any = importlib.import_module(MANAGER_MODULE).GracefulShutdownManager
@@ -29,6 +36,8 @@ def on_shutdown(cleanup: Callable[[], Awaitable[None]]) -> bool:
     except (ImportError, AttributeError):
         logger.warning("compact_hook: no shutdown hook in this LiteLLM; background work is not cancelled")
         return False
+    if not any(ref() == cleanup for ref in _cleanups):
+        _cleanups.append(weakref.WeakMethod(cleanup) if hasattr(cleanup, "__self__") else lambda: cleanup)
     if getattr(original, CHAINED, False):
         return True
 
@@ -36,14 +45,24 @@ def on_shutdown(cleanup: Callable[[], Awaitable[None]]) -> bool:
         try:
             return await original(*args, **kwargs)
         finally:
-            try:
-                await cleanup()
-            except Exception:
-                logger.exception("compact_hook: clean-up at shutdown failed")
+            await _run_cleanups()
 
     setattr(wait_for_drain, CHAINED, True)
     manager.wait_for_drain = staticmethod(wait_for_drain)
     return True
+
+
+async def _run_cleanups() -> None:
+    """Await every live registered clean-up once; one failing does not stop the others."""
+    pending = [ref() for ref in _cleanups]
+    _cleanups.clear()
+    for cleanup in pending:
+        if cleanup is None:
+            continue
+        try:
+            await cleanup()
+        except Exception:
+            logger.exception("compact_hook: clean-up at shutdown failed")
 
 
 def shutting_down() -> bool:

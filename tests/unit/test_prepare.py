@@ -334,22 +334,32 @@ def test_prepare_ratio_defaults_below_the_trigger_and_is_validated() -> None:
     assert limits is not None and limits.prepare == limits.compact
 
 
-async def test_the_cleanup_is_chained_after_the_proxys_drain_at_shutdown() -> None:
+async def test_every_hooks_cleanup_is_chained_once_after_the_proxys_drain_at_shutdown() -> None:
     from litellm.proxy.shutdown.graceful_shutdown_manager import GracefulShutdownManager
 
-    from compact_hook.proxy.shutdown import on_shutdown
+    from compact_hook.proxy import shutdown
 
     original = GracefulShutdownManager.__dict__["wait_for_drain"]
+    registered = list(shutdown._cleanups)
+    shutdown._cleanups.clear()
     calls: list[str] = []
 
-    async def cleanup() -> None:
-        calls.append("cleanup")
+    class Hook:
+        def __init__(self, name: str) -> None:
+            self.name = name
 
+        async def close(self) -> None:
+            calls.append(self.name)
+
+    first, second, discarded = Hook("first"), Hook("second"), Hook("discarded")
     try:
-        assert on_shutdown(cleanup) and on_shutdown(cleanup)  # chained once
+        assert shutdown.on_shutdown(first.close) and shutdown.on_shutdown(first.close)
+        assert shutdown.on_shutdown(discarded.close) and shutdown.on_shutdown(second.close)
+        del discarded  # held weakly: a hook thrown away is not kept alive nor closed
         GracefulShutdownManager._drain_performed = False
         assert await GracefulShutdownManager.wait_for_drain(timeout=1, count_fn=lambda: 0) == 0
-        assert calls == ["cleanup"]
+        assert calls == ["first", "second"]
     finally:
         GracefulShutdownManager.wait_for_drain = original  # type: ignore[method-assign]
         GracefulShutdownManager._drain_performed = False
+        shutdown._cleanups[:] = registered
