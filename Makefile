@@ -23,8 +23,9 @@ system-deps:
 run: install
 	tools/run_proxy.sh $(VENV)
 
+# Two workers, one test file each: the integration files mostly wait on proxies and pauses.
 test: install system-deps lint typecheck
-	$(PY) -m pytest
+	$(PY) -m pytest -n 2 --dist loadfile
 
 unit: install
 	$(PY) -m pytest -m "not integration"
