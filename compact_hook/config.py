@@ -219,6 +219,8 @@ class ProcessConfig:
     ``prepare_concurrency``: background summaries (prepared compactions) running at once in this
     process; ``prepare_queue``: how many more may wait (beyond it the oldest waiting one of the
     tenant with most waiting is dropped: it only costs that turn its wait).
+    ``archive_max_age_days``: archive entries older than that are deleted (checked at most once
+    an hour by each proxy process that writes there); unset keeps them forever.
     """
 
     store: StoreBackend = "auto"
@@ -232,6 +234,7 @@ class ProcessConfig:
     failure_ttl_seconds: float = DEFAULT_FAILURE_TTL_SECONDS
     prepare_concurrency: int = DEFAULT_PREPARE_CONCURRENCY
     prepare_queue: int = DEFAULT_PREPARE_QUEUE
+    archive_max_age_days: float | None = None
     log_level: str = "INFO"
 
     def __post_init__(self) -> None:
@@ -248,6 +251,7 @@ class ProcessConfig:
         _check_range("failure_ttl_seconds", self.failure_ttl_seconds, low=0)
         _check_range("prepare_concurrency", self.prepare_concurrency, low=1)
         _check_range("prepare_queue", self.prepare_queue, low=0)
+        _check_range("archive_max_age_days", self.archive_max_age_days, low=0.001)
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> ProcessConfig:

@@ -15,6 +15,7 @@ from typing import Any
 from compact_hook.core.counting import StringsOf
 from compact_hook.core.fingerprint import Fingerprint
 from compact_hook.engine.summarize import Message
+from compact_hook.state.archive import Audit
 from compact_hook.state.store import MemoryStore
 
 
@@ -42,10 +43,14 @@ class InMemoryArchive:
     def __init__(self) -> None:
         self.saved: list[tuple[str, list[Message]]] = []
         self.tenants: list[str] = []
+        self.audits: list[Audit | None] = []
 
-    async def save(self, session_id: str, messages: Sequence[Message], tenant: str = "") -> Path | None:
+    async def save(
+        self, session_id: str, messages: Sequence[Message], tenant: str = "", audit: Audit | None = None
+    ) -> Path | None:
         self.saved.append((session_id, list(messages)))
         self.tenants.append(tenant)
+        self.audits.append(audit)
         return Path(f"/memory/{session_id}/{len(self.saved)}.json")
 
 
@@ -121,6 +126,8 @@ class FailingArchive(InMemoryArchive):
         super().__init__()
         self.attempts: list[tuple[str, list[Any]]] = []
 
-    async def save(self, session_id: str, messages: Sequence[Any], tenant: str = "") -> Path | None:
+    async def save(
+        self, session_id: str, messages: Sequence[Any], tenant: str = "", audit: Audit | None = None
+    ) -> Path | None:
         self.attempts.append((session_id, list(messages)))
         return None

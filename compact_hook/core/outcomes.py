@@ -77,6 +77,16 @@ class Summarizer(enum.StrEnum):
     """The built-in digest: facts copied from the messages, no model call."""
 
 
+class Removal(enum.StrEnum):
+    """Why the client's entries left the model's view (the archive's audit says which)."""
+
+    SUMMARIZED = "summarized"
+    DROPPED = "dropped"
+    """Fitted to the window: dropped whole, or shrunk (the original kept here)."""
+    NORMALIZED = "normalized"
+    """An orphaned tool call or result the provider would reject."""
+
+
 class ArchiveStatus(enum.StrEnum):
     """What became of the archive this request had to write (``x-compact-archive``)."""
 

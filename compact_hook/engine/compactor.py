@@ -32,13 +32,21 @@ from compact_hook.config import (
     DEFAULT_LOCK_WAIT_SECONDS,
 )
 from compact_hook.core.chain import Entry, entry_is_usable
-from compact_hook.core.outcomes import ArchiveStatus, CacheStatus, Mode, Preparation, Reason, Summarizer
+from compact_hook.core.outcomes import (
+    ArchiveStatus,
+    CacheStatus,
+    Mode,
+    Preparation,
+    Reason,
+    Removal,
+    Summarizer,
+)
 from compact_hook.core.partition import Partition
 from compact_hook.engine.breaker import Breaker, Gate
 from compact_hook.engine.flight import Leases, SingleFlight
 from compact_hook.engine.prepare import Preparations, PrepareSetup
 from compact_hook.engine.result import CompactRequest, CompactResult
-from compact_hook.engine.run import Failed, Made, Outcome, ProcessMemory, Run
+from compact_hook.engine.run import Failed, Made, Outcome, ProcessMemory, Removed, Run
 from compact_hook.engine.view import View
 from compact_hook.state.store import CompactionStore
 
@@ -58,11 +66,12 @@ class Compactor:
         lock_wait: float = DEFAULT_LOCK_WAIT_SECONDS,
         failure_ttl: float = DEFAULT_FAILURE_TTL_SECONDS,
         prepare: PrepareSetup | None = None,
+        memory: ProcessMemory | None = None,
     ) -> None:
         self.store = store
         self.leases = Leases(lock_ttl, lock_wait, failure_ttl)
         self.flights: SingleFlight[Made | Failed] = SingleFlight()
-        self.memory = ProcessMemory()
+        self.memory = memory or ProcessMemory()
         self.breaker = Breaker(store)
         self.preparations = (
             Preparations(prepare, self.breaker, self.leases)
@@ -132,7 +141,14 @@ class Compactor:
         if not entry.unarchived:
             return entry, None
         entries = run.request.conversation.entries
-        path = await run.keep([entries[i] for i in entry.unarchived])
+        removed = Removed(
+            [entries[i] for i in entry.unarchived],
+            entry.unarchived,
+            Removal.SUMMARIZED,
+            entry.summary or "",
+            entry.summarizer,
+        )
+        path = await run.keep(removed)
         if run.archive_status is ArchiveStatus.FAILED:
             return entry, None
         return dataclasses.replace(entry, unarchived=()), path

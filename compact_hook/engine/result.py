@@ -11,7 +11,7 @@ from compact_hook.core.counting import TokenCounter
 from compact_hook.core.outcomes import ArchiveStatus, CacheStatus, Mode, Preparation, Reason, Summarizer
 from compact_hook.engine.summarize import Summarize
 from compact_hook.formats.base import Conversation, Rejected
-from compact_hook.state.archive import Archive
+from compact_hook.state.archive import Archive, Origin
 
 
 @dataclass(frozen=True, slots=True)
@@ -24,7 +24,8 @@ class CompactRequest:
     ``archive`` and ``counter`` replace the defaults (tests, library use). ``mode`` and ``focus``
     are the request's control (``focus`` goes into the summary request); ``recall``: look for a
     stored compaction even under the thresholds (the conversation ran ``/compact``);
-    ``summary_model`` names the summary model for its circuit breaker.
+    ``summary_model`` names the summary model for its circuit breaker; ``origin`` (model group,
+    format, request id) goes into the archive's audit.
     """
 
     conversation: Conversation
@@ -39,6 +40,7 @@ class CompactRequest:
     focus: str = ""
     recall: bool = False
     summary_model: str = ""
+    origin: Origin = Origin()
 
 
 @dataclass(frozen=True, slots=True)

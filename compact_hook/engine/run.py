@@ -22,7 +22,7 @@ from compact_hook.core.fit import Fitted, drop_order, fit
 from compact_hook.core.items import Item
 from compact_hook.core.limits import MIN_TAIL_BUDGET, Limits
 from compact_hook.core.normalize import normalize
-from compact_hook.core.outcomes import ArchiveStatus, CacheStatus, Preparation, Reason, Summarizer
+from compact_hook.core.outcomes import ArchiveStatus, CacheStatus, Preparation, Reason, Removal, Summarizer
 from compact_hook.core.partition import KeepPolicy, Partition, partition
 from compact_hook.core.truncate import truncate_results
 from compact_hook.engine.breaker import Breaker
@@ -31,7 +31,13 @@ from compact_hook.engine.summarize import DIGEST_CHARS_PER_TOKEN, Budget, Summar
 from compact_hook.engine.view import Tiers, TruncationCache, View
 from compact_hook.errors import SummarizerError
 from compact_hook.formats.base import Conversation, context_strings
-from compact_hook.state.archive import Archive, ArchiveLog, FileArchive, conversation_session_id
+from compact_hook.state.archive import (
+    Archive,
+    ArchiveFolders,
+    ArchiveLog,
+    Audit,
+    conversation_session_id,
+)
 from compact_hook.state.tokenizers import DEFAULT_TOKENIZER, acounter_for
 
 
@@ -70,11 +76,25 @@ class Outcome:
 
 
 @dataclass(frozen=True, slots=True)
+class Removed:
+    """Entries leaving the model's view, to archive: the client's (or our earlier summary), their
+    indices in the client's list, why, and what replaces them (for the archive's audit)."""
+
+    entries: list[object]
+    origins: tuple[int, ...]
+    removal: Removal
+    summary: str = ""
+    summarizer: Summarizer | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class ProcessMemory:
-    """What the compactor keeps across requests besides its store: truncated outputs, archive log."""
+    """What the compactor keeps across requests besides its store: truncated outputs, archive
+    log, one archive per folder (each prunes old entries on its own schedule)."""
 
     truncations: TruncationCache = field(default_factory=TruncationCache)
     archives: ArchiveLog = field(default_factory=ArchiveLog)
+    folders: ArchiveFolders = field(default_factory=ArchiveFolders)
 
 
 @dataclass
@@ -89,7 +109,7 @@ class Run:
     total: int
     limits: Limits | None
     tiers: Tiers
-    archives: ArchiveLog
+    memory: ProcessMemory
     archive_status: ArchiveStatus | None = None
     _last: tuple[View | None, int] = field(default=(None, 0), repr=False)
 
@@ -108,7 +128,7 @@ class Run:
         output_limit = limits.output_limit(config) if limits is not None else None
         tiers = Tiers(conversation, prints, counts, config, counter, memory.truncations, output_limit)
         total = request_total(context_tokens, counts)
-        return cls(request, counter, prints, counts, context_tokens, total, limits, tiers, memory.archives)
+        return cls(request, counter, prints, counts, context_tokens, total, limits, tiers, memory)
 
     @property
     def config(self) -> CompactConfig:
@@ -144,26 +164,47 @@ class Run:
         return self.request.session_id or conversation_session_id(self.request.conversation.entries)
 
     def archive(self) -> Archive:
-        return self.request.archive or FileArchive(self.request.config.archive_dir)
+        return self.request.archive or self.memory.folders.get(self.request.config.archive_dir)
 
-    async def keep(self, entries: Sequence[object]) -> Path | None:
+    async def keep(self, removed: Removed) -> Path | None:
         """Archive what leaves the model's view, before it leaves; a failure is reported.
 
         The same entries of the same session are written once (a request fitted every turn
         would otherwise be archived every turn); a failed write is not remembered as written.
         """
-        if not entries:
+        if not removed.entries:
             return None
-        key = self.archives.key(self.request.tenant + "\n" + self.session(), entries)
-        if self.archives.seen(key):
+        archives = self.memory.archives
+        key = archives.key(self.request.tenant + "\n" + self.session(), removed.entries)
+        if archives.seen(key):
             return None
-        path = await self.archive().save(self.session(), entries, self.request.tenant)
+        path = await self.archive().save(
+            self.session(), removed.entries, self.request.tenant, self._audit(removed)
+        )
         if path is None:
             self.archive_status = ArchiveStatus.FAILED
         else:
-            self.archives.add(key)
+            archives.add(key)
             self.archive_status = self.archive_status or ArchiveStatus.WRITTEN
         return path
+
+    def _audit(self, removed: Removed) -> Audit:
+        origins = removed.origins
+        return Audit(
+            removed.removal,
+            self.request.origin,
+            (min(origins), max(origins)) if origins else None,
+            len(removed.entries),
+            sum(self.counts[i] for i in origins if i < len(self.counts)),
+            self.counter.count_text(removed.summary) if removed.summary else 0,
+            removed.summary,
+            removed.summarizer,
+        )
+
+    def removed(self, view: View, positions: Sequence[int], removal: Removal) -> Removed:
+        """The view's items at ``positions`` as they are archived (see ``_archived``)."""
+        origins = tuple(o for i in positions if (o := view.origins[i]) is not None)
+        return Removed([self._archived(view, i) for i in positions], origins, removal)
 
     # -- tier 2 ------------------------------------------------------------------------------------
 
@@ -259,7 +300,8 @@ class Run:
         keep = tuple(self._origin(view, index) for index in prefix if index is not None)
         originals = tuple(o for i in part.middle if (o := view.origins[i]) is not None)
         if archive:
-            path = await self.keep([self._archived(view, i) for i in part.middle])
+            removed = self.removed(view, part.middle, Removal.SUMMARIZED)
+            path = await self.keep(dataclasses.replace(removed, summary=text, summarizer=summarizer))
             unarchived = () if path is not None else originals
         else:
             path, unarchived = None, tuple(sorted({*state.unarchived, *originals}))
@@ -297,7 +339,7 @@ class Run:
 
     # -- the guarantee -----------------------------------------------------------------------------
 
-    def fit(self, view: View) -> tuple[View, list[object], int, bool]:
+    def fit(self, view: View) -> tuple[View, Removed, int, bool]:
         """Drop and shrink until the view fits the window.
 
         Returns the fitted view, the client's entries to archive (dropped ones, and the
@@ -312,8 +354,13 @@ class Run:
         budget = self.window.window - request_total(self.context_tokens, [0])
         fitted = fit(view.items, units, order, budget, sizing)
         still = {id(item) for item in fitted.items}
-        lost = [self._archived(view, i) for i, item in enumerate(view.items) if id(item) not in still]
-        return self._view_of(view, fitted), lost, len(fitted.dropped), fitted.fits
+        lost = [i for i, item in enumerate(view.items) if id(item) not in still]
+        return (
+            self._view_of(view, fitted),
+            self.removed(view, lost, Removal.DROPPED),
+            len(fitted.dropped),
+            fitted.fits,
+        )
 
     def _view_of(self, view: View, fitted: Fitted) -> View:
         """The fitted items with their fingerprints and origins (a shrunk item keeps its original's)."""
@@ -345,9 +392,8 @@ class Run:
         before, after = {id(item) for item in view.items}, {id(item) for item in fixed}
         if before == after and len(fixed) == len(view.items):
             return view, 0
-        await self.keep(
-            [self._archived(view, k) for k, item in enumerate(view.items) if id(item) not in after]
-        )
+        gone = [k for k, item in enumerate(view.items) if id(item) not in after]
+        await self.keep(self.removed(view, gone, Removal.NORMALIZED))
         known = {id(item): k for k, item in enumerate(view.items)}
         fingerprint = self.request.conversation.fingerprint
         prints = [view.prints[known[id(i)]] if id(i) in known else fingerprint(i.raw) for i in fixed]

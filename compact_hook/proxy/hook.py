@@ -33,6 +33,7 @@ from compact_hook.engine.background import Background
 from compact_hook.engine.compactor import Compactor
 from compact_hook.engine.prepare import PrepareSetup
 from compact_hook.engine.result import CompactRequest, CompactResult
+from compact_hook.engine.run import ProcessMemory
 from compact_hook.engine.summarize import PROMPT_VERSION
 from compact_hook.errors import MalformedError
 from compact_hook.formats import Rejected, WireFormat, format_for
@@ -67,7 +68,7 @@ from compact_hook.proxy.router_summarizer import (
     summary_metadata,
 )
 from compact_hook.proxy.shutdown import on_shutdown, shutting_down
-from compact_hook.state.archive import conversation_session_id
+from compact_hook.state.archive import ArchiveFolders, Origin, conversation_session_id
 from compact_hook.state.store import build_prepared_store, build_store
 from compact_hook.state.tokenizers import load_tokenizer
 
@@ -104,6 +105,7 @@ class CompactHook(CustomLogger):
                 lock_wait=self.process.lock_wait_seconds,
                 failure_ttl=self.process.failure_ttl_seconds,
                 prepare=PrepareSetup(prepared, background, shutting_down) if prepared is not None else None,
+                memory=ProcessMemory(folders=ArchiveFolders(self.process.archive_max_age_days)),
             )
             on_shutdown(self._compactor.close)
         return self._compactor
@@ -288,6 +290,7 @@ class CompactHook(CustomLogger):
             focus=who.control.focus,
             recall=ran_command(parsed.entries),
             summary_model=summary_model,
+            origin=Origin(who.model, wire.name, str(data.get("litellm_call_id") or "")),
         )
 
     async def _recover(self, kwargs: dict[str, Any], call_type: str, overflow: Overflow) -> None:

@@ -1,11 +1,25 @@
 import json
+import os
 import re
 import stat
+import time
 from pathlib import Path
 
 import pytest
 
-from compact_hook.state.archive import FileArchive, conversation_session_id, safe_session_name
+from compact_hook.core.outcomes import Removal, Summarizer
+from compact_hook.state.archive import (
+    ArchiveFolders,
+    Audit,
+    FileArchive,
+    Origin,
+    archive_files,
+    audit_path,
+    conversation_session_id,
+    prune,
+    safe_session_name,
+    tenant_folder,
+)
 from tests.support import assistant, user
 
 
@@ -62,3 +76,52 @@ def test_conversation_session_id_is_stable_and_depends_on_the_start() -> None:
     a = [user("task A"), assistant("ok")]
     assert conversation_session_id(a) == conversation_session_id(a + [user("more")])
     assert conversation_session_id(a) != conversation_session_id([user("task B"), assistant("ok")])
+
+
+async def test_an_audit_beside_the_archive_says_what_replaced_the_messages(tmp_path: Path) -> None:
+    audit = Audit(
+        Removal.SUMMARIZED,
+        Origin("gpt-4o", "anthropic", "call-1"),
+        (2, 9),
+        8,
+        5000,
+        300,
+        "## Goal\nship it",
+        Summarizer.MODEL,
+    )
+    path = await FileArchive(tmp_path).save("s", [user("a")], tenant="team:a", audit=audit)
+    assert path is not None
+    written = audit_path(path)
+    assert written.name == path.name.removesuffix(".json") + ".audit.json"
+    assert stat.S_IMODE(written.stat().st_mode) == 0o600
+    record = json.loads(written.read_text())
+    assert record["removal"] == "summarized" and record["summary"] == "## Goal\nship it"
+    assert record["summarizer"] == "model" and record["entries"] == [2, 9] and record["entry_count"] == 8
+    assert (record["tokens_before"], record["tokens_after"]) == (5000, 300)
+    assert record["origin"] == {"model_group": "gpt-4o", "wire": "anthropic", "request_id": "call-1"}
+    assert record["tenant"] == tenant_folder("team:a") == path.parent.parent.name
+    assert "team:a" not in written.read_text()  # the tenant is hashed
+    assert list(archive_files(tmp_path)) == [path]  # audits are not archive files
+
+
+async def test_entries_older_than_the_max_age_are_pruned_with_their_audits(tmp_path: Path) -> None:
+    archive = FileArchive(tmp_path)
+    old = await archive.save("old-session", [user("a")], audit=Audit(Removal.DROPPED))
+    new = await archive.save("new-session", [user("b")], audit=Audit(Removal.DROPPED))
+    assert old is not None and new is not None
+    ten_days_ago = time.time() - 10 * 86_400
+    os.utime(old, (ten_days_ago, ten_days_ago))
+    assert prune(tmp_path, max_age_days=7) == 2
+    assert not old.exists() and not audit_path(old).exists() and not old.parent.exists()
+    assert new.exists() and audit_path(new).exists()
+    assert prune(tmp_path, max_age_days=7) == 0
+
+
+async def test_a_writing_archive_prunes_what_is_past_its_max_age(tmp_path: Path) -> None:
+    stale = await FileArchive(tmp_path).save("s", [user("a")])
+    assert stale is not None
+    os.utime(stale, (0, 0))
+    folders = ArchiveFolders(max_age_days=1)
+    assert folders.get(str(tmp_path)) is folders.get(str(tmp_path))
+    fresh = await folders.get(str(tmp_path)).save("s", [user("b")])
+    assert fresh is not None and fresh.exists() and not stale.exists()

@@ -8,10 +8,11 @@ from typing import Any
 from compact_hook import CompactConfig, count_tokens
 from compact_hook.core.chain import scope_of
 from compact_hook.core.limits import Limits
+from compact_hook.core.outcomes import Removal, Summarizer
 from compact_hook.engine import Compactor, CompactRequest, CompactResult
 from compact_hook.engine.library import parse_chat
 from compact_hook.formats import Conversation
-from compact_hook.state.archive import Archive
+from compact_hook.state.archive import Archive, Origin
 from compact_hook.state.store import MemoryStore
 from tests.fakes import FailingArchive, FakeSummarizer, InMemoryArchive, LockingMemoryStore, SlowSummarizer
 from tests.support import is_prefix, is_summary, load_transcript, pairing_problems, replay_points, user
@@ -309,3 +310,23 @@ async def test_orphan_results_removed_by_normalization_are_archived() -> None:
     )
     assert result.normalized == 1 and messages[1] not in result.messages
     assert [saved for _, saved in archive.saved] == [[messages[1]]]
+
+
+async def test_the_archive_audit_holds_the_summary_the_model_saw_instead() -> None:
+    archive = InMemoryArchive()
+    conversation = parse_chat(AT_FIRST_COMPACTION)
+    assert isinstance(conversation, Conversation)
+    origin = Origin("model", "chat", "call-7")
+    request = CompactRequest(
+        conversation, CONFIG, FakeSummarizer(), "s", SCOPE, archive, tenant="team:a", origin=origin
+    )
+    result = await Compactor(MemoryStore(100, 3600)).compact(request)
+    [audit] = archive.audits
+    [(_, saved)] = archive.saved
+    assert audit is not None and audit.removal is Removal.SUMMARIZED and audit.origin == origin
+    assert audit.summarizer is Summarizer.MODEL
+    assert any(is_summary(m) and audit.summary in str(m["content"]) for m in result.messages)
+    assert audit.entries is not None and audit.entry_count == len(saved)
+    first, last = audit.entries
+    assert AT_FIRST_COMPACTION[first] is saved[0] and AT_FIRST_COMPACTION[last] is saved[-1]
+    assert audit.tokens_before > audit.tokens_after > 0
