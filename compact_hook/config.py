@@ -221,6 +221,8 @@ class ProcessConfig:
     tenant with most waiting is dropped: it only costs that turn its wait).
     ``archive_max_age_days``: archive entries older than that are deleted (checked at most once
     an hour by each proxy process that writes there); unset keeps them forever.
+    ``metrics_port``: serve our Prometheus metrics on that port (at ``metrics_host``) — for
+    proxies without LiteLLM's ``prometheus`` callback, whose ``/metrics`` serves them anyway.
     """
 
     store: StoreBackend = "auto"
@@ -235,6 +237,8 @@ class ProcessConfig:
     prepare_concurrency: int = DEFAULT_PREPARE_CONCURRENCY
     prepare_queue: int = DEFAULT_PREPARE_QUEUE
     archive_max_age_days: float | None = None
+    metrics_port: int | None = None
+    metrics_host: str = "127.0.0.1"
     log_level: str = "INFO"
 
     def __post_init__(self) -> None:
@@ -252,6 +256,9 @@ class ProcessConfig:
         _check_range("prepare_concurrency", self.prepare_concurrency, low=1)
         _check_range("prepare_queue", self.prepare_queue, low=0)
         _check_range("archive_max_age_days", self.archive_max_age_days, low=0.001)
+        _check_range("metrics_port", self.metrics_port, low=1)
+        if self.metrics_port is not None and self.metrics_port > 65535:
+            raise ValueError(f"metrics_port: must be at most 65535, got {self.metrics_port}")
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> ProcessConfig:

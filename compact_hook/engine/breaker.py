@@ -61,11 +61,16 @@ class State:
 
 
 class Breaker:
-    """Reads and updates breaker notes; wall-clock time, because replicas compare it."""
+    """Reads and updates breaker notes; wall-clock time, because replicas compare it.
+
+    ``opened`` / ``closed`` count the transitions this process made (metrics).
+    """
 
     def __init__(self, store: CompactionStore | None, clock: Callable[[], float] = time.time) -> None:
         self.store = store
         self.clock = clock
+        self.opened = 0
+        self.closed = 0
 
     @staticmethod
     def key(summary_model: str, tenant: str) -> bytes:
@@ -85,7 +90,11 @@ class Breaker:
             await self.failed(key, config)
 
     async def succeeded(self, key: bytes) -> None:
-        if self.store is not None and (await self._state(key)).failures:
+        if self.store is None:
+            return
+        state = await self._state(key)
+        if state.failures:
+            self.closed += 1 if state.open_until else 0  # it had opened: a probe succeeded
             await self.store.set_note(key, State().dumps(), 1)
 
     async def failed(self, key: bytes, config: CompactConfig) -> None:
@@ -106,6 +115,7 @@ class Breaker:
             failures,
             cooldown,
         )
+        self.opened += 1
         opened = State(failures, self.clock() + cooldown, cooldown)
         await self.store.set_note(key, opened.dumps(), cooldown + config.breaker_max_cooldown_seconds * 2)
 

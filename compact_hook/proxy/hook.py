@@ -28,7 +28,7 @@ from litellm.integrations.custom_logger import CustomLogger
 
 from compact_hook.config import CompactConfig, ProcessConfig
 from compact_hook.core.chain import scope_of
-from compact_hook.core.outcomes import Mode
+from compact_hook.core.outcomes import Mode, Reason
 from compact_hook.engine.background import Background
 from compact_hook.engine.compactor import Compactor
 from compact_hook.engine.prepare import PrepareSetup
@@ -42,6 +42,7 @@ from compact_hook.formats.command import command_in, ran_command
 from compact_hook.proxy.answer import ANSWERED, answer, answer_text, anthropic_events, is_whole_message
 from compact_hook.proxy.control import Control, control_of, with_command
 from compact_hook.proxy.logs import configure_logging
+from compact_hook.proxy.metrics import Labels, Metrics, Outcome, default_metrics, serve
 from compact_hook.proxy.models import ModelSettings, validate_model_list
 from compact_hook.proxy.recovery import (
     RETRY_KEY,
@@ -55,6 +56,7 @@ from compact_hook.proxy.recovery import (
 )
 from compact_hook.proxy.report import (
     record,
+    record_savings,
     rejected_report,
     report_in,
     report_of,
@@ -78,11 +80,19 @@ logger = logging.getLogger(__name__)
 class CompactHook(CustomLogger):
     """``litellm_settings: callbacks: compact_hook.proxy_handler_instance``."""
 
-    def __init__(self, base: CompactConfig | None = None, process: ProcessConfig | None = None) -> None:
+    def __init__(
+        self,
+        base: CompactConfig | None = None,
+        process: ProcessConfig | None = None,
+        metrics: Metrics | None = None,
+    ) -> None:
         super().__init__()
         self.base = base or CompactConfig.from_env()
         self.process = process or ProcessConfig.from_env()
         self.models = ModelSettings(self.base)
+        self.metrics = metrics or default_metrics()
+        self.metrics.engine.source = lambda: self._compactor
+        serve(self.process.metrics_port, self.process.metrics_host)
         self.snapshots = Snapshots()
         self._compactor: Compactor | None = None
         self._learned: LearnedWindows | None = None
@@ -129,16 +139,24 @@ class CompactHook(CustomLogger):
             reply = await self._compact_request(user_api_key_dict, data, str(call_type))
         except MalformedError as exc:
             logger.info("compact_hook: request %s passed through: %s", data.get("litellm_call_id"), exc)
+            self.metrics.outcome(Reason.MALFORMED, self._labels(data, call_type))
         except Exception:
             logger.exception(
                 "compact_hook: internal error, request %s forwarded unchanged", data.get("litellm_call_id")
             )
+            self.metrics.outcome(Outcome.FAILED_OPEN, self._labels(data, call_type))
         report = report_in(data)
         if report is not None:
-            report["duration_ms"] = round((time.perf_counter() - start) * 1000, 3)
+            elapsed = time.perf_counter() - start
+            report["duration_ms"] = round(elapsed * 1000, 3)
+            self.metrics.held(elapsed, self._labels(data, call_type))
         if reply is not None:  # /compact: the proxy answers, no model call
             raise answer(reply, str(data.get("model")), data)
         return data
+
+    def _labels(self, data: Mapping[str, Any], call_type: object) -> Labels:
+        wire = format_for(str(call_type))
+        return self.metrics.labels(str(data.get("model")), wire.name if wire is not None else "")
 
     async def async_pre_call_deployment_hook(
         self, kwargs: dict[str, Any], call_type: Any
@@ -222,6 +240,8 @@ class CompactHook(CustomLogger):
         resolved = self.models.resolve(router, model)
         if resolved is None:
             return None
+        self.metrics.known_group(model)
+        where = self.metrics.labels(model, wire.name)
         control = control_of(data, wire.metadata_key, user_api_key_dict)
         config = await self._settings(resolved, model, control)
         parsed = wire.parse(data)
@@ -233,6 +253,7 @@ class CompactHook(CustomLogger):
                 parsed.detail,
             )
             record(data, wire.metadata_key, rejected_report(parsed, wire.name))
+            self.metrics.outcome(parsed.reason, where)
             return None
         command = command_in(parsed.entries[-1]) if parsed.entries else None
         if command is not None:
@@ -243,9 +264,11 @@ class CompactHook(CustomLogger):
             data, wire, parsed, config, Engaged(model, session_id, tenant, control)
         )
         result = await self.compactor.compact(request)
+        self.metrics.observe(result, where)
         report = report_of(result, session_id, wire.name)
         report.tenant = tenant
         record(data, wire.metadata_key, report)
+        record_savings(data, wire.metadata_key, result)
         if command is not None:
             report[ANSWERED] = True
             return answer_text(result)
@@ -314,6 +337,7 @@ class CompactHook(CustomLogger):
         previous.update(
             report_of(result, session_id, wire.name), recovered=True
         )  # what the headers hook reads
+        record_savings(kwargs, wire.metadata_key, result)
         if _changed(result.messages, parsed.entries):
             wire.render(kwargs, result.messages)
         logger.warning(

@@ -36,6 +36,10 @@ HEADER_FIELDS = (
     "prepare",
 )
 METADATA_KEYS = ("litellm_metadata", "metadata")
+SAVINGS_KEY = "compression_savings"
+"""Where LiteLLM's spend accounting reads a request's prompt-compression savings
+(``proxy/spend_tracking/compression_savings.py``): its spend reports then show ours."""
+SAVINGS_SOURCE = "compact_hook"
 MAX_HEADER_CHARS = 200
 
 
@@ -111,6 +115,7 @@ def scrub(data: dict[str, Any], marker: str) -> None:
         if isinstance(metadata, dict):
             metadata.pop(REPORT_KEY, None)
             metadata.pop(marker, None)
+            metadata.pop(SAVINGS_KEY, None)  # a client's claim of savings is not LiteLLM's to count
 
 
 def record(data: dict[str, Any], key: str, report: Report) -> None:
@@ -120,6 +125,20 @@ def record(data: dict[str, Any], key: str, report: Report) -> None:
         metadata = data[key] = {}
     if isinstance(metadata, dict):
         metadata[REPORT_KEY] = report
+
+
+def record_savings(data: dict[str, Any], key: str, result: CompactResult) -> None:
+    """Tell LiteLLM's spend tracking what the forwarded request saved (nothing when it saved none)."""
+    metadata = data.get(key)
+    saved = result.input_tokens - result.output_tokens
+    if not isinstance(metadata, dict) or saved <= 0:
+        return
+    metadata[SAVINGS_KEY] = {
+        "tokens_before": result.input_tokens,
+        "tokens_after": result.output_tokens,
+        "tokens_saved": saved,
+        "source": SAVINGS_SOURCE,
+    }
 
 
 def report_in(data: Mapping[str, Any]) -> Report | None:

@@ -227,6 +227,7 @@ class TieredStore:
 
     Any Redis error or timeout is logged and answered from memory; after an error Redis is
     left alone for ``DOWN_SECONDS`` so a dead server does not add a timeout to every request.
+    ``errors`` counts failed Redis calls, ``fallbacks`` calls answered by memory alone (metrics).
     """
 
     def __init__(
@@ -241,6 +242,8 @@ class TieredStore:
         self.timeout = timeout
         self.clock = clock
         self._down_until = 0.0
+        self.errors = 0
+        self.fallbacks = 0
 
     @property
     def shared_available(self) -> bool:
@@ -285,10 +288,13 @@ class TieredStore:
     async def _shared(self, call: Callable[[], Awaitable[Any]]) -> tuple[bool, Any]:
         """Run a Redis call: ``(True, value)``, or ``(False, None)`` when Redis failed or is resting."""
         if not self.shared_available:
+            self.fallbacks += 1
             return False, None
         try:
             return True, await asyncio.wait_for(call(), timeout=self.timeout)
         except Exception as exc:  # Redis down, slow, or answering garbage: never the caller's problem
+            self.errors += 1
+            self.fallbacks += 1
             self._down_until = self.clock() + DOWN_SECONDS
             logger.warning(
                 "compact_hook: Redis store unavailable (%r); using the in-process store for %.0f s",

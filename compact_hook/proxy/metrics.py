@@ -1,0 +1,218 @@
+"""Prometheus metrics: what compaction did, what it cost, what it saved.
+
+Labels are the model group, the wire format and a typed outcome only, so cardinality is
+bounded by the operator's model list (never a key, a tenant or a session). A model name the
+operator did not configure is labelled ``other``: a client cannot mint label values.
+
+Per-request figures are recorded by the hook from the engine's typed result; what the engine
+counts by itself (prepared compactions, Redis errors and fallbacks, breaker transitions) is read
+at scrape time by a collector, so nothing is counted twice. Everything lives in
+``prometheus_client``'s default registry: with LiteLLM's ``prometheus`` callback on, its
+``/metrics`` serves ours too; else ``COMPACT_METRICS_PORT`` serves them on a port of our own.
+"""
+
+from __future__ import annotations
+
+import enum
+import logging
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+
+from prometheus_client import REGISTRY, CollectorRegistry, Counter, Histogram, start_http_server
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
+
+from compact_hook.core.outcomes import CacheStatus, Reason
+from compact_hook.engine.compactor import Compactor
+from compact_hook.engine.result import CompactResult
+from compact_hook.state.store import TieredStore
+
+logger = logging.getLogger(__name__)
+
+PREFIX = "compact_hook"
+OTHER = "other"
+LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60)
+
+
+class Outcome(enum.StrEnum):
+    """What became of an engaged request (``outcome`` label), besides the ``Reason`` values."""
+
+    COMPACTED = "compacted"
+    """The forwarded request holds a summary."""
+    TRIMMED = "trimmed"
+    """Changed by the cheap tiers, the fit or normalization only."""
+    UNCHANGED = "unchanged"
+    FAILED_OPEN = "failed_open"
+    """Our own error: forwarded exactly as sent."""
+    ANSWERED = "answered"
+    """A ``/compact`` command, answered by the proxy."""
+
+
+def outcome_of(result: CompactResult) -> str:
+    """The outcome label: a ``Reason`` says most; else whether the request changed."""
+    if result.reason is not None and result.reason is not Reason.BELOW_THRESHOLD:
+        return result.reason.value
+    if result.compacted:
+        return Outcome.COMPACTED.value
+    touched = result.truncated or result.cleared or result.dropped or result.normalized
+    return (Outcome.TRIMMED if touched else Outcome.UNCHANGED).value
+
+
+@dataclass(frozen=True, slots=True)
+class Labels:
+    model_group: str
+    wire: str
+
+
+class Metrics:
+    """The hook's metrics in one registry (the default one in the proxy; a fresh one in tests)."""
+
+    def __init__(self, registry: CollectorRegistry = REGISTRY) -> None:
+        def counter(name: str, documentation: str, outcome: bool = False) -> Counter:
+            labels = ("model_group", "format", "outcome") if outcome else ("model_group", "format")
+            return Counter(f"{PREFIX}_{name}", documentation, labels, registry=registry)
+
+        self.requests = counter("requests", "Requests compact_hook engaged on, by outcome", outcome=True)
+        self.latency = Histogram(
+            f"{PREFIX}_hook_seconds",
+            "Time the pre-call hook held a request",
+            ("model_group", "format"),
+            buckets=LATENCY_BUCKETS,
+            registry=registry,
+        )
+        self.compactions = counter(
+            "compactions", "Compactions applied: made now (miss), shared, or prepared ahead", outcome=True
+        )
+        self.summary_calls = counter("summary_calls", "Summary model calls on the request path")
+        self.summary_failures = counter("summary_failures", "Requests whose summary could not be made")
+        self.tokens_before = counter("tokens_before", "Tokens the clients sent (everything the model reads)")
+        self.tokens_after = counter("tokens_after", "Tokens forwarded")
+        self.tokens_saved = counter("tokens_saved", "Tokens the clients sent that were not forwarded")
+        self.store = counter(
+            "store_lookups", "Stored compactions reused (hit) or needing a summary (miss)", outcome=True
+        )
+        self.archive = counter("archive_writes", "Archive writes, written or failed", outcome=True)
+        self.engine = EngineCollector()
+        registry.register(self.engine)
+        self._groups: set[str] = set()
+
+    def known_group(self, model_group: str) -> None:
+        """A group the operator configured: labelled by its name from now on."""
+        if len(self._groups) < 1024:
+            self._groups.add(model_group)
+
+    def labels(self, model_group: str, wire: str) -> Labels:
+        return Labels(model_group if model_group in self._groups else OTHER, wire or OTHER)
+
+    def observe(self, result: CompactResult, where: Labels) -> None:
+        """One request the engine handled."""
+        group, wire = where.model_group, where.wire
+        self.requests.labels(group, wire, outcome_of(result)).inc()
+        self.tokens_before.labels(group, wire).inc(result.input_tokens)
+        self.tokens_after.labels(group, wire).inc(result.output_tokens)
+        self.tokens_saved.labels(group, wire).inc(max(0, result.input_tokens - result.output_tokens))
+        if result.summary_calls:
+            self.summary_calls.labels(group, wire).inc(result.summary_calls)
+        if result.reason is Reason.SUMMARY_FAILED:
+            self.summary_failures.labels(group, wire).inc()
+        if result.compacted and result.cache in (CacheStatus.MISS, CacheStatus.SHARED, CacheStatus.PREPARED):
+            self.compactions.labels(group, wire, result.cache.value).inc()
+        if result.cache is CacheStatus.HIT:
+            self.store.labels(group, wire, "hit").inc()
+        elif result.cache is CacheStatus.MISS:
+            self.store.labels(group, wire, "miss").inc()
+        if result.archive_status is not None:
+            self.archive.labels(group, wire, result.archive_status.value).inc()
+
+    def outcome(self, outcome: Outcome | Reason, where: Labels) -> None:
+        """A request that ended without an engine result (failed open, passed through, answered)."""
+        self.requests.labels(where.model_group, where.wire, outcome.value).inc()
+
+    def held(self, seconds: float, where: Labels) -> None:
+        self.latency.labels(where.model_group, where.wire).observe(seconds)
+
+
+class EngineCollector(Collector):
+    """What the engine counts itself, read at scrape time from the hook's compactor."""
+
+    def __init__(self) -> None:
+        self.source: Callable[[], Compactor | None] = lambda: None
+
+    def collect(self) -> Iterator[Metric]:
+        compactor = self.source()
+        if compactor is None:
+            return
+        yield from _prepared(compactor)
+        yield from _breaker(compactor)
+        store = compactor.store
+        if isinstance(store, TieredStore):
+            yield CounterMetricFamily(
+                f"{PREFIX}_store_errors", "Failed Redis store calls", value=store.errors
+            )
+            yield CounterMetricFamily(
+                f"{PREFIX}_store_fallbacks",
+                "Store calls answered by the in-process store (Redis failed or resting)",
+                value=store.fallbacks,
+            )
+
+
+def _prepared(compactor: Compactor) -> Iterator[Metric]:
+    if compactor.preparations is None:
+        return
+    stats = compactor.preparations.stats
+    counts = CounterMetricFamily(
+        f"{PREFIX}_prepared", "Compactions prepared in the background, by outcome", labels=["outcome"]
+    )
+    for name in ("started", "made", "applied", "failed", "dropped", "cancelled"):
+        counts.add_metric([name], getattr(stats, name))
+    yield counts
+    yield GaugeMetricFamily(
+        f"{PREFIX}_prepared_unused", "Prepared summaries no trigger has applied (yet)", value=stats.unused
+    )
+    yield CounterMetricFamily(
+        f"{PREFIX}_prepare_summary_calls",
+        "Summary model calls made in the background",
+        value=stats.summary_calls,
+    )
+
+
+def _breaker(compactor: Compactor) -> Iterator[Metric]:
+    transitions = CounterMetricFamily(
+        f"{PREFIX}_breaker_transitions",
+        "Summary-model breakers this process opened (too many failures) or closed (a probe succeeded)",
+        labels=["state"],
+    )
+    transitions.add_metric(["open"], compactor.breaker.opened)
+    transitions.add_metric(["closed"], compactor.breaker.closed)
+    yield transitions
+    yield GaugeMetricFamily(
+        f"{PREFIX}_breakers_open",
+        "Breakers this process opened and has not seen close",
+        value=max(0, compactor.breaker.opened - compactor.breaker.closed),
+    )
+
+
+_default: Metrics | None = None
+_served_on: int | None = None
+
+
+def default_metrics() -> Metrics:
+    """The process's metrics in the default registry (created once: a registry refuses twins)."""
+    global _default
+    if _default is None:
+        _default = Metrics()
+    return _default
+
+
+def serve(port: int | None, host: str) -> None:
+    """Serve the default registry on ``port`` (once per process); a busy port is logged, not raised."""
+    global _served_on
+    if port is None or _served_on is not None:
+        return
+    try:
+        start_http_server(port, addr=host)
+    except OSError as exc:  # e.g. a second LiteLLM worker process on the same port
+        logger.warning("compact_hook: metrics not served on %s:%d: %s", host, port, exc)
+        return
+    _served_on = port
+    logger.info("compact_hook: metrics on http://%s:%d/metrics", host, port)

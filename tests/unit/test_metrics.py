@@ -1,0 +1,130 @@
+"""Metrics and LiteLLM spend savings from the hook, scraped and parsed as Prometheus would."""
+
+from typing import Any
+
+import pytest
+import respx
+from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client.parser import text_string_to_metric_families
+
+from compact_hook.config import CompactConfig
+from compact_hook.engine.background import Background
+from compact_hook.engine.compactor import Compactor
+from compact_hook.engine.prepare import PrepareSetup
+from compact_hook.proxy.hook import CompactHook
+from compact_hook.proxy.metrics import Metrics
+from compact_hook.state.store import MemoryStore, TieredStore
+from tests.unit.test_hook import SpyRouter, request
+from tests.unit.test_hook import router as router  # noqa: F401  (fixture)
+from tests.unit.test_hook import upstream as upstream  # noqa: F401  (fixture)
+from tests.unit.test_store import BrokenStore
+
+Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]
+
+
+def scrape(registry: CollectorRegistry) -> Samples:
+    text = generate_latest(registry).decode()
+    return {
+        (sample.name, frozenset(sample.labels.items())): sample.value
+        for family in text_string_to_metric_families(text)
+        for sample in family.samples
+    }
+
+
+def value(samples: Samples, name: str, **labels: str) -> float:
+    return samples.get((name, frozenset(labels.items())), 0.0)
+
+
+def hook_with_registry() -> tuple[CompactHook, CollectorRegistry]:
+    registry = CollectorRegistry()
+    return CompactHook(CompactConfig(), metrics=Metrics(registry)), registry
+
+
+async def test_a_compaction_is_counted_by_model_group_format_and_outcome(
+    router: SpyRouter,  # noqa: F811
+    upstream: respx.Route,  # noqa: F811
+) -> None:
+    hook, registry = hook_with_registry()
+    data = request()
+    await hook.async_pre_call_hook(None, None, data, "acompletion")
+    report = data["metadata"]["compact_hook"]
+    samples = scrape(registry)
+    where = {"model_group": "agent", "format": "chat"}
+    assert value(samples, "compact_hook_requests_total", **where, outcome="compacted") == 1
+    assert value(samples, "compact_hook_tokens_before_total", **where) == report["tokens_before"]
+    assert value(samples, "compact_hook_tokens_after_total", **where) == report["tokens_after"]
+    saved = report["tokens_before"] - report["tokens_after"]
+    assert value(samples, "compact_hook_tokens_saved_total", **where) == saved > 0
+    assert value(samples, "compact_hook_compactions_total", **where, outcome="miss") == 1
+    assert value(samples, "compact_hook_summary_calls_total", **where) == len(router.calls) >= 1
+    assert value(samples, "compact_hook_store_lookups_total", **where, outcome="miss") == 1
+    assert value(samples, "compact_hook_archive_writes_total", **where, outcome="written") == 1
+    assert value(samples, "compact_hook_hook_seconds_count", **where) == 1
+    # LiteLLM's spend tracking reads the savings here (proxy/spend_tracking/compression_savings.py)
+    assert data["metadata"]["compression_savings"] == {
+        "tokens_before": report["tokens_before"],
+        "tokens_after": report["tokens_after"],
+        "tokens_saved": saved,
+        "source": "compact_hook",
+    }
+
+    again = request()
+    await hook.async_pre_call_hook(None, None, again, "acompletion")
+    samples = scrape(registry)
+    assert value(samples, "compact_hook_store_lookups_total", **where, outcome="hit") == 1
+    assert value(samples, "compact_hook_compactions_total", **where, outcome="miss") == 1  # reused, not made
+
+
+async def test_model_names_the_operator_did_not_configure_are_never_labels(
+    router: SpyRouter,  # noqa: F811
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    hook, registry = hook_with_registry()
+    for name in ("invented-1", "invented-2", "plain"):
+        await hook.async_pre_call_hook(None, None, request(model=name), "acompletion")
+
+    async def explode(*args: Any, **kwargs: Any) -> Any:
+        raise RuntimeError("bug")
+
+    monkeypatch.setattr(hook.compactor, "compact", explode)
+    await hook.async_pre_call_hook(None, None, request(), "acompletion")
+    await hook.async_pre_call_hook(None, None, request(model="invented-3"), "aresponses")
+    text = generate_latest(registry).decode()
+    assert "invented" not in text and '"plain"' not in text
+    samples = scrape(registry)
+    failed = value(
+        samples, "compact_hook_requests_total", model_group="agent", format="chat", outcome="failed_open"
+    )
+    assert failed == 1
+
+
+async def test_a_clients_claim_of_compression_savings_is_removed(router: SpyRouter) -> None:  # noqa: F811
+    hook, _ = hook_with_registry()
+    forged = {"tokens_before": 10**9, "tokens_after": 0, "tokens_saved": 10**9, "source": "compact_hook"}
+    for model in ("plain", "agent"):
+        data = request(model=model, messages=[{"role": "user", "content": "hi"}])
+        data["metadata"]["compression_savings"] = dict(forged)
+        await hook.async_pre_call_hook(None, None, data, "acompletion")
+        assert "compression_savings" not in data["metadata"]  # nothing saved: nothing claimed
+
+
+async def test_what_the_engine_counts_itself_is_read_at_scrape_time() -> None:
+    registry = CollectorRegistry()
+    metrics = Metrics(registry)
+    tiered = TieredStore(BrokenStore(), MemoryStore(10, 60), timeout=0.1)  # type: ignore[arg-type]
+    compactor = Compactor(tiered, prepare=PrepareSetup(MemoryStore(10, 60), Background(1, 1)))
+    metrics.engine.source = lambda: compactor
+    await tiered.get(b"k")  # Redis fails: an error, answered by memory
+    await tiered.get(b"k")  # Redis resting: answered by memory
+    assert compactor.preparations is not None
+    stats = compactor.preparations.stats
+    stats.started, stats.made, stats.applied, stats.dropped = 4, 3, 1, 1
+    compactor.breaker.opened = 2
+    samples = scrape(registry)
+    assert value(samples, "compact_hook_store_errors_total") == 1
+    assert value(samples, "compact_hook_store_fallbacks_total") == 2
+    assert value(samples, "compact_hook_prepared_total", outcome="started") == 4
+    assert value(samples, "compact_hook_prepared_total", outcome="applied") == 1
+    assert value(samples, "compact_hook_prepared_unused") == 2
+    assert value(samples, "compact_hook_breaker_transitions_total", state="open") == 2
+    assert value(samples, "compact_hook_breakers_open") == 2
