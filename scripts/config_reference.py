@@ -1,0 +1,32 @@
+"""Write README.md's configuration tables from the code (``compact_hook.config_reference``).
+
+.venv/bin/python scripts/config_reference.py          # rewrite the tables
+.venv/bin/python scripts/config_reference.py --check  # exit 1 if they are stale
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from compact_hook.config_reference import with_tables, write_readme
+
+README = Path(__file__).resolve().parents[1] / "README.md"
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--check", action="store_true", help="only say whether the tables are stale")
+    args = parser.parse_args()
+    if args.check:
+        text = README.read_text(encoding="utf-8")
+        stale = with_tables(text) != text
+        print("README.md configuration tables are stale" if stale else "README.md is up to date")
+        return 1 if stale else 0
+    print("README.md updated" if write_readme(README) else "README.md already up to date")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,45 @@
+"""README.md's configuration tables are generated from the code: they cannot drift apart."""
+
+import dataclasses
+import re
+from pathlib import Path
+
+import pytest
+
+from compact_hook.config import CompactConfig, ProcessConfig
+from compact_hook.config_reference import (
+    COMPACT_KEYS,
+    PROCESS_KEYS,
+    compact_table,
+    process_table,
+    with_tables,
+)
+
+README = Path(__file__).resolve().parents[2] / "README.md"
+
+
+def test_every_setting_is_documented_and_nothing_else() -> None:
+    assert list(COMPACT_KEYS) == [field.name for field in dataclasses.fields(CompactConfig)]
+    assert list(PROCESS_KEYS) == [field.name for field in dataclasses.fields(ProcessConfig)]
+    for doc in [*COMPACT_KEYS.values(), *PROCESS_KEYS.values()]:
+        assert doc.meaning.strip()
+
+
+def test_the_readme_holds_the_tables_the_code_generates() -> None:
+    text = README.read_text(encoding="utf-8")
+    assert with_tables(text) == text, "run: .venv/bin/python scripts/config_reference.py"
+    assert compact_table() in text and process_table() in text
+
+
+def test_defaults_in_the_tables_are_the_codes() -> None:
+    rows = dict(re.findall(r"^\| `([a-z_]+)` \| (.*?) \|", compact_table(), re.M))
+    assert rows["trigger_ratio"] == f"`{CompactConfig().trigger_ratio}`"
+    assert rows["protected_tools"] == '`["manage_todo_list"]`'
+    assert rows["context_window"] == "router's `max_input_tokens`"  # a None default says what it means
+    env = dict(re.findall(r"^\| `(COMPACT_[A-Z_]+)` \| (.*?) \|", process_table(), re.M))
+    assert env["COMPACT_PREPARE_QUEUE"] == f"`{ProcessConfig().prepare_queue}`"
+
+
+def test_a_readme_without_markers_is_an_error() -> None:
+    with pytest.raises(ValueError, match="markers"):
+        with_tables("# no tables here\n")
