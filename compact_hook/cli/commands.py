@@ -1,0 +1,85 @@
+"""One function per command: read the arguments, call the pieces, print."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+
+from rich.console import Console
+
+from compact_hook.cli import archive as archive_view
+from compact_hook.cli.check import dry_run, report
+from compact_hook.cli.count import count_parts, count_table
+from compact_hook.cli.inputs import load
+from compact_hook.cli.settings import resolve, validate
+from compact_hook.core.limits import Limits
+from compact_hook.state.archive import audit_path, prune
+from compact_hook.state.tokenizers import counter_for, tokenizer_name_for_model
+
+
+def count(args: argparse.Namespace, console: Console) -> int:
+    loaded = load(args.file, args.line)
+    name = args.tokenizer or tokenizer_name_for_model(args.model)
+    console.print(count_table(count_parts(loaded, counter_for(name)), loaded.wire.name, name))
+    return 0
+
+
+def check(args: argparse.Namespace, console: Console) -> int:
+    loaded = load(args.file, args.line)
+    checked = asyncio.run(dry_run(loaded, resolve(args.config, args.model)))
+    console.print(report(checked, loaded.wire.name))
+    return 0
+
+
+def replay(args: argparse.Namespace, console: Console) -> int:
+    from compact_hook.cli.plot import plot
+    from compact_hook.cli.replay import replay as run_replay
+    from compact_hook.cli.replay import sender, turn_table
+
+    loaded = load(args.file, args.line)
+    turns = run_replay(loaded, sender(loaded, args.proxy, args.key, args.model), args.turns)
+    console.print(turn_table(turns))
+    events = sum(turn.event for turn in turns)
+    calls = sum(turn.summary_calls for turn in turns)
+    console.print(f"{events} compaction event(s), {calls} summary call(s) on the request path")
+    if args.plot is not None:
+        limits = Limits.of(resolve(args.config, args.model), None, 0) if args.config else None
+        window = resolve(args.config, args.model).context_window if args.config else None
+        rows = [(turn.sent, turn.forwarded, turn.event) for turn in turns]
+        plot(rows, limits.compact if limits else None, window, args.plot)
+        console.print(f"plot: {args.plot}")
+    return 0
+
+
+def archive(args: argparse.Namespace, console: Console) -> int:
+    root = args.dir
+    if args.action == "ls":
+        console.print(archive_view.listing(root, args.session))
+    elif args.action == "show":
+        path = archive_view.find_entry(root, args.entry)
+        if args.json:
+            audit = archive_view.audit_of(path)
+            messages = json.loads(path.read_text(encoding="utf-8"))
+            print(
+                json.dumps(
+                    {"path": str(path), "audit": audit, "messages": messages}, indent=2, ensure_ascii=False
+                )
+            )
+        else:
+            console.print(archive_view.show(path))
+    else:
+        removed = prune(root, args.max_age_days)
+        console.print(f"removed {removed} file(s) older than {args.max_age_days:g} days under {root}")
+    return 0
+
+
+def config(args: argparse.Namespace, console: Console) -> int:
+    compacting = validate(args.file)
+    console.print(
+        f"{args.file}: valid; compaction on for {len(compacting)} model(s): {', '.join(compacting) or '-'}"
+    )
+    return 0
+
+
+__all__ = ["archive", "audit_path", "check", "config", "count", "replay"]

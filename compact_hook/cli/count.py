@@ -1,0 +1,72 @@
+"""``count``: what a request costs, by part, with the tokenizer the proxy would use."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from rich.table import Table
+
+from compact_hook.cli.inputs import InputError, Loaded
+from compact_hook.core.counting import TokenCounter, item_strings, request_total
+from compact_hook.core.items import PartKind
+from compact_hook.formats import Conversation, Rejected
+from compact_hook.formats.base import context_strings
+
+TOOL_KEYS = ("tools", "functions")
+
+
+@dataclass(frozen=True, slots=True)
+class PartCounts:
+    """Tokens of each part of a request; ``total`` is what the proxy compares with the window."""
+
+    head: int
+    tool_definitions: int
+    messages: int
+    tool_outputs: int
+    total: int
+    entries: int
+
+
+def parse(loaded: Loaded) -> Conversation:
+    conversation = loaded.wire.parse(dict(loaded.data))
+    if isinstance(conversation, Rejected):
+        raise InputError(f"the proxy would pass this request through untouched: {conversation.reason.value}")
+    return conversation
+
+
+def count_parts(loaded: Loaded, counter: TokenCounter) -> PartCounts:
+    conversation = parse(loaded)
+    tools = [loaded.data.get(key) for key in TOOL_KEYS]
+    head = definitions = 0
+    for value in conversation.context:
+        strings, fixed = context_strings(value)
+        tokens = sum(counter.count_text(text) for text in strings) + fixed
+        if any(value is tool for tool in tools):
+            definitions += tokens
+        else:
+            head += tokens
+    items = conversation.items()
+    counts = counter.count(conversation.prints(), lambda i: item_strings(items[i]))
+    outputs = sum(
+        counter.count_text(part.text) for item in items for part in item.parts if part.kind is PartKind.RESULT
+    )
+    context = head + definitions + (conversation.overhead if conversation.context else 0)
+    total = request_total(context, counts)
+    return PartCounts(head, definitions, total - context - outputs, outputs, total, len(items))
+
+
+def count_table(counts: PartCounts, wire: str, tokenizer: str) -> Table:
+    table = Table(title=f"{counts.entries} entries, {wire} format, tokenizer {tokenizer}")
+    table.add_column("part")
+    table.add_column("tokens", justify="right")
+    table.add_column("share", justify="right")
+    rows = [
+        ("head (system / instructions)", counts.head),
+        ("tool definitions", counts.tool_definitions),
+        ("messages (framing included)", counts.messages),
+        ("tool outputs", counts.tool_outputs),
+    ]
+    for name, tokens in rows:
+        table.add_row(name, f"{tokens:,}", f"{tokens / max(1, counts.total):.1%}")
+    table.add_row("total", f"{counts.total:,}", "100.0%", style="bold")
+    return table

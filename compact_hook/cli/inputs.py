@@ -1,0 +1,96 @@
+"""Reading a conversation from a file: a request body, a bare list, or JSONL logs.
+
+The format is told by shape: ``input`` → Responses; messages with Anthropic content blocks
+(``tool_use``, ``tool_result``, ``thinking``) or a top-level ``system`` → Anthropic; else chat.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from compact_hook.errors import CompactError
+from compact_hook.formats import ANTHROPIC, CHAT, RESPONSES, WireFormat
+
+ANTHROPIC_BLOCKS = {"tool_use", "tool_result", "thinking", "redacted_thinking"}
+RESPONSES_TYPES = {"function_call", "function_call_output", "reasoning", "message"}
+CALL_TYPES = {"chat": "acompletion", "anthropic": "anthropic_messages", "responses": "aresponses"}
+
+
+class InputError(CompactError):
+    """A file the CLI cannot read as a conversation."""
+
+
+@dataclass(frozen=True, slots=True)
+class Loaded:
+    """A request body in one wire format, as a client would send it."""
+
+    wire: WireFormat
+    data: dict[str, Any]
+
+    @property
+    def entries(self) -> list[Any]:
+        key = "input" if self.wire is RESPONSES else "messages"
+        value = self.data.get(key)
+        return value if isinstance(value, list) else []
+
+
+def load(path: Path, line: int | None = None) -> Loaded:
+    """The conversation in ``path``; for JSONL the longest request, or line ``line`` (1-based)."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise InputError(f"cannot read {path}: {exc.strerror or exc}") from exc
+    values = _json_values(text, path)
+    if line is not None:
+        if not 1 <= line <= len(values):
+            raise InputError(f"{path} has {len(values)} request(s); --line {line} is out of range")
+        return detect(values[line - 1])
+    loaded = [detect(value) for value in values]
+    return max(loaded, key=lambda item: len(item.entries))
+
+
+def detect(value: Any) -> Loaded:
+    """The wire format of a request body or bare list, by its shape."""
+    if isinstance(value, list):
+        value = {"input": value} if _looks_like_responses(value) else {"messages": value}
+    if not isinstance(value, dict):
+        raise InputError("expected a request body (a JSON object) or a list of messages")
+    if isinstance(value.get("input"), list | str):
+        return Loaded(RESPONSES, value)
+    messages = value.get("messages")
+    if not isinstance(messages, list):
+        raise InputError("no `messages` or `input` list found")
+    anthropic = "system" in value or any(_has_anthropic_blocks(m) for m in messages)
+    return Loaded(ANTHROPIC if anthropic else CHAT, value)
+
+
+def _json_values(text: str, path: Path) -> list[Any]:
+    try:
+        return [json.loads(text)]
+    except json.JSONDecodeError:
+        pass
+    values = []
+    for number, row in enumerate(text.splitlines(), start=1):
+        if not row.strip():
+            continue
+        try:
+            values.append(json.loads(row))
+        except json.JSONDecodeError as exc:
+            raise InputError(f"{path}:{number}: not JSON ({exc.msg})") from exc
+    if not values:
+        raise InputError(f"{path} is empty")
+    return values
+
+
+def _looks_like_responses(items: list[Any]) -> bool:
+    return any(isinstance(i, dict) and ("role" not in i or i.get("type") in RESPONSES_TYPES) for i in items)
+
+
+def _has_anthropic_blocks(message: Any) -> bool:
+    content = message.get("content") if isinstance(message, dict) else None
+    return isinstance(content, list) and any(
+        isinstance(block, dict) and block.get("type") in ANTHROPIC_BLOCKS for block in content
+    )
