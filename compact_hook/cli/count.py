@@ -8,7 +8,7 @@ from rich.table import Table
 
 from compact_hook.cli.inputs import InputError, Loaded
 from compact_hook.core.counting import TokenCounter, item_strings, request_total
-from compact_hook.core.items import PartKind
+from compact_hook.core.items import PartKind, Role
 from compact_hook.formats import Conversation, Rejected
 from compact_hook.formats.base import context_strings
 
@@ -52,7 +52,9 @@ def count_parts(loaded: Loaded, counter: TokenCounter) -> PartCounts:
     )
     context = head + definitions + (conversation.overhead if conversation.context else 0)
     total = request_total(context, counts)
-    return PartCounts(head, definitions, total - context - outputs, outputs, total, len(items))
+    instructions = sum(count for item, count in zip(items, counts, strict=True) if item.role is Role.SYSTEM)
+    messages = total - context - outputs - instructions
+    return PartCounts(head + instructions, definitions, messages, outputs, total, len(items))
 
 
 def count_table(counts: PartCounts, wire: str, tokenizer: str) -> Table:
@@ -61,7 +63,7 @@ def count_table(counts: PartCounts, wire: str, tokenizer: str) -> Table:
     table.add_column("tokens", justify="right")
     table.add_column("share", justify="right")
     rows = [
-        ("head (system / instructions)", counts.head),
+        ("system / instructions", counts.head),
         ("tool definitions", counts.tool_definitions),
         ("messages (framing included)", counts.messages),
         ("tool outputs", counts.tool_outputs),

@@ -16,6 +16,7 @@ from rich.console import Console
 
 from compact_hook.errors import CompactError
 
+PIPED_WIDTH = 160
 DEFAULT_ARCHIVE = os.path.expanduser("~/.local/state/compact_hook/archive")
 
 
@@ -71,10 +72,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser().parse_args(argv)
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # offline: no fetch of LiteLLM's model map
     console = Console()
+    if not console.is_terminal:  # piped or captured: wide enough that table cells keep whole values
+        console = Console(width=PIPED_WIDTH)
     try:
         return run(args, console)
     except (CompactError, ValueError, OSError) as exc:
-        Console(stderr=True).print(f"compact-hook: error: {exc}", markup=False, highlight=False)
+        message = " ".join(str(exc).split())  # one line, whatever the exception's text holds
+        print(f"compact-hook: error: {message}", file=sys.stderr)
         return 2
 
 
