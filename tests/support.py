@@ -292,3 +292,21 @@ def claude_code_sessions() -> dict[str, tuple[list[Any], list[int]]]:
         "anthropic": (claude, anthropic_replay_points(claude)),
         "responses": (codex, responses_replay_points(codex)),
     }
+
+
+Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]
+
+
+def metric_samples(text: str) -> Samples:
+    """A Prometheus exposition, parsed by ``prometheus_client``'s own parser, by (name, labels)."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    return {
+        (sample.name, frozenset(sample.labels.items())): sample.value
+        for family in text_string_to_metric_families(text)
+        for sample in family.samples
+    }
+
+
+def metric_value(samples: Samples, name: str, **labels: str) -> float:
+    return samples.get((name, frozenset(labels.items())), 0.0)

@@ -78,6 +78,8 @@ from types import FrameType, TracebackType
 from typing import Any
 
 SUMMARY_MARKER = "<compact_hook:summary-request>"
+TAGGED_SUMMARY_REQUEST = "wrap your summary in a <summary></summary> block"
+"""How LiteLLM's ``compact_20260112`` polyfill asks for its summary (bench/compare_builtins.py)."""
 SUMMARY_HEADINGS = (
     "## Goal and user constraints",
     "## Decisions",
@@ -167,6 +169,8 @@ def reply_for(model: str, texts: list[str], count: int) -> str:
         return ""
     if any(SUMMARY_MARKER in t for t in texts):
         return summary_from_texts(texts)
+    if any(TAGGED_SUMMARY_REQUEST in t for t in texts):  # LiteLLM's compact_20260112 polyfill asking
+        return f"<summary>\n{summary_from_texts(texts)}</summary>"
     return f"stand-in reply to {count} messages"
 
 

@@ -10,17 +10,15 @@ from typing import Any
 
 import openai
 import pytest
-from prometheus_client.parser import text_string_to_metric_families
 
 from compact_hook.state.archive import archive_files, audit_path
 from tests.integration.harness import ProxyProcess, free_port, standin_deployment
-from tests.support import load_transcript, replay_points
+from tests.support import Samples, load_transcript, metric_samples, metric_value, replay_points
 
 pytestmark = pytest.mark.integration
 
 WINDOW = 12_000
 TRANSCRIPT = load_transcript("claude_code_fa812bfe_pre_compact.json")
-Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]
 
 
 @pytest.fixture(scope="module")
@@ -61,15 +59,10 @@ def scrape(url: str, headers: dict[str, str] | None = None) -> Samples:
     request = urllib.request.Request(url, headers=headers or {})
     with urllib.request.urlopen(request, timeout=10) as response:
         text = response.read().decode()
-    return {
-        (sample.name, frozenset(sample.labels.items())): sample.value
-        for family in text_string_to_metric_families(text)
-        for sample in family.samples
-    }
+    return metric_samples(text)
 
 
-def value(samples: Samples, name: str, **labels: str) -> float:
-    return samples.get((name, frozenset(labels.items())), 0.0)
+value = metric_value
 
 
 def test_litellms_metrics_endpoint_and_our_own_port_serve_the_same_counts(operated: dict[str, Any]) -> None:

@@ -5,7 +5,6 @@ from typing import Any
 import pytest
 import respx
 from prometheus_client import CollectorRegistry, generate_latest
-from prometheus_client.parser import text_string_to_metric_families
 
 from compact_hook.config import CompactConfig
 from compact_hook.engine.background import Background
@@ -14,25 +13,19 @@ from compact_hook.engine.prepare import PrepareSetup
 from compact_hook.proxy.hook import CompactHook
 from compact_hook.proxy.metrics import Metrics
 from compact_hook.state.store import MemoryStore, TieredStore
+from tests.support import Samples, metric_samples, metric_value
 from tests.unit.test_hook import SpyRouter, request
 from tests.unit.test_hook import router as router  # noqa: F401  (fixture)
 from tests.unit.test_hook import upstream as upstream  # noqa: F401  (fixture)
 from tests.unit.test_store import BrokenStore
 
-Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]
-
 
 def scrape(registry: CollectorRegistry) -> Samples:
     text = generate_latest(registry).decode()
-    return {
-        (sample.name, frozenset(sample.labels.items())): sample.value
-        for family in text_string_to_metric_families(text)
-        for sample in family.samples
-    }
+    return metric_samples(text)
 
 
-def value(samples: Samples, name: str, **labels: str) -> float:
-    return samples.get((name, frozenset(labels.items())), 0.0)
+value = metric_value
 
 
 def hook_with_registry() -> tuple[CompactHook, CollectorRegistry]:
