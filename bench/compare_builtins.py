@@ -194,7 +194,7 @@ def row(setup: Setup, measured: Measured, plain: Measured) -> str:
     added = (statistics.median(measured.seconds) - statistics.median(plain.seconds)) * 1000
     turns = len(raw)
     return (
-        f"| {setup.name} | {measured.summary_calls} | {events} | {ratio:.2f} | {recent}/{turns} | {orphans} "
+        f"| {setup.name} | {measured.summary_calls} | {events} | {ratio:.3f} | {recent}/{turns} | {orphans} "
         f"| {stable}/{turns - 1} | {added:+.0f} | {measured.failed} | {setup.note} |"
     )
 
