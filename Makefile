@@ -43,6 +43,7 @@ bench: install
 	$(PY) bench/bench_tokens.py
 	$(PY) bench/bench_hook_overhead.py
 	$(PY) bench/bench_replay.py
+	$(PY) bench/compare_builtins.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache compact_archive
