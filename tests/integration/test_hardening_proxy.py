@@ -241,10 +241,12 @@ def test_a_soak_with_flaky_summaries_and_a_redis_restart_fails_no_request_and_lo
     assert len(forwarded) == SESSIONS * TURNS
     assert all(pairing_problems(messages) == [] for messages in forwarded)
     headers = [r.headers for _, _, r in results]
-    compactions = [h for h in headers if h.get("x-compact-cache") == "miss"]
+    compactions = [h for h in headers if h.get("x-compact-cache") in ("miss", "prepared")]
     assert compactions, "the soak never compacted"
     assert all(h.get("x-compact-archive") == "written" for h in compactions)
     assert not [h for h in headers if h.get("x-compact-archive") == "failed"]
-    assert any(h.get("x-compact-reason") == "summary_failed" for h in headers)  # the flaky summaries were met
+    # the flaky summaries were met: on a request's path, or by a compaction prepared in the background
+    met_on_path = any(h.get("x-compact-reason") == "summary_failed" for h in headers)
+    assert met_on_path or "preparing a compaction failed" in logs
     assert "Redis store unavailable" in logs
     assert list(archive.rglob("compact-*.json"))
