@@ -44,6 +44,7 @@ bench: install
 	$(PY) bench/bench_hook_overhead.py
 	$(PY) bench/bench_replay.py
 	$(PY) bench/compare_builtins.py
+	$(PY) bench/bench_retention.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache compact_archive

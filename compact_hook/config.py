@@ -31,6 +31,15 @@ DEFAULT_KEEP_TOOL_RESULTS = 3
 DEFAULT_CLEAR_AT_LEAST = 5_000
 DEFAULT_PROTECTED_TOOLS = ("manage_todo_list",)
 DEFAULT_USER_MESSAGE_BUDGET = 20_000
+DEFAULT_PINNED_PATTERNS = (
+    "<system-reminder>",
+    "# AGENTS.md instructions",
+    "<user_instructions>",
+    "<environment_context>",
+    "CLAUDE.md",
+)
+"""Text clients inject to instruct the agent (Claude Code, Codex): a user message holding one is pinned."""
+DEFAULT_PINNED_SHARE = 0.1
 ToolOutputPolicy = Literal["tokens", "bytes", "none"]
 NormalizeMode = Literal["changed", "always"]
 OverflowMode = Literal["fit", "passthrough"]
@@ -91,6 +100,8 @@ class CompactConfig:
     clear_at_least: int = DEFAULT_CLEAR_AT_LEAST
     protected_tools: tuple[str, ...] = DEFAULT_PROTECTED_TOOLS
     user_message_budget: int = DEFAULT_USER_MESSAGE_BUDGET
+    pinned_patterns: tuple[str, ...] = DEFAULT_PINNED_PATTERNS
+    pinned_budget: int | None = None
     normalize: NormalizeMode = "changed"
     on_overflow: OverflowMode = "fit"
     breaker_failures: int = DEFAULT_BREAKER_FAILURES
@@ -159,6 +170,9 @@ class CompactConfig:
         _check_range("user_message_budget", self.user_message_budget, low=0)
         for name in self.protected_tools:
             _check_non_empty("protected_tools", name)
+        for pattern in self.pinned_patterns:
+            _check_non_empty("pinned_patterns", pattern)
+        _check_range("pinned_budget", self.pinned_budget, low=0)
 
     @property
     def clear_ratio(self) -> float:

@@ -143,6 +143,22 @@ COMPACT_KEYS: dict[str, Doc] = {
             " belongs to its tool turn)"
         ),
     ),
+    "pinned_patterns": Doc(
+        (
+            "a user message whose own text (never a tool output) holds one of these is pinned: kept "
+            "word for word, before the summary, through every compaction. The first user message (the "
+            "task) and system/developer messages after the head are always pinned. An Anthropic user "
+            "message that also carries tool results keeps only its text; the same text is pinned once"
+        ),
+    ),
+    "pinned_budget": Doc(
+        (
+            "tokens the pinned messages may keep; when they do not fit, each gets a fair share and a "
+            "larger one keeps its head and tail around a marker (the full text goes to the archive); "
+            "`0` pins nothing"
+        ),
+        unset="a tenth of the room the messages have (window − output reserve − system and tools)",
+    ),
     "normalize": Doc(
         "fix tool-call pairing on requests we change; `always`: on every request",
     ),

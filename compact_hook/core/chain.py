@@ -25,8 +25,9 @@ from compact_hook.config import CompactConfig
 from compact_hook.core.fingerprint import Fingerprint
 from compact_hook.core.items import Item, head_length
 from compact_hook.core.outcomes import Summarizer
+from compact_hook.core.pinning import Shape
 
-STATE_VERSION = "3"
+STATE_VERSION = "4"
 """Bump when the meaning of a stored entry changes: old entries then simply stop matching."""
 
 SCOPE_SETTINGS = (
@@ -44,6 +45,8 @@ SCOPE_SETTINGS = (
     "clear_at_least",
     "protected_tools",
     "user_message_budget",
+    "pinned_patterns",
+    "pinned_budget",
 )
 
 
@@ -94,6 +97,8 @@ class Entry:
     are referenced by index, not stored, so they come from the client's own request every
     time. A clearing boundary (``cleared_before``) says which old tool results are shown as
     placeholders. ``summarizer`` says whether a model or the digest wrote the summary.
+    ``shapes``: kept items not shown whole (pinned messages cut to their share, or their text
+    alone), by index in the client's list.
     """
 
     covered: int = 0
@@ -104,6 +109,7 @@ class Entry:
     summary_at: int | None = None
     unarchived: tuple[int, ...] = ()
     """The client's entries this compaction summarized but could not archive (retried later)."""
+    shapes: tuple[tuple[int, Shape], ...] = ()
 
     @property
     def summary_position(self) -> int:
@@ -125,6 +131,7 @@ class Entry:
                 "summarizer": self.summarizer.value,
                 "summary_at": self.summary_at,
                 "unarchived": list(self.unarchived),
+                "shapes": [[index, shape.to_json()] for index, shape in self.shapes],
             }
         )
 
@@ -140,6 +147,7 @@ class Entry:
             summarizer=Summarizer(data.get("summarizer", "model")),
             summary_at=int(data["summary_at"]) if data.get("summary_at") is not None else None,
             unarchived=tuple(int(i) for i in data.get("unarchived", ())),
+            shapes=tuple((int(index), Shape.from_json(shape)) for index, shape in data.get("shapes", ())),
         )
 
 
@@ -152,5 +160,6 @@ def entry_is_usable(entry: Entry, length: int) -> bool:
     return (
         0 < entry.covered
         and all(0 <= i < entry.covered for i in (*entry.keep, *entry.unarchived))
+        and all(index in entry.keep for index, _ in entry.shapes)
         and 0 <= entry.summary_position <= len(entry.keep)
     )

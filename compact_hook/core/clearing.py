@@ -12,27 +12,46 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
+from compact_hook.core.facts import error_lines
 from compact_hook.core.items import Item, PartKind
 
 PLACEHOLDER = "[Previous: used {tool}]"
 MIN_CLEAR_CHARS = 100
 """Results this short are kept: the placeholder would save nothing."""
+ERRORS_KEPT = 2
+"""Error lines a placeholder keeps (the last ones: an output usually ends with how it failed)."""
 
 
-def placeholder(tool: str) -> str:
-    return PLACEHOLDER.format(tool=tool)
+def placeholder(tool: str, output: str = "") -> str:
+    """What a cleared result shows: the tool it came from and, word for word, the last error
+    lines it reported — the agent must not repeat a failure it can no longer see."""
+    errors = error_lines(output)[-ERRORS_KEPT:]
+    if not errors:
+        return PLACEHOLDER.format(tool=tool)
+    return f"[Previous: used {tool}; it reported: " + " | ".join(errors) + "]"
 
 
 def clearable_parts(
     item: Item, index: int, tool_of: Mapping[tuple[int, int], str], protected: Sequence[str]
 ) -> dict[int, str]:
-    """Placeholders for the results of item ``index`` that may be cleared, by part index."""
+    """The results of item ``index`` that may be cleared: their tools, by part index."""
     found: dict[int, str] = {}
     for position, part in enumerate(item.parts):
         tool = tool_of.get((index, position))
         if part.kind is PartKind.RESULT and tool is not None and tool not in protected:
             if len(part.text) > MIN_CLEAR_CHARS:
-                found[position] = placeholder(tool)
+                found[position] = tool
+    return found
+
+
+def placeholders(item: Item, tools: Mapping[int, str]) -> dict[int, str]:
+    """Placeholders for these results of ``item`` (``clearable_parts``), where shorter than the
+    output they replace. Reads every output: callers cache it (``Tiers``)."""
+    found: dict[int, str] = {}
+    for position, tool in tools.items():
+        shown = placeholder(tool, item.parts[position].text)
+        if len(shown) < len(item.parts[position].text):
+            found[position] = shown
     return found
 
 

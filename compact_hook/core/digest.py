@@ -12,35 +12,59 @@ import json
 import re
 from collections.abc import Sequence
 
+from compact_hook.core.facts import ERROR_PATTERN, MAX_LINE_CHARS, error_lines
+from compact_hook.core.facts import clip as _clip
 from compact_hook.core.items import Item, PartKind, summary_text
 from compact_hook.core.pairing import pair
 
 HEADER = "(Digest made without a model: facts copied from the compacted messages.)"
 PATH_KEYS = ("path", "file_path", "filepath", "filename", "file", "notebook_path", "target_file", "paths")
 PATH_PATTERN = re.compile(r"(?:~|\.{1,2})?(?:/?[\w.@-]+/)+[\w.@-]+\.[A-Za-z0-9]{1,8}\b")
-ERROR_PATTERN = re.compile(r"\b(error|exception|traceback|failed|failure|fatal|panic)\b", re.IGNORECASE)
 MAX_USER_CHARS = 1500
-MAX_LINE_CHARS = 300
 MAX_ARGUMENT_CHARS = 160
+EARLIER = "Earlier summary"
+USER_REQUESTS = "User requests"
+CALLS = "Tool calls and outcomes"
+CALLS_WEIGHT = 2
+OMITTED = re.compile(r"^\(\d+ earlier entries omitted\)$")
 
 
 def digest(middle: Sequence[Item], max_chars: int) -> str:
-    """Sections of facts from ``middle``; older lines give way first when over ``max_chars``."""
+    """Sections of facts from ``middle``; older lines give way first when over ``max_chars``.
+
+    An earlier digest in ``middle`` is merged section by section (its lines first), never
+    nested: re-compacting keeps every fact it held, the users' words last to give way.
+    """
     sections = {
-        "Earlier summary": [summary_text(item) for item in middle if item.is_summary],
-        "User requests": [
+        EARLIER: [],
+        USER_REQUESTS: [
             _clip(item.user_text(), MAX_USER_CHARS) for item in middle if item.user_text().strip()
         ],
         "Files touched": _files(middle),
-        "Tool calls and outcomes": _calls(middle),
+        CALLS: _calls(middle),
         "Errors": _errors(middle),
     }
+    for item in middle:
+        if item.is_summary:
+            _merge(sections, summary_text(item))
     return _render(_fit(sections, max_chars))
 
 
-def _clip(text: str, limit: int) -> str:
-    text = text.strip()
-    return text if len(text) <= limit else text[:limit] + "…"
+def _merge(sections: dict[str, list[str]], earlier: str) -> None:
+    """Put an earlier summary's lines before this middle's: by section when it is one of our
+    digests, else whole under "Earlier summary" (a model's summary is not ours to take apart)."""
+    if not earlier.startswith(HEADER):
+        sections[EARLIER].append(earlier)
+        return
+    for block in earlier.removeprefix(HEADER).split("\n\n## ")[1:]:
+        name, _, body = block.partition("\n")
+        if name not in sections or body == "none":
+            continue
+        lines = [line for line in body.split("\n") if line and not OMITTED.match(line)]
+        if name == USER_REQUESTS:  # a request may span lines: blocks are separated by blank lines
+            lines = [part for part in body.split("\n\n") if part.strip() and not OMITTED.match(part)]
+        fresh = [line for line in lines if line not in sections[name]]
+        sections[name][:0] = fresh
 
 
 def _files(middle: Sequence[Item]) -> list[str]:
@@ -95,7 +119,8 @@ def _describe_call(name: str, arguments: str) -> str:
 
 
 def _outcome(result: str, error: bool) -> str:
-    failure = next((line for line in result.splitlines() if ERROR_PATTERN.search(line)), None)
+    """``ok``, or ``failed:`` with the last error line (an output ends with how it failed)."""
+    failure = next((line for line in reversed(result.splitlines()) if ERROR_PATTERN.search(line)), None)
     if failure:
         return f"failed: {_clip(failure, MAX_LINE_CHARS)}"
     return f"failed: {_clip(result, MAX_LINE_CHARS)}" if error else "ok"
@@ -106,19 +131,25 @@ def _errors(middle: Sequence[Item]) -> list[str]:
     for item in middle:
         for part in item.parts:
             if part.kind is PartKind.RESULT:
-                for line in part.text.splitlines():
-                    if ERROR_PATTERN.search(line):
-                        seen.setdefault(_clip(line, MAX_LINE_CHARS), None)
+                seen.update(dict.fromkeys(error_lines(part.text)))
     return [f"- {line}" for line in seen]
 
 
 def _fit(sections: dict[str, list[str]], max_chars: int) -> dict[str, list[str]]:
-    """Drop the oldest lines of the longest section until the digest fits. Linear in the lines."""
+    """Drop the oldest lines of the longest section until the digest fits — the tool calls' list
+    counting ``CALLS_WEIGHT`` times its size (its facts are also in the files and errors
+    sections), the newest line of each section last, the users' requests only when nothing else
+    is left. Linear in the lines."""
     chars = {name: sum(map(len, lines)) for name, lines in sections.items()}
     dropped = dict.fromkeys(sections, 0)
     size = _size(sections)
     while size > max_chars and any(dropped[name] < len(lines) for name, lines in sections.items()):
-        name = max(sections, key=lambda key: chars[key])
+        left = [key for key, lines in sections.items() if dropped[key] < len(lines)]
+        rest = [key for key in left if key != USER_REQUESTS]
+        several = [key for key in rest if len(sections[key]) - dropped[key] > 1]
+        name = max(
+            several or rest or left, key=lambda key: chars[key] * (CALLS_WEIGHT if key == CALLS else 1)
+        )
         line = sections[name][dropped[name]]
         dropped[name] += 1
         chars[name] -= len(line)
@@ -137,5 +168,6 @@ def _size(sections: dict[str, list[str]]) -> int:
 def _render(sections: dict[str, list[str]]) -> str:
     parts = [HEADER]
     for name, lines in sections.items():
-        parts.append(f"## {name}\n" + ("\n".join(lines) if lines else "none"))
+        separator = "\n\n" if name == USER_REQUESTS else "\n"  # a request may span lines
+        parts.append(f"## {name}\n" + (separator.join(lines) if lines else "none"))
     return "\n\n".join(parts)

@@ -159,6 +159,11 @@ class Builder(Protocol):
         """
         ...
 
+    def replace_text(self, item: Item, texts: Mapping[int, str]) -> Item:
+        """``item`` with the TEXT parts at these part indices reading ``texts[index]`` (a pinned
+        message cut to its share); everything else as the client sent it."""
+        ...
+
     def without_parts(self, item: Item, indices: Sequence[int]) -> Item | None:
         """``item`` without these parts (orphan results); None when nothing is left of it."""
         ...

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from compact_hook.config import MIN_TOOL_OUTPUT_TOKENS, CompactConfig
+from compact_hook.config import DEFAULT_PINNED_SHARE, MIN_TOOL_OUTPUT_TOKENS, CompactConfig
 
 TARGET_SHARE = 0.85
 """A compaction aims below this share of the trigger, leaving the next turns room to grow
@@ -79,3 +79,10 @@ class Limits:
         """Tokens of users' own messages kept verbatim, capped at the tail's: keeping must not
         defeat compacting."""
         return min(config.user_message_budget, self.tail_budget(config))
+
+    def pinned_budget(self, config: CompactConfig) -> int:
+        """Tokens of pinned messages (the task, injected instructions) kept through compaction:
+        ``pinned_budget``, or by default a tenth of the room the items have."""
+        if config.pinned_budget is not None:
+            return config.pinned_budget
+        return int(DEFAULT_PINNED_SHARE * self.room)

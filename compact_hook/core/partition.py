@@ -6,38 +6,46 @@ never separated from its results, whatever the budgets say.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 
 from compact_hook.core.items import Item, PartKind, Role, has_interrupt_marker, head_length
 from compact_hook.core.pairing import Unit
+from compact_hook.core.pinning import Pin, Shape, allot
 
 
 @dataclass(frozen=True, slots=True)
 class KeepPolicy:
     """What the middle keeps verbatim besides the latest user message.
 
-    The users' other messages and results of protected tools, newest first, within
-    ``user_message_budget`` tokens; the newest result of each protected tool, every
-    interrupted-turn marker and every item the format does not understand, always.
+    The pinned items (``pins``, by position: the task, injected instructions, later system
+    messages; see ``pinning``) within ``pinned_budget``; the users' other messages and results
+    of protected tools, newest first, within ``user_message_budget`` tokens; the newest result
+    of each protected tool, every interrupted-turn marker and every item the format does not
+    understand, always.
     """
 
     user_message_budget: int = 0
     protected_tools: tuple[str, ...] = ()
+    pins: Mapping[int, Pin] = field(default_factory=dict)
+    pinned_budget: int = 0
 
 
 @dataclass(frozen=True, slots=True)
 class Partition:
     """Index ranges into the item list.
 
-    ``items[:head_end]`` is the head, ``kept`` the middle items kept verbatim (whole units,
-    in order: see ``KeepPolicy``), ``middle`` what is summarized, ``items[tail_start:]`` the tail.
+    ``items[:head_end]`` is the head, ``kept`` the middle items kept (whole units, in order:
+    see ``KeepPolicy``), ``middle`` what is summarized, ``items[tail_start:]`` the tail.
+    ``shapes``: kept items not shown whole (pins cut to their share, or kept as text only) —
+    a text-only pin is also in ``middle``: its tool results are summarized with their turn.
     """
 
     head_end: int
     kept: tuple[int, ...]
     middle: tuple[int, ...]
     tail_start: int
+    shapes: tuple[tuple[int, Shape], ...] = ()
 
 
 def tail_start(units: Sequence[Unit], counts: Sequence[int], floor: int, budget: int) -> int:
@@ -80,18 +88,20 @@ def partition(
     head_end = head_length(items)
     start = tail_start(units, counts, max(head_end, floor), tail_budget)
     inner = [unit for unit in units if head_end <= unit.start and unit.end <= start]
-    kept = select_kept(items, counts, inner, keep)
-    kept_set = set(kept)
-    middle = tuple(index for index in range(head_end, start) if index not in kept_set)
+    kept, shapes = select_kept(items, counts, inner, keep)
+    text_only = {index for index, shape in shapes if shape.text_only}
+    whole = set(kept) - text_only
+    middle = tuple(index for index in range(head_end, start) if index not in whole)
     if start <= floor:
         middle = ()
-    return Partition(head_end=head_end, kept=kept, middle=middle, tail_start=start)
+    return Partition(head_end=head_end, kept=kept, middle=middle, tail_start=start, shapes=shapes)
 
 
 def select_kept(
     items: Sequence[Item], counts: Sequence[int], units: Sequence[Unit], keep: KeepPolicy
-) -> tuple[int, ...]:
-    """Item indices of the middle units kept verbatim, in their original order."""
+) -> tuple[tuple[int, ...], tuple[tuple[int, Shape], ...]]:
+    """Item indices of the middle units kept, in their original order, and the shapes of
+    the pins not kept whole."""
     latest_user = latest_user_index(items)
     always: list[Unit] = []
     optional: list[Unit] = []
@@ -107,8 +117,27 @@ def select_kept(
             newest_protected |= protected
         elif protected or items[unit.start].is_user_turn:
             optional.append(unit)
+    taken = {index for unit in always for index in range(unit.start, unit.end)}
+    shapes = _pinned(units, keep, taken)
+    pinned = {index for index, shape in shapes.items() if not shape.text_only}
+    optional = [unit for unit in optional if unit.start not in pinned]
     chosen = always + _within_budget(optional, counts, keep.user_message_budget - _tokens(always, counts))
-    return tuple(sorted(index for unit in chosen for index in range(unit.start, unit.end)))
+    kept = {index for unit in chosen for index in range(unit.start, unit.end)} | set(shapes)
+    changed = tuple((index, shape) for index, shape in sorted(shapes.items()) if shape != Shape())
+    return tuple(sorted(kept)), changed
+
+
+def _pinned(units: Sequence[Unit], keep: KeepPolicy, taken: set[int]) -> dict[int, Shape]:
+    """The pins of these units not kept already, shaped to share ``pinned_budget``: a whole pin
+    must be a unit of its own (a user turn, a system message); a text-only one is any item."""
+    alone = {unit.start for unit in units if unit.end == unit.start + 1}
+    inside = {index for unit in units for index in range(unit.start, unit.end)}
+    pins = {
+        index: pin
+        for index, pin in keep.pins.items()
+        if index in inside and index not in taken and (pin.text_only or index in alone)
+    }
+    return allot(pins, keep.pinned_budget) if pins else {}
 
 
 def protected_tools_of(items: Sequence[Item], unit: Unit, protected: Sequence[str]) -> set[str]:

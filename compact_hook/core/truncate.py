@@ -24,23 +24,33 @@ TOKENIZE_AT_MOST = 1_000_000
 boundaries would tokenize the whole output again (seconds for a few MB) for no real gain."""
 
 
-def marker(amount: int, unit: str, lines: int) -> str:
-    where = f"; the full output had {lines} lines" if lines > 1 else ""
+def marker(amount: int, unit: str, lines: int, what: str = "output") -> str:
+    where = f"; the full {what} had {lines} lines" if lines > 1 else ""
     return f"\n…{amount} {unit} truncated{where}…\n"
 
 
-def truncate_text(text: str, limit: int, policy: str, cut: Cut) -> str | None:
-    """``text`` cut to about ``limit`` tokens (head + marker + tail), or None when it fits."""
+def truncate_text(text: str, limit: int, policy: str, cut: Cut, what: str = "output") -> str | None:
+    """``text`` cut to about ``limit`` tokens (head + marker + tail), or None when it fits.
+
+    ``what`` the text is, for the marker ("output", "message")."""
     if policy == "tokens" and len(text) <= TOKENIZE_AT_MOST:
-        return _truncate_tokens(text, limit, cut)
-    if policy == "tokens":
-        return _truncate_bytes(text, limit * BYTES_PER_TOKEN)
-    if policy == "bytes":
-        return _truncate_bytes(text, limit * BYTES_PER_TOKEN)
+        return _truncate_tokens(text, limit, cut, what)
+    if policy in ("tokens", "bytes"):
+        return _truncate_bytes(text, limit * BYTES_PER_TOKEN, what)
     return None
 
 
-def _truncate_tokens(text: str, limit: int, cut: Cut) -> str | None:
+def _truncate_tokens(text: str, limit: int, cut: Cut, what: str) -> str | None:
+    points = cut_points(text, limit, cut)
+    if points is None:
+        return None
+    head_end, tail_start, removed = points
+    return text[:head_end] + marker(removed, "tokens", line_count(text), what) + text[tail_start:]
+
+
+def cut_points(text: str, limit: int, cut: Cut) -> tuple[int, int, int] | None:
+    """Where a head + tail cut of ``text`` to ``limit`` tokens falls: the head's end, the tail's
+    start (characters) and the tokens between; None when it fits."""
     if len(text) <= limit:  # fewer characters than tokens allowed: cannot be over
         return None
     keep = max(2, limit - MARKER_ALLOWANCE)
@@ -48,10 +58,10 @@ def _truncate_tokens(text: str, limit: int, cut: Cut) -> str | None:
     head_end, tail_start, total = cut(text, head, tail)
     if total <= limit:
         return None
-    return text[:head_end] + marker(total - head - tail, "tokens", _lines(text)) + text[tail_start:]
+    return head_end, tail_start, total - head - tail
 
 
-def _truncate_bytes(text: str, limit: int) -> str | None:
+def _truncate_bytes(text: str, limit: int, what: str) -> str | None:
     data = text.encode("utf-8", "surrogatepass")
     if len(data) <= limit:
         return None
@@ -62,10 +72,10 @@ def _truncate_bytes(text: str, limit: int) -> str | None:
     removed = (
         len(data) - len(start.encode("utf-8", "surrogatepass")) - len(end.encode("utf-8", "surrogatepass"))
     )
-    return start + marker(removed, "bytes", _lines(text)) + end
+    return start + marker(removed, "bytes", line_count(text), what) + end
 
 
-def _lines(text: str) -> int:
+def line_count(text: str) -> int:
     return text.count("\n") + (0 if text.endswith("\n") else 1)
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
@@ -24,6 +24,7 @@ from compact_hook.core.limits import MIN_TAIL_BUDGET, Limits
 from compact_hook.core.normalize import normalize
 from compact_hook.core.outcomes import ArchiveStatus, CacheStatus, Preparation, Reason, Removal, Summarizer
 from compact_hook.core.partition import KeepPolicy, Partition, partition
+from compact_hook.core.pinning import Pin, find_pins, plan_cuts
 from compact_hook.core.truncate import truncate_results
 from compact_hook.engine.breaker import Breaker
 from compact_hook.engine.result import CompactRequest, CompactResult, CompactStats
@@ -236,16 +237,18 @@ class Run:
         With the default shares it is the first try; when the head, the users' kept messages or
         one big unit make the result too large, the tail's and the kept messages' budgets halve
         until it fits (or cannot shrink further): compacting harder now, in one summary call,
-        rather than compacting again on every later turn.
+        rather than compacting again on every later turn. Pinned messages keep their own budget.
 
         ``ahead``: tokens still to arrive before the cut is applied (a prepared compaction is
         applied at the trigger): the tail is that much shorter now, so it is as long then.
+        Tokenizes (pins cut to their share): run it off the event loop.
         """
         config, limits = self.config, self.window
         counts = self.counter.count(view.prints, lambda i: item_strings(view.items[i]))
         budget = limits.tail_budget(config)
         tail = max(min(MIN_TAIL_BUDGET, budget), budget - ahead)
         keep = limits.keep_budget(config)
+        pins = {i: self.pins[o] for i, o in enumerate(view.origins) if o is not None and o in self.pins}
         while True:
             part = partition(
                 view.items,
@@ -253,17 +256,38 @@ class Run:
                 view.pairing.units,
                 tail,
                 floor=view.spliced_prefix,
-                keep=KeepPolicy(keep, config.protected_tools),
+                keep=KeepPolicy(keep, config.protected_tools, pins, limits.pinned_budget(config)),
             )
-            if tail <= MIN_TAIL_BUDGET or self._estimate(part, counts) + ahead < limits.target:
-                return part
+            if tail <= MIN_TAIL_BUDGET or self._estimate(part, counts, pins) + ahead < limits.target:
+                return self._planned(view, part)
             tail, keep = max(MIN_TAIL_BUDGET, tail // 2), keep // 2
 
-    def _estimate(self, part: Partition, counts: Sequence[int]) -> int:
-        """What the compacted request will hold at most: all but the middle, plus a full summary."""
+    @cached_property
+    def pins(self) -> dict[int, Pin]:
+        """The client's pinned items (the task, injected instructions, later system messages)."""
+        config = self.config
+        if self.window.pinned_budget(config) <= 0:
+            return {}
+        return find_pins(self.tiers.items, self.counts, config.pinned_patterns, self.counter.count_text)
+
+    def _planned(self, view: View, part: Partition) -> Partition:
+        """The partition with its pins' cuts placed, on the client's own items."""
+        conversation, counter = self.request.conversation, self.counter
+        shapes = tuple(
+            (i, plan_cuts(conversation.item(self._origin(view, i)), shape, counter.cut, counter.count_text))
+            for i, shape in part.shapes
+        )
+        return dataclasses.replace(part, shapes=shapes)
+
+    def _estimate(self, part: Partition, counts: Sequence[int], pins: Mapping[int, Pin]) -> int:
+        """What the compacted request will hold at most: all but the middle, pins at their
+        share, plus a full summary."""
         middle = set(part.middle)
         kept = [count for index, count in enumerate(counts) if index not in middle]
-        return request_total(self.context_tokens, kept) + self.config.summary_max_tokens
+        pinned = sum(
+            (shape.limit or pins[i].tokens) - (0 if i in middle else counts[i]) for i, shape in part.shapes
+        )
+        return request_total(self.context_tokens, kept) + pinned + self.config.summary_max_tokens
 
     async def summarize(
         self,
@@ -298,9 +322,10 @@ class Run:
         order = assemble_order(view.items, part)
         prefix = order[: len(order) - (len(view.items) - part.tail_start)]
         keep = tuple(self._origin(view, index) for index in prefix if index is not None)
-        originals = tuple(o for i in part.middle if (o := view.origins[i]) is not None)
+        gone = sorted({*part.middle, *self._newly_cut(view, part)})
+        originals = tuple(o for i in gone if (o := view.origins[i]) is not None)
         if archive:
-            removed = self.removed(view, part.middle, Removal.SUMMARIZED)
+            removed = self.removed(view, gone, Removal.SUMMARIZED)
             path = await self.keep(dataclasses.replace(removed, summary=text, summarizer=summarizer))
             unarchived = () if path is not None else originals
         else:
@@ -313,8 +338,20 @@ class Run:
             summarizer,
             prefix.index(None),
             unarchived,
+            tuple((self._origin(view, i), shape) for i, shape in part.shapes),
         )
         return Made(entry, CacheStatus.MISS, budget.calls, path)
+
+    def _newly_cut(self, view: View, part: Partition) -> list[int]:
+        """Pins this compaction cuts that were shown whole until now: archived with the middle
+        (the words a cut leaves out must be kept somewhere)."""
+        return [
+            i
+            for i, shape in part.shapes
+            if shape.cuts
+            and (o := view.origins[i]) is not None
+            and view.items[i] is self.tiers.truncated(o)[0]
+        ]
 
     def _for_summary(self, view: View, position: int) -> Item:
         """What the summary model reads: cleared results restored (truncated), the rest as forwarded."""

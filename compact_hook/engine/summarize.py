@@ -32,7 +32,7 @@ Message = dict[str, Any]
 """A chat message: summary calls are chat completions whatever the request's format."""
 Summarize = Callable[[list[Message]], Awaitable[str]]
 
-PROMPT_VERSION = "1"
+PROMPT_VERSION = "2"
 """Bump when prompts/summarize.md changes meaningfully: stored summaries are keyed by it."""
 
 MIN_CHUNK_TOKENS = 512

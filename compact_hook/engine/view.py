@@ -16,11 +16,12 @@ from functools import cached_property
 
 from compact_hook.config import CompactConfig
 from compact_hook.core.chain import Entry
-from compact_hook.core.clearing import clearable_parts
+from compact_hook.core.clearing import clearable_parts, placeholders
 from compact_hook.core.counting import TokenCounter
 from compact_hook.core.fingerprint import Fingerprint
-from compact_hook.core.items import Item
+from compact_hook.core.items import Item, PartKind
 from compact_hook.core.pairing import Pairing, pair
+from compact_hook.core.pinning import Shape, shown_texts
 from compact_hook.core.truncate import truncate_results
 from compact_hook.formats.base import Conversation
 
@@ -148,8 +149,10 @@ class Tiers:
         if entry is None and not self.oversized:
             return View(self.items, list(self.prints), list(range(len(self.items))))
         entry = entry or Entry()
+        shapes = dict(entry.shapes)
         built: list[tuple[Item, Fingerprint, int | None]] = [
-            self.truncated(index) + (index,) for index in entry.keep
+            (*(self.shaped(index, shapes[index]) if index in shapes else self.truncated(index)), index)
+            for index in entry.keep
         ]
         summary_at = entry.summary_position if entry.summary is not None else None
         if entry.summary is not None:
@@ -217,14 +220,42 @@ class Tiers:
         skip = self._protected.get(index, ())
         return truncate_results(self.conversation.item(index), limit, policy, self.counter.cut, skip=skip)
 
+    def shaped(self, index: int, shape: Shape) -> tuple[Item, Fingerprint]:
+        """A pinned item as its compaction shows it: its text cut where planned, and only its
+        text when it also carried tool results (their turn was summarized). No tokenizing."""
+        item = self.conversation.item(index)
+        wire = self.conversation.wire
+        texts = shown_texts(item, shape)
+        shown: Item | None = wire.replace_text(item, texts) if texts else item
+        if shape.text_only and shown is not None:
+            others = [k for k, part in enumerate(shown.parts) if part.kind is not PartKind.TEXT]
+            shown = wire.without_parts(shown, others) if others else shown
+        if shown is None or shown is item:
+            return self.truncated(index)
+        return shown, self.conversation.fingerprint(shown.raw)
+
     def cleared(self, index: int) -> tuple[Item, Fingerprint]:
         """Tier 2 on top of tier 1: the item's clearable results shown as placeholders."""
         item, print_ = self.truncated(index)
-        placeholders = clearable_parts(item, index, self.pairing.tool_of, self.config.protected_tools)
-        if not placeholders:
+        shown = self._placeholders(index)
+        if not shown:
             return item, print_
-        cleared = self.conversation.wire.replace_outputs(item, placeholders, keep_media=False)
+        cleared = self.conversation.wire.replace_outputs(item, shown, keep_media=False)
         return cleared, self.conversation.fingerprint(cleared.raw)
+
+    def _placeholders(self, index: int) -> dict[int, str]:
+        """Placeholders for item ``index``'s clearable results, made once per output (they quote
+        its error lines: reading every cleared output on every request would not be cheap)."""
+        item, print_ = self.truncated(index)
+        tools = clearable_parts(item, index, self.pairing.tool_of, self.config.protected_tools)
+        if not tools:
+            return {}
+        key = ("cleared", print_, *sorted(tools.items()))
+        found = self.cache.get(key)
+        if found is None:
+            found = placeholders(item, tools)
+            self.cache.put(key, found)
+        return found
 
     def truncated_count(self) -> int:
         if not self.oversized:
@@ -235,11 +266,7 @@ class Tiers:
         if entry.cleared_before <= entry.covered:
             return 0
         return sum(
-            len(
-                clearable_parts(
-                    self.truncated(index)[0], index, self.pairing.tool_of, self.config.protected_tools
-                )
-            )
+            len(self._placeholders(index))
             for index in sorted(set(self.result_items))
             if entry.covered <= index < entry.cleared_before
         )

@@ -115,6 +115,16 @@ class AnthropicFormat:
         blocks = [block for index, block in enumerate(_blocks(item.raw)) if index not in gone]
         return self.item({**item.raw, "content": blocks}) if blocks else None
 
+    def replace_text(self, item: Item, texts: Mapping[int, str]) -> Item:
+        content = item.raw.get("content")
+        if isinstance(content, str):
+            return self.item({**item.raw, "content": texts.get(0, content)})
+        blocks = [
+            {**block, "text": texts[index]} if index in texts and block.get("type") == "text" else block
+            for index, block in enumerate(_blocks(item.raw))
+        ]
+        return self.item({**item.raw, "content": blocks})
+
     def answer(self, unit: Sequence[Item], calls: Sequence[tuple[int, int]]) -> list[Item]:
         """``tool_result`` blocks for the unanswered calls, in the user message right after the
         assistant's (before its other blocks: results must come first), or in a new one."""

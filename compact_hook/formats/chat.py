@@ -17,7 +17,7 @@ from compact_hook.core.items import Item, Part, PartKind, Role, summary_body
 from compact_hook.core.normalize import ABORTED_RESULT
 from compact_hook.core.outcomes import Reason
 from compact_hook.formats.base import Conversation, Rejected, positive_int, problem_in
-from compact_hook.formats.openai_parts import content_parts, joined_text, media_of
+from compact_hook.formats.openai_parts import content_parts, joined_text, media_of, with_texts
 
 
 class ToolCallFunction(TypedDict):
@@ -99,6 +99,9 @@ class ChatFormat:
 
     def without_parts(self, item: Item, indices: Sequence[int]) -> Item | None:
         return None  # only tool messages carry results, and each is one result
+
+    def replace_text(self, item: Item, texts: Mapping[int, str]) -> Item:
+        return self.item({**item.raw, "content": with_texts(item.raw.get("content"), texts)})
 
     def answer(self, unit: Sequence[Item], calls: Sequence[tuple[int, int]]) -> list[Item]:
         """Synthetic results go right after the unit's existing ones (chat wants them all

@@ -6,6 +6,7 @@ Chat messages and Responses items carry the same kinds of parts (``text`` / ``in
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from compact_hook.core.items import Part, PartKind
@@ -56,3 +57,21 @@ def media_of(content: object) -> list[Any]:
 
 def joined_text(parts: tuple[Part, ...]) -> str:
     return "\n".join(part.text for part in parts if part.kind is PartKind.TEXT)
+
+
+def with_texts(content: Any, texts: Mapping[int, str]) -> Any:
+    """``content`` (a string or a list of parts) with the text of the parts at these part
+    indices (as ``content_parts`` numbers them) replaced; every other part as it was."""
+    if type(content) is str:
+        return texts.get(0, content)
+    if not isinstance(content, list):
+        return content
+    rebuilt, index = [], 0
+    for part in content:
+        if isinstance(part, dict):
+            key = TEXT_KEYS.get(str(part.get("type")))
+            if index in texts and key is not None:
+                part = {**part, key: texts[index]}
+            index += 1
+        rebuilt.append(part)
+    return rebuilt

@@ -21,7 +21,7 @@ from compact_hook.core.items import Item, Part, PartKind, Role, summary_body
 from compact_hook.core.normalize import ABORTED_RESULT
 from compact_hook.core.outcomes import Reason
 from compact_hook.formats.base import Conversation, Rejected, compact_json, positive_int, problem_in
-from compact_hook.formats.openai_parts import MEDIA_TOKENS, content_parts, joined_text, media_of
+from compact_hook.formats.openai_parts import MEDIA_TOKENS, content_parts, joined_text, media_of, with_texts
 
 
 class FunctionCallItem(TypedDict):
@@ -139,6 +139,11 @@ class ResponsesFormat:
 
     def without_parts(self, item: Item, indices: Sequence[int]) -> Item | None:
         return None  # a result item is one result
+
+    def replace_text(self, item: Item, texts: Mapping[int, str]) -> Item:
+        if isinstance(item.raw, str):
+            return self.item(texts.get(0, item.raw))
+        return self.item({**item.raw, "content": with_texts(item.raw.get("content"), texts)})
 
     def answer(self, unit: Sequence[Item], calls: Sequence[tuple[int, int]]) -> list[Item]:
         """An output item per unanswered call, after the unit's other items."""

@@ -107,8 +107,9 @@ def check_compacted(original: list[dict[str, Any]], forwarded: list[dict[str, An
     summaries = [i for i, m in enumerate(forwarded) if str(m.get("content", "")).startswith(SUMMARY_PREFIX)]
     assert len(summaries) == 1
     at = summaries[0]
-    latest_user = max(i for i, m in enumerate(original) if m["role"] == "user")
-    assert canonical(forwarded[0]) == canonical(original[latest_user])  # no system head: the task is kept
+    users = [canonical(m) for m in original if m["role"] == "user"]
+    assert canonical(forwarded[0]) == users[0]  # no system head: the task is pinned first
+    assert users[-1] in [canonical(m) for m in forwarded[:at]]  # the latest request is kept before the summary
     tail = forwarded[at + 1 :]
     assert [canonical(m) for m in tail] == [canonical(m) for m in original[len(original) - len(tail) :]]
     assert pairing_problems(forwarded) == []
@@ -145,7 +146,7 @@ def test_a_long_conversation_arrives_compacted(
     assert "".join(chunks).replace("\n", "") == "".join(transcript_entries(items_of(archived))).replace(
         "\n", ""
     )
-    assert at == 1
+    assert at == 2  # the pinned task, then the latest request, then the summary
 
 
 def transcript_of(summary_request: dict[str, Any]) -> str:

@@ -276,5 +276,6 @@ async def test_real_transcript_compacts_with_the_real_tokenizer(archive: InMemor
     assert out.compacted
     assert out.stats.compacted_token_count < 0.92 * 60_000
     assert pairing_problems(out.messages) == []
-    latest_user = max(i for i, m in enumerate(messages) if m["role"] == "user")
-    assert out.messages[0] is messages[latest_user]  # no system head; the task is kept verbatim
+    users = [i for i, m in enumerate(messages) if m["role"] == "user"]
+    # no system head: the task (the first user message, pinned) leads, then the latest one
+    assert out.messages[0] is messages[users[0]] and out.messages[1] is messages[users[-1]]
