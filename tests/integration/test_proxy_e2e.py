@@ -109,7 +109,9 @@ def check_compacted(original: list[dict[str, Any]], forwarded: list[dict[str, An
     at = summaries[0]
     users = [canonical(m) for m in original if m["role"] == "user"]
     assert canonical(forwarded[0]) == users[0]  # no system head: the task is pinned first
-    assert users[-1] in [canonical(m) for m in forwarded[:at]]  # the latest request is kept before the summary
+    assert users[-1] in [
+        canonical(m) for m in forwarded[:at]
+    ]  # the latest request is kept before the summary
     tail = forwarded[at + 1 :]
     assert [canonical(m) for m in tail] == [canonical(m) for m in original[len(original) - len(tail) :]]
     assert pairing_problems(forwarded) == []
