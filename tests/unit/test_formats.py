@@ -13,7 +13,6 @@ from typing import Any
 
 import pytest
 
-from compact_hook.config import CompactConfig
 from compact_hook.core.assemble import assemble_order
 from compact_hook.core.clearing import placeholder
 from compact_hook.core.counting import item_strings
@@ -22,11 +21,12 @@ from compact_hook.core.normalize import ABORTED_RESULT
 from compact_hook.core.outcomes import CacheStatus, Reason
 from compact_hook.core.pairing import group_units
 from compact_hook.core.partition import KeepPolicy, partition
-from compact_hook.engine import Compactor, CompactRequest, CompactResult
+from compact_hook.engine import Compactor
 from compact_hook.formats import ANTHROPIC, CHAT, RESPONSES, Conversation, Rejected
 from compact_hook.state.store import MemoryStore
+from tests.compaction import config, run
 from tests.conversations import Call, Said, Step, Tools, body, entries, w, wire_of
-from tests.fakes import FakeSummarizer, InMemoryArchive, WordCounter
+from tests.fakes import FakeSummarizer
 from tests.support import (
     TRANSCRIPTS,
     chat_to_responses,
@@ -49,44 +49,6 @@ LONG: list[Step] = [
     Tools((Call("test", w(150)),)),
     Said("latest question " + w(5)),
 ]
-
-
-def config(**overrides: Any) -> CompactConfig:
-    """A WordCounter-sized world: 1,000-word window, tiers off unless asked."""
-    settings: dict[str, Any] = {
-        "context_window": 1000,
-        "trigger_ratio": 0.9,
-        "tail_retention_ratio": 0.3,
-        "summary_context_window": 100_000,
-        "summary_max_tokens": 100,
-        "retry_backoff_seconds": 0,
-        "user_message_budget": 0,
-        "tool_output_policy": "none",
-        "clear_tool_results": False,
-    }
-    settings.update(overrides)
-    return CompactConfig(**settings)
-
-
-async def run(
-    wire: str,
-    data: dict[str, Any],
-    settings: CompactConfig,
-    summarizer: Any = None,
-    compactor: Compactor | None = None,
-) -> CompactResult:
-    parsed = wire_of(wire).parse(data)
-    assert isinstance(parsed, Conversation), parsed
-    request = CompactRequest(
-        parsed,
-        settings,
-        summarizer or FakeSummarizer(),
-        "session",
-        scope=b"scope",
-        archive=InMemoryArchive(),
-        counter=WordCounter(),
-    )
-    return await (compactor or Compactor(None)).compact(request)
 
 
 # -- A, G: when nothing happens ---------------------------------------------------------------------------

@@ -27,12 +27,14 @@ from compact_hook.core.pinning import (
     plan_cuts,
     shown_texts,
 )
-from compact_hook.engine import Compactor, CompactRequest, CompactResult
-from compact_hook.formats import ANTHROPIC, CHAT, Conversation
+from compact_hook.engine import Compactor, CompactResult
+from compact_hook.formats import ANTHROPIC, CHAT
 from compact_hook.state.store import MemoryStore
 from compact_hook.state.tokenizers import counter_for
+from tests.compaction import config as base_config
+from tests.compaction import run
 from tests.conversations import Call, Said, Step, Tools, body, entries, w, wire_of
-from tests.fakes import FakeSummarizer, InMemoryArchive, WordCounter
+from tests.fakes import FakeSummarizer, InMemoryArchive
 from tests.support import is_summary, items_of, pairing_problems
 
 WIRES = ["chat", "anthropic", "responses"]
@@ -181,42 +183,7 @@ LONG: list[Step] = [
 
 
 def config(**overrides: Any) -> CompactConfig:
-    settings: dict[str, Any] = {
-        "context_window": 1000,
-        "trigger_ratio": 0.9,
-        "tail_retention_ratio": 0.3,
-        "summary_context_window": 100_000,
-        "summary_max_tokens": 100,
-        "retry_backoff_seconds": 0,
-        "user_message_budget": 0,
-        "tool_output_policy": "none",
-        "clear_tool_results": False,
-        "pinned_budget": 300,
-    }
-    settings.update(overrides)
-    return CompactConfig(**settings)
-
-
-async def run(
-    wire: str,
-    data: dict[str, Any],
-    settings: CompactConfig,
-    summarizer: FakeSummarizer | None = None,
-    compactor: Compactor | None = None,
-    archive: InMemoryArchive | None = None,
-) -> CompactResult:
-    parsed = wire_of(wire).parse(data)
-    assert isinstance(parsed, Conversation), parsed
-    request = CompactRequest(
-        parsed,
-        settings,
-        summarizer or FakeSummarizer(),
-        "session",
-        scope=b"scope",
-        archive=archive or InMemoryArchive(),
-        counter=WordCounter(),
-    )
-    return await (compactor or Compactor(None)).compact(request)
+    return base_config(**{"pinned_budget": 300, **overrides})
 
 
 def kept(result: CompactResult, wire: str) -> list[Any]:
@@ -320,86 +287,53 @@ def test_a_placeholder_keeps_the_last_error_lines_of_the_output_it_replaces() ->
     assert placeholder("ls", "a.py b.py") == "[Previous: used ls]"
 
 
+def tool_turn(call_id: str, path: str, output: str) -> list[dict[str, Any]]:
+    """A chat tool call on ``path`` and its result."""
+    arguments = json.dumps({"path": path})
+    function = {"name": "read", "arguments": arguments}
+    return [
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [{"id": call_id, "type": "function", "function": function}],
+        },
+        {"role": "tool", "tool_call_id": call_id, "content": output},
+    ]
+
+
 def test_a_digest_merges_an_earlier_digest_section_by_section_without_nesting() -> None:
     first = items_of(
         [
             {"role": "user", "content": "never edit vendor/"},
-            {
-                "role": "assistant",
-                "content": None,
-                "tool_calls": [
-                    {
-                        "id": "c1",
-                        "type": "function",
-                        "function": {"name": "read", "arguments": '{"path": "src/a.py"}'},
-                    }
-                ],
-            },
-            {"role": "tool", "tool_call_id": "c1", "content": "x\nERROR: src/a.py is locked"},
+            *tool_turn("c1", "src/a.py", "x\nERROR: src/a.py is locked"),
         ]
     )
     earlier = digest(first, 10_000)
-    summary = CHAT.summary(earlier).raw
     second = items_of(
         [
-            summary,
+            CHAT.summary(earlier).raw,
             {"role": "user", "content": "also keep tests green"},
-            {
-                "role": "assistant",
-                "content": None,
-                "tool_calls": [
-                    {
-                        "id": "c2",
-                        "type": "function",
-                        "function": {"name": "edit", "arguments": '{"path": "src/b.py"}'},
-                    }
-                ],
-            },
-            {"role": "tool", "tool_call_id": "c2", "content": "Traceback\nValueError: failed"},
+            *tool_turn("c2", "src/b.py", "Traceback\nValueError: failed"),
         ]
     )
     merged = digest(second, 10_000)
     assert merged.count(HEADER) == 1
-    for fact in (
+    facts = (
         "never edit vendor/",
         "also keep tests green",
         "src/a.py",
         "src/b.py",
         "ERROR: src/a.py is locked",
-    ):
-        assert fact in merged
+    )
+    assert all(fact in merged for fact in facts)
     assert merged.index("never edit vendor/") < merged.index("also keep tests green")
     assert "ValueError: failed" in merged
 
 
 def test_a_digest_short_of_room_gives_up_tool_lines_before_the_users_words() -> None:
-    items = items_of(
-        [
-            {"role": "user", "content": "never edit vendor/"},
-            *[
-                message
-                for n in range(40)
-                for message in (
-                    {
-                        "role": "assistant",
-                        "content": None,
-                        "tool_calls": [
-                            {
-                                "id": f"c{n}",
-                                "type": "function",
-                                "function": {
-                                    "name": "read",
-                                    "arguments": json.dumps({"path": f"src/m{n}.py"}),
-                                },
-                            }
-                        ],
-                    },
-                    {"role": "tool", "tool_call_id": f"c{n}", "content": "ok"},
-                )
-            ],
-        ]
-    )
-    small = digest(items, 900)
+    turns = [message for n in range(40) for message in tool_turn(f"c{n}", f"src/m{n}.py", "ok")]
+    small = digest(items_of([{"role": "user", "content": "never edit vendor/"}, *turns]), 900)
     assert len(small) <= 900
     assert "never edit vendor/" in small
-    assert "src/m39.py" in small  # the newest call survives the cut
+    assert "earlier entries omitted" in small  # the oldest call lines went first
+    assert '"src/m39.py"}) -> ok' in small  # the newest call survives the cut
