@@ -16,6 +16,7 @@ from compact_hook.core.facts import error_lines
 from compact_hook.core.items import Item, PartKind
 
 PLACEHOLDER = "[Previous: used {tool}]"
+REPORTED = "[Previous: used {tool}; it reported: {errors}]"
 MIN_CLEAR_CHARS = 100
 """Results this short are kept: the placeholder would save nothing."""
 ERRORS_KEPT = 2
@@ -28,7 +29,7 @@ def placeholder(tool: str, output: str = "") -> str:
     errors = error_lines(output)[-ERRORS_KEPT:]
     if not errors:
         return PLACEHOLDER.format(tool=tool)
-    return f"[Previous: used {tool}; it reported: " + " | ".join(errors) + "]"
+    return REPORTED.format(tool=tool, errors=" | ".join(errors))
 
 
 def clearable_parts(

@@ -12,8 +12,7 @@ import json
 import re
 from collections.abc import Sequence
 
-from compact_hook.core.facts import ERROR_PATTERN, MAX_LINE_CHARS, error_lines
-from compact_hook.core.facts import clip as _clip
+from compact_hook.core.facts import ERROR_PATTERN, MAX_LINE_CHARS, clip, error_lines
 from compact_hook.core.items import Item, PartKind, summary_text
 from compact_hook.core.pairing import pair
 
@@ -38,7 +37,7 @@ def digest(middle: Sequence[Item], max_chars: int) -> str:
     sections = {
         EARLIER: [],
         USER_REQUESTS: [
-            _clip(item.user_text(), MAX_USER_CHARS) for item in middle if item.user_text().strip()
+            clip(item.user_text(), MAX_USER_CHARS) for item in middle if item.user_text().strip()
         ],
         "Files touched": _files(middle),
         CALLS: _calls(middle),
@@ -60,9 +59,7 @@ def _merge(sections: dict[str, list[str]], earlier: str) -> None:
         name, _, body = block.partition("\n")
         if name not in sections or body == "none":
             continue
-        lines = [line for line in body.split("\n") if line and not OMITTED.match(line)]
-        if name == USER_REQUESTS:  # a request may span lines: blocks are separated by blank lines
-            lines = [part for part in body.split("\n\n") if part.strip() and not OMITTED.match(part)]
+        lines = [line for line in body.split(_separator(name)) if line.strip() and not OMITTED.match(line)]
         fresh = [line for line in lines if line not in sections[name]]
         sections[name][:0] = fresh
 
@@ -115,15 +112,15 @@ def _calls(middle: Sequence[Item]) -> list[str]:
 
 
 def _describe_call(name: str, arguments: str) -> str:
-    return f"{name or 'tool'}({_clip(' '.join(arguments.split()), MAX_ARGUMENT_CHARS)})"
+    return f"{name or 'tool'}({clip(' '.join(arguments.split()), MAX_ARGUMENT_CHARS)})"
 
 
 def _outcome(result: str, error: bool) -> str:
     """``ok``, or ``failed:`` with the last error line (an output ends with how it failed)."""
     failure = next((line for line in reversed(result.splitlines()) if ERROR_PATTERN.search(line)), None)
     if failure:
-        return f"failed: {_clip(failure, MAX_LINE_CHARS)}"
-    return f"failed: {_clip(result, MAX_LINE_CHARS)}" if error else "ok"
+        return f"failed: {clip(failure, MAX_LINE_CHARS)}"
+    return f"failed: {clip(result, MAX_LINE_CHARS)}" if error else "ok"
 
 
 def _errors(middle: Sequence[Item]) -> list[str]:
@@ -165,9 +162,13 @@ def _size(sections: dict[str, list[str]]) -> int:
     return sum(len(line) + 1 for lines in sections.values() for line in lines) + 200
 
 
+def _separator(section: str) -> str:
+    """Lines of a section are one per line; users' requests (which may span lines) a blank line apart."""
+    return "\n\n" if section == USER_REQUESTS else "\n"
+
+
 def _render(sections: dict[str, list[str]]) -> str:
     parts = [HEADER]
     for name, lines in sections.items():
-        separator = "\n\n" if name == USER_REQUESTS else "\n"  # a request may span lines
-        parts.append(f"## {name}\n" + (separator.join(lines) if lines else "none"))
+        parts.append(f"## {name}\n" + (_separator(name).join(lines) if lines else "none"))
     return "\n\n".join(parts)

@@ -137,7 +137,7 @@ def _pinned(units: Sequence[Unit], keep: KeepPolicy, taken: set[int]) -> dict[in
         for index, pin in keep.pins.items()
         if index in inside and index not in taken and (pin.text_only or index in alone)
     }
-    return allot(pins, keep.pinned_budget) if pins else {}
+    return allot(pins, keep.pinned_budget)
 
 
 def protected_tools_of(items: Sequence[Item], unit: Unit, protected: Sequence[str]) -> set[str]:
