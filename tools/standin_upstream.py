@@ -74,8 +74,12 @@ import uuid
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from types import FrameType, TracebackType
 from typing import Any
+
+sys.path.append(str(Path(__file__).resolve().parent))  # agent_script, beside this file (no package here)
+import agent_script  # noqa: E402
 
 SUMMARY_MARKER = "<compact_hook:summary-request>"
 TAGGED_SUMMARY_REQUEST = "wrap your summary in a <summary></summary> block"
@@ -463,7 +467,8 @@ def _blocks(content: Any) -> list[Any]:
 def check_anthropic_messages(body: dict[str, Any]) -> None:
     """Strict mode: the Messages API's structural rules, raising ``BadRequest`` with Anthropic's wording.
 
-    ``max_tokens`` is required; roles are ``user``/``assistant``; consecutive same-role messages are merged
+    ``max_tokens`` is required; roles are ``user``/``assistant`` (and ``system``, placed as
+    ``check_system_placement`` says; it takes no part in the turns); consecutive same-role messages are merged
     into one turn (as the API does), after which the first turn must be ``user``; every message but a final
     assistant one has non-empty content; each ``tool_use`` id of an assistant turn has a ``tool_result`` in
     the very next (user) turn; each ``tool_result`` answers a ``tool_use`` of the turn just before; and in a
@@ -478,8 +483,11 @@ def check_anthropic_messages(body: dict[str, Any]) -> None:
         if not isinstance(m, dict):
             raise BadRequest(f"messages.{i}: Input should be a valid dictionary")
         role = m.get("role")
+        if role == "system":
+            check_system_placement(messages, i)
+            continue
         if role not in ("user", "assistant"):
-            raise BadRequest(f"messages.{i}.role: Input should be 'user' or 'assistant'")
+            raise BadRequest(f"messages.{i}.role: Input should be 'user', 'assistant' or 'system'")
         content = m.get("content")
         if not isinstance(content, str | list):
             raise BadRequest(f"messages.{i}.content: Input should be a valid string or list")
@@ -529,6 +537,31 @@ def check_anthropic_messages(body: dict[str, Any]) -> None:
                     f"{b.get('tool_use_id')}. Each tool_result block must have a corresponding tool_use "
                     "block in the previous message."
                 )
+
+
+def check_system_placement(messages: list[Any], i: int) -> None:
+    """A mid-conversation ``system`` message (Claude Opus 4.8 and later): a run of them follows a user
+    message and is the end of the conversation or followed by an assistant message; its content is text."""
+    start, end = i, i
+    while start > 0 and isinstance(messages[start - 1], dict) and messages[start - 1].get("role") == "system":
+        start -= 1
+    while (
+        end + 1 < len(messages)
+        and isinstance(messages[end + 1], dict)
+        and messages[end + 1].get("role") == "system"
+    ):
+        end += 1
+    before = messages[start - 1] if start > 0 else None
+    after = messages[end + 1] if end + 1 < len(messages) else None
+    if not isinstance(before, dict) or before.get("role") != "user":
+        raise BadRequest(f"messages.{i}: a system message must follow a user message")
+    if after is not None and (not isinstance(after, dict) or after.get("role") != "assistant"):
+        raise BadRequest(
+            f"messages.{i}: a system message must be the last message or be followed by an assistant message"
+        )
+    content = messages[i].get("content")
+    if not content or not all(b.get("type") == "text" for b in _blocks(content) if isinstance(b, dict)):
+        raise BadRequest(f"messages.{i}.content: a system message holds text")
 
 
 def _is_tool_result(block: Any) -> bool:
@@ -845,10 +878,16 @@ class _Server(ThreadingHTTPServer):
     allow_reuse_address = True
 
     def __init__(
-        self, addr: tuple[str, int], recorder: _Recorder, slow_seconds: float, verbose: bool
+        self,
+        addr: tuple[str, int],
+        recorder: _Recorder,
+        sessions: agent_script.Sessions,
+        slow_seconds: float,
+        verbose: bool,
     ) -> None:
         super().__init__(addr, _Handler)
         self.recorder = recorder
+        self.sessions = sessions
         self.slow_seconds = slow_seconds
         self.verbose = verbose
 
@@ -911,6 +950,7 @@ class _Handler(BaseHTTPRequestHandler):
         raw = self._read_body()
         if path == "/_reset":
             self.server.recorder.clear()
+            self.server.sessions.clear()
             self._send_json(200, {"ok": True})
             return
         self._record(raw)
@@ -953,6 +993,9 @@ class _Handler(BaseHTTPRequestHandler):
             req = surface.parse(raw)
             if is_strict(req.get("model", "")):
                 surface.check(req)
+            stale = agent_script.stale_thinking(req) if surface is MESSAGES else None
+            if stale is not None:
+                raise BadRequest(stale)
         except BadRequest as exc:
             self._send_json(400, surface.bad_request(str(exc), exc.param))
             return
@@ -965,11 +1008,42 @@ class _Handler(BaseHTTPRequestHandler):
                 return
         if self._delay_or_fail(model, surface.failure, raw):
             return
+        if agent_script.is_agent(model) and surface is not CHAT:
+            self._agent(surface, req)
+            return
         reply = reply_for(model, surface.texts(req), surface.count(req))
         if req.get("stream") is True:
             self._send_sse(surface.stream(model, req, reply), done_marker=surface.done_marker)
         else:
             self._send_json(200, surface.body(model, req, reply))
+
+    def _agent(self, surface: Surface, req: dict[str, Any]) -> None:
+        """The scripted agent's turn (see ``agent_script``): tool calls, then a final answer."""
+        model, headers = req.get("model", ""), {k.lower(): v for k, v in self.headers.items()}
+        tokens = approx_tokens(sum(len(t) for t in surface.texts(req)))
+        if surface is MESSAGES:
+            plan = agent_script.plan_turn(
+                self.server.sessions, agent_script.anthropic_session(req, headers), model
+            )
+            message = agent_script.anthropic_message(model, agent_script.anthropic_blocks(plan, req), tokens)
+            if req.get("stream") is True:
+                self._send_sse(agent_script.anthropic_events(message))
+            else:
+                self._send_json(200, message)
+            return
+        plan = agent_script.plan_turn(
+            self.server.sessions, agent_script.responses_session(req, headers), model
+        )
+        output = agent_script.responses_output(plan, req)
+        response = {
+            **response_object(model, req, ""),
+            "output": output,
+            "usage": agent_script.responses_usage(tokens, output),
+        }
+        if req.get("stream") is True:
+            self._send_sse(agent_script.responses_events(response))
+        else:
+            self._send_json(200, response)
 
     # -- I/O -----------------------------------------------------------------------------------------------
 
@@ -1049,6 +1123,7 @@ class StandinUpstream:
         self.slow_seconds = slow_seconds
         self.verbose = verbose
         self._recorder = _Recorder()
+        self._sessions = agent_script.Sessions()
         self._server: _Server | None = None
         self._thread: threading.Thread | None = None
 
@@ -1059,7 +1134,7 @@ class StandinUpstream:
         if self._server is not None:
             return self
         self._server = _Server(
-            (self.host, self._requested_port), self._recorder, self.slow_seconds, self.verbose
+            (self.host, self._requested_port), self._recorder, self._sessions, self.slow_seconds, self.verbose
         )
         self._thread = threading.Thread(
             target=self._server.serve_forever,
@@ -1136,9 +1211,15 @@ class StandinUpstream:
     def _requests_to(self, paths: frozenset[str]) -> list[dict[str, Any]]:
         return [r for r in self.requests if r["path"].split("?", 1)[0].rstrip("/") in paths]
 
+    @property
+    def agent_turns(self) -> dict[str, int]:
+        """Turns the scripted agent answered, per session (see ``agent_script``)."""
+        return self._sessions.snapshot()
+
     def reset(self) -> None:
-        """Forget recorded requests (between tests)."""
+        """Forget recorded requests and the agent's sessions (between tests)."""
         self._recorder.clear()
+        self._sessions.clear()
 
 
 def main(argv: list[str] | None = None) -> int:

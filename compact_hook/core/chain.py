@@ -14,6 +14,7 @@ another tenant's key; the per-message fingerprints only need to be fast.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 from collections.abc import Sequence
@@ -27,7 +28,7 @@ from compact_hook.core.items import Item, head_length
 from compact_hook.core.outcomes import Summarizer
 from compact_hook.core.pinning import Shape
 
-STATE_VERSION = "4"
+STATE_VERSION = "5"
 """Bump when the meaning of a stored entry changes: old entries then simply stop matching."""
 
 SCOPE_SETTINGS = (
@@ -110,6 +111,9 @@ class Entry:
     unarchived: tuple[int, ...] = ()
     """The client's entries this compaction summarized but could not archive (retried later)."""
     shapes: tuple[tuple[int, Shape], ...] = ()
+    stale_thinking: tuple[tuple[int, int], ...] = ()
+    """Ranges ``[start, end)`` of the client's entries whose thinking blocks are not forwarded:
+    they were produced before we changed what precedes them (see ``unbind``)."""
 
     @property
     def summary_position(self) -> int:
@@ -132,6 +136,7 @@ class Entry:
                 "summary_at": self.summary_at,
                 "unarchived": list(self.unarchived),
                 "shapes": [[index, shape.to_json()] for index, shape in self.shapes],
+                "stale_thinking": [list(span) for span in self.stale_thinking],
             }
         )
 
@@ -148,12 +153,50 @@ class Entry:
             summary_at=int(data["summary_at"]) if data.get("summary_at") is not None else None,
             unarchived=tuple(int(i) for i in data.get("unarchived", ())),
             shapes=tuple((int(index), Shape.from_json(shape)) for index, shape in data.get("shapes", ())),
+            stale_thinking=tuple((int(start), int(end)) for start, end in data.get("stale_thinking", ())),
         )
+
+
+OPEN_END = 2**31
+"""The end of a stale range that covers every later entry too (after a request was fitted)."""
+MAX_STALE_RANGES = 8
+
+
+def unbind(entry: Entry, start: int, end: int) -> Entry:
+    """``entry`` whose forwarded prefix changed at client entry ``start`` in a request of ``end``
+    entries: every thinking block produced before (``< end``) after that point is stale.
+
+    Anthropic checks each thinking block sent back against everything before it (system,
+    tools, earlier messages). Blocks produced after the change were produced under it and stay;
+    blocks before ``start`` saw an unchanged prefix and stay. Ranges below ``covered`` are
+    summarized away; more than ``MAX_STALE_RANGES`` are merged (removing more is still valid).
+    """
+    spans = sorted(
+        (max(s, entry.covered), e) for s, e in (*entry.stale_thinking, (start, end)) if e > entry.covered
+    )
+    merged: list[tuple[int, int]] = []
+    for s, e in spans:
+        if merged and s <= merged[-1][1]:
+            merged[-1] = (merged[-1][0], max(merged[-1][1], e))
+        elif s < e:
+            merged.append((s, e))
+    while len(merged) > MAX_STALE_RANGES:
+        gaps = [merged[k + 1][0] - merged[k][1] for k in range(len(merged) - 1)]
+        k = gaps.index(min(gaps))
+        merged[k : k + 2] = [(merged[k][0], merged[k + 1][1])]
+    return dataclasses.replace(entry, stale_thinking=tuple(merged))
+
+
+def is_stale(index: int, spans: Sequence[tuple[int, int]]) -> bool:
+    return any(start <= index < end for start, end in spans)
 
 
 def entry_is_usable(entry: Entry, length: int) -> bool:
     """An entry read from a shared store is checked before its indices are trusted."""
     if not 0 < entry.span <= length or entry.cleared_before < 0:
+        return False
+    spans = entry.stale_thinking
+    if len(spans) > MAX_STALE_RANGES or not all(0 <= s < e <= OPEN_END for s, e in spans):
         return False
     if entry.summary is None:
         return entry.covered == 0 and not entry.keep

@@ -38,6 +38,16 @@ class Role(enum.Enum):
     """An entry the format does not understand: kept whole, in place, never summarized."""
 
 
+class Placement(enum.Enum):
+    """Where a format allows an instruction (system) item after the head."""
+
+    ANYWHERE = "anywhere"
+    """Chat and Responses: a system or developer message may stand anywhere."""
+    AFTER_USER = "after_user"
+    """Anthropic: a ``system`` entry must follow a user turn and be last or followed by an
+    assistant turn (consecutive ones form one section); never the first entry."""
+
+
 class PartKind(enum.Enum):
     TEXT = "text"
     CALL = "call"

@@ -31,6 +31,9 @@ class Limits:
     window: int
     room: int
     prepare: int = 0
+    no_room: bool = False
+    """The output reserve and what the model reads besides the items (system, tools) fill the
+    whole context window: compacting could only leave nothing, so the request is forwarded as sent."""
 
     @classmethod
     def of(cls, config: CompactConfig, reserve: int | None, fixed: int) -> Limits | None:
@@ -53,6 +56,7 @@ class Limits:
             window=window,
             room=max(1, window - fixed),
             prepare=min(prepare, compact),
+            no_room=(reserve or 0) + fixed >= config.context_window,
         )
 
     @property

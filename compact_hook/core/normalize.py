@@ -1,27 +1,42 @@
-"""Validity normalization: every tool call answered, every tool result with its call.
+"""Validity normalization: every tool call answered, every tool result with its call, every
+instruction where the format allows it.
 
 Providers reject a tool call with no result and a result with no call. Compaction never
 creates either (it works on whole units), but clients do send them — an agent interrupted
 mid-call, a history trimmed by hand — and a request we reshape should leave valid. The
 problems come from the one pairing (``pairing.pair``); the format builds the repair.
+
+Anthropic also places its mid-conversation ``system`` entries: after a user turn, before an
+assistant turn or last. A compaction puts pinned instructions before the summary (a user
+message); ``place_instructions`` moves such a section forward to the next valid place.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
-from compact_hook.core.items import Builder, Item
+from compact_hook.core.items import Builder, Item, Placement, Role
 from compact_hook.core.pairing import Pairing, pair
 
 ABORTED_RESULT = "[compact_hook: this tool call was interrupted; it has no recorded result]"
 
 
-def normalize(items: Sequence[Item], builder: Builder, pairing: Pairing | None = None) -> list[Item]:
-    """A new list: synthetic results for unanswered calls, orphan results removed.
+def normalize(
+    items: Sequence[Item],
+    builder: Builder,
+    pairing: Pairing | None = None,
+    placement: Placement = Placement.ANYWHERE,
+) -> list[Item]:
+    """A new list: synthetic results for unanswered calls, orphan results removed, instructions
+    placed where ``placement`` allows them.
 
     Items that need no change are the very same objects.
     """
-    pairing = pairing or pair(items)
+    paired = _paired(items, builder, pairing or pair(items))
+    return place_instructions(paired) if placement is Placement.AFTER_USER else paired
+
+
+def _paired(items: Sequence[Item], builder: Builder, pairing: Pairing) -> list[Item]:
     if not pairing.unanswered and not pairing.orphans:
         return list(items)
     orphans: dict[int, list[int]] = {}
@@ -43,6 +58,41 @@ def normalize(items: Sequence[Item], builder: Builder, pairing: Pairing | None =
             repaired = builder.answer(repaired, [(offset_of[index], part) for index, part in missing])
         out.extend(repaired)
     return out
+
+
+def place_instructions(items: Sequence[Item]) -> list[Item]:
+    """Each section of system items right after a user turn and before an assistant turn, or
+    last after a user turn: where it is, if valid; else moved forward to the next such place
+    (backward to the last one when there is none ahead; left alone when there is none at all).
+
+    Moving an instruction a little later is the least change that keeps the request valid: its
+    words are the client's, and the model still reads them as system instructions.
+    """
+    out: list[Item] = []
+    held: list[Item] = []
+    for item in items:
+        if item.role is Role.SYSTEM:
+            held.append(item)
+            continue
+        if held and item.role is Role.ASSISTANT and out and out[-1].role is Role.USER:
+            out.extend(held)
+            held = []
+        out.append(item)
+    if not held:
+        return out
+    if out and out[-1].role is Role.USER:
+        return [*out, *held]
+    boundary = next(
+        (
+            k
+            for k in range(len(out) - 1, 0, -1)
+            if out[k].role is Role.ASSISTANT and out[k - 1].role is Role.USER
+        ),
+        None,
+    )
+    if boundary is None:
+        return list(items)
+    return [*out[:boundary], *held, *out[boundary:]]
 
 
 def is_valid(items: Sequence[Item]) -> bool:

@@ -55,6 +55,9 @@ class Reason(enum.StrEnum):
     """The request (or its key or team) said ``off``: forwarded exactly as sent."""
     BREAKER_OPEN = "breaker_open"
     """The summary model failed ``breaker_failures`` times in a row: not called for a while."""
+    NO_ROOM = "no_room"
+    """The output reserve (``max_tokens``) with the system and tools fills the whole window:
+    nothing is left for the messages, so the request is forwarded as sent (logged once)."""
     OVER_TRIGGER = "over_trigger"
     """A compaction was made but what it must keep (head, kept messages, tail) is still over
     the trigger: forwarded (it fits the window), said so rather than compacting every turn."""

@@ -31,7 +31,7 @@ from compact_hook.config import (
     DEFAULT_LOCK_TTL_SECONDS,
     DEFAULT_LOCK_WAIT_SECONDS,
 )
-from compact_hook.core.chain import Entry, entry_is_usable
+from compact_hook.core.chain import OPEN_END, Entry, entry_is_usable
 from compact_hook.core.outcomes import (
     ArchiveStatus,
     CacheStatus,
@@ -47,7 +47,7 @@ from compact_hook.engine.flight import Leases, SingleFlight
 from compact_hook.engine.prepare import Preparations, PrepareSetup
 from compact_hook.engine.result import CompactRequest, CompactResult
 from compact_hook.engine.run import Failed, Made, Outcome, ProcessMemory, Removed, Run
-from compact_hook.engine.view import View
+from compact_hook.engine.view import View, without_stale_thinking
 from compact_hook.state.store import CompactionStore
 
 logger = logging.getLogger(__name__)
@@ -98,6 +98,9 @@ class Compactor:
                 else Reason.EMPTY
             )
             return run.untouched(reason)
+        if limits.no_room:
+            self._warn_no_room(run)
+            return run.untouched(Reason.NO_ROOM)
         forced, remembered = request.mode is Mode.FORCE, request.recall or request.mode is Mode.FORCE
         if (
             run.total < limits.engage
@@ -122,6 +125,25 @@ class Compactor:
             if prepared is not None:
                 return await self._apply(run, prepared)
         return await self._compact(run, state, view, cache)
+
+    def _warn_no_room(self, run: Run) -> None:
+        """Once per model group, window and reserve: every such request is forwarded as sent."""
+        origin, window, reserve = (
+            run.request.origin,
+            run.config.context_window,
+            run.request.conversation.reserve,
+        )
+        if self.memory.notices.first(("no_room", origin.model_group, window, reserve)):
+            logger.warning(
+                "compact_hook: model group %s (%s): the reply's reserve of %s tokens plus %d tokens of "
+                "system and tools leave no room for messages in the %s-token window; such requests are "
+                "forwarded as sent (raise context_window, or have the client ask for fewer output tokens)",
+                origin.model_group or "?",
+                origin.wire or "?",
+                reserve,
+                run.context_tokens,
+                window,
+            )
 
     async def _recall(self, run: Run) -> tuple[Entry, CacheStatus]:
         """The longest stored prefix's state; ``hit`` only when an earlier request left it."""
@@ -166,7 +188,7 @@ class Compactor:
         arrived since it was prepared, the rest is compacted as usual, its summary merged.
         """
         assert self.preparations is not None
-        entry, path = await self._archive_pending(run, prepared)
+        entry, path = await self._archive_pending(run, run.applied(prepared))
         await self._put(run, entry)
         self.preparations.stats.applied += 1
         view = run.tiers.view(entry)
@@ -210,9 +232,12 @@ class Compactor:
         if isinstance(made, Failed):
             return await self._without_summary(run, state, view, part, cache, made, calls)
         status = CacheStatus.SHARED if shared else made.cache
-        compacted = run.tiers.view(made.entry)
+        entry = run.applied(made.entry)  # made for another request (shared): stale from ours on
+        if entry != made.entry:
+            await self._put(run, entry)
+        compacted = run.tiers.view(entry)
         over = await run.tokens(compacted) >= run.window.compact
-        outcome = Outcome(made.entry, status, Reason.OVER_TRIGGER if over else None, calls, made.archive_path)
+        outcome = Outcome(entry, status, Reason.OVER_TRIGGER if over else None, calls, made.archive_path)
         return await self._fit(run, compacted, outcome)
 
     async def _without_summary(
@@ -264,7 +289,20 @@ class Compactor:
         if not fits:
             logger.warning("compact_hook: request cannot be brought under %d tokens", run.window.window)
             reason = Reason.CANNOT_FIT
-        return await run.finish(fitted, dataclasses.replace(outcome, reason=reason, dropped=dropped))
+        state = await self._unstable(run, outcome.state)
+        fitted = without_stale_thinking(fitted, state.stale_thinking, run.request.conversation)
+        return await run.finish(
+            fitted, dataclasses.replace(outcome, state=state, reason=reason, dropped=dropped)
+        )
+
+    async def _unstable(self, run: Run, state: Entry) -> Entry:
+        """A fitted request is no stable prefix (the next fit may drop differently): thinking
+        blocks produced from here on are not sent back until the next compaction sets a new,
+        stable prefix. Stored when the state has a key; this request strips them either way."""
+        unstable = run.unbound(state, state.covered, OPEN_END)
+        if unstable.span > 0 and unstable != state:
+            await self._put(run, unstable)
+        return unstable
 
     async def _put(self, run: Run, entry: Entry) -> None:
         if self.store is not None:

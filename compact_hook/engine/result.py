@@ -71,7 +71,8 @@ class CompactResult:
     counts every summary attempt this request made, failed ones included. ``archive_status``:
     whether what this request took out of the model's view was archived (None: nothing was).
     ``preparation``: where the next compaction stands, past ``prepare_ratio`` (see
-    ``engine.prepare``).
+    ``engine.prepare``). ``thinking_removed``: thinking blocks not forwarded because we changed
+    what precedes them since they were produced (Anthropic checks; see ``core.chain.unbind``).
     """
 
     messages: list[Any]
@@ -91,6 +92,7 @@ class CompactResult:
     summarizer: Summarizer | None = None
     archive_status: ArchiveStatus | None = None
     preparation: Preparation | None = None
+    thinking_removed: int = 0
 
     @classmethod
     def passthrough(cls, entries: list[Any], rejected: Rejected) -> CompactResult:

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from compact_hook.config import CompactConfig
 from compact_hook.core.assemble import assemble_order
-from compact_hook.core.chain import Entry, prefix_chain, root_position
+from compact_hook.core.chain import Entry, prefix_chain, root_position, unbind
 from compact_hook.core.clearing import next_boundary
 from compact_hook.core.counting import TokenCounter, item_strings, request_total
 from compact_hook.core.digest import digest
@@ -27,9 +27,10 @@ from compact_hook.core.partition import KeepPolicy, Partition, partition
 from compact_hook.core.pinning import Pin, find_pins, plan_cuts
 from compact_hook.core.truncate import truncate_results
 from compact_hook.engine.breaker import Breaker
+from compact_hook.engine.notices import Notices
 from compact_hook.engine.result import CompactRequest, CompactResult, CompactStats
 from compact_hook.engine.summarize import DIGEST_CHARS_PER_TOKEN, Budget, Summarize, summarize_middle
-from compact_hook.engine.view import Tiers, TruncationCache, View
+from compact_hook.engine.view import Tiers, TruncationCache, View, thinking_removed
 from compact_hook.errors import SummarizerError
 from compact_hook.formats.base import Conversation, context_strings
 from compact_hook.state.archive import (
@@ -96,6 +97,7 @@ class ProcessMemory:
     truncations: TruncationCache = field(default_factory=TruncationCache)
     archives: ArchiveLog = field(default_factory=ArchiveLog)
     folders: ArchiveFolders = field(default_factory=ArchiveFolders)
+    notices: Notices = field(default_factory=Notices)
 
 
 @dataclass
@@ -219,7 +221,8 @@ class Run:
         )
         if boundary is None:
             return None
-        return dataclasses.replace(state, cleared_before=boundary)
+        advanced = dataclasses.replace(state, cleared_before=boundary)
+        return self.unbound(advanced, max(state.cleared_before, state.covered))
 
     def _saving(self, index: int) -> int:
         (item, print_), (cleared, cleared_print) = self.tiers.truncated(index), self.tiers.cleared(index)
@@ -340,7 +343,22 @@ class Run:
             unarchived,
             tuple((self._origin(view, i), shape) for i, shape in part.shapes),
         )
-        return Made(entry, CacheStatus.MISS, budget.calls, path)
+        return Made(self.applied(entry), CacheStatus.MISS, budget.calls, path)
+
+    # -- thinking bound to its prefix ---------------------------------------------------------------
+
+    def unbound(self, entry: Entry, start: int, end: int | None = None) -> Entry:
+        """``entry`` changing the forwarded prefix from client entry ``start`` on, at this request:
+        the thinking blocks produced before it (``< end``, default this request's length) are
+        stale. Only for formats whose provider checks them (``bound_thinking``)."""
+        if not self.request.conversation.wire.bound_thinking:
+            return entry
+        return unbind(entry, start, len(self.prints) if end is None else end)
+
+    def applied(self, compaction: Entry) -> Entry:
+        """A compaction as this request applies it: every thinking block kept after the summary
+        was produced before it, so each is stale (earlier ranges are summarized or covered)."""
+        return self.unbound(dataclasses.replace(compaction, stale_thinking=()), compaction.covered)
 
     def _newly_cut(self, view: View, part: Partition) -> list[int]:
         """Pins this compaction cuts that were shown whole until now: archived with the middle
@@ -414,7 +432,8 @@ class Run:
         return view.rebuilt(fitted.items, prints, origins)
 
     async def normalize(self, view: View, force: bool = False) -> tuple[View, int]:
-        """The view with every call answered and every orphan result gone, and how many fixes.
+        """The view with every call answered, every orphan result gone and every instruction
+        placed where the format allows it, and how many fixes (results added or removed).
 
         Only for requests we change (or ``normalize: always``, or ``force``: about to be fitted,
         so what normalization adds counts toward the window). What it removes is archived.
@@ -425,10 +444,11 @@ class Run:
         ]
         if unchanged and not force and self.config.normalize != "always":
             return view, 0
-        fixed = normalize(view.items, self.request.conversation.wire, view.pairing)
-        before, after = {id(item) for item in view.items}, {id(item) for item in fixed}
-        if before == after and len(fixed) == len(view.items):
+        wire = self.request.conversation.wire
+        fixed = normalize(view.items, wire, view.pairing, wire.placement)
+        if [id(item) for item in fixed] == [id(item) for item in view.items]:
             return view, 0
+        before, after = {id(item) for item in view.items}, {id(item) for item in fixed}
         gone = [k for k, item in enumerate(view.items) if id(item) not in after]
         await self.keep(self.removed(view, gone, Removal.NORMALIZED))
         known = {id(item): k for k, item in enumerate(view.items)}
@@ -466,6 +486,7 @@ class Run:
             summarizer=outcome.summarizer or (outcome.state.summarizer if compacted else None),
             archive_status=self.archive_status,
             preparation=outcome.preparation,
+            thinking_removed=thinking_removed(view, outcome.state.stale_thinking, self.request.conversation),
         )
 
     def untouched(self, reason: Reason | None, summary_calls: int = 0) -> CompactResult:

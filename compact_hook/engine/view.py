@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 
 from compact_hook.config import CompactConfig
-from compact_hook.core.chain import Entry
+from compact_hook.core.chain import Entry, is_stale
 from compact_hook.core.clearing import clearable_parts, placeholders
 from compact_hook.core.counting import TokenCounter
 from compact_hook.core.fingerprint import Fingerprint
@@ -60,6 +60,48 @@ class View:
 
     def entries(self) -> list[object]:
         return [item.raw for item in self.items]
+
+
+def without_stale_thinking(view: View, spans: Sequence[tuple[int, int]], conversation: Conversation) -> View:
+    """The view without the thinking parts of the client's items in ``spans`` (see
+    ``core.chain.unbind``); an item that was nothing but thinking goes altogether.
+
+    Anthropic rejects (or drops) a thinking block when anything before it changed since it was
+    produced; removing blocks is a valid edit. All stale blocks go together, so none is left
+    between removed ones.
+    """
+    if not spans:
+        return view
+    wire = conversation.wire
+    items, prints, origins = [], [], []
+    for item, print_, origin in zip(view.items, view.prints, view.origins, strict=True):
+        thinking = [k for k, part in enumerate(item.parts) if part.kind is PartKind.THINKING]
+        if thinking and origin is not None and is_stale(origin, spans):
+            shown = wire.without_parts(item, thinking)
+            if shown is None:
+                continue
+            item, print_ = shown, conversation.fingerprint(shown.raw)
+        items.append(item)
+        prints.append(print_)
+        origins.append(origin)
+    if len(items) == len(view.items) and all(a is b for a, b in zip(items, view.items, strict=True)):
+        return view
+    return view.rebuilt(items, prints, origins)
+
+
+def thinking_removed(view: View, spans: Sequence[tuple[int, int]], conversation: Conversation) -> int:
+    """How many thinking blocks of the client's items the view forwards without (stale ones)."""
+    if not spans:
+        return 0
+    return sum(
+        _thinking_parts(conversation.item(origin)) - _thinking_parts(item)
+        for item, origin in zip(view.items, view.origins, strict=True)
+        if origin is not None and is_stale(origin, spans)
+    )
+
+
+def _thinking_parts(item: Item) -> int:
+    return sum(part.kind is PartKind.THINKING for part in item.parts)
 
 
 class TruncationCache:
@@ -162,7 +204,8 @@ class Tiers:
             shown = self.cleared(index) if index < entry.cleared_before else self.truncated(index)
             built.append((*shown, index))
         spliced = len(entry.keep) + 1 if summary_at is not None else 0
-        return View([b[0] for b in built], [b[1] for b in built], [b[2] for b in built], summary_at, spliced)
+        view = View([b[0] for b in built], [b[1] for b in built], [b[2] for b in built], summary_at, spliced)
+        return without_stale_thinking(view, entry.stale_thinking, self.conversation)
 
     async def prepare(self) -> None:
         """Cut the oversized outputs not cut before, off the event loop: tokenizing a 4 MB output

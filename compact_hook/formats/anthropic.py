@@ -1,6 +1,7 @@
 """Anthropic Messages (``/v1/messages``, LiteLLM call type ``anthropic_messages``).
 
-Entries are ``messages`` (``user`` / ``assistant``, content a string or blocks). The
+Entries are ``messages`` (``user`` / ``assistant``, content a string or blocks, and
+mid-conversation ``system`` entries: Claude Code sends its environment as one). The
 top-level ``system`` is the head and ``tools`` are read but never changed; ``max_tokens``
 is the output reserve. A model turn is an assistant message; its ``tool_use`` blocks are
 answered by ``tool_result`` blocks in the next user message, which may carry text too
@@ -13,16 +14,24 @@ one user turn, and a tail never starts with a ``tool_result`` message (it starts
 The conversation must open with a user turn (``first_turn_user``): the summary leads when
 the first kept message is the model's, and the fit never drops a leading user unit.
 
-Requests carrying ``context_management`` edits or ``compaction`` blocks manage their own
-context: they pass through untouched.
+A ``system`` entry must follow a user turn and come last or before an assistant turn
+(``Placement.AFTER_USER``): normalization moves one we reordered (a pinned one) to the next
+such place. Thinking blocks are bound to everything before them (``bound_thinking``): see
+``engine.view``.
+
+Requests that manage their own context size pass through untouched (``client_managed``):
+``context_management`` edits other than ``clear_thinking_*`` (which only say which thinking
+blocks the provider keeps, and are forwarded as sent), the ``compaction`` parameter, and
+``compaction`` blocks.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Literal, Required, TypedDict
 
-from compact_hook.core.items import Item, Part, PartKind, Role, summary_body
+from compact_hook.core.items import Item, Part, PartKind, Placement, Role, summary_body
 from compact_hook.core.normalize import ABORTED_RESULT
 from compact_hook.core.outcomes import Reason
 from compact_hook.formats.base import (
@@ -53,7 +62,7 @@ class ToolResultBlock(TypedDict, total=False):
 class AnthropicMessage(TypedDict):
     """Documentation of the shape we read; at run time a message is any ``dict``."""
 
-    role: Literal["user", "assistant"]
+    role: Literal["user", "assistant", "system"]
     content: str | list[dict[str, Any]]
 
 
@@ -62,9 +71,12 @@ MEDIA_TOKENS = 1600
 for every image and document block: an estimate, as the real cost depends on the file."""
 TOOL_USE_SYSTEM_TOKENS = 346
 """The system prompt Anthropic adds when ``tools`` are present (its pricing page's figure)."""
-ROLES = {"user": Role.USER, "assistant": Role.ASSISTANT}
+ROLES = {"user": Role.USER, "assistant": Role.ASSISTANT, "system": Role.SYSTEM}
 MEDIA_BLOCKS = frozenset({"image", "document"})
 MANAGED_BLOCKS = frozenset({"compaction"})
+THINKING_EDIT = re.compile(r"clear_thinking_\d{8}")
+"""A ``context_management`` edit that only governs thinking blocks: the history stays ours."""
+KNOWN_EDIT = re.compile(r"(clear_tool_uses|compact)_\d{8}")
 
 
 class AnthropicFormat:
@@ -72,6 +84,8 @@ class AnthropicFormat:
     seed = 2
     metadata_key = "litellm_metadata"
     first_turn_user = True
+    placement = Placement.AFTER_USER
+    bound_thinking = True
 
     def parse(self, data: dict[str, Any]) -> Conversation | Rejected:
         messages = data.get("messages")
@@ -80,8 +94,9 @@ class AnthropicFormat:
         problem = problem_in(messages, _message_problem)
         if problem is not None:
             return Rejected(Reason.MALFORMED, f"messages{problem}")
-        if data.get("context_management") or _has_compaction_block(messages):
-            return Rejected(Reason.CLIENT_MANAGED, "context_management or compaction blocks")
+        managed = _managed_by_client(data, messages)
+        if managed is not None:
+            return Rejected(Reason.CLIENT_MANAGED, managed)
         context = tuple(data[key] for key in ("system", "tools") if data.get(key))
         overhead = TOOL_USE_SYSTEM_TOKENS if data.get("tools") else 0
         return Conversation(self, messages, context, positive_int(data, "max_tokens"), overhead)
@@ -158,11 +173,35 @@ class AnthropicFormat:
         return out
 
 
+def _managed_by_client(data: Mapping[str, Any], messages: list[Any]) -> str | None:
+    """What makes the client the manager of its own context size, or None.
+
+    Decided per edit: ``clear_thinking_*`` only tells the provider which thinking blocks to
+    keep; ``clear_tool_uses_*``, ``compact_*`` and any edit we do not know manage the history.
+    The text names only what we know (never the client's own strings: it reaches the report).
+    """
+    if data.get("compaction") is not None:
+        return "the compaction parameter"
+    management = data.get("context_management")
+    if management is not None:
+        edits = management.get("edits") if isinstance(management, dict) else None
+        if not isinstance(edits, list) or not all(isinstance(edit, dict) for edit in edits):
+            return "context_management"
+        for edit in edits:
+            kind = edit.get("type")
+            if not (isinstance(kind, str) and THINKING_EDIT.fullmatch(kind)):
+                known = isinstance(kind, str) and KNOWN_EDIT.fullmatch(kind)
+                return f"context_management edit {kind if known else 'of a type we do not know'}"
+    if _has_compaction_block(messages):
+        return "compaction blocks"
+    return None
+
+
 def _message_problem(message: object) -> str | None:
     if not isinstance(message, dict):
         return f"is {type(message).__name__}, not an object"
     if message.get("role") not in ROLES:
-        return f"role is {message.get('role')!r}, not user or assistant"
+        return f"role is {message.get('role')!r}, not user, assistant or system"
     content = message.get("content")
     if isinstance(content, str):
         return None

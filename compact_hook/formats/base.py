@@ -19,7 +19,7 @@ import orjson
 
 from compact_hook.core.counting import Strings
 from compact_hook.core.fingerprint import Fingerprint, fingerprint
-from compact_hook.core.items import Builder, Item
+from compact_hook.core.items import Builder, Item, Placement
 from compact_hook.core.outcomes import Reason
 from compact_hook.errors import MalformedError
 
@@ -37,6 +37,11 @@ class WireFormat(Builder, Protocol):
     """The request's per-request dict the proxy keeps (never sent upstream)."""
     first_turn_user: bool
     """The conversation must open with a user turn after its head."""
+    placement: Placement
+    """Where system items may stand (normalization moves ones a compaction reordered)."""
+    bound_thinking: bool
+    """The provider checks each thinking block against everything before it (Anthropic's
+    preserved thinking): one produced before we changed that prefix must not be sent back."""
 
     def parse(self, data: dict[str, Any]) -> Conversation | Rejected:
         """The request as the engine sees it, or why it must pass through untouched."""

@@ -13,7 +13,7 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal, NotRequired, Required, TypedDict
 
-from compact_hook.core.items import Item, Part, PartKind, Role, summary_body
+from compact_hook.core.items import Item, Part, PartKind, Placement, Role, summary_body
 from compact_hook.core.normalize import ABORTED_RESULT
 from compact_hook.core.outcomes import Reason
 from compact_hook.formats.base import Conversation, Rejected, positive_int, problem_in
@@ -60,6 +60,8 @@ class ChatFormat:
     seed = 0
     metadata_key = "metadata"
     first_turn_user = False
+    placement = Placement.ANYWHERE
+    bound_thinking = False
 
     def parse(self, data: dict[str, Any]) -> Conversation | Rejected:
         messages = data.get("messages")

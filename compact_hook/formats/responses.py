@@ -7,8 +7,10 @@ items — ``reasoning``, an assistant ``message``, ``function_call`` s — which
 with the ``function_call_output`` items answering them (paired by ``call_id``). Items we do
 not know are kept whole, in place.
 
-With ``previous_response_id`` (or a ``conversation``, or ``compaction`` items) the provider
-holds the conversation's state: the request passes through untouched.
+With ``previous_response_id`` or a ``conversation`` the provider holds the conversation's
+state; with ``context_management`` entries (server-side ``compaction``), ``compaction`` items
+or a ``compaction_trigger`` item the client or the provider manages its size: the request
+passes through untouched (``client_managed``).
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal, TypedDict
 
-from compact_hook.core.items import Item, Part, PartKind, Role, summary_body
+from compact_hook.core.items import Item, Part, PartKind, Placement, Role, summary_body
 from compact_hook.core.normalize import ABORTED_RESULT
 from compact_hook.core.outcomes import Reason
 from compact_hook.formats.base import Conversation, Rejected, compact_json, positive_int, problem_in
@@ -66,7 +68,8 @@ MODEL_ITEMS = frozenset(
     }
 )
 """Built-in tool calls: the model's own, answered within the item itself."""
-MANAGED_ITEMS = frozenset({"compaction"})
+MANAGED_ITEMS = frozenset({"compaction", "compaction_trigger"})
+"""Items of the compaction protocol: a compacted history, or the client asking for one."""
 REASONING_BYTES_PER_TOKEN = 4
 REASONING_ENVELOPE_BYTES = 650
 """Encrypted reasoning costs about its decoded size, less a fixed envelope, at ~4 bytes a
@@ -78,10 +81,14 @@ class ResponsesFormat:
     seed = 4
     metadata_key = "litellm_metadata"
     first_turn_user = False
+    placement = Placement.ANYWHERE
+    bound_thinking = False
 
     def parse(self, data: dict[str, Any]) -> Conversation | Rejected:
         if data.get("previous_response_id") or data.get("conversation"):
             return Rejected(Reason.CLIENT_MANAGED, "previous_response_id or conversation")
+        if data.get("context_management"):
+            return Rejected(Reason.CLIENT_MANAGED, "context_management")
         raw_input = data.get("input")
         if isinstance(raw_input, str):
             entries: list[Any] = [raw_input]

@@ -29,6 +29,7 @@ HEADER_FIELDS = (
     "cleared",
     "dropped",
     "normalized",
+    "thinking_removed",
     "duration_ms",
     "archive",
     "reason",
@@ -86,11 +87,17 @@ def report_of(result: CompactResult, session_id: str, wire: str) -> Report:
         report["reason"] = result.reason.value
     if result.preparation is not None:
         report["prepare"] = result.preparation.value
+    if result.thinking_removed:
+        report["thinking_removed"] = result.thinking_removed
     return report
 
 
 def rejected_report(rejected: Rejected, wire: str) -> Report:
-    return Report({"compacted": False, "format": wire, "reason": rejected.reason.value})
+    """A request forwarded untouched, with why (``detail``: our own words, e.g. which
+    ``context_management`` edit makes the client the manager of its context)."""
+    return Report(
+        {"compacted": False, "format": wire, "reason": rejected.reason.value, "detail": rejected.detail}
+    )
 
 
 def response_headers(report: Mapping[str, Any]) -> dict[str, str]:

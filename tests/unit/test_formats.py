@@ -17,6 +17,7 @@ from compact_hook.core.assemble import assemble_order
 from compact_hook.core.clearing import placeholder
 from compact_hook.core.counting import item_strings
 from compact_hook.core.fingerprint import fingerprint
+from compact_hook.core.items import Role
 from compact_hook.core.normalize import ABORTED_RESULT
 from compact_hook.core.outcomes import CacheStatus, Reason
 from compact_hook.core.pairing import group_units
@@ -229,23 +230,51 @@ async def test_an_orphan_result_is_removed_when_normalizing(wire: str) -> None:
 # -- what each adapter keeps exactly ------------------------------------------------------------------------
 
 
-async def test_anthropic_thinking_blocks_and_moved_cache_breakpoints_stay_the_clients() -> None:
+def _with_thinking(message: dict[str, Any], text: str) -> dict[str, Any]:
+    block = {"type": "thinking", "thinking": text, "signature": "sig-" + text}
+    return {**message, "content": [block, *message["content"]]}
+
+
+async def test_anthropic_thinking_produced_before_a_compaction_is_removed_and_breakpoints_stay_the_clients() -> (
+    None
+):
+    """Anthropic checks a thinking block against everything before it: a compaction changes that,
+    so the blocks of the turns it keeps go (all of them), the rest of those messages stays the client's."""
     data = body("anthropic", LONG)
-    thinking = {"type": "thinking", "thinking": "let me think", "signature": "sig=="}
     messages = data["messages"]
-    messages[-2] = {**messages[-2], "content": [thinking, *messages[-2]["content"]]}
+    messages[-3] = _with_thinking(messages[-3], "before")
     compactor = Compactor(MemoryStore(100, 3600))
     first = await run("anthropic", data, config(), compactor=compactor)
-    assert first.compacted and first.messages[-2] is messages[-2]
+    assert first.compacted and first.thinking_removed == 1
+    assert first.messages[-3]["content"] == messages[-3]["content"][1:]
+    assert all(
+        a is b for a, b in zip(first.messages[-3]["content"], messages[-3]["content"][1:], strict=True)
+    )
+    assert first.messages[-2] is messages[-2] and "before" not in json.dumps(first.messages)
     moved = copy.deepcopy(data)
     last = moved["messages"][-1]
     last["content"] = [{"type": "text", "text": last["content"], "cache_control": {"type": "ephemeral"}}]
     again = await run("anthropic", moved, config(), compactor=compactor)
     assert again.cache is CacheStatus.HIT and again.summary_calls == 0
     assert again.messages[-1] is moved["messages"][-1]  # forwarded with the client's current breakpoint
-    assert [is_summary(m, ANTHROPIC) for m in again.messages] == [
-        is_summary(m, ANTHROPIC) for m in first.messages
-    ]
+    assert again.messages == first.messages[:-1] + [moved["messages"][-1]]  # the same prefix: nothing moved
+
+
+async def test_anthropic_thinking_produced_after_a_compaction_is_forwarded_byte_identical() -> None:
+    data = body("anthropic", LONG)
+    compactor = Compactor(MemoryStore(100, 3600))
+    first = await run("anthropic", data, config(), compactor=compactor)
+    assert first.compacted
+    later = copy.deepcopy(data)
+    reply = _with_thinking(
+        {"role": "assistant", "content": [{"type": "tool_use", "id": "t9", "name": "ls", "input": {}}]},
+        "after",
+    )
+    answer = {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t9", "content": "ok"}]}
+    later["messages"] += [reply, answer]
+    again = await run("anthropic", later, config(), compactor=compactor)
+    assert again.cache is CacheStatus.HIT and again.thinking_removed == 0
+    assert again.messages[-2] is reply and again.messages[:-2] == first.messages
 
 
 def test_fingerprints_ignore_cache_control_and_differ_between_formats() -> None:
@@ -310,29 +339,99 @@ async def test_an_anthropic_conversation_still_opens_with_a_user_turn_when_the_f
     assert pairing_problems(result.messages, ANTHROPIC) == []
 
 
+MANAGED = Reason.CLIENT_MANAGED
+SAID = [{"role": "user", "content": "hi"}]
+
+
 @pytest.mark.parametrize(
-    ("wire", "data", "reason"),
+    ("wire", "data", "reason", "detail"),
     [
-        ("anthropic", {"messages": "nope"}, Reason.MALFORMED),
-        ("anthropic", {"messages": [{"role": "system", "content": "x"}]}, Reason.MALFORMED),
-        ("anthropic", {"messages": [{"role": "user", "content": [1]}]}, Reason.MALFORMED),
+        ("anthropic", {"messages": "nope"}, Reason.MALFORMED, "not a list"),
+        ("anthropic", {"messages": [{"role": "tool", "content": "x"}]}, Reason.MALFORMED, "role is 'tool'"),
+        ("anthropic", {"messages": [{"role": "user", "content": [1]}]}, Reason.MALFORMED, "not an object"),
         (
             "anthropic",
-            {"messages": [], "context_management": {"edits": [{"type": "clear"}]}},
-            Reason.CLIENT_MANAGED,
+            {"messages": SAID, "context_management": {"edits": [{"type": "clear_tool_uses_20250919"}]}},
+            MANAGED,
+            "context_management edit clear_tool_uses_20250919",
         ),
-        ("responses", {"input": 3}, Reason.MALFORMED),
-        ("responses", {"input": [{"type": "message", "content": "no role"}]}, Reason.MALFORMED),
-        ("responses", {"input": [], "previous_response_id": "resp_1"}, Reason.CLIENT_MANAGED),
-        ("responses", {"input": [{"type": "compaction", "encrypted_content": "x"}]}, Reason.CLIENT_MANAGED),
-        ("chat", {"messages": [{"content": "no role"}]}, Reason.MALFORMED),
+        (
+            "anthropic",
+            {
+                "messages": SAID,
+                "context_management": {
+                    "edits": [
+                        {"type": "clear_thinking_20251015", "keep": "all"},
+                        {"type": "compact_20260112"},
+                    ]
+                },
+            },
+            MANAGED,
+            "context_management edit compact_20260112",
+        ),
+        (
+            "anthropic",
+            {"messages": SAID, "context_management": {"edits": [{"type": "<script>forged"}]}},
+            MANAGED,
+            "edit of a type we do not know",
+        ),
+        (
+            "anthropic",
+            {"messages": SAID, "context_management": {"edits": "all"}},
+            MANAGED,
+            "context_management",
+        ),
+        (
+            "anthropic",
+            {"messages": SAID, "compaction": {"instructions": "x"}},
+            MANAGED,
+            "the compaction parameter",
+        ),
+        (
+            "anthropic",
+            {"messages": [*SAID, {"role": "assistant", "content": [{"type": "compaction", "content": "s"}]}]},
+            MANAGED,
+            "compaction blocks",
+        ),
+        ("responses", {"input": 3}, Reason.MALFORMED, "not a string or a list"),
+        ("responses", {"input": [{"type": "message", "content": "no role"}]}, Reason.MALFORMED, "no role"),
+        ("responses", {"input": [], "previous_response_id": "resp_1"}, MANAGED, "previous_response_id"),
+        (
+            "responses",
+            {"input": [{"type": "compaction", "encrypted_content": "x"}]},
+            MANAGED,
+            "compaction items",
+        ),
+        ("responses", {"input": [*SAID, {"type": "compaction_trigger"}]}, MANAGED, "compaction items"),
+        (
+            "responses",
+            {"input": SAID, "context_management": [{"type": "compaction", "compact_threshold": 1000}]},
+            MANAGED,
+            "context_management",
+        ),
+        ("chat", {"messages": [{"content": "no role"}]}, Reason.MALFORMED, "no role"),
     ],
 )
 def test_requests_we_must_not_touch_are_rejected_with_their_reason(
-    wire: str, data: Any, reason: Reason
+    wire: str, data: Any, reason: Reason, detail: str
 ) -> None:
     parsed = wire_of(wire).parse(data)
-    assert isinstance(parsed, Rejected) and parsed.reason is reason
+    assert isinstance(parsed, Rejected) and parsed.reason is reason and detail in parsed.detail
+    assert "<script>" not in parsed.detail  # a client's strings never reach the report
+
+
+def test_an_anthropic_thinking_edit_leaves_the_conversation_ours_and_system_entries_are_instructions() -> (
+    None
+):
+    data = {
+        "messages": [SAID[0], {"role": "system", "content": [{"type": "text", "text": "# Environment"}]}],
+        "context_management": {"edits": [{"type": "clear_thinking_20251015", "keep": "all"}]},
+        "max_tokens": 32000,
+    }
+    parsed = ANTHROPIC.parse(data)
+    assert isinstance(parsed, Conversation) and parsed.reserve == 32000
+    assert [item.role for item in parsed.items()] == [Role.USER, Role.SYSTEM]
+    assert parsed.items()[1].text() == "# Environment"
 
 
 @pytest.mark.parametrize("wire", WIRES)

@@ -1,0 +1,394 @@
+"""A scripted agent model for the stand-in provider: tool calls that make a real CLI run a real shell.
+
+The stand-in (``tools/standin_upstream.py``) answers a request whose ``model`` contains ``agent`` (e.g.
+``standin-agent``, ``standin-agent12`` for 12 tool turns) with this script instead of a canned text, on
+``/v1/messages`` (Anthropic, for Claude Code) and ``/v1/responses`` (for Codex CLI), streaming or not:
+
+* turns 1..N: a tool call that makes the client run a shell command printing a few KB
+  (``seq -f '...' 1 40``); every seventh turn two calls at once (parallel tool use);
+* turn N+1: a final text, ``AGENT_FINAL`` plus the turn count, and the client exits.
+
+Turns are counted per *session* (Claude Code's ``metadata.user_id`` session, Codex's
+``prompt_cache_key``), never from the history: the history the stand-in sees is compacted.
+
+Every Anthropic answer starts with a ``thinking`` block whose signature binds it to the conversation that
+produced it: ``system``, ``tools`` and every earlier message (``cache_control`` markers aside). The stand-in
+checks each such block sent back (``stale_thinking``) and answers 400 "The block is bound to a different
+conversation" when what comes before it changed: the prefix check newer Claude models run on preserved
+thinking.
+A Responses answer starts with a ``reasoning`` item carrying ``encrypted_content``, as Codex asks.
+
+Stdlib only, like the stand-in.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import re
+import threading
+import uuid
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+AGENT_FINAL = "stand-in agent finished"
+DEFAULT_TURNS = 30
+PARALLEL_EVERY = 7
+LINES_PER_TURN = 40
+BOUND_PREFIX = "standin-bound:"
+STALE_THINKING = "The block is bound to a different conversation"
+LINE_TEXT = "the quick brown fox jumps over the lazy dog, a line of agent tool output"
+
+SSEEvent = tuple[str | None, dict[str, Any]]
+
+
+def is_agent(model: str) -> bool:
+    return "agent" in model
+
+
+def turns_of(model: str) -> int:
+    """``agent<N>`` in the model name: N tool turns before the final answer (default 30)."""
+    match = re.search(r"agent(\d+)", model)
+    return int(match.group(1)) if match else DEFAULT_TURNS
+
+
+@dataclass(frozen=True)
+class Command:
+    """One tool call: its id and the shell command it asks the client to run."""
+
+    call_id: str
+    command: str
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What the script answers on one turn: commands to run, or (none) the final text."""
+
+    session: str
+    turn: int
+    commands: tuple[Command, ...]
+    final: str = ""
+
+
+class Sessions:
+    """Turn counters per session, shared by the stand-in's handler threads."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._turns: dict[str, int] = {}
+
+    def next_turn(self, session: str) -> int:
+        with self._lock:
+            turn = self._turns.get(session, 0) + 1
+            self._turns[session] = turn
+            return turn
+
+    def snapshot(self) -> dict[str, int]:
+        with self._lock:
+            return dict(self._turns)
+
+    def clear(self) -> None:
+        with self._lock:
+            self._turns.clear()
+
+
+def plan_turn(sessions: Sessions, session: str, model: str) -> Plan:
+    turn = sessions.next_turn(session)
+    total = turns_of(model)
+    if turn > total:
+        return Plan(session, turn, (), f"{AGENT_FINAL} after {total} tool turns (session {session[:16]}).")
+    count = 2 if turn % PARALLEL_EVERY == 0 else 1
+    lines = LINES_PER_TURN // count
+    commands = tuple(
+        Command(f"agent_{turn:03d}_{k}_{uuid.uuid4().hex[:8]}", shell_command(turn, k, lines))
+        for k in range(count)
+    )
+    return Plan(session, turn, commands)
+
+
+def shell_command(turn: int, part: int, lines: int) -> str:
+    """A real command printing ``lines`` numbered lines (~80 characters each)."""
+    return f"seq -f 'turn {turn:02d}.{part} line %03g: {LINE_TEXT}' 1 {lines}"
+
+
+# -- sessions --------------------------------------------------------------------------------------
+
+
+def anthropic_session(body: Mapping[str, Any], headers: Mapping[str, str]) -> str:
+    """Claude Code's session: its ``metadata.user_id`` (which names the session), else its header."""
+    metadata = body.get("metadata")
+    user_id = metadata.get("user_id") if isinstance(metadata, dict) else None
+    if isinstance(user_id, str) and user_id:
+        try:
+            parsed = json.loads(user_id)
+        except ValueError:
+            parsed = None
+        session = parsed.get("session_id") if isinstance(parsed, dict) else None
+        return str(session) if session else user_id
+    return headers.get("x-claude-code-session-id") or _first_hash(body.get("messages"))
+
+
+def responses_session(body: Mapping[str, Any], headers: Mapping[str, str]) -> str:
+    """Codex's session: its ``prompt_cache_key`` (the conversation id), else its header."""
+    key = body.get("prompt_cache_key")
+    if isinstance(key, str) and key:
+        return key
+    return headers.get("session-id") or _first_hash(body.get("input"))
+
+
+def _first_hash(entries: Any) -> str:
+    first = entries[0] if isinstance(entries, list) and entries else entries
+    return hashlib.sha256(json.dumps(first, sort_keys=True).encode()).hexdigest()[:16]
+
+
+# -- thinking bound to its conversation ------------------------------------------------------------
+
+
+def binding(body: Mapping[str, Any], upto: int) -> str:
+    """The signature of a thinking block produced after ``messages[:upto]`` of this request.
+
+    What the model read, not how it was spelled: a string content is the same as one text block
+    (Claude Code sends its mid-conversation system entry as blocks, then as a string), and
+    ``cache_control`` markers do not count (clients move their breakpoints every turn).
+    """
+    messages = [
+        {**message, "content": _as_blocks(message.get("content"))} if isinstance(message, dict) else message
+        for message in (body.get("messages") or [])[:upto]
+    ]
+    prefix = [_as_blocks(body.get("system")), body.get("tools") or [], messages]
+    canonical = json.dumps(_without_markers(prefix), sort_keys=True, ensure_ascii=False)
+    return BOUND_PREFIX + hashlib.sha256(canonical.encode("utf-8", "surrogatepass")).hexdigest()[:40]
+
+
+def _as_blocks(content: Any) -> Any:
+    if isinstance(content, str):
+        return [{"type": "text", "text": content}] if content else []
+    return content if content is not None else []
+
+
+def _without_markers(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: _without_markers(v) for k, v in value.items() if k != "cache_control"}
+    if isinstance(value, list):
+        return [_without_markers(v) for v in value]
+    return value
+
+
+def stale_thinking(body: Mapping[str, Any]) -> str | None:
+    """Where the first thinking block this stand-in signed no longer matches what precedes it, else None.
+
+    Only our own signatures are checked (recorded transcripts carry real ones we cannot verify).
+    """
+    messages = body.get("messages") or []
+    for index, message in enumerate(messages):
+        if not isinstance(message, dict) or message.get("role") != "assistant":
+            continue
+        content = message.get("content")
+        blocks = content if isinstance(content, list) else []
+        for position, block in enumerate(blocks):
+            signature = _signature(block)
+            if signature is None:
+                continue
+            if signature != binding(body, index):
+                return (
+                    f"messages.{index}.content.{position}: {STALE_THINKING}: the system prompt, the tools "
+                    "or an earlier message changed since this block was produced"
+                )
+    return None
+
+
+def _signature(block: Any) -> str | None:
+    if not isinstance(block, dict):
+        return None
+    if block.get("type") == "thinking":
+        value = block.get("signature")
+    elif block.get("type") == "redacted_thinking":
+        value = block.get("data")
+    else:
+        return None
+    return value if isinstance(value, str) and value.startswith(BOUND_PREFIX) else None
+
+
+# -- Anthropic Messages ----------------------------------------------------------------------------
+
+
+def anthropic_blocks(plan: Plan, body: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The answer's content: a bound thinking block, then the final text or the tool calls."""
+    thinking = {
+        "type": "thinking",
+        "thinking": f"Turn {plan.turn}: " + ("done, answer." if plan.final else "run the next command."),
+        "signature": binding(body, len(body.get("messages") or [])),
+    }
+    if plan.final:
+        return [thinking, {"type": "text", "text": plan.final}]
+    tool = _tool_named(body.get("tools"), ("Bash", "bash"))
+    uses = [
+        {
+            "type": "tool_use",
+            "id": "toolu_" + command.call_id,
+            "name": tool,
+            "input": {"command": command.command, "description": f"Print turn {plan.turn} output"},
+        }
+        for command in plan.commands
+    ]
+    return [thinking, {"type": "text", "text": f"Running turn {plan.turn}."}, *uses]
+
+
+def anthropic_message(model: str, blocks: list[dict[str, Any]], input_tokens: int) -> dict[str, Any]:
+    calls = any(block["type"] == "tool_use" for block in blocks)
+    return {
+        "id": "msg_agent_" + uuid.uuid4().hex[:20],
+        "type": "message",
+        "role": "assistant",
+        "model": model,
+        "content": blocks,
+        "stop_reason": "tool_use" if calls else "end_turn",
+        "stop_sequence": None,
+        "usage": {
+            "input_tokens": input_tokens,
+            "output_tokens": _approx(json.dumps(blocks)),
+            "cache_creation_input_tokens": 0,
+            "cache_read_input_tokens": 0,
+        },
+    }
+
+
+def anthropic_events(message: dict[str, Any]) -> Iterator[SSEEvent]:
+    """The Messages API's SSE events for ``message``: thinking, text and tool_use blocks, streamed."""
+    start = {**message, "content": [], "stop_reason": None}
+    start["usage"] = {**message["usage"], "output_tokens": 1}
+    yield "message_start", {"type": "message_start", "message": start}
+    for index, block in enumerate(message["content"]):
+        yield from _block_events(index, block)
+    yield (
+        "message_delta",
+        {
+            "type": "message_delta",
+            "delta": {"stop_reason": message["stop_reason"], "stop_sequence": None},
+            "usage": {"output_tokens": message["usage"]["output_tokens"]},
+        },
+    )
+    yield "message_stop", {"type": "message_stop"}
+
+
+def _block_events(index: int, block: dict[str, Any]) -> Iterator[SSEEvent]:
+    kind = block["type"]
+    if kind == "thinking":
+        empty: dict[str, Any] = {"type": "thinking", "thinking": "", "signature": ""}
+        deltas = [
+            {"type": "thinking_delta", "thinking": block["thinking"]},
+            {"type": "signature_delta", "signature": block["signature"]},
+        ]
+    elif kind == "text":
+        empty, deltas = {"type": "text", "text": ""}, [{"type": "text_delta", "text": block["text"]}]
+    else:
+        empty = {**block, "input": {}}
+        deltas = [{"type": "input_json_delta", "partial_json": json.dumps(block["input"])}]
+    yield "content_block_start", {"type": "content_block_start", "index": index, "content_block": empty}
+    for delta in deltas:
+        yield "content_block_delta", {"type": "content_block_delta", "index": index, "delta": delta}
+    yield "content_block_stop", {"type": "content_block_stop", "index": index}
+
+
+# -- OpenAI Responses ------------------------------------------------------------------------------
+
+
+def responses_output(plan: Plan, body: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The answer's output items: a reasoning item, then the final message or the function calls."""
+    note = f"Turn {plan.turn}: " + ("done, answer." if plan.final else "run the next command.")
+    reasoning = {
+        "type": "reasoning",
+        "id": "rs_agent_" + uuid.uuid4().hex[:20],
+        "summary": [{"type": "summary_text", "text": note}],
+        "encrypted_content": base64.b64encode(note.encode() * 8).decode(),
+    }
+    if plan.final:
+        message = {
+            "type": "message",
+            "id": "msg_agent_" + uuid.uuid4().hex[:20],
+            "status": "completed",
+            "role": "assistant",
+            "content": [{"type": "output_text", "text": plan.final, "annotations": [], "logprobs": []}],
+        }
+        return [reasoning, message]
+    tool = _tool_named(body.get("tools"), ("exec_command", "shell", "local_shell"))
+    calls = []
+    for command in plan.commands:
+        arguments = {"cmd": command.command} if tool == "exec_command" else {"command": command.command}
+        calls.append(
+            {
+                "type": "function_call",
+                "id": "fc_" + command.call_id,
+                "call_id": "call_" + command.call_id,
+                "name": tool,
+                "arguments": json.dumps(arguments),
+                "status": "completed",
+            }
+        )
+    return [reasoning, *calls]
+
+
+def responses_events(response: dict[str, Any]) -> Iterator[SSEEvent]:
+    """The Responses API's SSE events for ``response``: each output item added, streamed, done."""
+    sequence = iter(range(1_000_000))
+
+    def event(kind: str, **fields: Any) -> SSEEvent:
+        return kind, {"type": kind, "sequence_number": next(sequence), **fields}
+
+    pending = {**response, "status": "in_progress", "output": [], "usage": None}
+    yield event("response.created", response=pending)
+    yield event("response.in_progress", response=pending)
+    for index, item in enumerate(response["output"]):
+        yield event("response.output_item.added", output_index=index, item=_in_progress(item))
+        if item["type"] == "function_call":
+            at = {"item_id": item["id"], "output_index": index}
+            yield event("response.function_call_arguments.delta", **at, delta=item["arguments"])
+            yield event("response.function_call_arguments.done", **at, arguments=item["arguments"])
+        elif item["type"] == "message":
+            text = item["content"][0]["text"]
+            at = {"item_id": item["id"], "output_index": index, "content_index": 0}
+            empty = {"type": "output_text", "text": "", "annotations": [], "logprobs": []}
+            yield event("response.content_part.added", **at, part=empty)
+            yield event("response.output_text.delta", **at, delta=text, logprobs=[])
+            yield event("response.output_text.done", **at, text=text, logprobs=[])
+            yield event("response.content_part.done", **at, part=item["content"][0])
+        yield event("response.output_item.done", output_index=index, item=item)
+    yield event("response.completed", response=response)
+
+
+def _in_progress(item: dict[str, Any]) -> dict[str, Any]:
+    if item["type"] == "function_call":
+        return {**item, "arguments": "", "status": "in_progress"}
+    if item["type"] == "message":
+        return {**item, "content": [], "status": "in_progress"}
+    return {**item, "summary": []}
+
+
+def responses_usage(input_tokens: int, output: list[dict[str, Any]]) -> dict[str, Any]:
+    produced = _approx(json.dumps(output))
+    return {
+        "input_tokens": input_tokens,
+        "input_tokens_details": {"cached_tokens": 0},
+        "output_tokens": produced,
+        "output_tokens_details": {"reasoning_tokens": 0},
+        "total_tokens": input_tokens + produced,
+    }
+
+
+# -- helpers ---------------------------------------------------------------------------------------
+
+
+def _tool_named(tools: Any, preferred: tuple[str, ...]) -> str:
+    """The client's shell tool: the first of ``preferred`` it offers, else its first tool."""
+    names = [tool.get("name") for tool in tools or [] if isinstance(tool, dict)]
+    for name in preferred:
+        if name in names:
+            return name
+    first = next((name for name in names if isinstance(name, str)), None)
+    return first or preferred[0]
+
+
+def _approx(text: str) -> int:
+    return (len(text) + 3) // 4
