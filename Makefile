@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 INSTALLED := $(VENV)/.installed
 export LITELLM_LOCAL_MODEL_COST_MAP := True
 
-.PHONY: install system-deps run test unit lint typecheck bench clean
+.PHONY: install system-deps clients-install clients run test unit lint typecheck bench clean
 
 $(INSTALLED): pyproject.toml
 	test -x $(PY) || python3 -m venv $(VENV)
@@ -20,11 +20,25 @@ install: $(INSTALLED)
 system-deps:
 	@command -v redis-server >/dev/null 2>&1 || { apt-get update -qq && apt-get install -y -qq redis-server; }
 
+# The real agent CLIs (Claude Code, Codex) at the exact versions of clients/package.json, from npm.
+# To bump: edit the versions there, run `npm install --prefix clients`, commit package-lock.json.
+CLIENTS_INSTALLED := clients/node_modules/.installed
+
+$(CLIENTS_INSTALLED): clients/package.json clients/package-lock.json
+	npm ci --prefix clients --no-audit --no-fund --loglevel=error
+	touch $(CLIENTS_INSTALLED)
+
+clients-install: $(CLIENTS_INSTALLED)
+
+# Both CLIs through a real proxy against the stand-in's scripted agent: a per-client table.
+clients: install clients-install
+	$(PY) tools/clients.py
+
 run: install
 	tools/run_proxy.sh $(VENV)
 
 # Two workers, one test file each: the integration files mostly wait on proxies and pauses.
-test: install system-deps lint typecheck
+test: install system-deps clients-install lint typecheck
 	$(PY) -m pytest -n 2 --dist loadfile
 
 unit: install

@@ -1,0 +1,98 @@
+"""`make clients`: the real Claude Code and Codex CLIs through a real proxy with compact_hook, one table.
+
+    .venv/bin/python tools/clients.py [--client "Claude Code"|"Codex CLI"]
+
+Each CLI (installed by `make clients-install` at the versions pinned in clients/package.json) runs ~30
+tool turns against the stand-in's scripted agent through a proxy whose windows are small enough to
+compact several times; the table says what reached the provider. Exit status 1 when anything is wrong
+(the same checks as tests/integration/test_clients_proxy.py).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from rich.console import Console
+from rich.table import Table
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from tests.integration.agent_clients import CLIENTS, ClientFacts, agent_proxy, facts_of, problems, run_client  # noqa: E402
+from tests.integration.relay import Relay  # noqa: E402
+
+PIPED_WIDTH = 170
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--client", choices=[client.name for client in CLIENTS], action="append")
+    args = parser.parse_args()
+    chosen = tuple(client for client in CLIENTS if not args.client or client.name in args.client)
+    console = Console()
+    if not console.is_terminal:
+        console = Console(width=PIPED_WIDTH)
+    missing = [str(client.executable) for client in chosen if not client.executable.exists()]
+    if missing:
+        console.print(f"[red]not installed:[/red] {', '.join(missing)} — run `make clients-install`")
+        return 2
+    runs = []
+    with agent_proxy(chosen) as (upstream, proxy), Relay(proxy.url) as relay:
+        for client in chosen:
+            with console.status(f"{client.name} {client.version}: {client.binary} through the proxy…"):
+                completed = run_client(client, relay.url, proxy.master_key)
+            runs.append(facts_of(client, completed, relay.exchanges, upstream))
+    console.print(_table(runs))
+    for facts in runs:
+        for problem in problems(facts):
+            console.print(f"[red]{facts.client.name}:[/red] {problem}")
+    return 1 if any(problems(facts) for facts in runs) else 0
+
+
+def _table(runs: list[ClientFacts]) -> Table:
+    table = Table(title="The agent CLIs through the proxy (stand-in provider, scripted 30-turn tool loop)")
+    for column in (
+        "client",
+        "version",
+        "wire",
+        "exit",
+        "turns",
+        "requests",
+        "compactions",
+        "summary calls",
+        "largest / window",
+        "orphans",
+        "thinking kept / removed",
+        "seconds",
+        "verdict",
+    ):
+        table.add_column(column, justify="left" if column in ("client", "wire", "verdict") else "right")
+    for facts in runs:
+        client = facts.client
+        thinking = (
+            f"{facts.thinking_forwarded} / {facts.thinking_removed}" if client.wire.bound_thinking else "—"
+        )
+        table.add_row(
+            client.name,
+            client.version,
+            client.path,
+            str(facts.completed.exit_code),
+            str(facts.turns),
+            str(len(facts.sent)),
+            str(facts.compactions),
+            str(facts.summary_calls),
+            f"{facts.largest:,} / {client.window:,}",
+            str(facts.orphans),
+            thinking,
+            f"{facts.completed.seconds:.1f}",
+            "[green]ok[/green]" if not problems(facts) else "[red]FAILED[/red]",
+        )
+    return table
+
+
+if __name__ == "__main__":
+    sys.exit(main())
