@@ -541,7 +541,8 @@ def check_anthropic_messages(body: dict[str, Any]) -> None:
 
 def check_system_placement(messages: list[Any], i: int) -> None:
     """A mid-conversation ``system`` message (Claude Opus 4.8 and later): a run of them follows a user
-    message and is the end of the conversation or followed by an assistant message; its content is text."""
+    message and is the end of the conversation or followed by an assistant message; its content is text
+    and the ``tool_addition`` / ``tool_removal`` blocks of mid-conversation tool changes."""
     start, end = i, i
     while start > 0 and isinstance(messages[start - 1], dict) and messages[start - 1].get("role") == "system":
         start -= 1
@@ -560,8 +561,11 @@ def check_system_placement(messages: list[Any], i: int) -> None:
             f"messages.{i}: a system message must be the last message or be followed by an assistant message"
         )
     content = messages[i].get("content")
-    if not content or not all(b.get("type") == "text" for b in _blocks(content) if isinstance(b, dict)):
-        raise BadRequest(f"messages.{i}.content: a system message holds text")
+    allowed = ("text", "tool_addition", "tool_removal")
+    if not content or not all(isinstance(b, dict) and b.get("type") in allowed for b in _blocks(content)):
+        raise BadRequest(
+            f"messages.{i}.content: a system message holds text, tool_addition or tool_removal blocks"
+        )
 
 
 def _is_tool_result(block: Any) -> bool:

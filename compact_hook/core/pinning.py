@@ -104,11 +104,18 @@ def find_pins(
         else:
             continue
         text = item.text()
-        if text in seen:
+        key = text if text_only or item.role is not Role.SYSTEM else _whole(item)
+        if key in seen:
             continue
-        seen.add(text)
+        seen.add(key)
         pins[index] = Pin(text_tokens(text) if text_only else counts[index], text_only)
     return pins
+
+
+def _whole(item: Item) -> str:
+    """What makes an instruction the same as another: all of it, not its text alone (Anthropic's
+    ``tool_addition`` / ``tool_removal`` blocks carry no text, and two of them differ)."""
+    return "\x00".join(f"{part.kind.value}\x01{part.name}\x01{part.text}" for part in item.parts)
 
 
 def allot(pins: Mapping[int, Pin], budget: int) -> dict[int, Shape]:

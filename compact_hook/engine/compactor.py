@@ -103,16 +103,20 @@ class Compactor:
             return run.untouched(Reason.NO_ROOM)
         forced, remembered = request.mode is Mode.FORCE, request.recall or request.mode is Mode.FORCE
         if (
-            run.total < limits.engage
+            not remembered
+            and run.total < limits.engage
             and not run.tiers.oversized
             and config.normalize != "always"
-            and not remembered
         ):
-            return run.untouched(Reason.BELOW_THRESHOLD)
+            if not await self._thinking_state(run):
+                return run.untouched(Reason.BELOW_THRESHOLD)
+            remembered = True
         await run.tiers.prepare()
         view = run.tiers.view(None)
-        if await run.tokens(view) < limits.engage and not remembered:
-            return await self._fit(run, view, Outcome(Entry(), CacheStatus.NONE, Reason.BELOW_THRESHOLD))
+        if not remembered and await run.tokens(view) < limits.engage:
+            if not await self._thinking_state(run):
+                return await self._fit(run, view, Outcome(Entry(), CacheStatus.NONE, Reason.BELOW_THRESHOLD))
+            remembered = True
         state, cache = await self._recall(run)
         state = await self._clear(run, state)
         view = run.tiers.view(state)
@@ -145,8 +149,24 @@ class Compactor:
                 window,
             )
 
+    async def _thinking_state(self, run: Run) -> bool:
+        """Under the thresholds, a conversation we changed before still gets its stored state when
+        its provider checks thinking blocks and it sends them back: forwarded as the client sent
+        it, the prefix would change again (a window grown back, say) and every block produced
+        since our change would be refused. One store lookup, only for such requests."""
+        if not run.request.conversation.wire.bound_thinking or not run.sends_thinking:
+            return False
+        _, cache = await self._recall(run)
+        return cache is CacheStatus.HIT
+
     async def _recall(self, run: Run) -> tuple[Entry, CacheStatus]:
-        """The longest stored prefix's state; ``hit`` only when an earlier request left it."""
+        """The longest stored prefix's state; ``hit`` only when an earlier request left it.
+        Looked up once per request."""
+        if run.recalled is None:
+            run.recalled = await self._lookup(run)
+        return run.recalled
+
+    async def _lookup(self, run: Run) -> tuple[Entry, CacheStatus]:
         if self.store is None:
             return Entry(), CacheStatus.NONE
         found = await self.store.find(run.root, run.chain)

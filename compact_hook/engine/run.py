@@ -19,7 +19,7 @@ from compact_hook.core.counting import TokenCounter, item_strings, request_total
 from compact_hook.core.digest import digest
 from compact_hook.core.fingerprint import Fingerprint
 from compact_hook.core.fit import Fitted, drop_order, fit
-from compact_hook.core.items import Item
+from compact_hook.core.items import Item, PartKind, Role
 from compact_hook.core.limits import MIN_TAIL_BUDGET, Limits
 from compact_hook.core.normalize import normalize
 from compact_hook.core.outcomes import ArchiveStatus, CacheStatus, Preparation, Reason, Removal, Summarizer
@@ -114,6 +114,8 @@ class Run:
     tiers: Tiers
     memory: ProcessMemory
     archive_status: ArchiveStatus | None = None
+    recalled: tuple[Entry, CacheStatus] | None = None
+    """The conversation's stored state, once looked up (see ``Compactor._recall``)."""
     _last: tuple[View | None, int] = field(default=(None, 0), repr=False)
 
     @classmethod
@@ -152,7 +154,17 @@ class Run:
 
     @cached_property
     def root(self) -> bytes:
-        return self.chain[root_position(self.tiers.items)]
+        return self.chain[root_position(self.request.conversation.lazy_items())]
+
+    @cached_property
+    def sends_thinking(self) -> bool:
+        """The client's latest model turn carries a thinking block (it sends them back)."""
+        conversation = self.request.conversation
+        for index in range(len(conversation.entries) - 1, max(-1, len(conversation.entries) - 9), -1):
+            item = conversation.item(index)
+            if item.role is Role.ASSISTANT:
+                return any(part.kind is PartKind.THINKING for part in item.parts)
+        return False
 
     async def tokens(self, view: View) -> int:
         """The view's size; each view is counted once (the pipeline asks several times)."""

@@ -13,7 +13,7 @@ import hashlib
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Protocol, overload
 
 import orjson
 
@@ -93,6 +93,10 @@ class Conversation:
     def items(self) -> list[Item]:
         return [self.item(index) for index in range(len(self.entries))]
 
+    def lazy_items(self) -> LazyItems:
+        """The items as a sequence parsed on access: what needs only a few of them parses only those."""
+        return LazyItems(self)
+
     def without_last(self) -> Conversation:
         """The conversation before its newest entry (a ``/compact`` command), the rest unchanged."""
         return dataclasses.replace(self, entries=self.entries[:-1], _items=[])
@@ -116,6 +120,27 @@ class Conversation:
     def context_prints(self) -> list[Fingerprint]:
         seed = self.seed ^ 1
         return [fingerprint(part, seed) for part in self.context]
+
+
+class LazyItems(Sequence[Item]):
+    """A conversation's items, each parsed when first read."""
+
+    def __init__(self, conversation: Conversation) -> None:
+        self.conversation = conversation
+
+    def __len__(self) -> int:
+        return len(self.conversation.entries)
+
+    @overload
+    def __getitem__(self, index: int) -> Item: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> Sequence[Item]: ...
+
+    def __getitem__(self, index: int | slice) -> Item | Sequence[Item]:
+        if isinstance(index, slice):
+            return [self.conversation.item(i) for i in range(len(self))[index]]
+        return self.conversation.item(index if index >= 0 else len(self) + index)
 
 
 def context_strings(value: Any) -> Strings:

@@ -1,0 +1,226 @@
+"""Anthropic's preserved thinking and mid-conversation system entries, through the engine.
+
+Newer Claude models check every thinking block sent back against everything before it (system,
+tools, earlier messages): a block produced before we changed that prefix is rejected. The agent
+loops here play the provider with the stand-in's own rules (``tools/agent_script.py`` signs each
+block with its prefix, ``check_anthropic_messages`` validates structure and system placement), so
+they fail if one stale block, one orphan or one misplaced system entry is ever forwarded.
+"""
+
+from __future__ import annotations
+
+import copy
+import logging
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from compact_hook.config import CompactConfig
+from compact_hook.core.chain import MAX_STALE_RANGES, OPEN_END, Entry, entry_is_usable, is_stale, unbind
+from compact_hook.core.items import Item, Part, PartKind, Role
+from compact_hook.core.normalize import place_instructions
+from compact_hook.core.outcomes import CacheStatus, Reason
+from compact_hook.engine import Compactor
+from compact_hook.state.store import MemoryStore
+from tests.compaction import config, run
+from tests.conversations import w
+from tests.fakes import FakeSummarizer
+from tests.integration.harness import standin_upstream
+
+agent_script = standin_upstream.agent_script
+SYSTEM = "You are a careful agent."
+TOOLS = [{"name": "Bash", "description": "run a command", "input_schema": {"type": "object"}}]
+
+
+# -- the stale ranges -------------------------------------------------------------------------------------
+
+spans = st.lists(
+    st.tuples(st.integers(0, 200), st.integers(1, 60)).map(lambda p: (p[0], p[0] + p[1])), max_size=12
+)
+
+
+@given(spans, st.integers(0, 200), st.integers(1, 60), st.integers(0, 120))
+def test_unbind_keeps_every_stale_entry_after_the_summary_in_few_sorted_disjoint_ranges(
+    earlier: list[tuple[int, int]], start: int, length: int, covered: int
+) -> None:
+    entry = Entry(covered=covered, stale_thinking=tuple(earlier))
+    ranges = unbind(entry, start, start + length).stale_thinking
+    assert len(ranges) <= MAX_STALE_RANGES
+    assert all(covered <= s < e for s, e in ranges)
+    assert all(ranges[k][1] < ranges[k + 1][0] for k in range(len(ranges) - 1))
+    wanted = {i for s, e in [*earlier, (start, start + length)] for i in range(s, e) if i >= covered}
+    assert all(is_stale(i, ranges) for i in wanted)  # merging may remove more, never less
+
+
+def test_stale_ranges_survive_the_store_and_forged_ones_are_refused() -> None:
+    entry = Entry(covered=4, keep=(0,), summary="s", stale_thinking=((4, 9), (12, OPEN_END)))
+    assert Entry.from_json(entry.to_json()) == entry and entry_is_usable(entry, 12)
+    for forged in (((5, 5),), ((-1, 3),), ((4, OPEN_END + 1),), tuple((i, i + 1) for i in range(0, 40, 2))):
+        assert not entry_is_usable(Entry(covered=4, keep=(0,), summary="s", stale_thinking=forged), 12)
+
+
+# -- where a system entry may stand -----------------------------------------------------------------------
+
+
+def _item(role: Role, name: str) -> Item:
+    return Item(role, (Part(PartKind.TEXT, name),), name)
+
+
+@pytest.mark.parametrize(
+    ("roles", "placed"),
+    [
+        ("us a u", "us a u"),  # valid as it is: nothing moves
+        ("u s u a", "u u s a"),  # before a user turn: moved to the next user -> assistant boundary
+        ("u s s u a u", "u u s s a u"),  # a section moves whole
+        ("u a u s", "u a u s"),  # last after a user turn: valid
+        ("s u a", "u s a"),  # never first
+        ("u a s", "u s a"),  # after the model's turn, nothing ahead: back to the last valid place
+        ("a s", "a s"),  # no valid place at all: left as it was
+    ],
+)
+def test_system_entries_are_placed_after_a_user_turn_and_before_an_assistant_turn(
+    roles: str, placed: str
+) -> None:
+    kinds = {"u": Role.USER, "a": Role.ASSISTANT, "s": Role.SYSTEM}
+    items = [_item(kinds[r], f"{r}{k}") for k, r in enumerate(roles.replace(" ", ""))]
+    out = place_instructions(items)
+    assert "".join(item.raw[0] for item in out) == placed.replace(" ", "")
+    assert sorted(item.raw for item in out) == sorted(item.raw for item in items)
+
+
+# -- an agent loop against the provider's rules -------------------------------------------------------------
+
+
+@dataclass
+class Loop:
+    """A Claude Code-like agent: a task, a mid-conversation system entry, then tool turns whose
+    every answer starts with a thinking block bound to what was forwarded."""
+
+    settings: CompactConfig
+    summarizer: FakeSummarizer = field(default_factory=FakeSummarizer)
+    compactor: Compactor = field(default_factory=lambda: Compactor(MemoryStore(1000, 3600)))
+    history: list[dict[str, Any]] = field(
+        default_factory=lambda: [
+            {"role": "user", "content": [{"type": "text", "text": "task: fix the parser " + w(20)}]},
+            {"role": "system", "content": [{"type": "text", "text": "# Environment " + w(15)}]},
+        ]
+    )
+    output_words: int = 60
+    kept: int = 0
+    removed: int = 0
+    compacted: int = 0
+    cleared: int = 0
+    reasons: set[str] = field(default_factory=set)
+
+    async def turn(self, number: int) -> None:
+        body = {"system": SYSTEM, "tools": TOOLS, "max_tokens": 50, "messages": copy.deepcopy(self.history)}
+        result = await run("anthropic", body, self.settings, self.summarizer, self.compactor)
+        forwarded = {**body, "messages": result.messages}
+        standin_upstream.check_anthropic_messages(forwarded)  # pairing, roles, system placement
+        assert agent_script.stale_thinking(forwarded) is None, f"turn {number}"
+        self.kept += sum(agent_script._signature(b) is not None for m in result.messages for b in _blocks(m))
+        self.removed += result.thinking_removed
+        self.compacted += result.cache in (CacheStatus.MISS, CacheStatus.PREPARED)
+        self.reasons.add(str(result.reason))
+        self.cleared = max(self.cleared, result.cleared)
+        signature = agent_script.binding(forwarded, len(result.messages))
+        call = f"t{number}"
+        self.history += [
+            {
+                "role": "assistant",
+                "content": [
+                    {"type": "thinking", "thinking": f"turn {number} " + w(8), "signature": signature},
+                    {"type": "tool_use", "id": call, "name": "Bash", "input": {"command": f"seq {number}"}},
+                ],
+            },
+            {
+                "role": "user",
+                "content": [
+                    {"type": "tool_result", "tool_use_id": call, "content": w(self.output_words, "out")}
+                ],
+            },
+        ]
+        if number % 9 == 0:  # Claude Code adds instructions as it goes
+            self.history[-1]["content"].append(
+                {"type": "text", "text": "<system-reminder>keep going</system-reminder>"}
+            )
+            self.history.append({"role": "system", "content": f"# Tools changed at turn {number}"})
+
+
+def _blocks(message: dict[str, Any]) -> list[Any]:
+    content = message.get("content")
+    return content if isinstance(content, list) else []
+
+
+LOOPS = {
+    "model summaries": config(),
+    "clearing first": config(
+        clear_tool_results=True, clear_trigger_ratio=0.5, clear_at_least=50, keep_tool_results=2
+    ),
+    "digest summaries": config(summary_model="digest"),
+    "pins at their share": config(pinned_budget=20, user_message_budget=200),
+}
+
+
+@pytest.mark.parametrize("name", sorted(LOOPS))
+async def test_an_agent_loop_never_sends_a_stale_thinking_block_an_orphan_or_a_misplaced_system_entry(
+    name: str,
+) -> None:
+    loop = Loop(LOOPS[name])
+    for number in range(1, 41):
+        await loop.turn(number)
+    assert loop.compacted >= 2 or loop.cleared, loop.reasons  # the prefix changed, more than once
+    assert loop.removed > 0  # the changes did make blocks stale
+    assert loop.kept > 0  # and the blocks produced since were sent back, byte for byte
+
+
+GROWN = config(context_window=50_000)
+"""The same model with a larger window (an operator's change, a learned limit that expired): the
+conversation is now far under every threshold."""
+
+
+async def test_a_conversation_we_compacted_stays_compacted_when_its_window_grows_back() -> None:
+    loop = Loop(config())
+    for number in range(1, 21):
+        await loop.turn(number)
+    assert loop.compacted
+    loop.settings, kept = GROWN, loop.kept
+    for number in range(21, 26):  # forwarded as sent, every block since the compaction would be refused
+        await loop.turn(number)
+    assert loop.kept > kept  # the state still applies: blocks produced under it keep being sent back
+
+
+async def test_after_a_fitted_request_no_thinking_is_sent_back_until_the_next_compaction() -> None:
+    """Each tool output alone is over the window, so every request is fitted (outputs shrunk, old
+    turns dropped), differently each turn: no block produced since can be trusted to see its
+    prefix again, not even once the window has grown and nothing needs fitting."""
+    loop = Loop(config(), output_words=1200)
+    for number in range(1, 7):
+        await loop.turn(number)
+    assert loop.reasons & {"fitted", "over_trigger"}, (
+        loop.reasons
+    )  # the fit shrank what the summary could not
+    assert loop.removed > 0 and loop.kept == 0
+    loop.settings, loop.output_words = GROWN, 60
+    for number in range(7, 10):
+        await loop.turn(number)
+    assert loop.kept == 0
+
+
+# -- the reserve leaves no room -------------------------------------------------------------------------------
+
+
+async def test_a_reserve_that_fills_the_window_forwards_the_request_as_sent_and_says_so_once(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    body = {"messages": [{"role": "user", "content": w(900)}], "max_tokens": 1000}
+    compactor = Compactor(None)
+    with caplog.at_level(logging.WARNING, logger="compact_hook"):
+        first = await run("anthropic", body, config(), compactor=compactor)
+        again = await run("anthropic", copy.deepcopy(body), config(), compactor=compactor)
+    assert first.reason is again.reason is Reason.NO_ROOM
+    assert first.messages is body["messages"] and not first.compacted
+    assert len([r for r in caplog.records if "no room for messages" in r.getMessage()]) == 1
