@@ -1,16 +1,19 @@
 """`make clients`: the real Claude Code and Codex CLIs through a real proxy with compact_hook, one table.
 
-    .venv/bin/python tools/clients.py [--client "Claude Code"|"Codex CLI"]
+    .venv/bin/python tools/clients.py [--client "Claude Code"|"Codex CLI"] [--capture DIR]
 
 Each CLI (installed by `make clients-install` at the versions pinned in clients/package.json) runs ~30
 tool turns against the stand-in's scripted agent through a proxy whose windows are small enough to
 compact several times; the table says what reached the provider. Exit status 1 when anything is wrong
-(the same checks as tests/integration/test_clients_proxy.py).
+(the same checks as tests/integration/test_clients_proxy.py). ``--capture DIR`` also writes the first
+and the last request body each CLI sent (as it sent them, before the proxy) to DIR: that is how the
+captures in tests/data/clients/ were made.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from pathlib import Path
 
@@ -31,6 +34,7 @@ def main() -> int:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--client", choices=[client.name for client in CLIENTS], action="append")
+    parser.add_argument("--capture", type=Path, help="write each CLI's first and last request body here")
     args = parser.parse_args()
     chosen = tuple(client for client in CLIENTS if not args.client or client.name in args.client)
     console = Console()
@@ -47,10 +51,20 @@ def main() -> int:
                 completed = run_client(client, relay.url, proxy.master_key)
             runs.append(facts_of(client, completed, relay.exchanges, upstream))
     console.print(_table(runs))
+    if args.capture is not None:
+        _capture(runs, args.capture)
     for facts in runs:
         for problem in problems(facts):
             console.print(f"[red]{facts.client.name}:[/red] {problem}")
     return 1 if any(problems(facts) for facts in runs) else 0
+
+
+def _capture(runs: list[ClientFacts], folder: Path) -> None:
+    folder.mkdir(parents=True, exist_ok=True)
+    for facts in runs:
+        for label, body in (("first", facts.sent[0]), ("last", facts.sent[-1])) if facts.sent else ():
+            name = f"{facts.client.binary}-{facts.client.version}-{label}.json"
+            (folder / name).write_text(json.dumps(body, indent=1, ensure_ascii=False) + "\n")
 
 
 def _table(runs: list[ClientFacts]) -> Table:
