@@ -1,7 +1,7 @@
 """A scripted agent model for the stand-in provider: tool calls that make a real CLI run a real shell.
 
-The stand-in (``tools/standin_upstream.py``) answers a request whose ``model`` contains ``agent`` (e.g.
-``standin-agent``, ``standin-agent12`` for 12 tool turns) with this script instead of a canned text, on
+The stand-in (``tools/standin_upstream.py``) answers a request whose ``model`` contains ``script`` (e.g.
+``standin-script``, ``standin-script12`` for 12 tool turns) with this script instead of a canned text, on
 ``/v1/messages`` (Anthropic, for Claude Code) and ``/v1/responses`` (for Codex CLI), streaming or not:
 
 * turns 1..N: a tool call that makes the client run a shell command printing a few KB
@@ -45,12 +45,13 @@ SSEEvent = tuple[str | None, dict[str, Any]]
 
 
 def is_agent(model: str) -> bool:
-    return "agent" in model
+    """``script`` in the model name: a word no other stand-in model uses (many are ``…-agent``)."""
+    return "script" in model
 
 
 def turns_of(model: str) -> int:
-    """``agent<N>`` in the model name: N tool turns before the final answer (default 30)."""
-    match = re.search(r"agent(\d+)", model)
+    """``script<N>`` in the model name: N tool turns before the final answer (default 30)."""
+    match = re.search(r"script(\d+)", model)
     return int(match.group(1)) if match else DEFAULT_TURNS
 
 

@@ -52,7 +52,7 @@ class AgentClient:
     """One CLI: how it is installed and run, the model group it talks to and how it is checked.
 
     ``upstream_model`` picks the stand-in's behaviour (``strict``: the provider's validation,
-    ``agent30``: the script). ``as_sent``: top-level keys the provider must get exactly as the
+    ``script30``: the script). ``as_sent``: top-level keys the provider must get exactly as the
     CLI sent them.
     """
 
@@ -108,7 +108,7 @@ CLAUDE_CODE = AgentClient(
     wire=ANTHROPIC,
     group="cc-agent",
     path="/v1/messages",
-    upstream_model=f"claude-standin-5-strict-agent{TOOL_TURNS}",  # a Claude-shaped name: LiteLLM keeps `thinking`
+    upstream_model=f"claude-standin-5-strict-script{TOOL_TURNS}",  # a Claude-shaped name: LiteLLM keeps `thinking`
     summary_model="standin-summarizer-cc",
     window=48_000,
     tokenizer="claude",
@@ -121,7 +121,7 @@ CODEX = AgentClient(
     wire=RESPONSES,
     group="codex-agent",
     path="/v1/responses",
-    upstream_model=f"standin-strict-agent{TOOL_TURNS}",
+    upstream_model=f"standin-strict-script{TOOL_TURNS}",
     summary_model="standin-summarizer-codex",
     window=16_000,
     tokenizer="o200k_base",

@@ -134,7 +134,7 @@ def _tool_result(tid: str) -> dict[str, Any]:
             "tool_result blocks must come first",
         ),
         ([{"role": "assistant", "content": "hi"}], 'first message must use the "user" role'),
-        ([{"role": "system", "content": "hi"}], "messages.0.role"),
+        ([{"role": "system", "content": "hi"}], "a system message must follow a user message"),
         ([{"role": "user", "content": ""}], "non-empty content"),
     ],
 )
