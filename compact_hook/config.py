@@ -74,6 +74,8 @@ class CompactConfig:
     ``summary_model`` ``None`` means "the same model group as the request".
     ``tokenizer`` ``None`` means "pick by model name" (see ``tokens.tokenizer_name_for_model``);
     otherwise ``o200k_base``, ``cl100k_base``, ``claude`` or a path to a ``tokenizer.json``.
+    ``thinking_prefix_check`` ``None`` means "by the deployment's model name" in the proxy
+    (``formats.anthropic.runs_prefix_check``) and "yes" used directly.
     The cheap tiers (truncation, clearing), protected content and the fit guarantee are
     documented with their keys in the README.
     """
@@ -111,6 +113,7 @@ class CompactConfig:
     learned_window_ttl_seconds: float = DEFAULT_LEARNED_WINDOW_TTL_SECONDS
     prepare: bool = True
     prepare_ratio: float | None = None
+    thinking_prefix_check: bool | None = None
 
     def __post_init__(self) -> None:
         _check_types(self)

@@ -200,6 +200,15 @@ COMPACT_KEYS: dict[str, Doc] = {
         "from this share of the window the compaction is prepared; must be below `trigger_ratio`",
         unset="`0.75`, or 85% of the trigger if lower",
     ),
+    "thinking_prefix_check": Doc(
+        (
+            "`/v1/messages`: the model checks each thinking block sent back against everything before it "
+            "(*preserved thinking*): blocks produced before a change we made to that prefix are removed "
+            "(see *Preserved thinking*); `false`: thinking blocks are kept byte for byte, as older models "
+            "need (with `thinking` enabled they refuse a tool turn whose thinking is missing)"
+        ),
+        unset="by the deployment's model: Claude 5.1 and later (`claude-fable-5-1`, `claude-opus-5-5`, …)",
+    ),
 }
 
 PROCESS_KEYS: dict[str, Doc] = {

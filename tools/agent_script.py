@@ -12,10 +12,12 @@ Turns are counted per *session* (Claude Code's ``metadata.user_id`` session, Cod
 ``prompt_cache_key``), never from the history: the history the stand-in sees is compacted.
 
 Every Anthropic answer starts with a ``thinking`` block whose signature binds it to the conversation that
-produced it: ``system``, ``tools`` and every earlier message (``cache_control`` markers aside). The stand-in
-checks each such block sent back (``stale_thinking``) and answers 400 "The block is bound to a different
+produced it: ``system``, ``tools`` and every earlier message (``cache_control`` markers aside). For a model
+named like one that runs the prefix check (``claude-fable-5…``, ``claude-opus-5-5``…) the stand-in checks
+each such block sent back (``stale_thinking``) and answers 400 "The block is bound to a different
 conversation" when what comes before it changed: the prefix check newer Claude models run on preserved
-thinking.
+thinking. For older names with ``thinking`` enabled it answers 400 when the tool turn in progress does not
+open with thinking (``missing_turn_thinking``), as those models do. Both: ``thinking_problem``.
 A Responses answer starts with a ``reasoning`` item carrying ``encrypted_content``, as Codex asks.
 
 Stdlib only, like the stand-in.
@@ -175,6 +177,60 @@ def _without_markers(value: Any) -> Any:
     if isinstance(value, list):
         return [_without_markers(v) for v in value]
     return value
+
+
+PREFIX_CHECKING = re.compile(r"claude-(?:fable|mythos)-5|claude-[a-z]+-5-5")
+"""The models that run the prefix check (Anthropic, *Preserved thinking*: Fable and Mythos 5.x, the 5.5s)."""
+MISSING_TURN_THINKING = (
+    "Expected `thinking` or `redacted_thinking`, but found `{found}`. When `thinking` is enabled, a final "
+    "`assistant` message must start with a thinking block (preceeding the lastmost set of `tool_use` and "
+    "`tool_result` blocks)"
+)
+
+
+def thinking_problem(body: Mapping[str, Any]) -> str | None:
+    """What the model's thinking rules refuse in this request, else None.
+
+    A model that runs the prefix check refuses a stale block (``stale_thinking``) and accepts a turn
+    without thinking (it thinks adaptively). An older one ignores earlier turns' blocks but, with
+    ``thinking`` enabled, refuses a tool turn in progress whose first message does not start with
+    thinking (``missing_turn_thinking``).
+    """
+    if PREFIX_CHECKING.search(str(body.get("model", ""))):
+        return stale_thinking(body)
+    thinking = body.get("thinking")
+    if isinstance(thinking, dict) and thinking.get("type") == "enabled":
+        return missing_turn_thinking(body)
+    return None
+
+
+def missing_turn_thinking(body: Mapping[str, Any]) -> str | None:
+    """The turn in progress (assistant messages since the last user message without tool results,
+    the request ending on tool results) must open with a thinking block."""
+    messages = [m for m in body.get("messages") or [] if isinstance(m, dict)]
+    if not messages or messages[-1].get("role") != "user" or not _has_results(messages[-1]):
+        return None
+    start = None
+    for index in range(len(messages) - 1, -1, -1):
+        role = messages[index].get("role")
+        if role == "user" and not _has_results(messages[index]):
+            break
+        if role == "assistant":
+            start = index
+    if start is None:
+        return None
+    blocks = _as_blocks(messages[start].get("content"))
+    found = blocks[0].get("type") if blocks and isinstance(blocks[0], dict) else "nothing"
+    if found in ("thinking", "redacted_thinking"):
+        return None
+    return f"messages.{start}.content.0.type: " + MISSING_TURN_THINKING.format(found=found)
+
+
+def _has_results(message: Mapping[str, Any]) -> bool:
+    content = message.get("content")
+    return isinstance(content, list) and any(
+        isinstance(b, dict) and b.get("type") == "tool_result" for b in content
+    )
 
 
 def stale_thinking(body: Mapping[str, Any]) -> str | None:

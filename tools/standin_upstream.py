@@ -997,9 +997,9 @@ class _Handler(BaseHTTPRequestHandler):
             req = surface.parse(raw)
             if is_strict(req.get("model", "")):
                 surface.check(req)
-            stale = agent_script.stale_thinking(req) if surface is MESSAGES else None
-            if stale is not None:
-                raise BadRequest(stale)
+            refused = agent_script.thinking_problem(req) if surface is MESSAGES else None
+            if refused is not None:
+                raise BadRequest(refused)
         except BadRequest as exc:
             self._send_json(400, surface.bad_request(str(exc), exc.param))
             return

@@ -154,7 +154,7 @@ class Compactor:
         its provider checks thinking blocks and it sends them back: forwarded as the client sent
         it, the prefix would change again (a window grown back, say) and every block produced
         since our change would be refused. One store lookup, only for such requests."""
-        if not run.request.conversation.wire.bound_thinking or not run.sends_thinking:
+        if not run.checks_thinking or not run.sends_thinking:
             return False
         _, cache = await self._recall(run)
         return cache is CacheStatus.HIT

@@ -156,6 +156,13 @@ class Run:
     def root(self) -> bytes:
         return self.chain[root_position(self.request.conversation.lazy_items())]
 
+    @property
+    def checks_thinking(self) -> bool:
+        """The provider checks thinking blocks against their prefix: the format binds them and the
+        model runs the check (``thinking_prefix_check``; unset here means yes)."""
+        checks = self.config.thinking_prefix_check is not False
+        return checks and self.request.conversation.wire.bound_thinking
+
     @cached_property
     def sends_thinking(self) -> bool:
         """The client's latest model turn carries a thinking block (it sends them back)."""
@@ -362,8 +369,8 @@ class Run:
     def unbound(self, entry: Entry, start: int, end: int | None = None) -> Entry:
         """``entry`` changing the forwarded prefix from client entry ``start`` on, at this request:
         the thinking blocks produced before it (``< end``, default this request's length) are
-        stale. Only for formats whose provider checks them (``bound_thinking``)."""
-        if not self.request.conversation.wire.bound_thinking:
+        stale. Only where the provider checks them (``checks_thinking``)."""
+        if not self.checks_thinking:
             return entry
         return unbind(entry, start, len(self.prints) if end is None else end)
 

@@ -14,6 +14,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from compact_hook.config import CompactConfig
+from compact_hook.formats.anthropic import runs_prefix_check
 from compact_hook.state.tokenizers import tokenizer_name_for_model
 
 logger = logging.getLogger(__name__)
@@ -96,6 +97,7 @@ class ModelSettings:
             context_window=window,
             summary_context_window=config.summary_context_window or self._summary_window(router, config),
             tokenizer=config.tokenizer or tokenizer_name_for_model(_provider_model(deployments[0], group)),
+            thinking_prefix_check=_prefix_check(config, group, deployments),
         )
 
     def _summary_window(self, router: Any, config: CompactConfig) -> int | None:
@@ -115,6 +117,14 @@ def group_window(router: Any, group: str, deployments: list[Any]) -> int | None:
         windows = [int(window)] if window else []
     windows.extend(w for w in (_compact_window(d) for d in deployments) if w)
     return min(windows) if windows else None
+
+
+def _prefix_check(config: CompactConfig, group: str, deployments: list[Any]) -> bool:
+    """Set, or by the models: one deployment that checks makes the group check (removing stale
+    thinking is valid everywhere the check runs; keeping it is not)."""
+    if config.thinking_prefix_check is not None:
+        return config.thinking_prefix_check
+    return any(runs_prefix_check(_provider_model(d, group)) for d in deployments)
 
 
 def _provider_model(deployment: Mapping[str, Any], group: str) -> str:

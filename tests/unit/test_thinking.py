@@ -10,6 +10,7 @@ they fail if one stale block, one orphan or one misplaced system entry is ever f
 from __future__ import annotations
 
 import copy
+import dataclasses
 import logging
 from dataclasses import dataclass, field
 from typing import Any
@@ -24,6 +25,7 @@ from compact_hook.core.items import Item, Part, PartKind, Role
 from compact_hook.core.normalize import place_instructions
 from compact_hook.core.outcomes import CacheStatus, Reason
 from compact_hook.engine import Compactor
+from compact_hook.formats.anthropic import runs_prefix_check
 from compact_hook.state.store import MemoryStore
 from tests.compaction import config, run
 from tests.conversations import w
@@ -91,15 +93,80 @@ def test_system_entries_are_placed_after_a_user_turn_and_before_an_assistant_tur
     assert sorted(item.raw for item in out) == sorted(item.raw for item in items)
 
 
+# -- which models check ------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("model", "checks"),
+    [
+        ("anthropic/claude-fable-5-1", True),
+        ("anthropic.claude-opus-5-5-20261001-v1:0", True),  # Bedrock
+        ("vertex_ai/claude-mythos-5-2@20261101", True),
+        ("claude-haiku-5-5", True),
+        ("claude-opus-6", True),
+        ("claude-opus-5", False),  # Fable 5.1 reads its blocks; it runs no check
+        ("anthropic/claude-sonnet-4-5-20250929", False),
+        ("claude-opus-4-20250514", False),  # a date is no minor version
+        ("claude-3-5-sonnet-20241022", False),
+        ("openai/gpt-5", False),
+    ],
+)
+def test_the_prefix_check_is_assumed_for_claude_5_1_and_later(model: str, checks: bool) -> None:
+    assert runs_prefix_check(model) is checks
+
+
+def test_the_proxy_resolves_the_prefix_check_from_the_deployments_unless_set() -> None:
+    import litellm
+
+    from compact_hook.proxy.models import ModelSettings
+
+    def deployment(group: str, model: str, **compact: Any) -> dict[str, Any]:
+        info = {"compact": {"context_window": 1000, **compact}}
+        return {"model_name": group, "litellm_params": {"model": model, "api_key": "x"}, "model_info": info}
+
+    router = litellm.Router(
+        model_list=[
+            deployment("new", "anthropic/claude-fable-5-1"),
+            deployment("old", "anthropic/claude-sonnet-4-5"),
+            deployment("told", "anthropic/claude-sonnet-4-5", thinking_prefix_check=True),
+        ]
+    )
+    settings = ModelSettings(CompactConfig())
+    resolved = {group: settings.resolve(router, group) for group in ("new", "old", "told")}
+    assert {group: c.thinking_prefix_check for group, c in resolved.items() if c} == {
+        "new": True,
+        "old": False,
+        "told": True,
+    }
+
+
 # -- an agent loop against the provider's rules -------------------------------------------------------------
+
+
+NEW, OLD = "claude-fable-5-1", "claude-sonnet-4-5"
+"""A model that runs the prefix check, one that does not (``formats.anthropic.runs_prefix_check``)."""
+THINKING: dict[str, dict[str, Any] | None] = {
+    "off": None,
+    "enabled": {"type": "enabled", "budget_tokens": 1024},
+    "interleaved": {"type": "enabled", "budget_tokens": 1024},  # + the interleaved-thinking beta
+    "adaptive": {"type": "adaptive"},
+}
+CLEAR_THINKING = {"edits": [{"type": "clear_thinking_20251015", "keep": "all"}]}
+TASK_EVERY = 6
+"""Every sixth turn the model answers with text and the user gives a new task: a new turn."""
 
 
 @dataclass
 class Loop:
-    """A Claude Code-like agent: a task, a mid-conversation system entry, then tool turns whose
-    every answer starts with a thinking block bound to what was forwarded."""
+    """A Claude Code-like agent: a task, a mid-conversation system entry, then tool turns and
+    now and then a new task. Its answers carry thinking as the mode says — ``enabled``: on the
+    first answer of each turn; ``interleaved``, ``adaptive``: on every answer — each block signed
+    with what was forwarded; the provider's rules (``agent_script.thinking_problem``) judge every
+    forwarded request."""
 
     settings: CompactConfig
+    model: str = NEW
+    thinking: str = "adaptive"
     summarizer: FakeSummarizer = field(default_factory=FakeSummarizer)
     compactor: Compactor = field(default_factory=lambda: Compactor(MemoryStore(1000, 3600)))
     history: list[dict[str, Any]] = field(
@@ -115,44 +182,60 @@ class Loop:
     cleared: int = 0
     reasons: set[str] = field(default_factory=set)
 
+    def __post_init__(self) -> None:
+        self.settings = dataclasses.replace(
+            self.settings, thinking_prefix_check=runs_prefix_check(self.model)
+        )
+
     async def turn(self, number: int) -> None:
-        body = {"system": SYSTEM, "tools": TOOLS, "max_tokens": 50, "messages": copy.deepcopy(self.history)}
+        body = {"model": self.model, "system": SYSTEM, "tools": TOOLS, "max_tokens": 50}
+        if THINKING[self.thinking] is not None:
+            body |= {"thinking": THINKING[self.thinking], "context_management": CLEAR_THINKING}
+        body["messages"] = copy.deepcopy(self.history)
         result = await run("anthropic", body, self.settings, self.summarizer, self.compactor)
         forwarded = {**body, "messages": result.messages}
         standin_upstream.check_anthropic_messages(forwarded)  # pairing, roles, system placement
-        assert agent_script.stale_thinking(forwarded) is None, f"turn {number}"
+        assert agent_script.thinking_problem(forwarded) is None, f"turn {number}"
         self.kept += sum(agent_script._signature(b) is not None for m in result.messages for b in _blocks(m))
         self.removed += result.thinking_removed
         self.compacted += result.cache in (CacheStatus.MISS, CacheStatus.PREPARED)
         self.reasons.add(str(result.reason))
         self.cleared = max(self.cleared, result.cleared)
-        signature = agent_script.binding(forwarded, len(result.messages))
+        self.history += self._answer(number, forwarded, len(result.messages))
+
+    def _answer(self, number: int, forwarded: dict[str, Any], upto: int) -> list[dict[str, Any]]:
+        """The model's answer to the forwarded request, then what the client adds after it."""
+        opens_turn = not _has_results(self.history[-1])
+        thinks = self.thinking in ("interleaved", "adaptive") or (self.thinking == "enabled" and opens_turn)
+        content: list[dict[str, Any]] = []
+        if thinks:
+            signature = agent_script.binding(forwarded, upto)
+            content.append({"type": "thinking", "thinking": f"turn {number} " + w(8), "signature": signature})
+        if number % TASK_EVERY == 0:
+            content.append({"type": "text", "text": f"done with task {number // TASK_EVERY} " + w(10)})
+            task = {"role": "user", "content": [{"type": "text", "text": f"next task {number} " + w(12)}]}
+            return [{"role": "assistant", "content": content}, task]
         call = f"t{number}"
-        self.history += [
-            {
-                "role": "assistant",
-                "content": [
-                    {"type": "thinking", "thinking": f"turn {number} " + w(8), "signature": signature},
-                    {"type": "tool_use", "id": call, "name": "Bash", "input": {"command": f"seq {number}"}},
-                ],
-            },
-            {
-                "role": "user",
-                "content": [
-                    {"type": "tool_result", "tool_use_id": call, "content": w(self.output_words, "out")}
-                ],
-            },
+        content.append(
+            {"type": "tool_use", "id": call, "name": "Bash", "input": {"command": f"seq {number}"}}
+        )
+        result: list[dict[str, Any]] = [
+            {"type": "tool_result", "tool_use_id": call, "content": w(self.output_words, "out")}
         ]
+        added = [{"role": "assistant", "content": content}, {"role": "user", "content": result}]
         if number % 9 == 0:  # Claude Code adds instructions as it goes
-            self.history[-1]["content"].append(
-                {"type": "text", "text": "<system-reminder>keep going</system-reminder>"}
-            )
-            self.history.append({"role": "system", "content": f"# Tools changed at turn {number}"})
+            result.append({"type": "text", "text": "<system-reminder>keep going</system-reminder>"})
+            added.append({"role": "system", "content": f"# Tools changed at turn {number}"})
+        return added
 
 
 def _blocks(message: dict[str, Any]) -> list[Any]:
     content = message.get("content")
     return content if isinstance(content, list) else []
+
+
+def _has_results(message: dict[str, Any]) -> bool:
+    return any(block.get("type") == "tool_result" for block in _blocks(message))
 
 
 LOOPS = {
@@ -163,18 +246,35 @@ LOOPS = {
     "digest summaries": config(summary_model="digest"),
     "pins at their share": config(pinned_budget=20, user_message_budget=200),
 }
+MODES = [
+    (NEW, "adaptive"),
+    (NEW, "interleaved"),
+    (NEW, "enabled"),
+    (OLD, "off"),
+    (OLD, "interleaved"),
+    (OLD, "enabled"),
+]
+KNOWN_GAP = pytest.mark.xfail(
+    strict=True,
+    reason="a summary cutting into a non-interleaved tool turn leaves it opening without its thinking, which "
+    "older models refuse with thinking enabled (README, Preserved thinking: what is not handled yet)",
+)
 
 
+@pytest.mark.parametrize(("model", "thinking"), MODES)
 @pytest.mark.parametrize("name", sorted(LOOPS))
-async def test_an_agent_loop_never_sends_a_stale_thinking_block_an_orphan_or_a_misplaced_system_entry(
-    name: str,
+async def test_an_agent_loop_sends_no_refused_thinking_no_orphan_and_no_misplaced_system_entry(
+    name: str, model: str, thinking: str, request: pytest.FixtureRequest
 ) -> None:
-    loop = Loop(LOOPS[name])
+    if (model, thinking) == (OLD, "enabled") and name != "clearing first":  # clearing cuts no turn
+        request.applymarker(KNOWN_GAP)
+    loop = Loop(LOOPS[name], model, thinking)
     for number in range(1, 41):
         await loop.turn(number)
     assert loop.compacted >= 2 or loop.cleared, loop.reasons  # the prefix changed, more than once
-    assert loop.removed > 0  # the changes did make blocks stale
-    assert loop.kept > 0  # and the blocks produced since were sent back, byte for byte
+    if thinking != "off":
+        assert loop.kept > 0  # the blocks produced since a change were sent back, byte for byte
+    assert (loop.removed > 0) is (model == NEW and thinking != "off")  # only where the check runs
 
 
 GROWN = config(context_window=50_000)
