@@ -210,6 +210,23 @@ class CompactHook(CustomLogger):
             else:
                 yield chunk
 
+    def _say_rejected(self, group: str, wire: str, rejected: Rejected, call_id: object) -> None:
+        """Every such request at INFO; the first per model group and reason at WARNING (a silent
+        pass-through on every turn is how Claude Code's went unseen). The group is one the router
+        knows, so the notices cannot be grown by invented names."""
+        if self.compactor.memory.notices.first(("rejected", group, rejected.reason)):
+            logger.warning(
+                "compact_hook: model group %s (%s): requests forwarded untouched (%s: %s); this is said "
+                "once per model group and reason, each request is logged at INFO",
+                group,
+                wire,
+                rejected.reason.value,
+                rejected.detail,
+            )
+        logger.info(
+            "compact_hook: request %s passed through: %s %s", call_id, rejected.reason.value, rejected.detail
+        )
+
     async def async_post_call_response_headers_hook(
         self,
         data: dict[str, Any],
@@ -246,12 +263,7 @@ class CompactHook(CustomLogger):
         config = await self._settings(resolved, model, control)
         parsed = wire.parse(data)
         if isinstance(parsed, Rejected):
-            logger.info(
-                "compact_hook: request %s passed through: %s %s",
-                data.get("litellm_call_id"),
-                parsed.reason.value,
-                parsed.detail,
-            )
+            self._say_rejected(model, wire.name, parsed, data.get("litellm_call_id"))
             record(data, wire.metadata_key, rejected_report(parsed, wire.name))
             self.metrics.outcome(parsed.reason, where)
             return None

@@ -1,6 +1,7 @@
 """The proxy hook against a real ``litellm.Router``, the provider faked with respx."""
 
 import json
+import logging
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -435,6 +436,24 @@ async def test_requests_that_manage_their_own_context_pass_through_untouched(
     assert json.dumps({k: v for k, v in data.items() if k != "litellm_metadata"}, sort_keys=True) == before
     assert data["litellm_metadata"]["compact_hook"]["reason"] == "client_managed"
     assert router.calls == []
+
+
+async def test_requests_forwarded_untouched_are_warned_of_once_per_model_and_reason(
+    router: SpyRouter, caplog: pytest.LogCaptureFixture
+) -> None:
+    hook = CompactHook(CompactConfig())
+    managed = {"edits": [{"type": "clear_tool_uses_20250919"}]}
+    sent = [anthropic_request(context_management=managed) for _ in range(3)]
+    sent += [request(messages=[{"content": "no role"}]) for _ in range(2)]
+    with caplog.at_level(logging.INFO, logger="compact_hook"):
+        for data in sent:
+            call_type = "anthropic_messages" if "litellm_metadata" in data else "acompletion"
+            await hook.async_pre_call_hook(None, None, data, call_type)
+    warned = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert len(warned) == 2
+    assert "client_managed: context_management edit clear_tool_uses_20250919" in warned[0]
+    assert "(malformed: " in warned[1]
+    assert len([r for r in caplog.records if "passed through" in r.getMessage()]) == 5
 
 
 async def test_an_anthropic_compaction_block_means_the_client_manages_its_context(router: SpyRouter) -> None:
