@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-import sys
 import threading
 import time
 from collections.abc import AsyncGenerator, Iterable, Mapping
@@ -39,6 +38,7 @@ from compact_hook.errors import MalformedError
 from compact_hook.formats import Rejected, WireFormat, format_for
 from compact_hook.formats.base import Conversation
 from compact_hook.formats.command import command_in, ran_command
+from compact_hook.proxy import server
 from compact_hook.proxy.answer import ANSWERED, answer, answer_text, anthropic_events, is_whole_message
 from compact_hook.proxy.control import Control, control_of, with_command
 from compact_hook.proxy.logs import configure_logging
@@ -106,7 +106,7 @@ class CompactHook(CustomLogger):
     def compactor(self) -> Compactor:
         """Built on first use: LiteLLM's own Redis settings are only known once its config is loaded."""
         if self._compactor is None:
-            litellm_redis = getattr(sys.modules.get("litellm.proxy.proxy_server"), "redis_usage_cache", None)
+            litellm_redis = server.proxy_global("redis_usage_cache")
             prepared = build_prepared_store(self.process, litellm_redis)
             background = Background(self.process.prepare_concurrency, self.process.prepare_queue)
             self._compactor = Compactor(
@@ -250,7 +250,7 @@ class CompactHook(CustomLogger):
         Returns the proxy's own answer when the request is a ``/compact`` command.
         """
         wire = format_for(call_type)
-        router = _proxy_router()
+        router = server.proxy_router()
         model = data.get("model")
         if wire is None or router is None or not isinstance(model, str):
             return None
@@ -312,7 +312,7 @@ class CompactHook(CustomLogger):
             parsed,
             config,
             RouterSummarizer(
-                _proxy_router(),
+                server.proxy_router(),
                 summary_model,
                 config.summary_max_tokens,
                 config.summary_timeout_seconds,
@@ -331,7 +331,7 @@ class CompactHook(CustomLogger):
     async def _recover(self, kwargs: dict[str, Any], call_type: str, overflow: Overflow) -> None:
         """Compact the refused request, forced, to the window its error taught us, as the same
         tenant and session the pre-call hook saw (its report says)."""
-        wire, router, previous = format_for(call_type), _proxy_router(), report_in(kwargs)
+        wire, router, previous = format_for(call_type), server.proxy_router(), report_in(kwargs)
         group = _group_of(kwargs)
         if wire is None or router is None or group is None or previous is None:
             return
@@ -366,7 +366,7 @@ class CompactHook(CustomLogger):
         Our count of what was sent is our report's ``tokens_after`` (retry fallbacks only ride on
         requests we reported on); None when there is nothing to learn from.
         """
-        report, group, router = report_in(request), _group_of(request), _proxy_router()
+        report, group, router = report_in(request), _group_of(request), server.proxy_router()
         config = self.models.resolve(router, group) if router is not None and group is not None else None
         counted = report.get("tokens_after") if report is not None else None
         if group is None or config is None or not config.recover or not isinstance(counted, int):
@@ -470,11 +470,6 @@ def tenant_of(user_api_key_dict: Any) -> str:
     return "anonymous"
 
 
-def _proxy_router() -> Any:
-    proxy_server = sys.modules.get("litellm.proxy.proxy_server")
-    return getattr(proxy_server, "llm_router", None) if proxy_server is not None else None
-
-
 def validate_loaded_proxy_config(base: CompactConfig) -> set[str]:
     """Fail proxy start-up on a bad ``compact`` block, naming the model and the key; return the
     tokenizers the compacting models use.
@@ -482,8 +477,7 @@ def validate_loaded_proxy_config(base: CompactConfig) -> set[str]:
     LiteLLM builds its callbacks while it loads the config file and before it builds the
     router, so we read the same file it is loading.
     """
-    proxy_server = sys.modules.get("litellm.proxy.proxy_server")
-    path = getattr(proxy_server, "user_config_file_path", None) if proxy_server is not None else None
+    path = server.proxy_global("user_config_file_path")
     if not isinstance(path, str) or not Path(path).is_file():
         return set()
     config = yaml.safe_load(Path(path).read_text(encoding="utf-8")) or {}

@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from compact_hook.config import CompactConfig
 from compact_hook.formats.anthropic import runs_prefix_check
+from compact_hook.proxy import server as router_api
 from compact_hook.state.tokenizers import tokenizer_name_for_model
 
 logger = logging.getLogger(__name__)
@@ -67,13 +68,15 @@ class ModelSettings:
             self._router, self._memo = router, {}
         if group in self._memo:
             return self._memo[group]
-        deployments = router.get_model_list(model_name=group) or []
+        deployments = router_api.deployments(router, group)
         if not deployments:
             return None
         self._memo[group] = self._resolve(router, group, deployments)
         return self._memo[group]
 
-    def _resolve(self, router: Any, group: str, deployments: list[Any]) -> CompactConfig | None:
+    def _resolve(
+        self, router: Any, group: str, deployments: Sequence[Mapping[str, Any]]
+    ) -> CompactConfig | None:
         blocks = [compact_block(d) for d in deployments if compact_block(d) is not None]
         if not blocks:
             return None
@@ -105,21 +108,21 @@ class ModelSettings:
         group = config.summary_model
         if group is None or config.uses_digest:
             return None
-        return group_window(router, group, router.get_model_list(model_name=group) or [])
+        return group_window(router, group, router_api.deployments(router, group))
 
 
-def group_window(router: Any, group: str, deployments: list[Any]) -> int | None:
+def group_window(router: Any, group: str, deployments: Sequence[Mapping[str, Any]]) -> int | None:
     """The smallest known window of a group's deployments (the router reports the largest)."""
     windows = [w for w in (_deployment_window(d) for d in deployments) if w]
     if not windows:
-        info = router.get_model_group_info(group)
+        info = router_api.group_info(router, group)
         window = getattr(info, "max_input_tokens", None) if info is not None else None
         windows = [int(window)] if window else []
     windows.extend(w for w in (_compact_window(d) for d in deployments) if w)
     return min(windows) if windows else None
 
 
-def _prefix_check(config: CompactConfig, group: str, deployments: list[Any]) -> bool:
+def _prefix_check(config: CompactConfig, group: str, deployments: Sequence[Mapping[str, Any]]) -> bool:
     """Set, or by the models: one deployment that checks makes the group check (removing stale
     thinking is valid everywhere the check runs; keeping it is not)."""
     if config.thinking_prefix_check is not None:

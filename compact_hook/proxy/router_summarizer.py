@@ -15,6 +15,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from compact_hook.engine.summarize import Message
+from compact_hook.proxy.server import complete
 
 INTERNAL_MARKER = "compact_hook_internal"
 INTERNAL_TOKEN = secrets.token_hex(16)
@@ -67,7 +68,8 @@ class RouterSummarizer:
         self.metadata = metadata
 
     async def __call__(self, messages: list[Message]) -> str:
-        response = await self.router.acompletion(
+        response = await complete(
+            self.router,
             model=self.model,
             messages=messages,
             max_tokens=self.max_tokens,

@@ -12,7 +12,7 @@ import pytest
 import respx
 
 from compact_hook.config import CompactConfig
-from compact_hook.proxy import hook as hook_module
+from compact_hook.proxy import server
 from compact_hook.proxy.hook import CompactHook, session_id_of
 from compact_hook.proxy.models import validate_model_list
 from compact_hook.proxy.report import Report, response_headers
@@ -96,7 +96,7 @@ def router(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> SpyRouter:
         ]
     )
     spy.calls = []
-    monkeypatch.setattr(hook_module, "_proxy_router", lambda: spy)
+    monkeypatch.setattr(server, "proxy_router", lambda: spy)
     return spy
 
 
@@ -318,7 +318,7 @@ async def test_a_group_without_a_known_window_warns_once(
 ) -> None:
     spy = SpyRouter(model_list=[deployment("custom", {}, model="openai/my-own-finetune")])
     spy.calls = []
-    monkeypatch.setattr(hook_module, "_proxy_router", lambda: spy)
+    monkeypatch.setattr(server, "proxy_router", lambda: spy)
     hook = CompactHook(CompactConfig())
     for _ in range(3):
         data = request("custom")
@@ -329,7 +329,7 @@ async def test_a_group_without_a_known_window_warns_once(
 
 async def test_the_window_defaults_to_the_routers_max_input_tokens(monkeypatch: pytest.MonkeyPatch) -> None:
     spy = SpyRouter(model_list=[deployment("known", {})])
-    monkeypatch.setattr(hook_module, "_proxy_router", lambda: spy)
+    monkeypatch.setattr(server, "proxy_router", lambda: spy)
     hook = CompactHook(CompactConfig())
     config = hook.models.resolve(spy, "known")
     assert config is not None and config.context_window == 128_000 and config.tokenizer == "o200k_base"
@@ -502,7 +502,7 @@ async def test_the_summary_window_is_the_summary_groups_own(monkeypatch: pytest.
             {**deployment("reader"), "model_info": {"max_input_tokens": 200_000}},
         ]
     )
-    monkeypatch.setattr(hook_module, "_proxy_router", lambda: spy)
+    monkeypatch.setattr(server, "proxy_router", lambda: spy)
     config = CompactHook(CompactConfig()).models.resolve(spy, "small")
     assert config is not None and config.summary_context_window == 200_000
 
@@ -514,7 +514,7 @@ async def test_an_archive_that_cannot_be_written_is_a_header_and_a_log_line_with
     blocked.write_text("a file in the way")
     spy = SpyRouter(model_list=[deployment("agent", {"context_window": 20_000, "archive_dir": str(blocked)})])
     spy.calls = []
-    monkeypatch.setattr(hook_module, "_proxy_router", lambda: spy)
+    monkeypatch.setattr(server, "proxy_router", lambda: spy)
     hook = CompactHook(CompactConfig())
     data = request(metadata={"session_id": "session-xyz"})
     await hook.async_pre_call_hook(None, None, data, "acompletion")

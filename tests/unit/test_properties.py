@@ -25,6 +25,7 @@ from compact_hook.core.normalize import ABORTED_RESULT
 from compact_hook.engine import Compactor, CompactRequest, CompactResult
 from compact_hook.formats import Conversation, Rejected
 from compact_hook.proxy import hook as hook_module
+from compact_hook.proxy import server
 from tests.conversations import Call, Said, Step, Tools, body, entries, w, wire_of
 from tests.fakes import FakeSummarizer, InMemoryArchive, WordCounter
 from tests.support import is_summary, pairing_problems
@@ -196,12 +197,12 @@ def test_no_input_makes_the_hook_raise_and_a_rejected_request_is_forwarded_as_se
 ) -> None:
     data: dict[str, Any] = {"model": "m", key: value, "metadata": {}, **extra}
     original = copy.deepcopy(data)
-    original_hook = hook_module._proxy_router
-    hook_module._proxy_router = lambda: router  # type: ignore[assignment]
+    original_hook = server.proxy_router
+    server.proxy_router = lambda: router
     try:
         out = asyncio.run(hook_module.proxy_handler_instance.async_pre_call_hook(None, None, data, call_type))
     finally:
-        hook_module._proxy_router = original_hook  # type: ignore[assignment]
+        server.proxy_router = original_hook
     assert out is data
     wire = hook_module.format_for(call_type)
     if wire is None or isinstance(wire.parse(copy.deepcopy(original)), Rejected):
