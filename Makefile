@@ -6,12 +6,12 @@ PY := $(VENV)/bin/python
 INSTALLED := $(VENV)/.installed
 export LITELLM_LOCAL_MODEL_COST_MAP := True
 
-.PHONY: install system-deps clients-install clients run test unit lint typecheck bench clean
+.PHONY: install system-deps clients-install clients run test test-newest unit lint typecheck bench clean
 
-$(INSTALLED): pyproject.toml
+$(INSTALLED): pyproject.toml constraints/lowest.txt
 	test -x $(PY) || python3 -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e '.[dev]'
+	$(PY) -m pip install -q -e '.[dev]' -c constraints/lowest.txt
 	touch $(INSTALLED)
 
 install: $(INSTALLED)
@@ -40,6 +40,24 @@ run: install
 # Two workers, one test file each: the integration files mostly wait on proxies and pauses.
 test: install system-deps clients-install lint typecheck
 	$(PY) -m pytest -n 2 --dist loadfile
+
+# The newest LiteLLM of our range in its own venv (uv: it can relax the two requirements this
+# machine's index cannot meet, constraints/newest-overrides.txt): unit tests and the tests marked
+# `edge` (real proxies on every surface, the CLIs, /compact). A DeprecationWarning from our code fails.
+NEWEST_LITELLM ?= 1.109.1
+NEWEST_VENV := .venv-newest
+NEWEST_INSTALLED := $(NEWEST_VENV)/.installed-$(NEWEST_LITELLM)
+
+$(NEWEST_INSTALLED): pyproject.toml constraints/newest-overrides.txt
+	test -x $(NEWEST_VENV)/bin/python || python3 -m venv $(NEWEST_VENV)
+	$(NEWEST_VENV)/bin/python -m pip install -q uv
+	$(NEWEST_VENV)/bin/uv pip install -q --python $(NEWEST_VENV)/bin/python \
+		--override constraints/newest-overrides.txt -e '.[dev]' 'litellm[proxy]==$(NEWEST_LITELLM)'
+	touch $(NEWEST_INSTALLED)
+
+test-newest: $(NEWEST_INSTALLED) system-deps clients-install
+	$(NEWEST_VENV)/bin/python -c 'import importlib.metadata as m; print("litellm", m.version("litellm"))'
+	$(NEWEST_VENV)/bin/python -m pytest -n 2 --dist loadfile -m "not integration or edge"
 
 unit: install
 	$(PY) -m pytest -m "not integration"

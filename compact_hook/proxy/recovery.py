@@ -22,6 +22,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from compact_hook.proxy import server
 from compact_hook.proxy.router_summarizer import INTERNAL_TOKEN
 from compact_hook.state.store import CompactionStore
 
@@ -113,10 +114,10 @@ def attach_fallbacks(data: dict[str, Any], group: str, router: Any, call_type: s
         return
     retry = {"model": group, RETRY_KEY: INTERNAL_TOKEN}
     if call_type == "aresponses":
-        configured = _targets(getattr(router, "fallbacks", None), group)
+        configured = _targets(server.setting(router, "fallbacks"), group)
         data["fallbacks"] = [retry, *({"model": t} if isinstance(t, str) else t for t in configured)]
     else:
-        configured = _targets(getattr(router, "context_window_fallbacks", None), group)
+        configured = _targets(server.setting(router, "context_window_fallbacks"), group)
         data["context_window_fallbacks"] = [{group: [retry, *configured]}]
 
 

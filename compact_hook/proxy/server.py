@@ -1,5 +1,5 @@
 """The running LiteLLM proxy as we see it — the one place that reads its globals or asks its
-router anything: which router, a group's deployments and info, a completion.
+router anything: which router, a group's deployments and info, its settings, a completion.
 
 LiteLLM 1.109 moved deployment and group lookups behind ``router.registry()`` and deprecated the
 old members (``get_model_list``, ``get_model_group_info``: they warn, and are to be deleted).
@@ -45,6 +45,15 @@ def group_info(router: Any, group: str) -> object | None:
         registry.group(group) if registry is not None else router.get_model_group_info(group)
     )
     return info
+
+
+def setting(router: Any, name: str) -> object | None:
+    """One of the router's settings (``fallbacks``, ``context_window_fallbacks``), ``None`` unset:
+    from its ``settings()`` snapshot where it has one (1.109+ deprecates the attributes)."""
+    settings = getattr(type(router), "settings", None)
+    source = router.settings() if callable(settings) else router
+    value: object | None = getattr(source, name, None)
+    return value
 
 
 async def complete(router: Any, **request: Any) -> Any:

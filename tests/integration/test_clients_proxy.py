@@ -23,7 +23,7 @@ from tests.integration.agent_clients import (
 )
 from tests.integration.relay import Relay
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.edge]  # edge: also on the newest LiteLLM
 
 
 @pytest.fixture(scope="module")

@@ -39,6 +39,8 @@ from tests.support import (
     without_markers,
 )
 
+pytestmark = pytest.mark.edge  # also run on the newest LiteLLM (make test-newest)
+
 WINDOW = 20_000
 MAX_TOKENS = 1024
 CLAUDE_MESSAGES = load_transcript("claude_code_fa812bfe_pre_compact.json", "anthropic")["messages"]

@@ -22,6 +22,8 @@ from compact_hook.core.transcript import transcript_entries
 from tests.integration.harness import SUMMARY_MARKER, ProxyProcess, proxy_start_failure, standin_deployment
 from tests.support import items_of, load_transcript, pairing_problems
 
+pytestmark = pytest.mark.edge  # also run on the newest LiteLLM (make test-newest)
+
 WINDOW = 20_000
 THRESHOLD = int(0.92 * WINDOW)
 TRANSCRIPT = "claude_code_fa812bfe_pre_compact.json"
