@@ -205,7 +205,7 @@ class Loop:
 
     def _answer(self, number: int, forwarded: dict[str, Any], upto: int) -> list[dict[str, Any]]:
         """The model's answer to the forwarded request, then what the client adds after it."""
-        opens_turn = not _has_results(self.history[-1])
+        opens_turn = not agent_script._has_results(self.history[-1])
         thinks = self.thinking in ("interleaved", "adaptive") or (self.thinking == "enabled" and opens_turn)
         content: list[dict[str, Any]] = []
         if thinks:
@@ -232,10 +232,6 @@ class Loop:
 def _blocks(message: dict[str, Any]) -> list[Any]:
     content = message.get("content")
     return content if isinstance(content, list) else []
-
-
-def _has_results(message: dict[str, Any]) -> bool:
-    return any(block.get("type") == "tool_result" for block in _blocks(message))
 
 
 LOOPS = {
