@@ -23,7 +23,6 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
-import time
 from pathlib import Path
 
 from compact_hook.config import (
@@ -42,18 +41,21 @@ from compact_hook.core.outcomes import (
     Summarizer,
 )
 from compact_hook.core.partition import Partition
-from compact_hook.engine.breaker import Breaker, Gate
+from compact_hook.engine.archiving import Removed, keep
+from compact_hook.engine.breaker import Breaker
+from compact_hook.engine.clearing import advance_clearing
+from compact_hook.engine.compaction import Failed, Made, Making, compaction_key, make, plan
+from compact_hook.engine.finish import Outcome, finish, untouched
 from compact_hook.engine.flight import Leases, SingleFlight
+from compact_hook.engine.guarantee import fitted, normalized
+from compact_hook.engine.once import SummaryOnce
 from compact_hook.engine.prepare import Preparations, PrepareSetup
 from compact_hook.engine.result import CompactRequest, CompactResult
-from compact_hook.engine.run import Failed, Made, Outcome, ProcessMemory, Removed, Run
+from compact_hook.engine.run import ProcessMemory, Run
 from compact_hook.engine.view import View, without_stale_thinking
 from compact_hook.state.store import CompactionStore
 
 logger = logging.getLogger(__name__)
-
-POLL_SECONDS = (0.05, 0.1, 0.2, 0.5)
-FAILED = b"failed:"
 
 
 class Compactor:
@@ -70,14 +72,19 @@ class Compactor:
     ) -> None:
         self.store = store
         self.leases = Leases(lock_ttl, lock_wait, failure_ttl)
-        self.flights: SingleFlight[Made | Failed] = SingleFlight()
         self.memory = memory or ProcessMemory()
         self.breaker = Breaker(store)
+        self.once = SummaryOnce(store, self.leases, self.breaker)
         self.preparations = (
             Preparations(prepare, self.breaker, self.leases)
             if prepare is not None and store is not None
             else None
         )
+
+    @property
+    def flights(self) -> SingleFlight[Made | Failed]:
+        """The summaries under way in this process, by compaction key."""
+        return self.once.flights
 
     async def close(self) -> None:
         """The process stops: background work is cancelled cleanly."""
@@ -88,7 +95,7 @@ class Compactor:
         run = await Run.measure(request, self.memory)
         config, limits = request.config, run.limits
         if request.mode is Mode.OFF:
-            return run.untouched(Reason.OFF)
+            return untouched(run, Reason.OFF)
         if not config.enabled or limits is None or not run.prints:
             reason = (
                 Reason.DISABLED
@@ -97,10 +104,10 @@ class Compactor:
                 if limits is None
                 else Reason.EMPTY
             )
-            return run.untouched(reason)
+            return untouched(run, reason)
         if limits.no_room:
             self._warn_no_room(run)
-            return run.untouched(Reason.NO_ROOM)
+            return untouched(run, Reason.NO_ROOM)
         forced, remembered = request.mode is Mode.FORCE, request.recall or request.mode is Mode.FORCE
         if (
             not remembered
@@ -109,7 +116,7 @@ class Compactor:
             and config.normalize != "always"
         ):
             if not await self._thinking_state(run):
-                return run.untouched(Reason.BELOW_THRESHOLD)
+                return untouched(run, Reason.BELOW_THRESHOLD)
             remembered = True
         await run.tiers.prepare()
         view = run.tiers.view(None)
@@ -190,7 +197,7 @@ class Compactor:
             entry.summary or "",
             entry.summarizer,
         )
-        path = await run.keep(removed)
+        path = await keep(run, removed)
         if run.archive_status is ArchiveStatus.FAILED:
             return entry, None
         return dataclasses.replace(entry, unarchived=()), path
@@ -225,7 +232,7 @@ class Compactor:
         """Tier 2: advance the clearing boundary by a batch when the request is past the clear ratio."""
         if not run.config.clear_tool_results or await run.tokens(run.tiers.view(state)) < run.window.clear:
             return state
-        advanced = run.advance_clearing(state)
+        advanced = advance_clearing(run, state)
         if advanced is None:
             return state
         await self._put(run, advanced)
@@ -233,21 +240,10 @@ class Compactor:
 
     async def _compact(self, run: Run, state: Entry, view: View, cache: CacheStatus) -> CompactResult:
         """Tier 3: summarize the middle (once per compaction event), then fit."""
-        part = await asyncio.to_thread(run.partition, view)
+        part = await asyncio.to_thread(plan, run, view)
         if not part.middle:
             return await self._fit(run, view, Outcome(state, cache, Reason.NOTHING_TO_SUMMARIZE))
-        key = run.compaction_key(view, part, state)
-        gate = await self._gate(run)
-        if gate is Gate.OPEN:
-            made: Made | Failed = Failed("the summary model's breaker is open", 0, Reason.BREAKER_OPEN)
-            shared = False
-        elif await self._recently_failed(run.root):
-            made, shared = Failed("a summary for this conversation failed moments ago", 0), False
-        else:
-            probe = gate is Gate.PROBE
-            made, shared = await self.flights.run(
-                key, lambda: self._make_once(key, run, view, part, state, probe)
-            )
+        made, shared = await self.once.made(run, compaction_key(run, view, part, state), view, part, state)
         calls = 0 if shared else made.summary_calls
         if isinstance(made, Failed):
             return await self._without_summary(run, state, view, part, cache, made, calls)
@@ -274,7 +270,7 @@ class Compactor:
         logger.error("compact_hook: compaction failed: %s", failed.error)
         if run.config.on_overflow != "fit" or await run.tokens(view) <= run.window.window:
             return await self._fit(run, view, Outcome(state, cache, failed.reason, calls))
-        digested = await run.summarize(view, part, state, None)
+        digested = await make(run, view, part, state, Making(None))
         assert isinstance(digested, Made)
         await self._put(run, digested.entry)
         outcome = Outcome(
@@ -287,32 +283,27 @@ class Compactor:
         )
         return await self._fit(run, run.tiers.view(digested.entry), outcome)
 
-    async def _gate(self, run: Run) -> Gate:
-        if run.config.uses_digest:
-            return Gate.CLOSED
-        return await self.breaker.gate(run.breaker_key, run.config)
-
     async def _fit(self, run: Run, view: View, outcome: Outcome) -> CompactResult:
         """The guarantee: over the window and ``on_overflow: fit`` → drop/shrink to fit.
 
         Normalized first: the synthetic results it adds are part of what must fit.
         """
         if run.config.on_overflow != "fit":
-            return await run.finish(view, outcome)
-        view, fixes = await run.normalize(view, force=await run.tokens(view) > run.window.window)
+            return await finish(run, view, outcome)
+        view, fixes = await normalized(run, view, force=await run.tokens(view) > run.window.window)
         outcome = dataclasses.replace(outcome, normalized=outcome.normalized + fixes)
         if await run.tokens(view) <= run.window.window:
-            return await run.finish(view, outcome)
-        fitted, lost, dropped, fits = await asyncio.to_thread(run.fit, view)  # shrinking tokenizes
-        await run.keep(lost)
+            return await finish(run, view, outcome)
+        fit = await asyncio.to_thread(fitted, run, view)  # shrinking tokenizes
+        await keep(run, fit.lost)
         reason = outcome.reason or Reason.FITTED
-        if not fits:
+        if not fit.fits:
             logger.warning("compact_hook: request cannot be brought under %d tokens", run.window.window)
             reason = Reason.CANNOT_FIT
         state = await self._unstable(run, outcome.state)
-        fitted = without_stale_thinking(fitted, state.stale_thinking, run.request.conversation)
-        return await run.finish(
-            fitted, dataclasses.replace(outcome, state=state, reason=reason, dropped=dropped)
+        view = without_stale_thinking(fit.view, state.stale_thinking, run.request.conversation)
+        return await finish(
+            run, view, dataclasses.replace(outcome, state=state, reason=reason, dropped=fit.dropped)
         )
 
     async def _unstable(self, run: Run, state: Entry) -> Entry:
@@ -327,66 +318,3 @@ class Compactor:
     async def _put(self, run: Run, entry: Entry) -> None:
         if self.store is not None:
             await self.store.put(run.root, run.chain[entry.span], entry)
-
-    async def _make_once(
-        self, key: bytes, run: Run, view: View, part: Partition, state: Entry, probe: bool
-    ) -> Made | Failed:
-        """Once per compaction across requests; the breaker hears of every model summary made."""
-        made = await self._made_or_awaited(key, run, view, part, state, probe)
-        if not run.config.uses_digest and made.summary_calls:
-            await self.breaker.heard(run.breaker_key, run.config, succeeded=isinstance(made, Made))
-        return made
-
-    async def _made_or_awaited(
-        self, key: bytes, run: Run, view: View, part: Partition, state: Entry, probe: bool
-    ) -> Made | Failed:
-        """Across replicas: hold the key's lock and compute, or wait for the holder's entry."""
-        model = None if run.config.uses_digest else run.request.summarize
-        if self.store is None:
-            return await run.summarize(view, part, state, model, probe)
-        token = await self.store.try_lock(key, self.leases.lock_ttl)
-        if token is None:
-            patience = min(self.leases.lock_wait, run.config.summary_deadline_seconds)
-            ready = await self._wait_for(key, patience)
-            if ready is not None:
-                return ready
-            token = await self.store.try_lock(key, self.leases.lock_ttl)
-        try:
-            made = await run.summarize(view, part, state, model, probe)
-            if isinstance(made, Made):
-                await self.store.put(run.root, key, made.entry)
-            else:  # before unlocking: a waiting replica must not repeat what just failed
-                await self.store.set_note(FAILED + key, "1", self.leases.failure_ttl)
-                await self.store.set_note(FAILED + run.root, "1", self.leases.failure_ttl)
-            return made
-        finally:
-            if token is not None:
-                await self.store.unlock(key, token)
-
-    async def _recently_failed(self, root: bytes) -> bool:
-        """A summary for this conversation failed within ``failure_ttl``: do not repeat it yet."""
-        return (
-            self.store is not None
-            and self.leases.failure_ttl > 0
-            and await self.store.get_note(FAILED + root) is not None
-        )
-
-    async def _wait_for(self, key: bytes, patience: float) -> Made | Failed | None:
-        """Poll for another replica's entry (or its failure); None when its lock is gone or we
-        waited ``patience`` seconds: then we make it ourselves."""
-        assert self.store is not None
-        deadline = time.monotonic() + patience
-        attempt = 0
-        while time.monotonic() < deadline:
-            await asyncio.sleep(POLL_SECONDS[min(attempt, len(POLL_SECONDS) - 1)])
-            attempt += 1
-            entry = await self.store.get(key)
-            if entry is not None:
-                return Made(entry, CacheStatus.SHARED)
-            if await self.store.get_note(FAILED + key) is not None:
-                return Failed("another replica's summary for this compaction failed", 0)
-            if not await self.store.is_locked(key):
-                entry = await self.store.get(key)
-                return Made(entry, CacheStatus.SHARED) if entry is not None else None
-        logger.warning("compact_hook: waited %.0f s for another replica's summary; making it", patience)
-        return None

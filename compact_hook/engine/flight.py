@@ -20,6 +20,14 @@ from compact_hook.config import (
 
 T = TypeVar("T")
 
+POLL_SECONDS = (0.05, 0.1, 0.2, 0.5)
+"""Waiting on another replica: how long between looks, growing."""
+
+
+async def pause(attempt: int) -> None:
+    """The wait before look number ``attempt`` (from 0) at what another replica is doing."""
+    await asyncio.sleep(POLL_SECONDS[min(attempt, len(POLL_SECONDS) - 1)])
+
 
 @dataclass(frozen=True, slots=True)
 class Leases:

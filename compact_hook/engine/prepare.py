@@ -33,8 +33,9 @@ from compact_hook.core.chain import Entry, entry_is_usable
 from compact_hook.core.outcomes import Preparation
 from compact_hook.engine.background import Background, Job
 from compact_hook.engine.breaker import Breaker, Gate
-from compact_hook.engine.flight import Leases
-from compact_hook.engine.run import Made, Run
+from compact_hook.engine.compaction import Made, Making, make, plan
+from compact_hook.engine.flight import Leases, pause
+from compact_hook.engine.run import Run
 from compact_hook.engine.view import View
 from compact_hook.state.store import CompactionStore
 
@@ -42,7 +43,6 @@ logger = logging.getLogger(__name__)
 
 LOCK = b"preparing:"
 FAILED = b"prepare-failed:"
-POLL_SECONDS = (0.05, 0.1, 0.2, 0.5)
 
 
 def _never() -> bool:
@@ -158,10 +158,10 @@ class Preparations:
             return
         try:
             ahead = max(0, run.window.compact - await run.tokens(view))
-            part = await asyncio.to_thread(run.partition, view, ahead)
+            part = await asyncio.to_thread(plan, run, view, ahead)
             if not part.middle:
                 return
-            made = await run.summarize(view, part, base, run.request.summarize, probe, archive=False)
+            made = await make(run, view, part, base, Making(run.request.summarize, probe, archive=False))
             self.stats.summary_calls += made.summary_calls
             if isinstance(made, Made):
                 await self.breaker.heard(run.breaker_key, run.config, succeeded=True)
@@ -212,5 +212,5 @@ class Preparations:
         deadline = time.monotonic() + patience
         attempt = 0
         while time.monotonic() < deadline and await self.store.is_locked(key):
-            await asyncio.sleep(POLL_SECONDS[min(attempt, len(POLL_SECONDS) - 1)])
+            await pause(attempt)
             attempt += 1

@@ -1,0 +1,70 @@
+"""Archive first, then replace: what leaves the model's view is written before it leaves.
+
+Every stage that takes something out of a request (a summary, the clearing of an output, the
+fit, normalization) hands it here as ``Removed``; a failed write is reported in the run's
+``archive_status`` (and the header), never silently dropped.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from compact_hook.core.outcomes import ArchiveStatus, Removal, Summarizer
+from compact_hook.engine.run import Run
+from compact_hook.engine.view import View
+from compact_hook.state.archive import Audit
+
+
+@dataclass(frozen=True, slots=True)
+class Removed:
+    """Entries leaving the model's view, to archive: the client's (or our earlier summary), their
+    indices in the client's list, why, and what replaces them (for the archive's audit)."""
+
+    entries: list[object]
+    origins: tuple[int, ...]
+    removal: Removal
+    summary: str = ""
+    summarizer: Summarizer | None = None
+
+
+def removed_at(run: Run, view: View, positions: Sequence[int], removal: Removal) -> Removed:
+    """The view's items at ``positions`` as they are archived (see ``Run.archived``)."""
+    origins = tuple(o for i in positions if (o := view.origins[i]) is not None)
+    return Removed([run.archived(view, i) for i in positions], origins, removal)
+
+
+async def keep(run: Run, removed: Removed) -> Path | None:
+    """Archive what leaves the model's view, before it leaves; a failure is reported.
+
+    The same entries of the same session are written once (a request fitted every turn
+    would otherwise be archived every turn); a failed write is not remembered as written.
+    """
+    if not removed.entries:
+        return None
+    archives = run.memory.archives
+    key = archives.key(run.request.tenant + "\n" + run.session(), removed.entries)
+    if archives.seen(key):
+        return None
+    path = await run.archive().save(run.session(), removed.entries, run.request.tenant, _audit(run, removed))
+    if path is None:
+        run.archive_status = ArchiveStatus.FAILED
+    else:
+        archives.add(key)
+        run.archive_status = run.archive_status or ArchiveStatus.WRITTEN
+    return path
+
+
+def _audit(run: Run, removed: Removed) -> Audit:
+    origins = removed.origins
+    return Audit(
+        removed.removal,
+        run.request.origin,
+        (min(origins), max(origins)) if origins else None,
+        len(removed.entries),
+        sum(run.counts[i] for i in origins if i < len(run.counts)),
+        run.counter.count_text(removed.summary) if removed.summary else 0,
+        removed.summary,
+        removed.summarizer,
+    )

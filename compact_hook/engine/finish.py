@@ -1,0 +1,86 @@
+"""The last stage: the view we forward, counted and described as a ``CompactResult``."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from compact_hook.core.chain import Entry
+from compact_hook.core.outcomes import CacheStatus, Preparation, Reason, Summarizer
+from compact_hook.engine.guarantee import normalized
+from compact_hook.engine.result import CompactResult, CompactStats
+from compact_hook.engine.run import Run
+from compact_hook.engine.view import View, thinking_removed
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    """How a view came to be forwarded: the report's fields besides the tokens."""
+
+    state: Entry
+    cache: CacheStatus
+    reason: Reason | None = None
+    summary_calls: int = 0
+    archive_path: Path | None = None
+    dropped: int = 0
+    summarizer: Summarizer | None = None
+    normalized: int = 0
+    preparation: Preparation | None = None
+
+
+async def finish(run: Run, view: View, outcome: Outcome) -> CompactResult:
+    """Normalize what we changed, count it, and describe it."""
+    config = run.config
+    view, fixes = await normalized(run, view)
+    items = view.items
+    after = await run.tokens(view)
+    if run.limits is not None and after > run.limits.window and config.on_overflow == "passthrough":
+        return untouched(run, outcome.reason or Reason.OVER_WINDOW, summary_calls=outcome.summary_calls)
+    compacted = outcome.state.summary is not None
+    entries = [item.raw for item in items]
+    return CompactResult(
+        entries,
+        compacted,
+        _stats(run, entries, after) if compacted else CompactStats(),
+        outcome.archive_path,
+        input_tokens=run.total,
+        reason=outcome.reason,
+        cache=outcome.cache,
+        summary_calls=outcome.summary_calls,
+        output_tokens=after,
+        truncated=run.tiers.truncated_count(),
+        cleared=run.tiers.cleared_count(outcome.state),
+        dropped=outcome.dropped,
+        normalized=outcome.normalized + fixes,
+        summarizer=outcome.summarizer or (outcome.state.summarizer if compacted else None),
+        archive_status=run.archive_status,
+        preparation=outcome.preparation,
+        thinking_removed=thinking_removed(view, outcome.state.stale_thinking, run.request.conversation),
+    )
+
+
+def untouched(run: Run, reason: Reason | None, summary_calls: int = 0) -> CompactResult:
+    """The request exactly as the client sent it."""
+    entries = run.request.conversation.entries
+    return CompactResult(
+        entries,
+        False,
+        input_tokens=run.total,
+        output_tokens=run.total,
+        reason=reason,
+        summary_calls=summary_calls,
+        archive_status=run.archive_status,
+    )
+
+
+def _stats(run: Run, entries: Sequence[object], after: int) -> CompactStats:
+    retained = len(entries) - 1
+    original = len(run.prints)
+    return CompactStats(
+        original_token_count=run.total,
+        compacted_token_count=after,
+        compaction_ratio=round(after / run.total, 4) if run.total else 0.0,
+        compacted_message_count=max(0, original - retained),
+        retained_message_count=retained,
+    )

@@ -1,0 +1,124 @@
+"""The guarantee as stages: every call answered (``normalized``), and the window kept (``fit``).
+
+Both only touch requests we change (or that must be fitted); what they take out is handed to
+``engine.archiving``. ``fit`` tokenizes what it shrinks: callers run it off the event loop.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from compact_hook.core.counting import TokenCounter, item_strings, request_total
+from compact_hook.core.fit import Fitted, drop_order, fit
+from compact_hook.core.items import Item
+from compact_hook.core.normalize import normalize
+from compact_hook.core.outcomes import Removal
+from compact_hook.core.truncate import truncate_results
+from compact_hook.engine.archiving import Removed, keep, removed_at
+from compact_hook.engine.run import Run
+from compact_hook.engine.view import View
+from compact_hook.formats.base import Conversation
+
+
+@dataclass(frozen=True, slots=True)
+class Fit:
+    """A fitted view, the client's entries to archive (dropped ones, and the originals of shrunk
+    outputs: shrinking loses text too), how many items were dropped, and whether it fits."""
+
+    view: View
+    lost: Removed
+    dropped: int
+    fits: bool
+
+
+def fitted(run: Run, view: View) -> Fit:
+    """Drop and shrink until the view fits the window."""
+    wire, config = run.request.conversation.wire, run.config
+    counts = run.counter.count(view.prints, lambda i: item_strings(view.items[i]))
+    sizing = _ViewSizing(run.counter, run.request.conversation, view, counts, config.protected_tools)
+    units = view.pairing.units
+    order = drop_order(view.items, units, config.protected_tools, view.summary_at, wire.first_turn_user)
+    budget = run.window.window - request_total(run.context_tokens, [0])
+    done = fit(view.items, units, order, budget, sizing)
+    still = {id(item) for item in done.items}
+    lost = [i for i, item in enumerate(view.items) if id(item) not in still]
+    return Fit(
+        _view_of(run, view, done), removed_at(run, view, lost, Removal.DROPPED), len(done.dropped), done.fits
+    )
+
+
+def _view_of(run: Run, view: View, done: Fitted) -> View:
+    """The fitted items with their fingerprints and origins (a shrunk item keeps its original's)."""
+    conversation = run.request.conversation
+    known = {id(item): k for k, item in enumerate(view.items)}
+    prints, origins = [], []
+    for item in done.items:
+        if id(item) in known:
+            prints.append(view.prints[known[id(item)]])
+            origins.append(view.origins[known[id(item)]])
+        else:
+            prints.append(conversation.fingerprint(item.raw))
+            origins.append(view.origins[known[id(done.shrunk[id(item)])]])
+    return view.rebuilt(done.items, prints, origins)
+
+
+async def normalized(run: Run, view: View, force: bool = False) -> tuple[View, int]:
+    """The view with every call answered, every orphan result gone and every instruction
+    placed where the format allows it, and how many fixes (results added or removed).
+
+    Only for requests we change (or ``normalize: always``, or ``force``: about to be fitted,
+    so what normalization adds counts toward the window). What it removes is archived.
+    """
+    original = run.tiers.items
+    unchanged = view.items is original or [id(item) for item in view.items] == [id(item) for item in original]
+    if unchanged and not force and run.config.normalize != "always":
+        return view, 0
+    wire = run.request.conversation.wire
+    fixed = normalize(view.items, wire, view.pairing, wire.placement)
+    if [id(item) for item in fixed] == [id(item) for item in view.items]:
+        return view, 0
+    before, after = {id(item) for item in view.items}, {id(item) for item in fixed}
+    gone = [k for k, item in enumerate(view.items) if id(item) not in after]
+    await keep(run, removed_at(run, view, gone, Removal.NORMALIZED))
+    known = {id(item): k for k, item in enumerate(view.items)}
+    fingerprint = run.request.conversation.fingerprint
+    prints = [view.prints[known[id(i)]] if id(i) in known else fingerprint(i.raw) for i in fixed]
+    origins = [view.origins[known[id(i)]] if id(i) in known else None for i in fixed]
+    return view.rebuilt(fixed, prints, origins), len(after - before) + len(before - after)
+
+
+def _protected_parts(view: View, protected: Sequence[str]) -> dict[int, tuple[int, ...]]:
+    """Per item (by identity), the parts holding results of protected tools: the fit never shrinks them."""
+    found: dict[int, list[int]] = {}
+    for (index, position), tool in view.pairing.tool_of.items():
+        if tool in protected:
+            found.setdefault(id(view.items[index]), []).append(position)
+    return {key: tuple(value) for key, value in found.items()}
+
+
+class _ViewSizing:
+    """Sizes of a view's items (counted once), and shrinking that spares protected tools' results."""
+
+    def __init__(
+        self,
+        counter: TokenCounter,
+        conversation: Conversation,
+        view: View,
+        counts: Sequence[int],
+        protected: Sequence[str],
+    ) -> None:
+        self.counter, self.conversation, self.wire = counter, conversation, conversation.wire
+        self.known = {id(item): count for item, count in zip(view.items, counts, strict=True)}
+        self.protected = _protected_parts(view, protected)
+
+    def count(self, item: Item) -> int:
+        if id(item) not in self.known:
+            prints = [self.conversation.fingerprint(item.raw)]
+            self.known[id(item)] = self.counter.count(prints, lambda _: item_strings(item))[0]
+        return self.known[id(item)]
+
+    def shrink(self, item: Item, limit: int) -> Item | None:
+        skip = self.protected.get(id(item), ())
+        cuts = truncate_results(item, limit, "tokens", self.counter.cut, skip=skip)
+        return self.wire.replace_outputs(item, cuts, keep_media=True) if cuts else None

@@ -1,0 +1,114 @@
+"""One summary per compaction: shared by concurrent requests, replicas, and later turns.
+
+In process, requests that need the same compaction share one task (``SingleFlight``); across
+replicas the store's lock does the same, the others polling for the holder's entry; a summary
+that just failed is not repeated for ``failure_ttl``; and the summary model's breaker is told
+of every summary made, so a model that keeps failing is left alone for a while.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+
+from compact_hook.core.chain import Entry
+from compact_hook.core.outcomes import CacheStatus, Reason
+from compact_hook.core.partition import Partition
+from compact_hook.engine.breaker import Breaker, Gate
+from compact_hook.engine.compaction import Failed, Made, Making, make
+from compact_hook.engine.flight import Leases, SingleFlight, pause
+from compact_hook.engine.run import Run
+from compact_hook.engine.view import View
+from compact_hook.state.store import CompactionStore
+
+logger = logging.getLogger(__name__)
+
+FAILED = b"failed:"
+
+
+class SummaryOnce:
+    """Makes a compaction at most once across requests and replicas."""
+
+    def __init__(self, store: CompactionStore | None, leases: Leases, breaker: Breaker) -> None:
+        self.store, self.leases, self.breaker = store, leases, breaker
+        self.flights: SingleFlight[Made | Failed] = SingleFlight()
+
+    async def made(
+        self, run: Run, key: bytes, view: View, part: Partition, state: Entry
+    ) -> tuple[Made | Failed, bool]:
+        """The compaction stored under ``key``, and whether another request made it (shared)."""
+        gate = await self._gate(run)
+        if gate is Gate.OPEN:
+            return Failed("the summary model's breaker is open", 0, Reason.BREAKER_OPEN), False
+        if await self._recently_failed(run.root):
+            return Failed("a summary for this conversation failed moments ago", 0), False
+        model = None if run.config.uses_digest else run.request.summarize
+        making = Making(model, probe=gate is Gate.PROBE)
+        return await self.flights.run(key, lambda: self._make_once(key, run, view, part, state, making))
+
+    async def _gate(self, run: Run) -> Gate:
+        if run.config.uses_digest:
+            return Gate.CLOSED
+        return await self.breaker.gate(run.breaker_key, run.config)
+
+    async def _make_once(
+        self, key: bytes, run: Run, view: View, part: Partition, state: Entry, making: Making
+    ) -> Made | Failed:
+        """Once per compaction across requests; the breaker hears of every model summary made."""
+        made = await self._made_or_awaited(key, run, view, part, state, making)
+        if making.model is not None and made.summary_calls:
+            await self.breaker.heard(run.breaker_key, run.config, succeeded=isinstance(made, Made))
+        return made
+
+    async def _made_or_awaited(
+        self, key: bytes, run: Run, view: View, part: Partition, state: Entry, making: Making
+    ) -> Made | Failed:
+        """Across replicas: hold the key's lock and compute, or wait for the holder's entry."""
+        if self.store is None:
+            return await make(run, view, part, state, making)
+        token = await self.store.try_lock(key, self.leases.lock_ttl)
+        if token is None:
+            patience = min(self.leases.lock_wait, run.config.summary_deadline_seconds)
+            ready = await self._wait_for(key, patience)
+            if ready is not None:
+                return ready
+            token = await self.store.try_lock(key, self.leases.lock_ttl)
+        try:
+            made = await make(run, view, part, state, making)
+            if isinstance(made, Made):
+                await self.store.put(run.root, key, made.entry)
+            else:  # before unlocking: a waiting replica must not repeat what just failed
+                await self.store.set_note(FAILED + key, "1", self.leases.failure_ttl)
+                await self.store.set_note(FAILED + run.root, "1", self.leases.failure_ttl)
+            return made
+        finally:
+            if token is not None:
+                await self.store.unlock(key, token)
+
+    async def _recently_failed(self, root: bytes) -> bool:
+        """A summary for this conversation failed within ``failure_ttl``: do not repeat it yet."""
+        return (
+            self.store is not None
+            and self.leases.failure_ttl > 0
+            and await self.store.get_note(FAILED + root) is not None
+        )
+
+    async def _wait_for(self, key: bytes, patience: float) -> Made | Failed | None:
+        """Poll for another replica's entry (or its failure); None when its lock is gone or we
+        waited ``patience`` seconds: then we make it ourselves."""
+        assert self.store is not None
+        deadline = time.monotonic() + patience
+        attempt = 0
+        while time.monotonic() < deadline:
+            await pause(attempt)
+            attempt += 1
+            entry = await self.store.get(key)
+            if entry is not None:
+                return Made(entry, CacheStatus.SHARED)
+            if await self.store.get_note(FAILED + key) is not None:
+                return Failed("another replica's summary for this compaction failed", 0)
+            if not await self.store.is_locked(key):
+                entry = await self.store.get(key)
+                return Made(entry, CacheStatus.SHARED) if entry is not None else None
+        logger.warning("compact_hook: waited %.0f s for another replica's summary; making it", patience)
+        return None
