@@ -94,6 +94,12 @@ class CompactResult:
     preparation: Preparation | None = None
     thinking_removed: int = 0
 
+    def changes(self, sent: list[Any]) -> bool:
+        """Whether the entries to forward differ from ``sent`` (by identity: every entry we kept
+        is the client's own object, so an unchanged request is rendered nowhere)."""
+        forwarded = self.messages
+        return len(forwarded) != len(sent) or any(a is not b for a, b in zip(forwarded, sent, strict=True))
+
     @classmethod
     def passthrough(cls, entries: list[Any], rejected: Rejected) -> CompactResult:
         """A request the engine must not touch, forwarded as sent."""

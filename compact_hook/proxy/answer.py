@@ -1,22 +1,28 @@
 """The proxy's own answer to ``/compact``: a short report, in the request's format, no model call.
 
-LiteLLM 1.106.2 answers a ``ModifyResponseException`` raised by a pre-call hook with a 200 in
-the endpoint's format (chat, /v1/messages, /v1/responses; streaming too) and calls no
-provider. The one shape it gets wrong is a streaming /v1/messages answer (one ``data:`` line
-holding the whole message); ``anthropic_events`` turns that into the Messages SSE events the
-Anthropic SDK expects, from our streaming iterator hook.
+LiteLLM answers a ``ModifyResponseException`` raised by a pre-call hook with a 200 in the
+endpoint's format (chat, /v1/messages, /v1/responses; streaming too) and calls no provider.
+Up to 1.108, the one shape it gets wrong is a streamed /v1/messages answer: it hands the whole
+message to the streaming iterator hook as one chunk (one ``data:`` line), and
+``answered_stream`` turns that chunk into the Messages SSE events the Anthropic SDK expects.
+1.109 builds those events itself and never passes the answer through the iterator hook.
+
+The mend is gated by capability, not by version: it acts only on a chunk that is a whole
+``message`` in a stream we answered, which is exactly what the older releases hand us; on a
+release that streams the answer properly there is no such chunk and nothing is touched.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Mapping
+from collections.abc import AsyncGenerator, AsyncIterable, Iterator, Mapping
 from typing import Any
 
 from litellm.exceptions import ModifyResponseException
 
 from compact_hook.core.outcomes import ArchiveStatus, Reason
 from compact_hook.engine.result import CompactResult
+from compact_hook.proxy.report import report_in
 
 ANSWERED = "answered"
 """Set in our report when the proxy answered the request itself."""
@@ -44,6 +50,21 @@ def answer_text(result: CompactResult) -> str:
 
 def answer(text: str, model: str, data: dict[str, Any]) -> ModifyResponseException:
     return ModifyResponseException(message=text, model=model, request_data=data)
+
+
+async def answered_stream(
+    response: AsyncIterable[Any], request_data: Mapping[str, Any]
+) -> AsyncGenerator[Any, None]:
+    """The stream as LiteLLM made it, but for a whole message in the stream of our own answer:
+    that one becomes the Messages events."""
+    report = report_in(request_data)
+    mend = report is not None and bool(report.get(ANSWERED))
+    async for chunk in response:
+        if mend and is_whole_message(chunk):
+            for event in anthropic_events(chunk):
+                yield event
+        else:
+            yield chunk
 
 
 def anthropic_events(message: Mapping[str, Any]) -> Iterator[str]:

@@ -8,86 +8,33 @@ lets it go. Chat and /v1/messages raise ``ContextWindowExceededError``, which
 ``context_window_fallbacks`` catch; /v1/responses raises a plain ``BadRequestError``, so there
 the mark rides in ``fallbacks`` and a retry of any other error re-raises that error unchanged.
 
-The limit learned is remembered per model group in the store (replicas share it) for
-``learned_window_ttl_seconds``, and later requests to the group use it as their window.
+The limit learned is remembered per model group (``proxy.learned``), and later requests to
+the group use it as their window.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import logging
-import re
-import time
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 
+from compact_hook.core.outcomes import Mode
+from compact_hook.formats import Rejected, format_for
 from compact_hook.proxy import server
+from compact_hook.proxy.caller import Engaged, call_type_name, engine_request, group_of, session_id_of
+from compact_hook.proxy.control import Control
+from compact_hook.proxy.learned import Overflow, is_context_error
+from compact_hook.proxy.report import record_savings, report_in, report_of
 from compact_hook.proxy.router_summarizer import INTERNAL_TOKEN
-from compact_hook.state.store import CompactionStore
+from compact_hook.proxy.services import Services
 
 logger = logging.getLogger(__name__)
 
 RETRY_KEY = "compact_hook_retry"
-SAFETY = 0.95
-"""The learned window is this share of the limit (in our tokens): tokenizers disagree a little."""
-UNKNOWN_SHRINK = 0.8
-"""With no limit in the error, the learned window is this share of what was sent."""
-NOTE_PREFIX = b"window:"
-REFRESH_SECONDS = 5.0
 MAX_SNAPSHOTS = 64
 """Each is taken by the retry right after its failure: a few suffice, and exceptions can be large."""
-
-CONTEXT_PHRASES = (
-    "context_length_exceeded",
-    "maximum context length",
-    "prompt is too long",
-    "exceeds the context window",
-    "context window",
-    "context limit",
-    "input is too long",
-    "too many tokens",
-)
-LIMIT_PATTERNS = (
-    re.compile(
-        r"maximum context length is (?P<limit>\d+) tokens.*?(?:resulted in|requested) (?P<sent>\d+) tokens"
-    ),
-    re.compile(r"prompt is too long: (?P<sent>\d+) tokens > (?P<limit>\d+) maximum"),
-    re.compile(r"(?P<sent>\d+) \+ \d+ > (?P<limit>\d+)"),
-    re.compile(r"maximum context length is (?P<limit>\d+) tokens"),
-)
-
-
-@dataclass(frozen=True, slots=True)
-class Overflow:
-    """What a context-length error says: the limit and the size the provider counted (if it does)."""
-
-    limit: int | None = None
-    sent: int | None = None
-
-    @classmethod
-    def parse(cls, text: str) -> Overflow:
-        for pattern in LIMIT_PATTERNS:
-            match = pattern.search(text)
-            if match is not None:
-                found = match.groupdict()
-                return cls(int(found["limit"]), int(found["sent"]) if found.get("sent") else None)
-        return cls()
-
-    def window(self, counted: int) -> int:
-        """The window, in our tokens, that would have fitted: ``counted`` is our count of what was sent."""
-        if self.limit is not None and self.sent:
-            return max(1, int(self.limit * counted / self.sent * SAFETY))
-        if self.limit is not None:
-            return max(1, int(min(self.limit, counted) * SAFETY))
-        return max(1, int(counted * UNKNOWN_SHRINK))
-
-
-def is_context_error(exception: object) -> bool:
-    if type(exception).__name__ == "ContextWindowExceededError":
-        return True
-    text = str(exception).lower()
-    return any(phrase in text for phrase in CONTEXT_PHRASES)
 
 
 def last_failure(kwargs: Mapping[str, Any]) -> str:
@@ -131,35 +78,6 @@ def _targets(fallbacks: object, group: str) -> list[Any]:
     return []
 
 
-class LearnedWindows:
-    """Per model group, the window a provider taught us; read through a short in-process memo."""
-
-    def __init__(self, store: CompactionStore | None) -> None:
-        self.store = store
-        self._memo: dict[str, tuple[float, int | None]] = {}
-
-    async def get(self, group: str) -> int | None:
-        found = self._memo.get(group)
-        if found is not None and time.monotonic() - found[0] < REFRESH_SECONDS:
-            return found[1]
-        note = await self.store.get_note(NOTE_PREFIX + group.encode()) if self.store is not None else None
-        window = int(note) if note is not None and note.isdigit() else None
-        self._memo[group] = (time.monotonic(), window)
-        return window
-
-    async def learn(self, group: str, window: int, ttl: float) -> int:
-        """Remember ``window`` (or a smaller one already known) for ``ttl`` seconds."""
-        known = await self.get(group)
-        window = min(window, known) if known is not None else window
-        self._memo[group] = (time.monotonic(), window)
-        if self.store is not None:
-            await self.store.set_note(NOTE_PREFIX + group.encode(), str(window), ttl)
-        logger.warning(
-            "compact_hook: model %r rejected a request as too long; window now %d tokens", group, window
-        )
-        return window
-
-
 class Snapshots:
     """The error each failed attempt raised, by call id, so a retry we must not make can re-raise it."""
 
@@ -174,3 +92,93 @@ class Snapshots:
 
     def pop(self, call_id: object) -> BaseException | None:
         return self._items.pop(call_id, None) if isinstance(call_id, str) else None
+
+
+class Recovery:
+    """The deployment hooks' side: learn from a context-length error, compact the retry to it."""
+
+    def __init__(self, services: Services) -> None:
+        self.services = services
+        self.snapshots = Snapshots()
+
+    async def before_attempt(self, kwargs: dict[str, Any], call_type: Any) -> dict[str, Any] | None:
+        """Each deployment attempt: our retry after a provider's "too long" is compacted to the
+        limit it taught us; a client's imitation of our mark is popped (it must not reach the
+        provider); a retry that follows another error re-raises that error."""
+        marked = RETRY_KEY in kwargs
+        if not is_retry(kwargs):
+            return kwargs if marked else None
+        failure = last_failure(kwargs)
+        if not is_context_error(failure):  # a fallback for another error: that error stands
+            snapshot = self.snapshots.pop(kwargs.get("litellm_call_id"))
+            raise snapshot if snapshot is not None else RuntimeError(failure or "upstream error")
+        try:
+            await self._recover(kwargs, call_type_name(call_type), Overflow.parse(failure))
+        except Exception:
+            logger.exception(
+                "compact_hook: could not compact request %s to retry it", kwargs.get("litellm_call_id")
+            )
+        return kwargs
+
+    async def after_failure(self, request: Mapping[str, Any], exception: Exception, call_type: Any) -> None:
+        """A failed attempt: learn the group's real limit from a context-length error."""
+        try:
+            if is_context_error(exception):
+                await self._learn(request, Overflow.parse(str(exception)))
+            elif call_type_name(call_type) == "aresponses" and report_in(request) is not None:
+                # our retry on /v1/responses follows any error: it must be able to re-raise this one
+                self.snapshots.add(request.get("litellm_call_id"), exception)
+        except Exception:
+            logger.exception("compact_hook: could not learn from a provider's error")
+
+    async def _recover(self, kwargs: dict[str, Any], call_type: str, overflow: Overflow) -> None:
+        """Compact the refused request, forced, to the window its error taught us, as the same
+        tenant and session the pre-call hook saw (its report says)."""
+        wire, router, previous, group = (
+            format_for(call_type),
+            server.proxy_router(),
+            report_in(kwargs),
+            group_of(kwargs),
+        )
+        if wire is None or router is None or group is None or previous is None:
+            return
+        config = self.services.models.resolve(router, group)
+        parsed = wire.parse(kwargs) if config is not None else None
+        window = await self._learn(kwargs, overflow)
+        if config is None or parsed is None or isinstance(parsed, Rejected) or window is None:
+            return
+        session_id = str(previous.get("session_id") or session_id_of(kwargs, parsed.entries))
+        who = Engaged(group, session_id, previous.tenant, Control(Mode.FORCE))
+        request = engine_request(
+            kwargs, wire, parsed, dataclasses.replace(config, context_window=window), who
+        )
+        result = await self.services.compactor.compact(request)
+        previous.update(
+            report_of(result, session_id, wire.name), recovered=True
+        )  # what the headers hook reads
+        record_savings(kwargs, wire.metadata_key, result)
+        if result.changes(parsed.entries):
+            wire.render(kwargs, result.messages)
+        logger.warning(
+            "compact_hook: request %s (%s) was too long for the provider; retried at %d tokens (window %d)",
+            kwargs.get("litellm_call_id"),
+            group,
+            result.output_tokens,
+            window,
+        )
+
+    async def _learn(self, request: Mapping[str, Any], overflow: Overflow) -> int | None:
+        """Remember the window the provider's error implies for the request's model group.
+
+        Our count of what was sent is our report's ``tokens_after`` (retry fallbacks only ride on
+        requests we reported on); None when there is nothing to learn from.
+        """
+        report, group, router = report_in(request), group_of(request), server.proxy_router()
+        config = (
+            self.services.models.resolve(router, group) if router is not None and group is not None else None
+        )
+        counted = report.get("tokens_after") if report is not None else None
+        if group is None or config is None or not config.recover or not isinstance(counted, int):
+            return None
+        learned = self.services.learned
+        return await learned.learn(group, overflow.window(counted), config.learned_window_ttl_seconds)

@@ -13,7 +13,8 @@ import respx
 
 from compact_hook.config import CompactConfig
 from compact_hook.proxy import server
-from compact_hook.proxy.hook import CompactHook, session_id_of
+from compact_hook.proxy.caller import session_id_of
+from compact_hook.proxy.hook import CompactHook
 from compact_hook.proxy.models import validate_model_list
 from compact_hook.proxy.report import Report, response_headers
 from compact_hook.proxy.router_summarizer import INTERNAL_TOKEN

@@ -23,7 +23,7 @@ from hypothesis import strategies as st
 from compact_hook.config import CompactConfig
 from compact_hook.core.normalize import ABORTED_RESULT
 from compact_hook.engine import Compactor, CompactRequest, CompactResult
-from compact_hook.formats import Conversation, Rejected
+from compact_hook.formats import Conversation, Rejected, format_for
 from compact_hook.proxy import hook as hook_module
 from compact_hook.proxy import server
 from tests.conversations import Call, Said, Step, Tools, body, entries, w, wire_of
@@ -204,7 +204,7 @@ def test_no_input_makes_the_hook_raise_and_a_rejected_request_is_forwarded_as_se
     finally:
         server.proxy_router = original_hook
     assert out is data
-    wire = hook_module.format_for(call_type)
+    wire = format_for(call_type)
     if wire is None or isinstance(wire.parse(copy.deepcopy(original)), Rejected):
         assert {k: v for k, v in data.items() if k not in ("metadata", "litellm_metadata")} == {
             k: v for k, v in original.items() if k not in ("metadata", "litellm_metadata")

@@ -16,14 +16,8 @@ from compact_hook.engine.library import parse_chat
 from compact_hook.formats import Conversation
 from compact_hook.formats.command import command_in, ran_command
 from compact_hook.proxy.control import Control, control_of, with_command
-from compact_hook.proxy.recovery import (
-    RETRY_KEY,
-    LearnedWindows,
-    Overflow,
-    attach_fallbacks,
-    is_context_error,
-    is_retry,
-)
+from compact_hook.proxy.learned import LearnedWindows, Overflow, is_context_error
+from compact_hook.proxy.recovery import RETRY_KEY, attach_fallbacks, is_retry
 from compact_hook.proxy.router_summarizer import INTERNAL_TOKEN
 from compact_hook.state.store import MemoryStore
 from tests.fakes import FakeSummarizer, InMemoryArchive

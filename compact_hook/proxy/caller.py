@@ -1,0 +1,113 @@
+"""Who a request is from and what the engine is asked for it.
+
+The session names the archive folder and is the client's own where it sends one; the tenant
+separates every stored compaction, cached count and archive (a team, else a key). Both the
+pre-call path and the retry after a provider's "too long" build their engine request here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from compact_hook.config import CompactConfig
+from compact_hook.core.chain import scope_of
+from compact_hook.engine.result import CompactRequest
+from compact_hook.engine.summarize import PROMPT_VERSION
+from compact_hook.formats import WireFormat
+from compact_hook.formats.base import Conversation
+from compact_hook.formats.command import ran_command
+from compact_hook.proxy import server
+from compact_hook.proxy.control import Control
+from compact_hook.proxy.router_summarizer import RouterSummarizer, summary_metadata
+from compact_hook.state.archive import Origin, conversation_session_id
+
+SESSION_KEYS = ("session_id", "litellm_session_id")
+
+
+@dataclass(frozen=True, slots=True)
+class Engaged:
+    """Whose request it is and what they asked: model group, session, tenant, control."""
+
+    model: str
+    session_id: str
+    tenant: str
+    control: Control
+
+
+def engine_request(
+    data: Mapping[str, Any], wire: WireFormat, parsed: Conversation, config: CompactConfig, who: Engaged
+) -> CompactRequest:
+    """The engine's request: the conversation, its settings, a summarizer through the proxy's
+    router (spend on the caller's key), and the scope that keeps tenants and settings apart."""
+    summary_model = config.summary_model or who.model
+    return CompactRequest(
+        parsed,
+        config,
+        RouterSummarizer(
+            server.proxy_router(),
+            summary_model,
+            config.summary_max_tokens,
+            config.summary_timeout_seconds,
+            summary_metadata(data.get(wire.metadata_key), who.session_id),
+        ),
+        who.session_id,
+        scope=scope_of(config, who.model, who.tenant, wire.name, PROMPT_VERSION),
+        tenant=who.tenant,
+        mode=who.control.mode,
+        focus=who.control.focus,
+        recall=ran_command(parsed.entries),
+        summary_model=summary_model,
+        origin=Origin(who.model, wire.name, str(data.get("litellm_call_id") or "")),
+    )
+
+
+def session_id_of(data: Mapping[str, Any], entries: list[Any]) -> str:
+    """The client's own session id where it sends one; else a hash of the conversation's start.
+
+    Looked for in the proxy's metadata (``session_id``, ``litellm_session_id``), then
+    ``litellm_session_id``, ``user``, Responses' ``prompt_cache_key`` (Codex sends its
+    conversation id there) and Anthropic's ``metadata.user_id`` (Claude Code's includes its session).
+    """
+    candidates: list[object] = []
+    for key in ("metadata", "litellm_metadata"):
+        metadata = data.get(key)
+        if isinstance(metadata, Mapping):
+            candidates.extend(metadata.get(name) for name in SESSION_KEYS)
+    candidates.extend(data.get(name) for name in ("litellm_session_id", "user", "prompt_cache_key"))
+    provider_metadata = data.get("metadata")
+    if isinstance(provider_metadata, Mapping):
+        candidates.append(provider_metadata.get("user_id"))
+    for candidate in candidates:
+        if isinstance(candidate, str) and candidate.strip():
+            return candidate.strip()
+    return conversation_session_id(entries)
+
+
+def tenant_of(user_api_key_dict: Any) -> str:
+    """Who may reuse a stored compaction: the caller's team, else their key (hashed), else nobody."""
+    team = getattr(user_api_key_dict, "team_id", None)
+    if isinstance(team, str) and team:
+        return f"team:{team}"
+    for attribute in ("token", "api_key"):
+        key = getattr(user_api_key_dict, attribute, None)
+        if isinstance(key, str) and key:
+            return f"key:{key}"
+    return "anonymous"
+
+
+def call_type_name(call_type: Any) -> str:
+    """A LiteLLM call type (a ``CallTypes`` member in deployment hooks) as its string."""
+    return str(getattr(call_type, "value", call_type))
+
+
+def group_of(request: Mapping[str, Any]) -> str | None:
+    """The model group of a deployment call (its ``model`` is the provider's by then)."""
+    for key in ("litellm_metadata", "metadata"):
+        metadata = request.get(key)
+        group = metadata.get("model_group") if isinstance(metadata, Mapping) else None
+        if isinstance(group, str) and group:
+            return group
+    model = request.get("model")
+    return model if isinstance(model, str) else None

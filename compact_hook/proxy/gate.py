@@ -1,0 +1,75 @@
+"""The pre-call path: gate, parse, compact, render — ``data`` changes only once all succeeded.
+
+A request passes the gate when its call type has a wire format, the router knows its model
+group and the group compacts. The format parses it (or rejects it: forwarded untouched and
+said so), a trailing ``/compact`` becomes the request's control, the engine compacts, and the
+format renders the result back into ``data``. Compacting requests carry a retry to their own
+group, should the provider still find them too long (``proxy.recovery``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from compact_hook.config import CompactConfig
+from compact_hook.core.outcomes import Mode
+from compact_hook.formats import Rejected, format_for
+from compact_hook.formats.command import command_in
+from compact_hook.proxy import server
+from compact_hook.proxy.answer import ANSWERED, answer_text
+from compact_hook.proxy.caller import Engaged, engine_request, session_id_of, tenant_of
+from compact_hook.proxy.control import Control, control_of, with_command
+from compact_hook.proxy.recovery import attach_fallbacks
+from compact_hook.proxy.reporting import Reporting, log_reshaped
+from compact_hook.proxy.services import Services
+
+
+class RequestGate:
+    """Compacts what it may of each request before LiteLLM routes it."""
+
+    def __init__(self, services: Services, reporting: Reporting) -> None:
+        self.services, self.reporting = services, reporting
+
+    async def handle(self, user_api_key_dict: Any, data: dict[str, Any], call_type: str) -> str | None:
+        """Compact ``data`` in place where it helps; the proxy's own answer to a ``/compact``
+        command (then no model is called), else None."""
+        wire = format_for(call_type)
+        router = server.proxy_router()
+        model = data.get("model")
+        if wire is None or router is None or not isinstance(model, str):
+            return None
+        resolved = self.services.models.resolve(router, model)
+        if resolved is None:
+            return None
+        self.services.metrics.known_group(model)
+        control = control_of(data, wire.metadata_key, user_api_key_dict)
+        config = await self._settings(resolved, model, control)
+        parsed = wire.parse(data)
+        if isinstance(parsed, Rejected):
+            self.reporting.rejected(data, wire, model, parsed)
+            return None
+        command = command_in(parsed.entries[-1]) if parsed.entries else None
+        if command is not None:
+            control = with_command(control, command)
+            parsed = parsed.without_last()
+        who = Engaged(model, session_id_of(data, parsed.entries), tenant_of(user_api_key_dict), control)
+        result = await self.services.compactor.compact(engine_request(data, wire, parsed, config, who))
+        report = self.reporting.compacted(data, wire, result, who.session_id, who.tenant)
+        if command is not None:
+            report[ANSWERED] = True
+            return answer_text(result)
+        if result.changes(parsed.entries):
+            wire.render(data, result.messages)
+            log_reshaped(data, wire, model, result)
+        if config.recover and control.mode is not Mode.OFF:
+            attach_fallbacks(data, model, router, call_type)
+        return None
+
+    async def _settings(self, config: CompactConfig, model: str, control: Control) -> CompactConfig:
+        """The model's settings, the key's and team's overrides, and a window a provider taught us."""
+        config = control.settings(config)
+        learned = await self.services.learned.get(model) if config.recover else None
+        if learned is not None and (config.context_window is None or learned < config.context_window):
+            config = dataclasses.replace(config, context_window=learned)
+        return config

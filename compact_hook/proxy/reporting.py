@@ -1,0 +1,115 @@
+"""What we tell operators about each request: its report, the metrics, and the log lines.
+
+The report goes into the request's proxy metadata (spend logs and callbacks read it) and out as
+``x-compact-*`` headers; metrics are labelled by model groups the router knows; a request
+forwarded untouched for a reason is logged at INFO, and the first per model group and reason
+at WARNING (a silent pass-through on every turn is how Claude Code's went unseen).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from compact_hook.core.outcomes import Reason
+from compact_hook.engine.notices import Notices
+from compact_hook.engine.result import CompactResult
+from compact_hook.formats import Rejected, WireFormat, format_for
+from compact_hook.proxy.metrics import Labels, Metrics, Outcome
+from compact_hook.proxy.report import (
+    Report,
+    record,
+    record_savings,
+    rejected_report,
+    report_in,
+    report_of,
+    response_headers,
+)
+
+logger = logging.getLogger(__name__)
+
+
+class Reporting:
+    """Reports, metrics and logs for the hook's requests."""
+
+    def __init__(self, metrics: Metrics, notices: Callable[[], Notices]) -> None:
+        self.metrics = metrics
+        self._notices = notices
+
+    def labels(self, data: Mapping[str, Any], call_type: object) -> Labels:
+        wire = format_for(str(call_type))
+        return self.metrics.labels(str(data.get("model")), wire.name if wire is not None else "")
+
+    def failed_open(self, data: Mapping[str, Any], call_type: object, why: Outcome | Reason) -> None:
+        """The request was forwarded as sent because we could not read it, or we failed."""
+        self.metrics.outcome(why, self.labels(data, call_type))
+
+    def held(self, data: Mapping[str, Any], call_type: object, start: float) -> None:
+        """How long the hook held a request it reported on (``start``: ``time.perf_counter()``)."""
+        report = report_in(data)
+        if report is not None:
+            elapsed = time.perf_counter() - start
+            report["duration_ms"] = round(elapsed * 1000, 3)
+            self.metrics.held(elapsed, self.labels(data, call_type))
+
+    def rejected(self, data: dict[str, Any], wire: WireFormat, group: str, rejected: Rejected) -> None:
+        """A request the format will not let us change, forwarded untouched. The group is one the
+        router knows, so the notices cannot be grown by invented names."""
+        if self._notices().first(("rejected", group, rejected.reason)):
+            logger.warning(
+                "compact_hook: model group %s (%s): requests forwarded untouched (%s: %s); this is said "
+                "once per model group and reason, each request is logged at INFO",
+                group,
+                wire.name,
+                rejected.reason.value,
+                rejected.detail,
+            )
+        logger.info(
+            "compact_hook: request %s passed through: %s %s",
+            data.get("litellm_call_id"),
+            rejected.reason.value,
+            rejected.detail,
+        )
+        record(data, wire.metadata_key, rejected_report(rejected, wire.name))
+        self.metrics.outcome(rejected.reason, self.metrics.labels(group, wire.name))
+
+    def compacted(
+        self, data: dict[str, Any], wire: WireFormat, result: CompactResult, session_id: str, tenant: str
+    ) -> Report:
+        """What the engine did, in the request's metadata (its report, LiteLLM's savings) and metrics."""
+        self.metrics.observe(result, self.metrics.labels(str(data.get("model")), wire.name))
+        report = report_of(result, session_id, wire.name)
+        report.tenant = tenant
+        record(data, wire.metadata_key, report)
+        record_savings(data, wire.metadata_key, result)
+        return report
+
+    def headers(self, data: Mapping[str, Any]) -> dict[str, str] | None:
+        """The ``x-compact-*`` headers; never raises (a header hook that raises breaks the response)."""
+        try:
+            report = report_in(data)
+            return response_headers(report) if report is not None else None
+        except Exception:
+            logger.exception("compact_hook: could not build response headers")
+            return None
+
+
+def log_reshaped(data: Mapping[str, Any], wire: WireFormat, model: str, result: CompactResult) -> None:
+    logger.info(
+        "compact_hook: request %s (%s, %s) reshaped, cache %s: %d -> %d tokens, %d messages summarized, "
+        "%d outputs truncated, %d results cleared, %d messages dropped, %d summary calls, archive %s",
+        data.get("litellm_call_id"),
+        model,
+        wire.name,
+        result.cache.value,
+        result.input_tokens,
+        result.output_tokens,
+        result.stats.compacted_message_count,
+        result.truncated,
+        result.cleared,
+        result.dropped,
+        result.summary_calls,
+        result.archive_path,
+    )

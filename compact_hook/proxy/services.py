@@ -1,0 +1,61 @@
+"""What the proxy-side objects share: settings, model settings, metrics, and the engine.
+
+The compactor is built on first use: LiteLLM's own Redis settings (which the store may use)
+are only known once LiteLLM has loaded its config, after it built our callback.
+"""
+
+from __future__ import annotations
+
+from compact_hook.config import CompactConfig, ProcessConfig
+from compact_hook.engine.background import Background
+from compact_hook.engine.compactor import Compactor
+from compact_hook.engine.prepare import PrepareSetup
+from compact_hook.engine.run import ProcessMemory
+from compact_hook.proxy import server
+from compact_hook.proxy.learned import LearnedWindows
+from compact_hook.proxy.metrics import Metrics
+from compact_hook.proxy.models import ModelSettings
+from compact_hook.proxy.shutdown import on_shutdown, shutting_down
+from compact_hook.state.archive import ArchiveFolders
+from compact_hook.state.store import build_prepared_store, build_store
+
+
+class Services:
+    """One per hook: the base settings, the process settings, per-model settings, metrics, and
+    the lazily built compactor and learned windows."""
+
+    def __init__(self, base: CompactConfig, process: ProcessConfig, metrics: Metrics) -> None:
+        self.base, self.process, self.metrics = base, process, metrics
+        self.models = ModelSettings(base)
+        self._compactor: Compactor | None = None
+        self._learned: LearnedWindows | None = None
+
+    @property
+    def built(self) -> Compactor | None:
+        """The compactor if it was built (metrics read it at scrape time, never building it)."""
+        return self._compactor
+
+    @property
+    def compactor(self) -> Compactor:
+        if self._compactor is None:
+            process = self.process
+            litellm_redis = server.proxy_global("redis_usage_cache")
+            prepared = build_prepared_store(process, litellm_redis)
+            background = Background(process.prepare_concurrency, process.prepare_queue)
+            self._compactor = Compactor(
+                build_store(process, litellm_redis),
+                lock_ttl=process.lock_ttl_seconds,
+                lock_wait=process.lock_wait_seconds,
+                failure_ttl=process.failure_ttl_seconds,
+                prepare=PrepareSetup(prepared, background, shutting_down) if prepared is not None else None,
+                memory=ProcessMemory(folders=ArchiveFolders(process.archive_max_age_days)),
+            )
+            on_shutdown(self._compactor.close)
+        return self._compactor
+
+    @property
+    def learned(self) -> LearnedWindows:
+        """Windows providers taught us, in the compactor's store (replicas share them)."""
+        if self._learned is None:
+            self._learned = LearnedWindows(self.compactor.store)
+        return self._learned
