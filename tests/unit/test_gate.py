@@ -1,0 +1,108 @@
+"""The request gate (``proxy/gate.py``) on its own: a real ``litellm.Router``, the provider faked
+with respx, the gate's services and reporting built as the hook builds them."""
+
+import json
+from typing import Any
+
+import pytest
+import respx
+from prometheus_client import CollectorRegistry
+
+from compact_hook.config import CompactConfig, ProcessConfig
+from compact_hook.proxy.answer import ANSWERED
+from compact_hook.proxy.gate import RequestGate
+from compact_hook.proxy.metrics import Metrics
+from compact_hook.proxy.recovery import RETRY_KEY
+from compact_hook.proxy.report import report_in
+from compact_hook.proxy.reporting import Reporting
+from compact_hook.proxy.services import Services
+from tests.support import is_summary, pairing_problems
+from tests.unit.test_hook import SpyRouter, request
+from tests.unit.test_hook import router as router  # noqa: F401  (fixture)
+from tests.unit.test_hook import upstream as upstream  # noqa: F401  (fixture)
+
+
+def gate() -> RequestGate:
+    services = Services(CompactConfig(), ProcessConfig(), Metrics(CollectorRegistry()))
+    return RequestGate(services, Reporting(services.metrics, lambda: services.compactor.memory.notices))
+
+
+class Key:
+    """The caller's key as LiteLLM's auth hands it to the hook."""
+
+    def __init__(self, team_id: str | None = None, token: str | None = None) -> None:
+        self.team_id, self.token, self.metadata, self.team_metadata = team_id, token, None, None
+
+
+def turns(pairs: int, words: int) -> list[dict[str, Any]]:
+    """A plain conversation of ``pairs`` user/assistant turns of ``words`` distinct words each."""
+    said = []
+    for n in range(pairs):
+        said.append({"role": "user", "content": " ".join(f"ask{n}x{i}" for i in range(words))})
+        said.append({"role": "assistant", "content": " ".join(f"did{n}x{i}" for i in range(words))})
+    return [*said, {"role": "user", "content": "and now?"}]
+
+
+@pytest.mark.parametrize(("model", "call_type"), [("plain", "acompletion"), ("agent", "aembedding")])
+async def test_the_gate_leaves_what_it_does_not_handle_exactly_as_sent(
+    router: SpyRouter,  # noqa: F811
+    model: str,
+    call_type: str,
+) -> None:
+    data = request(model)
+    before = json.dumps(data, sort_keys=True)
+    assert await gate().handle(Key(), data, call_type) is None
+    assert json.dumps(data, sort_keys=True) == before and router.calls == []
+
+
+async def test_a_compacted_request_is_rendered_reported_as_its_tenant_and_given_its_retry(
+    router: SpyRouter,  # noqa: F811
+    upstream: respx.Route,  # noqa: F811
+) -> None:
+    data = request()
+    assert await gate().handle(Key(team_id="t-9"), data, "acompletion") is None
+    assert any(is_summary(m) for m in data["messages"]) and pairing_problems(data["messages"]) == []
+    report = report_in(data)
+    assert report is not None and report["compacted"] is True and report.tenant == "team:t-9"
+    assert data["metadata"]["compression_savings"]["tokens_saved"] > 0
+    [[retry, *_]] = [entry["agent"] for entry in data["context_window_fallbacks"]]
+    assert retry["model"] == "agent" and RETRY_KEY in retry
+
+
+async def test_off_forwards_the_messages_as_sent_and_asks_for_no_retry(router: SpyRouter) -> None:  # noqa: F811
+    data = request(proxy_server_request={"headers": {"x-compact": "off"}})
+    messages = data["messages"]
+    await gate().handle(Key(), data, "acompletion")
+    assert data["messages"] is messages and "context_window_fallbacks" not in data
+    assert report_in(data) is not None and router.calls == []
+
+
+async def test_slash_compact_is_answered_and_the_report_says_so(
+    router: SpyRouter,  # noqa: F811
+    upstream: respx.Route,  # noqa: F811
+) -> None:
+    data = request(messages=[*turns(6, 300)[:-1], {"role": "user", "content": "/compact keep the ids"}])
+    messages = data["messages"]
+    reply = await gate().handle(Key(), data, "acompletion")
+    assert reply is not None and reply.startswith("Compacted: ")
+    report = report_in(data)
+    assert report is not None and report[ANSWERED] is True
+    assert data["messages"] is messages  # the proxy answers: nothing is forwarded
+    assert "Pay particular attention to: keep the ids" in json.dumps(router.calls[0]["messages"])
+
+
+async def test_a_window_a_provider_taught_is_the_window_of_the_next_requests(
+    router: SpyRouter,  # noqa: F811
+    upstream: respx.Route,  # noqa: F811
+) -> None:
+    the_gate = gate()
+    untaught = request(messages=turns(8, 200))
+    await the_gate.handle(Key(), untaught, "acompletion")
+    before = report_in(untaught)
+    assert before is not None and before["compacted"] is False  # under the 20K window's trigger
+    window = before["tokens_before"] * 4 // 5
+    await the_gate.services.learned.learn("agent", window, 60)
+    taught = request(messages=turns(8, 200))
+    await the_gate.handle(Key(), taught, "acompletion")
+    after = report_in(taught)
+    assert after is not None and after["compacted"] is True and after["tokens_after"] < window

@@ -1,0 +1,92 @@
+"""``Recovery`` (``proxy/recovery.py``), the deployment hooks' side, on its own: a real
+``litellm.Router``, the provider faked with respx."""
+
+import copy
+from typing import Any
+
+import pytest
+import respx
+from prometheus_client import CollectorRegistry
+
+from compact_hook.config import CompactConfig, ProcessConfig
+from compact_hook.proxy.metrics import Metrics
+from compact_hook.proxy.recovery import RETRY_KEY, Recovery
+from compact_hook.proxy.report import Report, record, report_in
+from compact_hook.proxy.router_summarizer import INTERNAL_TOKEN
+from compact_hook.proxy.services import Services
+from tests.support import is_summary, load_transcript, pairing_problems
+from tests.unit.test_hook import SpyRouter
+from tests.unit.test_hook import router as router  # noqa: F401  (fixture)
+from tests.unit.test_hook import upstream as upstream  # noqa: F401  (fixture)
+
+TOO_LONG = (
+    "This model's maximum context length is 9000 tokens. However, your messages resulted in 12000 tokens."
+)
+
+
+def recovery() -> Recovery:
+    return Recovery(Services(CompactConfig(), ProcessConfig(), Metrics(CollectorRegistry())))
+
+
+def attempt(messages: list[Any], failure: str, tokens_after: int = 10_000, **extra: Any) -> dict[str, Any]:
+    """A deployment attempt's kwargs as the router passes them: the group, the breadcrumbs of the
+    attempt it follows, and the report the pre-call hook left."""
+    kwargs: dict[str, Any] = {
+        "model": "gpt-4o-mini",
+        "messages": messages,
+        "litellm_call_id": "call-7",
+        "metadata": {"model_group": "agent", "previous_models": [{"exception_string": failure}]},
+        **extra,
+    }
+    report = Report(tokens_after=tokens_after, session_id="s-1")
+    report.tenant = "team:t"
+    record(kwargs, "metadata", report)
+    return kwargs
+
+
+async def test_a_first_attempt_is_left_alone_and_a_forged_mark_never_reaches_the_provider() -> None:
+    plain = {"model": "m", "messages": []}
+    assert await recovery().before_attempt(plain, "acompletion") is None and plain == {
+        "model": "m",
+        "messages": [],
+    }
+    forged = {"model": "m", RETRY_KEY: "a guess"}
+    assert await recovery().before_attempt(forged, "acompletion") is forged and RETRY_KEY not in forged
+
+
+async def test_a_context_error_teaches_the_group_its_window_in_our_tokens(router: SpyRouter) -> None:  # noqa: F811
+    healer = recovery()
+    failed = attempt([], TOO_LONG, tokens_after=10_000)
+    await healer.after_failure(failed, RuntimeError(TOO_LONG), "acompletion")
+    assert await healer.services.learned.get("agent") == int(9000 * 10_000 / 12_000 * 0.95)
+    assert await healer.services.learned.get("plain") is None
+
+
+async def test_the_retry_is_compacted_to_the_learned_window_as_the_same_tenant_and_session(
+    router: SpyRouter,  # noqa: F811
+    upstream: respx.Route,  # noqa: F811
+) -> None:
+    healer = recovery()
+    messages = load_transcript("claude_code_fa812bfe_pre_compact.json")
+    kwargs = attempt(copy.deepcopy(messages), TOO_LONG, tokens_after=30_000, **{RETRY_KEY: INTERNAL_TOKEN})
+    assert await healer.before_attempt(kwargs, "acompletion") is kwargs
+    assert RETRY_KEY not in kwargs
+    assert any(is_summary(m) for m in kwargs["messages"]) and pairing_problems(kwargs["messages"]) == []
+    report = report_in(kwargs)
+    window = int(9000 * 30_000 / 12_000 * 0.95)
+    assert report is not None and report["recovered"] is True and report["tokens_after"] <= window
+    assert report["session_id"] == "s-1" and report.tenant == "team:t"
+    assert router.calls[0]["metadata"]["compact_hook_internal"] == INTERNAL_TOKEN
+
+
+async def test_a_retry_that_follows_another_error_raises_that_error(router: SpyRouter) -> None:  # noqa: F811
+    healer = recovery()
+    kwargs = attempt([{"role": "user", "content": "hi"}], "rate limited", **{RETRY_KEY: INTERNAL_TOKEN})
+    original = ValueError("rate limited")
+    await healer.after_failure(kwargs, original, "aresponses")  # /v1/responses retries follow any error
+    with pytest.raises(ValueError) as raised:
+        await healer.before_attempt(kwargs, "aresponses")
+    assert raised.value is original
+    again = attempt([], "upstream 502", **{RETRY_KEY: INTERNAL_TOKEN})
+    with pytest.raises(RuntimeError, match="upstream 502"):  # no snapshot: the breadcrumb's words
+        await healer.before_attempt(again, "acompletion")
