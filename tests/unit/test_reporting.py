@@ -31,8 +31,11 @@ def samples(registry: CollectorRegistry) -> Any:
 
 
 def test_a_rejected_request_is_a_warning_once_per_group_and_reason_and_info_each_time(
-    caplog: pytest.LogCaptureFixture,
+    caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    monkeypatch.setattr(
+        reporting_module.logger, "filters", []
+    )  # the process-wide rate limit: other tests' lines
     told, registry = reporting()
     told.metrics.known_group("agent")
     caplog.set_level(logging.INFO, logger="compact_hook")
