@@ -20,6 +20,21 @@ def clean_compact_environ(monkeypatch: pytest.MonkeyPatch) -> None:
             monkeypatch.delenv(name)
 
 
+@pytest.fixture(autouse=True)
+def fresh_log_rate_limits() -> None:
+    """Each test starts with the log rate limit's burst unused: it is process-wide, so lines
+    other tests in the same worker logged must not silence the ones a test asserts on."""
+    import logging
+
+    from compact_hook.proxy.logs import PACKAGE, RateLimit
+
+    for name in [PACKAGE, *logging.Logger.manager.loggerDict]:
+        if name == PACKAGE or name.startswith(PACKAGE + "."):
+            for found in logging.getLogger(name).filters:
+                if isinstance(found, RateLimit):
+                    found.reset()
+
+
 @pytest.fixture
 def archive() -> InMemoryArchive:
     return InMemoryArchive()

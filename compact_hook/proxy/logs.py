@@ -25,6 +25,10 @@ class RateLimit(logging.Filter):
         self.burst, self.window, self.clock = burst, window, clock
         self._state: dict[tuple[int, str], tuple[float, int, int]] = {}
 
+    def reset(self) -> None:
+        """Forget what was logged (each template's burst is whole again)."""
+        self._state.clear()
+
     def filter(self, record: logging.LogRecord) -> bool:
         key = (record.levelno, str(record.msg)[:200])
         now = self.clock()
