@@ -462,7 +462,7 @@ def chat_segments(body: Mapping[str, Any], *, count_tools: bool = True) -> list[
     return segments_from_parts(parts)
 
 
-def _parts_text(value: Any) -> str:
+def parts_text(value: Any) -> str:
     if isinstance(value, list):
         return "".join(p if isinstance(p, str) else content_text([p]) for p in value)
     return value if isinstance(value, str) else ""
@@ -481,11 +481,11 @@ def responses_item_text(item: Any) -> str:
     if kind == "function_call":
         return str(item.get("arguments", ""))
     if kind in ("function_call_output", "custom_tool_call_output"):
-        return _parts_text(item.get("output"))
+        return parts_text(item.get("output"))
     if kind == "custom_tool_call":
         return str(item.get("input", ""))
     if kind == "reasoning":
-        return _parts_text(item.get("summary")) + _parts_text(item.get("content"))
+        return parts_text(item.get("summary")) + parts_text(item.get("content"))
     return ""
 
 
@@ -494,7 +494,7 @@ def responses_segments(body: Mapping[str, Any], *, count_tools: bool = True) -> 
     parts = _tool_parts(body.get("tools"), count_tools)
     instructions = body.get("instructions")
     if instructions:
-        text = _parts_text(instructions) if isinstance(instructions, list) else str(instructions)
+        text = parts_text(instructions) if isinstance(instructions, list) else str(instructions)
         parts.append(Part(("instructions", instructions), text))
     value = body.get("input")
     items = [{"role": "user", "content": value}] if isinstance(value, str) else _as_list(value)
@@ -601,7 +601,7 @@ class PromptCache:
     ) -> None:
         if max_entries < 1 or lookback < 1 or openai_increment < 1:
             raise ValueError("max_entries, lookback and openai_increment must be at least 1")
-        self._clock = clock
+        self.clock = clock
         self.ttl = ttl
         self.long_ttl = long_ttl
         self.min_tokens = min_tokens
@@ -650,7 +650,7 @@ class PromptCache:
     def __len__(self) -> int:
         """The number of prefixes cached and not expired."""
         with self._lock:
-            now = self._clock()
+            now = self.clock()
             return sum(1 for entry in self._entries.values() if now < entry.expires_at)
 
     def check_breakpoints(self, segments: Sequence[Segment]) -> None:
@@ -689,7 +689,7 @@ class PromptCache:
             {p for b in breakpoints for p in range(max(0, b - self.lookback + 1), b + 1)}, reverse=True
         )
         with self._lock:
-            now = self._clock()
+            now = self.clock()
             hit = next((p for p in checked if self._live(key(p), now) is not None), -1)
             read = cumulative[hit] if hit >= 0 else 0
             if hit >= 0:
@@ -721,7 +721,7 @@ class PromptCache:
 
         eligible = [i for i, tokens in enumerate(cumulative) if tokens >= self.openai_min_tokens]
         with self._lock:
-            now = self._clock()
+            now = self.clock()
             hit = next((p for p in reversed(eligible) if self._live(key(p), now) is not None), -1)
             for position in eligible:  # the whole prompt is cached after processing; hits are refreshed
                 self._touch(key(position), self.openai_ttl, now)

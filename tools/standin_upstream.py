@@ -57,7 +57,15 @@ Behaviour is chosen by substrings of the request's ``model`` (litellm strips the
   the Responses ``input`` list (1 for a string ``input``).
 
 Usage is ``ceil(request text chars / 4)`` input tokens and ``ceil(reply chars / 4)`` output tokens, where the
-request text is what ``chat_texts`` / ``anthropic_texts`` / ``responses_texts`` extract.
+request text is what ``chat_texts`` / ``anthropic_texts`` / ``responses_texts`` extract (tool definitions
+count too, as their JSON). Prompt caching is simulated as the real providers do it (``prompt_cache``, keyed
+by the request's ``model``): ``/v1/messages`` caches up to each ``cache_control`` breakpoint (and a top-level
+``cache_control``) and reports ``cache_creation_input_tokens`` / ``cache_read_input_tokens``, with
+``input_tokens`` the part after the last breakpoint; chat and Responses cache every prefix of 1,024 tokens or
+more and report ``prompt_tokens_details.cached_tokens`` / ``input_tokens_details.cached_tokens`` (in 128-token
+steps). The cache's clock is the stand-in's: ``advance(seconds)`` (or ``POST /_clock`` with
+``{"advance": seconds}``) moves it, so a replay can take an agent's pauses without waiting them out;
+``cache_ttl`` (``--cache-ttl``) sets the 5-minute lifetime.
 """
 
 from __future__ import annotations
@@ -80,6 +88,13 @@ from typing import Any
 
 sys.path.append(str(Path(__file__).resolve().parent))  # agent_script, beside this file (no package here)
 import agent_script  # noqa: E402
+import prompt_cache  # noqa: E402
+from prompt_cache import (  # noqa: E402  what the model reads of each surface: one definition, the cache's
+    anthropic_content_text,
+    approx_tokens,
+    chat_message_text,
+    responses_item_text,
+)
 
 SUMMARY_MARKER = "<compact_hook:summary-request>"
 TAGGED_SUMMARY_REQUEST = "wrap your summary in a <summary></summary> block"
@@ -120,22 +135,6 @@ def _new_id(prefix: str) -> str:
 # ----------------------------------------------------------------------------------------------------------
 # Pure helpers shared by every surface (no I/O, so they are easy to reason about and reuse in tests)
 # ----------------------------------------------------------------------------------------------------------
-
-
-def content_text(content: Any) -> str:
-    """Text of a message ``content``: a string, or the ``text`` of its parts when it is a list of parts."""
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        return "".join(
-            p.get("text", "") for p in content if isinstance(p, dict) and isinstance(p.get("text"), str)
-        )
-    return ""
-
-
-def approx_tokens(chars: int) -> int:
-    """The stand-in's token estimate: a quarter of the characters, rounded up."""
-    return (chars + 3) // 4
 
 
 def _one_line(text: str, limit: int = 80) -> str:
@@ -233,17 +232,7 @@ def is_strict(model: str) -> bool:
 
 def message_texts(messages: list[Any]) -> list[str]:
     """Text of each message; tool-call arguments count too, as they are part of what the model reads."""
-    texts = []
-    for m in messages:
-        if not isinstance(m, dict):
-            texts.append("")
-            continue
-        text = content_text(m.get("content"))
-        for call in m.get("tool_calls") or []:
-            if isinstance(call, dict) and isinstance(call.get("function"), dict):
-                text += str(call["function"].get("arguments", ""))
-        texts.append(text)
-    return texts
+    return [chat_message_text(m) for m in messages]
 
 
 chat_texts = message_texts
@@ -354,33 +343,6 @@ def check_chat_messages(messages: list[Any]) -> None:
 # ----------------------------------------------------------------------------------------------------------
 # Anthropic Messages
 # ----------------------------------------------------------------------------------------------------------
-
-
-def anthropic_block_text(block: Any) -> str:
-    """What the model reads of one content block: text, tool input, tool result, thinking, text documents."""
-    if isinstance(block, str):
-        return block
-    if not isinstance(block, dict):
-        return ""
-    kind = block.get("type")
-    if kind == "text":
-        return str(block.get("text", ""))
-    if kind == "tool_use":
-        return json.dumps(block.get("input", {}), ensure_ascii=False, sort_keys=True)
-    if kind == "tool_result":
-        return anthropic_content_text(block.get("content", ""))
-    if kind == "thinking":
-        return str(block.get("thinking", ""))
-    if kind == "document" and isinstance(block.get("source"), dict) and block["source"].get("type") == "text":
-        return str(block["source"].get("data", ""))
-    return ""
-
-
-def anthropic_content_text(content: Any) -> str:
-    """Text of a message ``content`` (or a ``system`` field, or a tool result): a string or a block list."""
-    if isinstance(content, list):
-        return "".join(anthropic_block_text(b) for b in content)
-    return anthropic_block_text(content)
 
 
 def anthropic_texts(body: dict[str, Any]) -> list[str]:
@@ -585,39 +547,11 @@ def responses_items(body: dict[str, Any]) -> list[Any]:
     return list(value) if isinstance(value, list) else []
 
 
-def _parts_text(value: Any) -> str:
-    """Text of a string or of a list of parts with ``text`` (``input_text``, ``output_text``, ...)."""
-    if isinstance(value, list):
-        return "".join(p if isinstance(p, str) else content_text([p]) for p in value)
-    return value if isinstance(value, str) else ""
-
-
-def responses_item_text(item: Any) -> str:
-    """What the model reads of one input item (messages, tool calls and outputs, reasoning summaries)."""
-    if not isinstance(item, dict):
-        return ""
-    kind = item.get("type", "message")
-    if kind == "message":
-        content = item.get("content")
-        if isinstance(content, list):
-            return "".join(str(p.get("text", p.get("refusal", ""))) for p in content if isinstance(p, dict))
-        return content if isinstance(content, str) else ""
-    if kind == "function_call":
-        return str(item.get("arguments", ""))
-    if kind in ("function_call_output", "custom_tool_call_output"):
-        return _parts_text(item.get("output"))
-    if kind == "custom_tool_call":
-        return str(item.get("input", ""))
-    if kind == "reasoning":
-        return _parts_text(item.get("summary")) + _parts_text(item.get("content"))
-    return ""
-
-
 def responses_texts(body: dict[str, Any]) -> list[str]:
     """The ``instructions`` (when given) followed by the text of each input item."""
     instructions = body.get("instructions")
     texts = (
-        [_parts_text(instructions) if isinstance(instructions, list) else str(instructions)]
+        [prompt_cache.parts_text(instructions) if isinstance(instructions, list) else str(instructions)]
         if instructions
         else []
     )
@@ -802,11 +736,30 @@ class Surface:
     failure: dict[str, Any]
     body: Callable[[str, dict[str, Any], str], dict[str, Any]]
     stream: Callable[[str, dict[str, Any], str], Iterable[SSEEvent]]
+    name: str
+    cached: Callable[[prompt_cache.PromptCache, dict[str, Any]], Any]
+    """The request looked up and written in the prompt cache: its cached counts."""
     done_marker: bool = False
 
 
 def _openai_bad_request(message: str, param: str | None) -> dict[str, Any]:
     return error_body(message, "invalid_request_error", None, param)
+
+
+def _anthropic_cached(cache: prompt_cache.PromptCache, req: dict[str, Any]) -> Any:
+    model = str(req.get("model", ""))
+    segments = prompt_cache.anthropic_segments(req)
+    return cache.anthropic(model, segments, min_tokens=prompt_cache.anthropic_min_cacheable_tokens(model))
+
+
+def _openai_cached(segments: Callable[[dict[str, Any]], list[prompt_cache.Segment]]) -> Any:
+    def cached(cache: prompt_cache.PromptCache, req: dict[str, Any]) -> Any:
+        key = req.get("prompt_cache_key")
+        return cache.openai(
+            str(req.get("model", "")), segments(req), routing_key=key if isinstance(key, str) else None
+        )
+
+    return cached
 
 
 def _chat_stream(model: str, req: dict[str, Any], reply: str) -> Iterable[SSEEvent]:
@@ -824,6 +777,8 @@ CHAT = Surface(
     failure=error_body(FAIL_MESSAGE, "server_error", "standin_fail"),
     body=lambda model, req, reply: completion_body(model, req["messages"], reply),
     stream=_chat_stream,
+    name="chat",
+    cached=_openai_cached(prompt_cache.chat_segments),
     done_marker=True,
 )
 MESSAGES = Surface(
@@ -836,6 +791,8 @@ MESSAGES = Surface(
     failure=anthropic_error_body(FAIL_MESSAGE, "api_error"),
     body=anthropic_message_body,
     stream=anthropic_stream_events,
+    name="messages",
+    cached=_anthropic_cached,
 )
 RESPONSES = Surface(
     parse=parse_responses_request,
@@ -847,6 +804,8 @@ RESPONSES = Surface(
     failure=error_body(FAIL_MESSAGE, "server_error", "standin_fail"),
     body=response_object,
     stream=responses_stream_events,
+    name="responses",
+    cached=_openai_cached(prompt_cache.responses_segments),
 )
 
 
@@ -875,6 +834,47 @@ class _Recorder:
             self._items.clear()
 
 
+class SimClock:
+    """Monotonic time plus what ``advance`` added: the prompt cache's clock."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._offset = 0.0
+
+    def __call__(self) -> float:
+        with self._lock:
+            return time.monotonic() + self._offset
+
+    def advance(self, seconds: float) -> None:
+        with self._lock:
+            self._offset += max(0.0, seconds)
+
+
+def cached_usage(surface_name: str, usage: dict[str, Any], result: Any) -> dict[str, Any]:
+    """``usage`` with the prompt cache's input counts (its output counts kept)."""
+    if surface_name == "messages" and "input_tokens" in usage:
+        return {**usage, **prompt_cache.anthropic_usage(result, usage.get("output_tokens", 0))}
+    if surface_name == "chat" and "prompt_tokens" in usage:
+        return {**usage, **prompt_cache.chat_usage(result, usage.get("completion_tokens", 0))}
+    if surface_name == "responses" and "input_tokens" in usage:
+        return {**usage, **prompt_cache.responses_usage(result, usage.get("output_tokens", 0))}
+    return usage
+
+
+def with_cached_usage(payload: Any, surface_name: str, result: Any) -> Any:
+    """``payload`` with each ``usage`` object in it counted by the prompt cache (responses, events)."""
+    if isinstance(payload, dict):
+        return {
+            key: cached_usage(surface_name, value, result)
+            if key == "usage" and isinstance(value, dict)
+            else with_cached_usage(value, surface_name, result)
+            for key, value in payload.items()
+        }
+    if isinstance(payload, list):
+        return [with_cached_usage(value, surface_name, result) for value in payload]
+    return payload
+
+
 class _Server(ThreadingHTTPServer):
     """HTTP server carrying the stand-in's shared state for its handlers."""
 
@@ -888,10 +888,12 @@ class _Server(ThreadingHTTPServer):
         sessions: agent_script.Sessions,
         slow_seconds: float,
         verbose: bool,
+        cache: prompt_cache.PromptCache,
     ) -> None:
         super().__init__(addr, _Handler)
         self.recorder = recorder
         self.sessions = sessions
+        self.cache = cache
         self.slow_seconds = slow_seconds
         self.verbose = verbose
 
@@ -955,6 +957,14 @@ class _Handler(BaseHTTPRequestHandler):
         if path == "/_reset":
             self.server.recorder.clear()
             self.server.sessions.clear()
+            self.server.cache.clear()
+            self._send_json(200, {"ok": True})
+            return
+        if path == "/_clock":
+            clock = self.server.cache.clock
+            seconds = parse_json_object(raw).get("advance", 0)
+            if isinstance(clock, SimClock) and isinstance(seconds, (int, float)):
+                clock.advance(float(seconds))
             self._send_json(200, {"ok": True})
             return
         self._record(raw)
@@ -1012,16 +1022,25 @@ class _Handler(BaseHTTPRequestHandler):
                 return
         if self._delay_or_fail(model, surface.failure, raw):
             return
+        try:
+            cached = surface.cached(self.server.cache, req)
+        except prompt_cache.CacheControlError as exc:
+            self._send_json(400, surface.bad_request(str(exc), None))
+            return
         if agent_script.is_agent(model) and surface is not CHAT:
-            self._agent(surface, req)
+            self._agent(surface, req, cached)
             return
         reply = reply_for(model, surface.texts(req), surface.count(req))
         if req.get("stream") is True:
-            self._send_sse(surface.stream(model, req, reply), done_marker=surface.done_marker)
+            events = (
+                (name, with_cached_usage(payload, surface.name, cached))
+                for name, payload in surface.stream(model, req, reply)
+            )
+            self._send_sse(events, done_marker=surface.done_marker)
         else:
-            self._send_json(200, surface.body(model, req, reply))
+            self._send_json(200, with_cached_usage(surface.body(model, req, reply), surface.name, cached))
 
-    def _agent(self, surface: Surface, req: dict[str, Any]) -> None:
+    def _agent(self, surface: Surface, req: dict[str, Any], cached: Any) -> None:
         """The scripted agent's turn (see ``agent_script``): tool calls, then a final answer."""
         model, headers = req.get("model", ""), {k.lower(): v for k, v in self.headers.items()}
         tokens = approx_tokens(sum(len(t) for t in surface.texts(req)))
@@ -1030,6 +1049,7 @@ class _Handler(BaseHTTPRequestHandler):
                 self.server.sessions, agent_script.anthropic_session(req, headers), model
             )
             message = agent_script.anthropic_message(model, agent_script.anthropic_blocks(plan, req), tokens)
+            message = with_cached_usage(message, surface.name, cached)
             if req.get("stream") is True:
                 self._send_sse(agent_script.anthropic_events(message))
             else:
@@ -1042,7 +1062,7 @@ class _Handler(BaseHTTPRequestHandler):
         response = {
             **response_object(model, req, ""),
             "output": output,
-            "usage": agent_script.responses_usage(tokens, output),
+            "usage": cached_usage(surface.name, agent_script.responses_usage(tokens, output), cached),
         }
         if req.get("stream") is True:
             self._send_sse(agent_script.responses_events(response))
@@ -1120,7 +1140,13 @@ class StandinUpstream:
     """A stand-in provider on a background thread; ``port=0`` picks a free port (read it from ``.url``)."""
 
     def __init__(
-        self, host: str = "127.0.0.1", port: int = 0, *, slow_seconds: float = 3.0, verbose: bool = False
+        self,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        *,
+        slow_seconds: float = 3.0,
+        verbose: bool = False,
+        cache_ttl: float = prompt_cache.DEFAULT_TTL_SECONDS,
     ) -> None:
         self.host = host
         self._requested_port = port
@@ -1128,6 +1154,8 @@ class StandinUpstream:
         self.verbose = verbose
         self._recorder = _Recorder()
         self._sessions = agent_script.Sessions()
+        self.clock = SimClock()
+        self.cache = prompt_cache.PromptCache(clock=self.clock, ttl=cache_ttl)
         self._server: _Server | None = None
         self._thread: threading.Thread | None = None
 
@@ -1138,7 +1166,12 @@ class StandinUpstream:
         if self._server is not None:
             return self
         self._server = _Server(
-            (self.host, self._requested_port), self._recorder, self._sessions, self.slow_seconds, self.verbose
+            (self.host, self._requested_port),
+            self._recorder,
+            self._sessions,
+            self.slow_seconds,
+            self.verbose,
+            self.cache,
         )
         self._thread = threading.Thread(
             target=self._server.serve_forever,
@@ -1221,9 +1254,14 @@ class StandinUpstream:
         return self._sessions.snapshot()
 
     def reset(self) -> None:
-        """Forget recorded requests and the agent's sessions (between tests)."""
+        """Forget recorded requests, the agent's sessions and the prompt cache (between tests)."""
         self._recorder.clear()
         self._sessions.clear()
+        self.cache.clear()
+
+    def advance(self, seconds: float) -> None:
+        """Move the prompt cache's clock: an agent's pause, without waiting it out."""
+        self.clock.advance(seconds)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -1233,13 +1271,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--port", type=int, default=4001)
     parser.add_argument("--slow-seconds", type=float, default=3.0)
     parser.add_argument("--verbose", action="store_true", help="log every request to stderr")
+    parser.add_argument("--cache-ttl", type=float, default=prompt_cache.DEFAULT_TTL_SECONDS)
     args = parser.parse_args(argv)
 
     def _terminate(signum: int, frame: FrameType | None) -> None:
         raise KeyboardInterrupt
 
     signal.signal(signal.SIGTERM, _terminate)
-    upstream = StandinUpstream(args.host, args.port, slow_seconds=args.slow_seconds, verbose=args.verbose)
+    upstream = StandinUpstream(
+        args.host, args.port, slow_seconds=args.slow_seconds, verbose=args.verbose, cache_ttl=args.cache_ttl
+    )
     upstream.start()
     print(f"stand-in upstream listening on {upstream.url}", flush=True)
     try:
