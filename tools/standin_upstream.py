@@ -32,7 +32,9 @@ Endpoints, each answering natively in its own wire format, streaming (``"stream"
 
 Control endpoints are not recorded; every other request is, before it is answered, as ``{"method", "path",
 "headers", "body", "raw"}`` (headers with lower-cased names, ``body`` the parsed JSON or ``None``, ``raw`` the
-exact request bytes decoded as UTF-8).
+exact request bytes decoded as UTF-8); once answered, ``"cache"`` (the prompt cache's input counts:
+``input_tokens``, ``cache_creation_input_tokens``, ``cache_read_input_tokens`` on /v1/messages,
+``prompt_tokens``, ``cached_tokens`` otherwise) and ``"output_tokens"`` are added to it.
 
 Behaviour is chosen by substrings of the request's ``model`` (litellm strips the ``openai/`` or
 ``anthropic/`` prefix), and the modes compose:
@@ -903,6 +905,7 @@ class _Handler(BaseHTTPRequestHandler):
 
     server: _Server
     server_version = "StandinUpstream/1.0"
+    _recorded: dict[str, Any]
 
     def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - signature fixed by the base class
         if self.server.verbose:
@@ -1027,10 +1030,12 @@ class _Handler(BaseHTTPRequestHandler):
         except prompt_cache.CacheControlError as exc:
             self._send_json(400, surface.bad_request(str(exc), None))
             return
+        self._recorded["cache"] = cached._asdict()
         if agent_script.is_agent(model) and surface is not CHAT:
             self._agent(surface, req, cached)
             return
         reply = reply_for(model, surface.texts(req), surface.count(req))
+        self._recorded["output_tokens"] = approx_tokens(len(reply))
         if req.get("stream") is True:
             events = (
                 (name, with_cached_usage(payload, surface.name, cached))
@@ -1050,6 +1055,7 @@ class _Handler(BaseHTTPRequestHandler):
             )
             message = agent_script.anthropic_message(model, agent_script.anthropic_blocks(plan, req), tokens)
             message = with_cached_usage(message, surface.name, cached)
+            self._recorded["output_tokens"] = message["usage"]["output_tokens"]
             if req.get("stream") is True:
                 self._send_sse(agent_script.anthropic_events(message))
             else:
@@ -1064,6 +1070,7 @@ class _Handler(BaseHTTPRequestHandler):
             "output": output,
             "usage": cached_usage(surface.name, agent_script.responses_usage(tokens, output), cached),
         }
+        self._recorded["output_tokens"] = response["usage"]["output_tokens"]
         if req.get("stream") is True:
             self._send_sse(agent_script.responses_events(response))
         else:
@@ -1093,20 +1100,20 @@ class _Handler(BaseHTTPRequestHandler):
             self.rfile.readline()
 
     def _record(self, raw: bytes) -> None:
-        """Record the request before answering, so even a request that later fails is visible to tests."""
+        """Record the request before answering, so even a request that later fails is visible to tests;
+        the prompt cache's counts are added to it (``"cache"``) once it is answered."""
         try:
             body: Any = json.loads(raw) if raw else None
         except (ValueError, UnicodeDecodeError):
             body = None
-        self.server.recorder.add(
-            {
-                "method": self.command,
-                "path": self.path,
-                "headers": {k.lower(): v for k, v in self.headers.items()},
-                "body": body,
-                "raw": raw.decode("utf-8", "surrogateescape"),
-            }
-        )
+        self._recorded = {
+            "method": self.command,
+            "path": self.path,
+            "headers": {k.lower(): v for k, v in self.headers.items()},
+            "body": body,
+            "raw": raw.decode("utf-8", "surrogateescape"),
+        }
+        self.server.recorder.add(self._recorded)
 
     def _send_json(self, status: int, payload: Any) -> None:
         data = json_bytes(payload)

@@ -109,6 +109,9 @@ def test_chat_caches_every_long_prefix_in_128_token_steps(upstream: StandinUpstr
     cached = second.prompt_tokens_details.cached_tokens
     assert cached % 128 == 0 and first.prompt_tokens - 128 < cached <= first.prompt_tokens
     assert second.prompt_tokens > first.prompt_tokens
+    recorded = [r for r in upstream.chat_requests if r["body"]["model"] == model][-1]  # what a replay prices
+    assert recorded["cache"] == {"prompt_tokens": second.prompt_tokens, "cached_tokens": cached}
+    assert recorded["output_tokens"] == second.completion_tokens
 
 
 @pytest.mark.parametrize("stream", [False, True])
