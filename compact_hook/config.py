@@ -16,6 +16,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, Union, get_args, get_origin, get_type_hints
 
+from compact_hook.core.pricing import Prices
+
 DEFAULT_TRIGGER_RATIO = 0.92
 DEFAULT_TAIL_RETENTION_RATIO = 0.25
 DEFAULT_SUMMARY_MAX_TOKENS = 4096
@@ -59,10 +61,13 @@ DEFAULT_BREAKER_COOLDOWN_SECONDS = 60.0
 DEFAULT_BREAKER_MAX_COOLDOWN_SECONDS = 960.0
 DEFAULT_LEARNED_WINDOW_TTL_SECONDS = 86_400.0
 DEFAULT_PREPARE_RATIO = 0.75
+DEFAULT_CACHE_TTL_SECONDS = 300.0
+"""The providers' default prompt-cache lifetime (Anthropic's 5-minute cache; OpenAI keeps 5-10 minutes)."""
 DEFAULT_PREPARE_CONCURRENCY = 4
 DEFAULT_PREPARE_QUEUE = 16
 
 ENV_PREFIX = "COMPACT_"
+PRICE_KEYS = ("price_input", "price_cache_write", "price_cache_read", "price_output")
 
 
 @dataclass(frozen=True)
@@ -114,6 +119,12 @@ class CompactConfig:
     prepare: bool = True
     prepare_ratio: float | None = None
     thinking_prefix_check: bool | None = None
+    cost_aware: bool = False
+    cache_ttl_seconds: float = DEFAULT_CACHE_TTL_SECONDS
+    price_input: float | None = None
+    price_cache_write: float | None = None
+    price_cache_read: float | None = None
+    price_output: float | None = None
 
     def __post_init__(self) -> None:
         _check_types(self)
@@ -153,6 +164,11 @@ class CompactConfig:
             low=self.breaker_cooldown_seconds,
         )
         _check_range("learned_window_ttl_seconds", self.learned_window_ttl_seconds, low=1)
+        _check_range("cache_ttl_seconds", self.cache_ttl_seconds, low=0.001)
+        for name in PRICE_KEYS:
+            _check_range(name, getattr(self, name), low=0)
+        if (self.price_input is None) != (self.price_output is None):
+            raise ValueError("price_input: set with price_output (USD per million tokens), or neither")
         _check_non_empty("archive_dir", self.archive_dir)
         _check_non_empty("summary_model", self.summary_model)
         _check_non_empty("tokenizer", self.tokenizer)
@@ -198,6 +214,15 @@ class CompactConfig:
         if self.prepare_ratio is not None:
             return self.prepare_ratio
         return min(DEFAULT_PREPARE_RATIO, round(self.trigger_ratio * 0.85, 4))
+
+    @property
+    def prices(self) -> Prices | None:
+        """The prices set here (USD per million tokens: a cache write or read unset costs as input)."""
+        if self.price_input is None or self.price_output is None:
+            return None
+        write = self.price_input if self.price_cache_write is None else self.price_cache_write
+        read = self.price_input if self.price_cache_read is None else self.price_cache_read
+        return Prices.per_million(self.price_input, write, read, self.price_output)
 
     @property
     def uses_digest(self) -> bool:

@@ -209,6 +209,29 @@ COMPACT_KEYS: dict[str, Doc] = {
         ),
         unset="by the deployment's model: Claude 5.1 and later (`claude-fable-5-1`, `claude-opus-5-5`, …)",
     ),
+    "cost_aware": Doc(
+        (
+            "time clearing, preparing and compacting by money, from the prompt-cache usage the provider "
+            "reports for each conversation (see *Cost-aware timing*): a clearing batch waits while the "
+            "cache is warm, compaction may come before the trigger when it pays, a summary is prepared "
+            "only a couple of turns ahead; never later than the trigger, never over the window"
+        ),
+    ),
+    "cache_ttl_seconds": Doc(
+        "seconds the provider keeps a prompt prefix cached after its last use (Anthropic: 300; `1h`: 3600)",
+    ),
+    "price_input": Doc(
+        (
+            "USD per million uncached input tokens, for a model LiteLLM's cost map does not price (its "
+            "map, and a deployment's `model_info.input_cost_per_token`, come first); set with `price_output`"
+        ),
+        unset="LiteLLM's cost map",
+    ),
+    "price_cache_write": Doc(
+        "USD per million input tokens written to the prompt cache", unset="`price_input`"
+    ),
+    "price_cache_read": Doc("USD per million input tokens read from the prompt cache", unset="`price_input`"),
+    "price_output": Doc("USD per million output tokens", unset="LiteLLM's cost map"),
 }
 
 PROCESS_KEYS: dict[str, Doc] = {

@@ -60,7 +60,13 @@ class Making:
 
 
 def plan(run: Run, view: View, ahead: int = 0) -> Partition:
-    """Where to cut, planned so the compacted request lands under ``Limits.target``.
+    """Where to cut (see ``sized_plan``)."""
+    return sized_plan(run, view, ahead)[0]
+
+
+def sized_plan(run: Run, view: View, ahead: int = 0) -> tuple[Partition, int]:
+    """Where to cut, planned so the compacted request lands under ``Limits.target``, and the most
+    the compacted request will hold (all but the middle, pins at their share, a full summary).
 
     With the default shares it is the first try; when the head, the users' kept messages or
     one big unit make the result too large, the tail's and the kept messages' budgets halve
@@ -85,8 +91,9 @@ def plan(run: Run, view: View, ahead: int = 0) -> Partition:
             floor=view.spliced_prefix,
             keep=KeepPolicy(kept, config.protected_tools, pins, limits.pinned_budget(config)),
         )
-        if tail <= MIN_TAIL_BUDGET or _estimate(run, part, counts, pins) + ahead < limits.target:
-            return _planned(run, view, part)
+        size = _estimate(run, part, counts, pins)
+        if tail <= MIN_TAIL_BUDGET or size + ahead < limits.target:
+            return _planned(run, view, part), size
         tail, kept = max(MIN_TAIL_BUDGET, tail // 2), kept // 2
 
 

@@ -45,9 +45,11 @@ from compact_hook.engine.archiving import Removed, keep
 from compact_hook.engine.breaker import Breaker
 from compact_hook.engine.clearing import advance_clearing
 from compact_hook.engine.compaction import Failed, Made, Making, compaction_key, make, plan
+from compact_hook.engine.costs import clearing_waits, early_plan, economy_of, prepares
 from compact_hook.engine.finish import Outcome, finish, untouched
 from compact_hook.engine.flight import Leases, SingleFlight
 from compact_hook.engine.guarantee import fitted, normalized
+from compact_hook.engine.ledger import CacheLedger
 from compact_hook.engine.once import SummaryOnce
 from compact_hook.engine.prepare import Preparations, PrepareSetup
 from compact_hook.engine.result import CompactRequest, CompactResult
@@ -75,6 +77,7 @@ class Compactor:
         self.memory = memory or ProcessMemory()
         self.breaker = Breaker(store)
         self.once = SummaryOnce(store, self.leases, self.breaker)
+        self.ledger = CacheLedger(store)
         self.preparations = (
             Preparations(prepare, self.breaker, self.leases)
             if prepare is not None and store is not None
@@ -125,17 +128,38 @@ class Compactor:
                 return await self._fit(run, view, Outcome(Entry(), CacheStatus.NONE, Reason.BELOW_THRESHOLD))
             remembered = True
         state, cache = await self._recall(run)
+        run.economy = await economy_of(run, self.ledger)
         state = await self._clear(run, state)
         view = run.tiers.view(state)
         tokens = await run.tokens(view)
+        early = None if forced or tokens >= limits.compact else await early_plan(run, view, tokens)
         if tokens < limits.compact and not forced:
-            preparation = await self._prepare(run, state, view) if tokens >= limits.prepare else None
-            return await self._fit(run, view, Outcome(state, cache, preparation=preparation))
+            if early is None or self._prepares(run):
+                return await self._under_trigger(run, state, view, cache, early is not None)
         if not forced and self.preparations is not None:
             prepared = await self.preparations.ready(run, state)
             if prepared is not None:
                 return await self._apply(run, prepared)
-        return await self._compact(run, state, view, cache)
+        return await self._compact(run, state, view, cache, early)
+
+    async def _under_trigger(
+        self, run: Run, state: Entry, view: View, cache: CacheStatus, early: bool
+    ) -> CompactResult:
+        """Under the trigger: forwarded with the cheap tiers, the next compaction prepared where due.
+        ``early``: compacting now pays (cost-aware): a prepared compaction that is ready is applied,
+        else one is prepared now and applied on a later turn, so no turn waits for its summary."""
+        tokens = await run.tokens(view)
+        if early:
+            assert self.preparations is not None
+            ready = await self.preparations.find(run, state)
+            if ready is not None:
+                return await self._apply(run, ready)
+        due = early or (tokens >= run.window.prepare and prepares(run, tokens))
+        preparation = await self._prepare(run, state, view) if due else None
+        return await self._fit(run, view, Outcome(state, cache, preparation=preparation))
+
+    def _prepares(self, run: Run) -> bool:
+        return self.preparations is not None and run.config.prepare and not run.config.uses_digest
 
     def _warn_no_room(self, run: Run) -> None:
         """Once per model group, window and reserve: every such request is forwarded as sent."""
@@ -218,13 +242,15 @@ class Compactor:
         entry, path = await self._archive_pending(run, run.applied(prepared))
         await self._put(run, entry)
         self.preparations.stats.applied += 1
+        run.prefix_changed = True
         view = run.tiers.view(entry)
         tokens = await run.tokens(view)
         if tokens >= run.window.compact:
             return await self._compact(run, entry, view, CacheStatus.PREPARED)
         # prepared long ago (the clearing tier kept the turns since under prepare_ratio): it
         # leaves the conversation past prepare_ratio, so the next one is prepared right away
-        preparation = await self._prepare(run, entry, view) if tokens >= run.window.prepare else None
+        due = tokens >= run.window.prepare and prepares(run, tokens)
+        preparation = await self._prepare(run, entry, view) if due else None
         outcome = Outcome(entry, CacheStatus.PREPARED, archive_path=path, preparation=preparation)
         return await self._fit(run, view, outcome)
 
@@ -233,14 +259,19 @@ class Compactor:
         if not run.config.clear_tool_results or await run.tokens(run.tiers.view(state)) < run.window.clear:
             return state
         advanced = advance_clearing(run, state)
-        if advanced is None:
+        if advanced is None or await clearing_waits(run, state, advanced):
             return state
         await self._put(run, advanced)
+        run.prefix_changed = True
         return advanced
 
-    async def _compact(self, run: Run, state: Entry, view: View, cache: CacheStatus) -> CompactResult:
-        """Tier 3: summarize the middle (once per compaction event), then fit."""
-        part = await asyncio.to_thread(plan, run, view)
+    async def _compact(
+        self, run: Run, state: Entry, view: View, cache: CacheStatus, part: Partition | None = None
+    ) -> CompactResult:
+        """Tier 3: summarize the middle (once per compaction event), then fit. ``part``: the cut
+        already planned (an early compaction's)."""
+        if part is None:
+            part = await asyncio.to_thread(plan, run, view)
         if not part.middle:
             return await self._fit(run, view, Outcome(state, cache, Reason.NOTHING_TO_SUMMARIZE))
         made, shared = await self.once.made(run, compaction_key(run, view, part, state), view, part, state)
@@ -248,6 +279,7 @@ class Compactor:
         if isinstance(made, Failed):
             return await self._without_summary(run, state, view, part, cache, made, calls)
         status = CacheStatus.SHARED if shared else made.cache
+        run.prefix_changed = True
         entry = run.applied(made.entry)  # made for another request (shared): stale from ours on
         if entry != made.entry:
             await self._put(run, entry)
@@ -272,6 +304,7 @@ class Compactor:
             return await self._fit(run, view, Outcome(state, cache, failed.reason, calls))
         digested = await make(run, view, part, state, Making(None))
         assert isinstance(digested, Made)
+        run.prefix_changed = True
         await self._put(run, digested.entry)
         outcome = Outcome(
             digested.entry,

@@ -8,6 +8,7 @@ from pathlib import Path
 
 from compact_hook.core.chain import Entry
 from compact_hook.core.outcomes import CacheStatus, Preparation, Reason, Summarizer
+from compact_hook.engine.costs import saving
 from compact_hook.engine.guarantee import normalized
 from compact_hook.engine.result import CompactResult, CompactStats
 from compact_hook.engine.run import Run
@@ -57,6 +58,8 @@ async def finish(run: Run, view: View, outcome: Outcome) -> CompactResult:
         archive_status=run.archive_status,
         preparation=outcome.preparation,
         thinking_removed=thinking_removed(view, outcome.state.stale_thinking, run.request.conversation),
+        conversation=run.watched,
+        cost_saved=saving(run, run.total - after, after if run.prefix_changed else 0),
     )
 
 
@@ -71,6 +74,8 @@ def untouched(run: Run, reason: Reason | None, summary_calls: int = 0) -> Compac
         reason=reason,
         summary_calls=summary_calls,
         archive_status=run.archive_status,
+        conversation=run.watched,
+        cost_saved=saving(run, 0, 0),
     )
 
 

@@ -34,6 +34,7 @@ from compact_hook.core.outcomes import Preparation
 from compact_hook.engine.background import Background, Job
 from compact_hook.engine.breaker import Breaker, Gate
 from compact_hook.engine.compaction import Made, Making, make, plan
+from compact_hook.engine.costs import turns_ahead
 from compact_hook.engine.flight import Leases, pause
 from compact_hook.engine.run import Run
 from compact_hook.engine.view import View
@@ -157,7 +158,7 @@ class Preparations:
         if token is None:  # another replica prepares it
             return
         try:
-            ahead = max(0, run.window.compact - await run.tokens(view))
+            ahead = turns_ahead(run, await run.tokens(view))
             part = await asyncio.to_thread(plan, run, view, ahead)
             if not part.middle:
                 return

@@ -9,6 +9,7 @@ from typing import Any
 from compact_hook.config import CompactConfig
 from compact_hook.core.counting import TokenCounter
 from compact_hook.core.outcomes import ArchiveStatus, CacheStatus, Mode, Preparation, Reason, Summarizer
+from compact_hook.core.pricing import Prices
 from compact_hook.engine.summarize import Summarize
 from compact_hook.formats.base import Conversation, Rejected
 from compact_hook.state.archive import Archive, Origin
@@ -25,7 +26,8 @@ class CompactRequest:
     are the request's control (``focus`` goes into the summary request); ``recall``: look for a
     stored compaction even under the thresholds (the conversation ran ``/compact``);
     ``summary_model`` names the summary model for its circuit breaker; ``origin`` (model group,
-    format, request id) goes into the archive's audit.
+    format, request id) goes into the archive's audit. ``prices`` / ``summary_prices``: what the
+    model's and the summary model's tokens cost (None: unpriced; no money is weighed or reported).
     """
 
     conversation: Conversation
@@ -41,6 +43,8 @@ class CompactRequest:
     recall: bool = False
     summary_model: str = ""
     origin: Origin = Origin()
+    prices: Prices | None = None
+    summary_prices: Prices | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,6 +77,9 @@ class CompactResult:
     ``preparation``: where the next compaction stands, past ``prepare_ratio`` (see
     ``engine.prepare``). ``thinking_removed``: thinking blocks not forwarded because we changed
     what precedes them since they were produced (Anthropic checks; see ``core.chain.unbind``).
+    ``conversation``: the key under which the provider's cache reports for this conversation are
+    kept (``engine.ledger``; empty when not watched). ``cost_saved``: the estimated USD this request
+    saved against forwarding it as sent (None: unpriced; see ``core.economics.estimated_saving``).
     """
 
     messages: list[Any]
@@ -93,6 +100,8 @@ class CompactResult:
     archive_status: ArchiveStatus | None = None
     preparation: Preparation | None = None
     thinking_removed: int = 0
+    conversation: bytes = b""
+    cost_saved: float | None = None
 
     def changes(self, sent: list[Any]) -> bool:
         """Whether the entries to forward differ from ``sent`` (by identity: every entry we kept

@@ -15,6 +15,7 @@ from functools import cached_property
 from compact_hook.config import CompactConfig
 from compact_hook.core.chain import Entry, prefix_chain, root_position, unbind
 from compact_hook.core.counting import TokenCounter, item_strings, request_total
+from compact_hook.core.economics import Economy
 from compact_hook.core.fingerprint import Fingerprint
 from compact_hook.core.items import PartKind, Role
 from compact_hook.core.limits import Limits
@@ -57,6 +58,11 @@ class Run:
     """Whether what this request took out of the model's view was archived (``engine.archiving``)."""
     recalled: tuple[Entry, CacheStatus] | None = None
     """The conversation's stored state, once looked up (see ``Compactor._recall``)."""
+    economy: Economy | None = None
+    """What cost-aware decisions weigh for this request (``engine.costs``), once looked up."""
+    prefix_changed: bool = False
+    """This request changes the forwarded prefix (a compaction applied, a clearing batch): the
+    provider's cache is written again from the change on."""
     _last: tuple[View | None, int] = field(default=(None, 0), repr=False)
 
     @classmethod
@@ -96,6 +102,15 @@ class Run:
     @cached_property
     def root(self) -> bytes:
         return self.chain[root_position(self.request.conversation.lazy_items())]
+
+    @property
+    def watched(self) -> bytes:
+        """The key the provider's cache reports for this conversation are kept under (empty: not
+        kept): with cost-aware timing on, from half the total at which anything can change."""
+        limits, config = self.limits, self.config
+        if not config.cost_aware or limits is None or self.total < limits.engage // 2 or not self.prints:
+            return b""
+        return self.root
 
     @cached_property
     def pins(self) -> dict[int, Pin]:

@@ -14,8 +14,10 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from compact_hook.config import CompactConfig
+from compact_hook.core.pricing import Prices
 from compact_hook.formats.anthropic import runs_prefix_check
 from compact_hook.proxy import server as router_api
+from compact_hook.proxy.prices import group_prices
 from compact_hook.state.tokenizers import tokenizer_name_for_model
 
 logger = logging.getLogger(__name__)
@@ -59,13 +61,13 @@ class ModelSettings:
         self.base = base
         self._router: object = None
         self._memo: dict[str, CompactConfig | None] = {}
+        self._prices: dict[str, Prices | None] = {}
         self._warned: set[str] = set()
 
     def resolve(self, router: Any, group: str) -> CompactConfig | None:
         """Memoized per group the router knows: a client cannot grow the memo by inventing
         model names (the hook runs before LiteLLM rejects them)."""
-        if router is not self._router:
-            self._router, self._memo = router, {}
+        self._forget_other(router)
         if group in self._memo:
             return self._memo[group]
         deployments = router_api.deployments(router, group)
@@ -73,6 +75,19 @@ class ModelSettings:
             return None
         self._memo[group] = self._resolve(router, group, deployments)
         return self._memo[group]
+
+    def prices(self, router: Any, group: str, config: CompactConfig) -> Prices | None:
+        """The group's prices (``proxy.prices``), memoized like its settings; only for groups the
+        router knows (``group`` is a resolved model or its configured summary model)."""
+        self._forget_other(router)
+        if group not in self._prices:
+            self._prices[group] = group_prices(router, group, config)
+        return self._prices[group]
+
+    def _forget_other(self, router: Any) -> None:
+        """A config reload rebinds the router: what was resolved for the old one is forgotten."""
+        if router is not self._router:
+            self._router, self._memo, self._prices = router, {}, {}
 
     def _resolve(
         self, router: Any, group: str, deployments: Sequence[Mapping[str, Any]]

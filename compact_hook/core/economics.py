@@ -1,0 +1,189 @@
+"""When changing a conversation's prefix pays: the cost-aware timing of clearing, preparing and compacting.
+
+An agent re-sends its whole history every turn; with a warm prompt cache that history is billed at
+the cache-read price (a tenth of input on most models). Every change we make to the prefix — a
+clearing batch, a compaction — is billed once more as a cache *write* from the change on, and a
+summary costs its own call. So a change pays when what it removes, carried over the turns still to
+come, outweighs that premium and the summary:
+
+- **Clearing a batch** of old tool results saves ``saved`` tokens on every later turn until the next
+  compaction, and costs the rewrite premium on everything after the batch's first result — with a
+  warm cache that takes dozens of turns to pay back, so it waits for the cache to go cold (the next
+  turn pays the write anyway), or for the compaction that rewrites the prefix regardless.
+- **Compacting** costs a fixed part per event (the summary's output and prompt, the premium on the
+  rewritten prefix) and carries the rest of the conversation at the read price. Between compactions
+  the carried context grows by ``growth`` per turn, so the steady-state cost per turn is lowest when
+  events are ``sqrt(2 × fixed × growth / carry)`` tokens apart; a conversation that is that far past
+  its compacted size compacts now — never later than the hard trigger, which the engine keeps — if
+  the turns likely still to come (as many as have been, at least ``MIN_HORIZON``) pay it back.
+- **Preparing** a summary ahead is worth it only when the conversation is a couple of turns from
+  the point where it compacts; earlier, a session that ends first leaves it unused.
+
+Nothing here is known until the provider has reported a conversation's cache (``Warmth.UNKNOWN``):
+then every decision is the one made without cost awareness.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from enum import Enum
+
+from compact_hook.core.pricing import Prices
+
+MIN_HORIZON = 4
+"""Turns assumed still to come, at the least (otherwise as many as have been: a session that has
+run for 40 turns is, on average, about as far from its end)."""
+PREPARE_TURNS = 2.0
+"""A summary is prepared when the conversation is this many turns (at its growth) from compacting."""
+SUMMARY_PROMPT_TOKENS = 600
+"""The summary request's own instructions, beside the transcript it summarizes."""
+
+
+class Warmth(Enum):
+    """What the provider's prompt cache holds of a conversation, as its reports tell us."""
+
+    WARM = "warm"
+    """It cached the prefix and the last request was within its lifetime: the next one reads it."""
+    COLD = "cold"
+    """It cached it, but the lifetime has run out: the next request writes it all again anyway."""
+    UNCACHED = "uncached"
+    """It reports no caching for this conversation: every turn pays full input price."""
+    UNKNOWN = "unknown"
+    """Nothing reported yet."""
+
+
+@dataclass(frozen=True, slots=True)
+class CacheNote:
+    """The provider's report of a conversation's last request: when, and its input by cache kind."""
+
+    seen_at: float
+    read: int = 0
+    written: int = 0
+    uncached: int = 0
+    requests: int = 1
+    cached_ever: bool = False
+
+    def warmth(self, now: float, ttl: float) -> Warmth:
+        if self.cached_ever and now - self.seen_at > ttl:
+            return Warmth.COLD
+        if self.cached_ever:
+            return Warmth.WARM
+        return Warmth.UNCACHED if self.requests >= 2 else Warmth.UNKNOWN
+
+    def after(self, seen_at: float, read: int, written: int, uncached: int) -> CacheNote:
+        """This note updated by the next report."""
+        cached = self.cached_ever or read > 0 or written > 0
+        return CacheNote(seen_at, read, written, uncached, self.requests + 1, cached)
+
+    def to_text(self) -> str:
+        fields = (self.seen_at, self.read, self.written, self.uncached, self.requests, int(self.cached_ever))
+        return ",".join(str(value) for value in fields)
+
+    @classmethod
+    def from_text(cls, text: str) -> CacheNote | None:
+        """None for anything that is not a note we wrote."""
+        parts = text.split(",")
+        try:
+            seen_at, read, written, uncached, requests, cached = parts
+            return cls(float(seen_at), int(read), int(written), int(uncached), int(requests), cached == "1")
+        except ValueError:
+            return None
+
+
+@dataclass(frozen=True, slots=True)
+class Economy:
+    """What a decision weighs: the model's and the summary model's prices, what the cache holds,
+    how fast the conversation grows and how long it has run."""
+
+    prices: Prices
+    summary: Prices
+    warmth: Warmth
+    growth: float
+    turns: int
+    summary_tokens: int
+
+    @property
+    def known(self) -> bool:
+        return self.warmth is not Warmth.UNKNOWN
+
+    @property
+    def carry(self) -> float:
+        """What one token of history costs on every later turn."""
+        return self.prices.input if self.warmth is Warmth.UNCACHED else self.prices.cache_read
+
+    @property
+    def premium(self) -> float:
+        """What changing the prefix costs per token it rewrites, beyond the turn's own price: only a
+        warm cache loses anything (a cold one is written again anyway, an absent one never was)."""
+        return self.prices.rewrite_premium if self.warmth is Warmth.WARM else 0.0
+
+    @property
+    def horizon(self) -> int:
+        """Turns likely still to come."""
+        return max(MIN_HORIZON, self.turns)
+
+    def summary_cost(self, middle: int) -> float:
+        """One summary call: the transcript and instructions in, the summary out."""
+        summary = self.summary
+        return summary.input * (middle + SUMMARY_PROMPT_TOKENS) + summary.output * self.summary_tokens
+
+    def fixed_cost(self, compacted: int) -> float:
+        """What a compaction event costs whatever its size: the summary's own output and prompt, and
+        the premium on the prefix it rewrites."""
+        summary = self.summary
+        own = (
+            summary.input * (SUMMARY_PROMPT_TOKENS + self.summary_tokens)
+            + summary.output * self.summary_tokens
+        )
+        return own + self.premium * compacted
+
+    def gap(self, compacted: int) -> int:
+        """Tokens between compaction events at the lowest cost per turn (see the module docstring)."""
+        carry = self.carry
+        if carry <= 0 or self.growth <= 0:
+            return 2**62
+        return int(math.sqrt(2 * self.fixed_cost(compacted) * self.growth / carry))
+
+
+def clearing_pays(economy: Economy, saved: int, rewritten: int, turns_to_compaction: float) -> bool:
+    """A clearing batch saving ``saved`` tokens per later turn, rewriting ``rewritten`` tokens of the
+    prefix now: worth it over the turns until the compaction (or the session's likely end)?"""
+    if not economy.known or economy.premium == 0:
+        return True
+    turns = min(float(economy.horizon), max(0.0, turns_to_compaction))
+    return economy.carry * saved * turns >= economy.premium * rewritten
+
+
+def compacts_early(economy: Economy, total: int, compacted: int) -> bool:
+    """Compact now, under the trigger: far enough past the compacted size that events at this
+    spacing cost least per turn, and paid back over the turns likely still to come (a cold cache
+    adds what the smaller prefix saves on the write this very turn)."""
+    if not economy.known:
+        return False
+    removed = total - compacted
+    if removed <= 0 or removed < economy.gap(compacted):
+        return False
+    now = economy.prices.cache_write * removed if economy.warmth is Warmth.COLD else 0.0
+    benefit = now + economy.carry * removed * economy.horizon
+    cost = economy.summary_cost(removed) + economy.premium * compacted
+    return benefit >= cost
+
+
+def worth_preparing(economy: Economy, total: int, compact_at: int) -> bool:
+    """Prepare a summary ahead only for a conversation a couple of turns from compacting."""
+    if not economy.known or economy.growth <= 0:
+        return True
+    turns_left = (compact_at - total) / economy.growth
+    return turns_left <= min(PREPARE_TURNS, float(economy.horizon))
+
+
+def estimated_saving(prices: Prices, warmth: Warmth, removed: int, rewritten: int) -> float:
+    """USD a request saved against forwarding it as sent: the ``removed`` tokens at the price they
+    would have been billed — written again on a cold cache, at full input where nothing is cached,
+    else read (the lowest, when we do not know) — less the premium on the ``rewritten`` tokens of a
+    prefix it changed while the cache was warm. Negative when the change cost more than it saved
+    this turn (it pays back over the next ones)."""
+    rate = {Warmth.COLD: prices.cache_write, Warmth.UNCACHED: prices.input}.get(warmth, prices.cache_read)
+    premium = prices.rewrite_premium * rewritten if warmth is Warmth.WARM else 0.0
+    return removed * rate - premium

@@ -1,0 +1,96 @@
+"""Cost-aware timing as stages: the request's economy, and the three decisions it times.
+
+``core.economics`` decides; this gathers what it weighs for one request — the prices the request
+brought, the conversation's cache as the provider last reported it (``engine.ledger``), how fast
+the conversation grows — and asks it. With ``cost_aware`` off, or nothing priced, or nothing
+heard yet, every answer is the one made without cost awareness.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+from compact_hook.core.chain import Entry
+from compact_hook.core.economics import (
+    PREPARE_TURNS,
+    Economy,
+    Warmth,
+    clearing_pays,
+    compacts_early,
+    estimated_saving,
+    worth_preparing,
+)
+from compact_hook.core.items import Role
+from compact_hook.core.partition import Partition
+from compact_hook.engine.compaction import sized_plan
+from compact_hook.engine.ledger import CacheLedger
+from compact_hook.engine.run import Run
+from compact_hook.engine.view import View
+
+
+async def economy_of(run: Run, ledger: CacheLedger) -> Economy | None:
+    """What this request's decisions weigh; None when cost-aware timing is off or unpriced."""
+    request, config = run.request, run.config
+    if not config.cost_aware or request.prices is None:
+        return None
+    note = await ledger.note(run.root)
+    warmth = note.warmth(time.time(), config.cache_ttl_seconds) if note is not None else Warmth.UNKNOWN
+    turns = sum(1 for item in run.tiers.items if item.role is Role.ASSISTANT)
+    return Economy(
+        request.prices,
+        request.summary_prices or request.prices,
+        warmth,
+        growth=run.total / max(1, turns),
+        turns=turns,
+        summary_tokens=config.summary_max_tokens,
+    )
+
+
+async def clearing_waits(run: Run, state: Entry, advanced: Entry) -> bool:
+    """A clearing batch that would not pay for the prefix it rewrites (a warm cache): it waits."""
+    economy = run.economy
+    if economy is None or not economy.known:
+        return False
+    before = await run.tokens(run.tiers.view(state))
+    after = await run.tokens(run.tiers.view(advanced))
+    rewritten = sum(run.counts[max(state.cleared_before, state.covered) :])
+    turns_left = (run.window.compact - after) / economy.growth if economy.growth > 0 else float("inf")
+    return not clearing_pays(economy, before - after, rewritten, turns_left)
+
+
+async def early_plan(run: Run, view: View, tokens: int) -> Partition | None:
+    """The cut to compact now, under the trigger, when that pays (else None). Only from the
+    clearing threshold on: below it nothing of the conversation is changed at all."""
+    economy = run.economy
+    if economy is None or not economy.known or tokens < run.window.clear:
+        return None
+    part, size = await asyncio.to_thread(sized_plan, run, view)
+    if not part.middle or not compacts_early(economy, tokens, size):
+        return None
+    return part
+
+
+def prepares(run: Run, tokens: int) -> bool:
+    """Whether a summary prepared now is likely to be applied (never for an unlikely trigger)."""
+    economy = run.economy
+    return economy is None or worth_preparing(economy, tokens, run.window.compact)
+
+
+def turns_ahead(run: Run, tokens: int) -> int:
+    """Tokens still to arrive before a compaction prepared now is applied: up to the trigger, or —
+    cost-aware, where it is applied as soon as it pays — a couple of turns' growth."""
+    ahead = max(0, run.window.compact - tokens)
+    economy = run.economy
+    if economy is None or not economy.known:
+        return ahead
+    return min(ahead, int(economy.growth * PREPARE_TURNS))
+
+
+def saving(run: Run, removed: int, rewritten: int) -> float | None:
+    """The estimated USD this request saves (None: unpriced)."""
+    prices = run.request.prices
+    if prices is None:
+        return None
+    warmth = run.economy.warmth if run.economy is not None else Warmth.UNKNOWN
+    return estimated_saving(prices, warmth, removed, rewritten)
