@@ -94,6 +94,11 @@ QUICK_CHAT = ("openhands_ponylang__ponyc-4595", "tau_bench_airline_gpt4o_task2_t
 POLYFILL_SUMMARY = "Previous conversation summary: "
 EVENT_STATES = ("miss", "prepared", "shared")
 COST_AWARE = "cost_aware" in CompactConfig.__dataclass_fields__
+COST_AWARE_SETTINGS: dict[str, Any] = {
+    "cost_aware": True,
+    # the hook judges the cache warm or cold by the clock: the same scaled lifetime as the stand-in's
+    **({"cache_ttl_seconds": TTL} if "cache_ttl_seconds" in CompactConfig.__dataclass_fields__ else {}),
+}
 RESULTS = ROOT / "bench" / "results"
 
 
@@ -220,7 +225,7 @@ SETUPS = [
     Setup("compact_20260112 polyfill", edit="compact_20260112"),
     Setup("clear_tool_uses polyfill", edit="clear_tool_uses_20250919"),
     Setup("compact_hook today", hook={}),
-    *([Setup("compact_hook cost-aware", hook={"cost_aware": True})] if COST_AWARE else []),
+    *([Setup("compact_hook cost-aware", hook=COST_AWARE_SETTINGS)] if COST_AWARE else []),
 ]
 
 
@@ -415,7 +420,7 @@ def measure(
         summary_cost=prices.cost(summary_usage),
         events=events,
         summary_calls=len(summaries),
-        failed=sum(t.failed for t in turns) + sum(1 for r in records if "cache" not in r),
+        failed=sum(t.failed for t in turns) + sum(1 for r in [*agent, *summaries] if "cache" not in r),
         unused_preparations=unused,
         unused_source=source,
         seconds=round(seconds, 1),

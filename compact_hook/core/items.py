@@ -157,8 +157,9 @@ def head_length(items: Sequence[Item]) -> int:
 class Builder(Protocol):
     """What a wire format builds for the core: the only new content we ever forward."""
 
-    def summary(self, text: str) -> Item:
-        """The one user item that stands for the summarized middle (``summary_body(text)``)."""
+    def summary(self, text: str, mark: Mapping[str, Any] | None = None) -> Item:
+        """The one user item that stands for the summarized middle (``summary_body(text)``);
+        ``mark``: a prompt-cache breakpoint to put on it, where the format has them."""
         ...
 
     def replace_outputs(self, item: Item, outputs: Mapping[int, str], keep_media: bool) -> Item:

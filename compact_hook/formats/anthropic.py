@@ -116,7 +116,9 @@ class AnthropicFormat:
             return Rejected(Reason.CLIENT_MANAGED, managed)
         context = tuple(data[key] for key in ("system", "tools") if data.get(key))
         overhead = TOOL_USE_SYSTEM_TOKENS if data.get("tools") else 0
-        return Conversation(self, messages, context, positive_int(data, "max_tokens"), overhead)
+        conversation = Conversation(self, messages, context, positive_int(data, "max_tokens"), overhead)
+        conversation.summary_mark = summary_breakpoint(data)
+        return conversation
 
     def item(self, raw: Any) -> Item:
         content = raw.get("content")
@@ -131,8 +133,11 @@ class AnthropicFormat:
 
     # -- the items we build ------------------------------------------------------------------------
 
-    def summary(self, text: str) -> Item:
-        return self.item({"role": "user", "content": [{"type": "text", "text": summary_body(text)}]})
+    def summary(self, text: str, mark: Mapping[str, Any] | None = None) -> Item:
+        block: dict[str, Any] = {"type": "text", "text": summary_body(text)}
+        if mark is not None:
+            block["cache_control"] = dict(mark)
+        return self.item({"role": "user", "content": [block]})
 
     def replace_outputs(self, item: Item, outputs: Mapping[int, str], keep_media: bool) -> Item:
         blocks = _blocks(item.raw)
@@ -188,6 +193,39 @@ class AnthropicFormat:
             else:
                 out.append(self.item({"role": "user", "content": missing}))
         return out
+
+
+MAX_BREAKPOINTS = 4
+
+
+def summary_breakpoint(data: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The ``cache_control`` to put on our summary: when the client caches with breakpoints, all of
+    one lifetime (a 1-hour one may not follow a 5-minute one), and a slot is free. Then the
+    compacted prefix — head, pins, summary — is cached on its own and read on every turn until the
+    next compaction, whatever changes after it."""
+    found: list[Mapping[str, Any]] = []
+    _collect_marks(data.get("system"), found)
+    _collect_marks(data.get("tools"), found)
+    for message in data.get("messages") or ():
+        if isinstance(message, Mapping):
+            _collect_marks(message.get("content"), found)
+    automatic = data.get("cache_control")
+    if isinstance(automatic, Mapping):
+        found.append(automatic)
+    if not found or len(found) >= MAX_BREAKPOINTS:
+        return None
+    ttls = {mark.get("ttl", "5m") for mark in found}
+    if len(ttls) != 1 or any(mark.get("type") != "ephemeral" for mark in found):
+        return None
+    return {"type": "ephemeral", **({"ttl": found[0]["ttl"]} if "ttl" in found[0] else {})}
+
+
+def _collect_marks(value: object, found: list[Mapping[str, Any]]) -> None:
+    """The ``cache_control`` of each block (or tool definition) in ``value``."""
+    for block in value if isinstance(value, list) else ():
+        mark = block.get("cache_control") if isinstance(block, Mapping) else None
+        if isinstance(mark, Mapping):
+            found.append(mark)
 
 
 def _managed_by_client(data: Mapping[str, Any], messages: list[Any]) -> str | None:

@@ -80,6 +80,8 @@ class Conversation:
     tenant_seed: int = 0
     """Mixed into every fingerprint, so caches keyed by content are per tenant: no tenant can
     tell by timing what another sent (``for_tenant``)."""
+    summary_mark: dict[str, Any] | None = None
+    """A prompt-cache breakpoint for our summary (Anthropic, when the client uses them)."""
     _items: list[Item | None] = field(default_factory=list, repr=False)
 
     def item(self, index: int) -> Item:

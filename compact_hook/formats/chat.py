@@ -89,7 +89,7 @@ class ChatFormat:
 
     # -- the items we build ------------------------------------------------------------------------
 
-    def summary(self, text: str) -> Item:
+    def summary(self, text: str, mark: Mapping[str, Any] | None = None) -> Item:
         return self.item({"role": "user", "content": summary_body(text)})
 
     def replace_outputs(self, item: Item, outputs: Mapping[int, str], keep_media: bool) -> Item:

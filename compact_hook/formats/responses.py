@@ -128,7 +128,7 @@ class ResponsesFormat:
 
     # -- the items we build ------------------------------------------------------------------------
 
-    def summary(self, text: str) -> Item:
+    def summary(self, text: str, mark: Mapping[str, Any] | None = None) -> Item:
         return self.item(
             {
                 "type": "message",

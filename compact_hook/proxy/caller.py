@@ -13,6 +13,7 @@ from typing import Any
 
 from compact_hook.config import CompactConfig
 from compact_hook.core.chain import scope_of
+from compact_hook.core.pricing import Prices
 from compact_hook.engine.result import CompactRequest
 from compact_hook.engine.summarize import PROMPT_VERSION
 from compact_hook.formats import WireFormat
@@ -27,6 +28,17 @@ SESSION_KEYS = ("session_id", "litellm_session_id")
 
 
 @dataclass(frozen=True, slots=True)
+class Pricing:
+    """What the model's and the summary model's tokens cost (None: not priced)."""
+
+    model: Prices | None = None
+    summary: Prices | None = None
+
+
+UNPRICED = Pricing()
+
+
+@dataclass(frozen=True, slots=True)
 class Engaged:
     """Whose request it is and what they asked: model group, session, tenant, control."""
 
@@ -37,21 +49,28 @@ class Engaged:
 
 
 def engine_request(
-    data: Mapping[str, Any], wire: WireFormat, parsed: Conversation, config: CompactConfig, who: Engaged
+    data: Mapping[str, Any],
+    wire: WireFormat,
+    parsed: Conversation,
+    config: CompactConfig,
+    who: Engaged,
+    pricing: Pricing = UNPRICED,
 ) -> CompactRequest:
     """The engine's request: the conversation, its settings, a summarizer through the proxy's
     router (spend on the caller's key), and the scope that keeps tenants and settings apart."""
     summary_model = config.summary_model or who.model
+    summarizer = RouterSummarizer(
+        server.proxy_router(),
+        summary_model,
+        config.summary_max_tokens,
+        config.summary_timeout_seconds,
+        summary_metadata(data.get(wire.metadata_key), who.session_id),
+    )
+    summarizer.prices = pricing.summary
     return CompactRequest(
         parsed,
         config,
-        RouterSummarizer(
-            server.proxy_router(),
-            summary_model,
-            config.summary_max_tokens,
-            config.summary_timeout_seconds,
-            summary_metadata(data.get(wire.metadata_key), who.session_id),
-        ),
+        summarizer,
         who.session_id,
         scope=scope_of(config, who.model, who.tenant, wire.name, PROMPT_VERSION),
         tenant=who.tenant,
@@ -60,6 +79,8 @@ def engine_request(
         recall=ran_command(parsed.entries),
         summary_model=summary_model,
         origin=Origin(who.model, wire.name, str(data.get("litellm_call_id") or "")),
+        prices=pricing.model,
+        summary_prices=pricing.summary,
     )
 
 

@@ -18,10 +18,12 @@ from compact_hook.formats import Rejected, format_for
 from compact_hook.formats.command import command_in
 from compact_hook.proxy import server
 from compact_hook.proxy.answer import ANSWERED, answer_text
-from compact_hook.proxy.caller import Engaged, engine_request, session_id_of, tenant_of
+from compact_hook.proxy.caller import Engaged, Pricing, engine_request, session_id_of, tenant_of
 from compact_hook.proxy.control import Control, control_of, with_command
 from compact_hook.proxy.recovery import attach_fallbacks
+from compact_hook.proxy.report import record_summary_cost
 from compact_hook.proxy.reporting import Reporting, log_reshaped
+from compact_hook.proxy.router_summarizer import RouterSummarizer
 from compact_hook.proxy.services import Services
 
 
@@ -54,8 +56,14 @@ class RequestGate:
             control = with_command(control, command)
             parsed = parsed.without_last()
         who = Engaged(model, session_id_of(data, parsed.entries), tenant_of(user_api_key_dict), control)
-        result = await self.services.compactor.compact(engine_request(data, wire, parsed, config, who))
+        request = engine_request(data, wire, parsed, config, who, self._pricing(router, model, config))
+        summarizer = request.summarize
+        if isinstance(summarizer, RouterSummarizer):
+            summarizer.on_spent = self.reporting.spender(model, wire)
+        result = await self.services.compactor.compact(request)
         report = self.reporting.compacted(data, wire, result, who.session_id, who.tenant)
+        if isinstance(summarizer, RouterSummarizer):
+            record_summary_cost(data, wire.metadata_key, report, summarizer.spent)
         if command is not None:
             report[ANSWERED] = True
             return answer_text(result)
@@ -65,6 +73,17 @@ class RequestGate:
         if config.recover and control.mode is not Mode.OFF:
             attach_fallbacks(data, model, router, call_type)
         return None
+
+    def _pricing(self, router: Any, model: str, config: CompactConfig) -> Pricing:
+        """The model's prices and its summary model's (the digest costs nothing)."""
+        models = self.services.models
+        prices = models.prices(router, model, config)
+        if config.uses_digest:
+            return Pricing(prices, None)
+        summary_group = config.summary_model or model
+        return Pricing(
+            prices, models.prices(router, summary_group, config) if summary_group != model else prices
+        )
 
     async def _settings(self, config: CompactConfig, model: str, control: Control) -> CompactConfig:
         """The model's settings, the key's and team's overrides, and a window a provider taught us."""

@@ -3,7 +3,8 @@
 Each hook hands its call to one of them: the pre-call hook to the ``RequestGate``
 (``proxy.gate``), the deployment hooks to ``Recovery`` (``proxy.recovery``), the headers and
 streaming hooks to ``Reporting`` (``proxy.reporting``) and the ``/compact`` answer
-(``proxy.answer``). Any error forwards the request exactly as the client sent it.
+(``proxy.answer``), the success log to ``CacheReports`` (``proxy.usage``). Any error forwards
+the request exactly as the client sent it.
 
 LiteLLM only calls hook methods defined on the leaf class itself (a ``vars(cls)`` check),
 so every hook method is defined right here, not inherited.
@@ -34,6 +35,7 @@ from compact_hook.proxy.reporting import Reporting
 from compact_hook.proxy.router_summarizer import INTERNAL_MARKER, is_internal_call
 from compact_hook.proxy.services import Services
 from compact_hook.proxy.startup import preload_tokenizers, validate_loaded_proxy_config
+from compact_hook.proxy.usage import CacheReports
 
 logger = logging.getLogger(__name__)
 
@@ -57,6 +59,7 @@ class CompactHook(CustomLogger):
         self.reporting = Reporting(self.services.metrics, lambda: self.compactor.memory.notices)
         self.gate = RequestGate(self.services, self.reporting)
         self.recovery = Recovery(self.services)
+        self.cache_reports = CacheReports(self.services)
         serve(self.services.process.metrics_port, self.services.process.metrics_host)
         configure_logging(self.services.process.log_level)
         tokenizers = validate_loaded_proxy_config(self.services.base)
@@ -118,6 +121,12 @@ class CompactHook(CustomLogger):
         hands it to us whole (see ``proxy.answer``)."""
         async for chunk in answered_stream(response, request_data):
             yield chunk
+
+    async def async_log_success_event(
+        self, kwargs: dict[str, Any], response_obj: Any, start_time: Any, end_time: Any
+    ) -> None:
+        """The provider's prompt-cache usage of a request we reported on, kept for its conversation."""
+        await self.cache_reports.heard(kwargs)
 
     async def async_post_call_response_headers_hook(
         self,

@@ -87,6 +87,10 @@ class Metrics:
         self.summary_failures = counter("summary_failures", "Requests whose summary could not be made")
         self.tokens_before = counter("tokens_before", "Tokens the clients sent (everything the model reads)")
         self.tokens_after = counter("tokens_after", "Tokens forwarded")
+        self.cost_saved = counter(
+            "cost_saved_usd", "Estimated USD saved against forwarding requests as sent (priced models)"
+        )
+        self.summary_cost = counter("summary_cost_usd", "USD the summary calls cost, prepared ones included")
         self.tokens_saved = counter("tokens_saved", "Tokens the clients sent that were not forwarded")
         self.store = counter(
             "store_lookups", "Stored compactions reused (hit) or needing a summary (miss)", outcome=True
@@ -123,6 +127,13 @@ class Metrics:
             self.store.labels(group, wire, "miss").inc()
         if result.archive_status is not None:
             self.archive.labels(group, wire, result.archive_status.value).inc()
+        if result.cost_saved is not None:  # a counter only grows: what a change cost shows in the spend
+            self.cost_saved.labels(group, wire).inc(max(0.0, result.cost_saved))
+
+    def spent(self, amount: float, where: Labels) -> None:
+        """A summary call's cost (on a request's path or in the background)."""
+        if amount > 0:
+            self.summary_cost.labels(where.model_group, where.wire).inc(amount)
 
     def outcome(self, outcome: Outcome | Reason, where: Labels) -> None:
         """A request that ended without an engine result (failed open, passed through, answered)."""

@@ -35,6 +35,8 @@ HEADER_FIELDS = (
     "reason",
     "recovered",
     "prepare",
+    "cost_saved_usd",
+    "summary_cost_usd",
 )
 METADATA_KEYS = ("litellm_metadata", "metadata")
 SAVINGS_KEY = "compression_savings"
@@ -48,10 +50,12 @@ class Report(dict[str, Any]):
     """Our report. A ``dict`` (spend logs and callbacks serialize it as one), but its own type.
 
     ``tenant`` is an attribute, not a key: the retry after a provider's "too long" must compact
-    as the same tenant, and that is nothing for spend logs to carry.
+    as the same tenant, and that is nothing for spend logs to carry. Nor is ``conversation``: the
+    key the provider's cache report for this request is kept under (``engine.ledger``).
     """
 
     tenant: str = ""
+    conversation: bytes = b""
 
 
 """Where LiteLLM keeps its per-request dict: ``litellm_metadata`` on /v1/messages and
@@ -89,7 +93,26 @@ def report_of(result: CompactResult, session_id: str, wire: str) -> Report:
         report["prepare"] = result.preparation.value
     if result.thinking_removed:
         report["thinking_removed"] = result.thinking_removed
+    if result.cost_saved is not None:
+        report["cost_saved_usd"] = usd(result.cost_saved)
+    report.conversation = result.conversation
     return report
+
+
+def usd(amount: float) -> float:
+    """Dollars as reported: to the millionth (a cent is too coarse for one request)."""
+    return round(amount, 6)
+
+
+def record_summary_cost(data: dict[str, Any], key: str, report: Report, spent: float) -> None:
+    """What the summary calls on this request's path cost, in its report and beside LiteLLM's savings."""
+    if spent <= 0:
+        return
+    report["summary_cost_usd"] = usd(spent)
+    metadata = data.get(key)
+    savings = metadata.get(SAVINGS_KEY) if isinstance(metadata, dict) else None
+    if isinstance(savings, dict):
+        savings["summary_cost_usd"] = usd(spent)
 
 
 def rejected_report(rejected: Rejected, wire: str) -> Report:
@@ -146,6 +169,8 @@ def record_savings(data: dict[str, Any], key: str, result: CompactResult) -> Non
         "tokens_saved": saved,
         "source": SAVINGS_SOURCE,
     }
+    if result.cost_saved is not None:  # money beside the tokens LiteLLM's spend records count
+        metadata[SAVINGS_KEY]["cost_saved_usd"] = usd(result.cost_saved)
 
 
 def report_in(data: Mapping[str, Any]) -> Report | None:

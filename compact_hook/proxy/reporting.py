@@ -86,6 +86,11 @@ class Reporting:
         record_savings(data, wire.metadata_key, result)
         return report
 
+    def spender(self, group: str, wire: WireFormat) -> Callable[[float], None]:
+        """Where a summary's cost is counted (its model group is the request's, known to the router)."""
+        where = self.metrics.labels(group, wire.name)
+        return lambda amount: self.metrics.spent(amount, where)
+
     def headers(self, data: Mapping[str, Any]) -> dict[str, str] | None:
         """The ``x-compact-*`` headers; never raises (a header hook that raises breaks the response)."""
         try:

@@ -11,9 +11,10 @@ value at entry anyway).
 from __future__ import annotations
 
 import secrets
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
+from compact_hook.core.pricing import Prices, Usage
 from compact_hook.engine.summarize import Message
 from compact_hook.proxy.server import complete
 
@@ -57,8 +58,17 @@ def summary_metadata(request_metadata: object, session_id: str) -> dict[str, Any
     return metadata
 
 
+def _no_spending(amount: float) -> None:
+    return None
+
+
 class RouterSummarizer:
-    """``summarize`` for the engine: one router call per invocation; retries are the engine's."""
+    """``summarize`` for the engine: one router call per invocation; retries are the engine's.
+
+    ``spent`` adds up what its calls cost: LiteLLM's own price of the response where it has one,
+    else its usage at ``prices``; each call's cost also goes to ``on_spent`` (metrics: a prepared
+    summary is paid after the request that started it has gone).
+    """
 
     def __init__(self, router: Any, model: str, max_tokens: int, timeout: float, metadata: dict[str, Any]):
         self.router = router
@@ -66,6 +76,9 @@ class RouterSummarizer:
         self.max_tokens = max_tokens
         self.timeout = timeout
         self.metadata = metadata
+        self.prices: Prices | None = None
+        self.on_spent: Callable[[float], None] = _no_spending
+        self.spent = 0.0
 
     async def __call__(self, messages: list[Message]) -> str:
         response = await complete(
@@ -78,5 +91,26 @@ class RouterSummarizer:
             num_retries=0,
             stream=False,
         )
+        self._count(response)
         content = response.choices[0].message.content
         return content if isinstance(content, str) else ""
+
+    def _count(self, response: Any) -> None:
+        cost = response_cost(response, self.prices)
+        if cost > 0:
+            self.spent += cost
+            self.on_spent(cost)
+
+
+def response_cost(response: Any, prices: Prices | None) -> float:
+    """A completion's cost: LiteLLM's (``_hidden_params["response_cost"]``), else its usage priced."""
+    hidden = getattr(response, "_hidden_params", None)
+    priced = hidden.get("response_cost") if isinstance(hidden, Mapping) else None
+    if isinstance(priced, int | float) and not isinstance(priced, bool) and priced > 0:
+        return float(priced)
+    usage = getattr(response, "usage", None)
+    if prices is None or usage is None:
+        return 0.0
+    prompt = int(getattr(usage, "prompt_tokens", 0) or 0)
+    output = int(getattr(usage, "completion_tokens", 0) or 0)
+    return Usage(uncached=prompt, output=output).cost(prices)

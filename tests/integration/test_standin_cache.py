@@ -59,7 +59,9 @@ def test_anthropic_breakpoints_write_then_read_and_a_new_turn_writes_only_what_i
         },
     ]
     grown = ask_anthropic(upstream, model, longer, stream)
-    assert grown.cache_read_input_tokens == written.cache_creation_input_tokens  # the last turn, looked back to
+    assert (
+        grown.cache_read_input_tokens == written.cache_creation_input_tokens
+    )  # the last turn, looked back to
     assert grown.cache_creation_input_tokens > 40
 
 

@@ -54,12 +54,18 @@ async def test_a_compaction_is_counted_by_model_group_format_and_outcome(
     assert value(samples, "compact_hook_archive_writes_total", **where, outcome="written") == 1
     assert value(samples, "compact_hook_hook_seconds_count", **where) == 1
     # LiteLLM's spend tracking reads the savings here (proxy/spend_tracking/compression_savings.py)
-    assert data["metadata"]["compression_savings"] == {
+    savings = data["metadata"]["compression_savings"]
+    assert {k: savings[k] for k in ("tokens_before", "tokens_after", "tokens_saved", "source")} == {
         "tokens_before": report["tokens_before"],
         "tokens_after": report["tokens_after"],
         "tokens_saved": saved,
         "source": "compact_hook",
     }
+    # gpt-4o-mini is in LiteLLM's cost map: money beside the tokens, as the report and headers say it
+    assert savings["cost_saved_usd"] == report["cost_saved_usd"] > 0
+    assert savings["summary_cost_usd"] == report["summary_cost_usd"] > 0
+    spent = value(samples, "compact_hook_summary_cost_usd_total", **where)  # the report's is to the millionth
+    assert spent == pytest.approx(report["summary_cost_usd"], abs=1e-6) and spent > 0
 
     again = request()
     await hook.async_pre_call_hook(None, None, again, "acompletion")
