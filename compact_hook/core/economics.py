@@ -63,6 +63,11 @@ class CacheNote:
     uncached: int = 0
     requests: int = 1
     cached_ever: bool = False
+    """The provider has cached this conversation (this report, or an earlier one, says so)."""
+
+    def __post_init__(self) -> None:
+        if self.read > 0 or self.written > 0:
+            object.__setattr__(self, "cached_ever", True)
 
     def warmth(self, now: float, ttl: float) -> Warmth:
         if self.cached_ever and now - self.seen_at > ttl:

@@ -48,11 +48,15 @@ async def economy_of(run: Run, ledger: CacheLedger) -> Economy | None:
 
 
 async def clearing_waits(run: Run, state: Entry, advanced: Entry) -> bool:
-    """A clearing batch that would not pay for the prefix it rewrites (a warm cache): it waits."""
+    """A clearing batch waits while the provider holds the prefix warm, until the conversation
+    reaches the trigger — then the prefix is rewritten once, by the batch (or the compaction it
+    spares) — unless it pays for its rewrite on its own over the turns likely still to come."""
     economy = run.economy
-    if economy is None or not economy.known:
+    if economy is None or economy.warmth is not Warmth.WARM:
         return False
     before = await run.tokens(run.tiers.view(state))
+    if before >= run.window.compact:
+        return False
     after = await run.tokens(run.tiers.view(advanced))
     rewritten = sum(run.counts[max(state.cleared_before, state.covered) :])
     turns_left = (run.window.compact - after) / economy.growth if economy.growth > 0 else float("inf")

@@ -1,0 +1,221 @@
+"""Cost-aware timing's decisions (``core/economics.py``) on constructed cache states, and the
+engine keeping to the trigger and the window whatever they decide."""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import time
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from compact_hook.core.economics import (
+    PREPARE_TURNS,
+    CacheNote,
+    Economy,
+    Warmth,
+    clearing_pays,
+    compacts_early,
+    estimated_saving,
+    worth_preparing,
+)
+from compact_hook.core.outcomes import Reason
+from compact_hook.core.pricing import Prices, Usage
+
+SONNET = Prices.per_million(3.0, 3.75, 0.30, 15.0)
+GPT = Prices.per_million(1.25, 1.25, 0.125, 10.0)
+
+
+def economy(warmth: Warmth, prices: Prices = SONNET, growth: float = 2_000, turns: int = 40) -> Economy:
+    return Economy(prices, prices, warmth, growth, turns, summary_tokens=2_000)
+
+
+def test_a_usage_costs_each_kind_of_token_at_its_price() -> None:
+    usage = Usage(uncached=1_000, cache_write=2_000, cache_read=10_000, output=500)
+    assert usage.input == 13_000
+    assert usage.cost(SONNET) == pytest.approx((1_000 * 3 + 2_000 * 3.75 + 10_000 * 0.3 + 500 * 15) / 1e6)
+    assert SONNET.rewrite_premium == pytest.approx(3.45e-6) and GPT.rewrite_premium == pytest.approx(1.125e-6)
+
+
+def test_a_note_says_warm_cold_or_uncached_and_survives_the_store() -> None:
+    first = CacheNote(seen_at=100.0, read=0, written=5_000)
+    assert first.warmth(now=200.0, ttl=300) is Warmth.WARM
+    assert first.warmth(now=401.0, ttl=300) is Warmth.COLD
+    silent = CacheNote(seen_at=100.0)
+    assert silent.warmth(200.0, 300) is Warmth.UNKNOWN  # one report without caching: maybe the first write
+    assert silent.after(150.0, 0, 0, 900).warmth(200.0, 300) is Warmth.UNCACHED
+    later = first.after(250.0, read=5_000, written=300, uncached=20)
+    assert CacheNote.from_text(later.to_text()) == later
+    assert CacheNote.from_text("not,a,note") is None and CacheNote.from_text("") is None
+
+
+@pytest.mark.parametrize("warmth", [Warmth.UNKNOWN, Warmth.COLD, Warmth.UNCACHED])
+def test_without_a_warm_cache_a_clearing_batch_always_pays(warmth: Warmth) -> None:
+    assert clearing_pays(economy(warmth), saved=1, rewritten=10**9, turns_to_compaction=1)
+
+
+def test_with_a_warm_cache_a_batch_waits_until_its_savings_outweigh_the_rewrite() -> None:
+    warm = economy(Warmth.WARM)
+    # 5K saved per turn at 0.30/M against 80K rewritten at 3.45/M: 184 turns to pay back
+    assert not clearing_pays(warm, saved=5_000, rewritten=80_000, turns_to_compaction=30)
+    assert clearing_pays(warm, saved=40_000, rewritten=60_000, turns_to_compaction=30)
+    assert not clearing_pays(warm, saved=40_000, rewritten=60_000, turns_to_compaction=10)  # compaction first
+
+
+def test_nothing_known_never_compacts_early_and_always_prepares() -> None:
+    unknown = economy(Warmth.UNKNOWN)
+    assert not compacts_early(unknown, total=500_000, compacted=10_000)
+    assert worth_preparing(unknown, total=1, compact_at=10**9)
+
+
+def test_an_early_compaction_needs_the_gap_and_its_payback() -> None:
+    warm = economy(Warmth.WARM, turns=60)
+    gap = warm.gap(20_000)
+    # sqrt(2 × fixed × growth / carry) with fixed = summary (prompt + output) + premium on 20K
+    fixed = 3e-6 * (600 + 2_000) + 15e-6 * 2_000 + SONNET.rewrite_premium * 20_000
+    assert gap == int(math.sqrt(2 * fixed * 2_000 / 0.3e-6))
+    assert not compacts_early(warm, total=20_000 + gap - 1, compacted=20_000)
+    assert compacts_early(warm, total=20_000 + gap + 1, compacted=20_000)
+    young = economy(Warmth.WARM, turns=2)  # 4 turns likely to come: a summary would not pay back
+    assert not compacts_early(young, total=20_000 + 3 * gap, compacted=20_000)
+
+
+def test_a_cold_or_uncached_conversation_compacts_sooner_than_a_warm_one() -> None:
+    gaps = {w: economy(w).gap(20_000) for w in (Warmth.WARM, Warmth.COLD, Warmth.UNCACHED)}
+    assert gaps[Warmth.UNCACHED] < gaps[Warmth.COLD] < gaps[Warmth.WARM]
+
+
+def test_a_summary_is_prepared_only_a_couple_of_turns_ahead() -> None:
+    warm = economy(Warmth.WARM, growth=3_000)
+    assert worth_preparing(warm, total=100_000 - int(PREPARE_TURNS * 3_000), compact_at=100_000)
+    assert not worth_preparing(warm, total=100_000 - int(PREPARE_TURNS * 3_000) - 1_000, compact_at=100_000)
+
+
+def test_the_estimated_saving_prices_what_was_not_sent_and_charges_a_warm_rewrite() -> None:
+    assert estimated_saving(SONNET, Warmth.WARM, removed=10_000, rewritten=0) == pytest.approx(0.003)
+    assert estimated_saving(SONNET, Warmth.COLD, removed=10_000, rewritten=30_000) == pytest.approx(0.0375)
+    assert estimated_saving(SONNET, Warmth.UNCACHED, removed=10_000, rewritten=30_000) == pytest.approx(0.03)
+    assert estimated_saving(SONNET, Warmth.WARM, removed=10_000, rewritten=30_000) == pytest.approx(
+        0.003 - 30_000 * 3.45e-6
+    )
+
+
+warmths = st.sampled_from(list(Warmth))
+prices = st.sampled_from([SONNET, GPT, Prices.per_million(1.0, 1.0, 0.5, 4.0)])
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    warmths,
+    prices,
+    st.floats(1, 50_000),
+    st.integers(0, 500),
+    st.integers(1, 400_000),
+    st.integers(1, 400_000),
+)
+def test_compacting_early_is_monotone_in_the_gap_once_it_pays_per_token(
+    warmth: Warmth, price: Prices, growth: float, turns: int, total: int, compacted: int
+) -> None:
+    """Where each removed token pays more over the horizon than it costs to summarize, a
+    conversation that compacts early at a size would also at any larger size."""
+    decided = economy(warmth, price, growth, turns)
+    if decided.carry * decided.horizon < decided.summary.input:
+        return
+    if compacts_early(decided, total, compacted):
+        assert compacts_early(decided, total + 1_000, compacted)
+        assert total - compacted >= decided.gap(compacted)
+
+
+@settings(max_examples=300, deadline=None)
+@given(warmths, prices, st.integers(0, 10**6), st.integers(0, 10**6), st.floats(0, 1_000))
+def test_clearing_never_waits_for_a_cache_that_would_be_written_anyway(
+    warmth: Warmth, price: Prices, saved: int, rewritten: int, turns: float
+) -> None:
+    decided = economy(warmth, price)
+    if warmth is not Warmth.WARM:
+        assert clearing_pays(decided, saved, rewritten, turns)
+    elif saved == 0 and rewritten > 0:
+        assert not clearing_pays(decided, saved, rewritten, turns) or turns == 0 or price.rewrite_premium == 0
+
+
+# -- the engine keeps to the trigger and the window, whatever the economics decide ------------------
+
+
+TURN = st.tuples(st.integers(1, 5), st.integers(5, 160))  # (calls in parallel, words per output)
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    st.lists(TURN, min_size=3, max_size=28),
+    warmths,
+    prices,
+    st.sampled_from(["chat", "anthropic", "responses"]),
+    st.booleans(),
+)
+def test_cost_aware_turns_never_exceed_the_window_nor_pass_the_trigger_uncompacted(
+    turns: list[tuple[int, int]], warmth: Warmth, price: Prices, wire: str, clearing: bool
+) -> None:
+    asyncio.run(_turns_keep_the_limits(turns, warmth, price, wire, clearing))
+
+
+async def _turns_keep_the_limits(
+    turns: list[tuple[int, int]], warmth: Warmth, price: Prices, wire: str, clearing: bool
+) -> None:
+    """Every turn of a growing conversation, with the provider's cache reported in any state:
+    what is forwarded fits the window, and a conversation at or past the trigger is compacted
+    (or says why it could not be), exactly as without cost awareness."""
+    from compact_hook.engine import Compactor, CompactRequest
+    from compact_hook.formats import Conversation
+    from compact_hook.state.store import MemoryStore
+    from tests.compaction import config
+    from tests.conversations import Call, Said, Tools, body, w, wire_of
+    from tests.fakes import FakeSummarizer, InMemoryArchive, WordCounter
+
+    settings_ = config(cost_aware=True, clear_tool_results=clearing, keep_tool_results=1, clear_at_least=20)
+    compactor = Compactor(MemoryStore(1_000, 3_600))
+    steps: list[Any] = [Said(w(30, "task"))]
+    compact_at = int(0.9 * 1000)
+    checked: list[Any] = []
+    for index, (calls, words) in enumerate(turns):
+        steps.append(Tools(tuple(Call(f"t{index}x{k}", w(words, f"o{index}")) for k in range(calls))))
+        parsed = wire_of(wire).parse(body(wire, [*steps, Said("next?")]))
+        assert isinstance(parsed, Conversation)
+        request = CompactRequest(
+            parsed,
+            settings_,
+            FakeSummarizer(),
+            "session",
+            scope=b"scope",
+            archive=InMemoryArchive(),
+            counter=WordCounter(),
+            prices=price,
+        )
+        result = await compactor.compact(request)
+        checked.append(result)
+        assert result.output_tokens <= 1000 or result.reason is Reason.CANNOT_FIT
+        if result.output_tokens >= compact_at:
+            assert result.reason in PAST_TRIGGER, (index, result.reason, result.output_tokens)
+        if result.conversation:  # what the provider would report for it: the state under test
+            await _report(compactor.ledger, result.conversation, warmth)
+    assert len(checked) == len(turns)
+
+
+PAST_TRIGGER = {Reason.OVER_TRIGGER, Reason.NOTHING_TO_SUMMARIZE, Reason.CANNOT_FIT, Reason.FITTED}
+
+
+async def _report(ledger: Any, conversation: bytes, warmth: Warmth) -> None:
+    """Make the ledger hold a note in ``warmth`` for the conversation."""
+    if warmth is Warmth.UNKNOWN:
+        return
+    if warmth is Warmth.UNCACHED:
+        await ledger.heard(conversation, 0, 0, 500, 300)
+        await ledger.heard(conversation, 0, 0, 500, 300)
+        return
+    clock = ledger.clock
+    if warmth is Warmth.COLD:  # heard long ago: the provider's cache has expired since
+        ledger.clock = lambda: time.time() - 10_000
+    await ledger.heard(conversation, 400, 100, 5, 300)
+    ledger.clock = clock
