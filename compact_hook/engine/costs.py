@@ -60,7 +60,10 @@ async def clearing_waits(run: Run, state: Entry, advanced: Entry) -> bool:
     after = await run.tokens(run.tiers.view(advanced))
     rewritten = sum(run.counts[max(state.cleared_before, state.covered) :])
     turns_left = (run.window.compact - after) / economy.growth if economy.growth > 0 else float("inf")
-    return not clearing_pays(economy, before - after, rewritten, turns_left)
+    waits = not clearing_pays(economy, before - after, rewritten, turns_left)
+    if waits:
+        run.deferred = after
+    return waits
 
 
 async def early_plan(run: Run, view: View, tokens: int) -> Partition | None:
@@ -76,9 +79,15 @@ async def early_plan(run: Run, view: View, tokens: int) -> Partition | None:
 
 
 def prepares(run: Run, tokens: int) -> bool:
-    """Whether a summary prepared now is likely to be applied (never for an unlikely trigger)."""
+    """Whether a summary prepared now is likely to be applied: not for a trigger the conversation
+    is unlikely to reach soon, nor while a clearing batch that waits would bring it back under
+    the point where preparing starts."""
     economy = run.economy
-    return economy is None or worth_preparing(economy, tokens, run.window.compact)
+    if economy is None:
+        return True
+    if run.deferred is not None and run.deferred < run.window.prepare:
+        return False
+    return worth_preparing(economy, tokens, run.window.compact)
 
 
 def turns_ahead(run: Run, tokens: int) -> int:
