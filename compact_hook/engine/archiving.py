@@ -7,10 +7,12 @@ fit, normalization) hands it here as ``Removed``; a failed write is reported in 
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from compact_hook.core.chain import Entry
 from compact_hook.core.outcomes import ArchiveStatus, Removal, Summarizer
 from compact_hook.engine.run import Run
 from compact_hook.engine.view import View
@@ -54,6 +56,25 @@ async def keep(run: Run, removed: Removed) -> Path | None:
         archives.add(key)
         run.archive_status = run.archive_status or ArchiveStatus.WRITTEN
     return path
+
+
+async def archive_pending(run: Run, entry: Entry) -> tuple[Entry, Path | None]:
+    """Archive what the entry summarized but did not archive (a failed write earlier, or a
+    compaction prepared ahead, applied now); the entry without that list once written."""
+    if not entry.unarchived:
+        return entry, None
+    entries = run.request.conversation.entries
+    removed = Removed(
+        [entries[i] for i in entry.unarchived],
+        entry.unarchived,
+        Removal.SUMMARIZED,
+        entry.summary or "",
+        entry.summarizer,
+    )
+    path = await keep(run, removed)
+    if run.archive_status is ArchiveStatus.FAILED:
+        return entry, None
+    return dataclasses.replace(entry, unarchived=()), path
 
 
 def _audit(run: Run, removed: Removed) -> Audit:

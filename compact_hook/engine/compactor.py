@@ -23,7 +23,6 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
-from pathlib import Path
 
 from compact_hook.config import (
     DEFAULT_FAILURE_TTL_SECONDS,
@@ -32,16 +31,14 @@ from compact_hook.config import (
 )
 from compact_hook.core.chain import OPEN_END, Entry, entry_is_usable
 from compact_hook.core.outcomes import (
-    ArchiveStatus,
     CacheStatus,
     Mode,
     Preparation,
     Reason,
-    Removal,
     Summarizer,
 )
 from compact_hook.core.partition import Partition
-from compact_hook.engine.archiving import Removed, keep
+from compact_hook.engine.archiving import archive_pending, keep
 from compact_hook.engine.breaker import Breaker
 from compact_hook.engine.clearing import advance_clearing
 from compact_hook.engine.compaction import Failed, Made, Making, compaction_key, make, plan
@@ -109,7 +106,7 @@ class Compactor:
             )
             return untouched(run, reason)
         if limits.no_room:
-            self._warn_no_room(run)
+            run.warn_no_room()
             return untouched(run, Reason.NO_ROOM)
         forced, remembered = request.mode is Mode.FORCE, request.recall or request.mode is Mode.FORCE
         if (
@@ -149,36 +146,28 @@ class Compactor:
         ``early``: compacting now pays (cost-aware): a prepared compaction that is ready is applied,
         else one is prepared now and applied on a later turn, so no turn waits for its summary."""
         tokens = await run.tokens(view)
-        if early:
-            assert self.preparations is not None
-            ready = await self.preparations.find(run, state)
-            if ready is not None:
-                return await self._apply(run, ready)
+        ready = await self._outgrown(run, state, early)
+        if ready is not None:
+            return await self._apply(run, ready)
         due = early or (tokens >= run.window.prepare and prepares(run, tokens))
         preparation = await self._prepare(run, state, view) if due else None
         return await self._fit(run, view, Outcome(state, cache, preparation=preparation))
 
+    async def _outgrown(self, run: Run, state: Entry, early: bool) -> Entry | None:
+        """Cost-aware, a prepared compaction is applied before the trigger when compacting pays
+        now (``early``), or when the conversation has outgrown it (with it applied it is past
+        ``prepare_ratio``): preparing another would leave this one unused, paid for nothing."""
+        if self.preparations is None or run.economy is None or not (early or run.economy.known):
+            return None
+        ready = await self.preparations.find(run, state)
+        if ready is None:
+            return None
+        if early or await run.tokens(run.tiers.view(ready)) >= run.window.prepare:
+            return ready
+        return None
+
     def _prepares(self, run: Run) -> bool:
         return self.preparations is not None and run.config.prepare and not run.config.uses_digest
-
-    def _warn_no_room(self, run: Run) -> None:
-        """Once per model group, window and reserve: every such request is forwarded as sent."""
-        origin, window, reserve = (
-            run.request.origin,
-            run.config.context_window,
-            run.request.conversation.reserve,
-        )
-        if self.memory.notices.first(("no_room", origin.model_group, window, reserve)):
-            logger.warning(
-                "compact_hook: model group %s (%s): the reply's reserve of %s tokens plus %d tokens of "
-                "system and tools leave no room for messages in the %s-token window; such requests are "
-                "forwarded as sent (raise context_window, or have the client ask for fewer output tokens)",
-                origin.model_group or "?",
-                origin.wire or "?",
-                reserve,
-                run.context_tokens,
-                window,
-            )
 
     async def _thinking_state(self, run: Run) -> bool:
         """Under the thresholds, a conversation we changed before still gets its stored state when
@@ -203,28 +192,10 @@ class Compactor:
         found = await self.store.find(run.root, run.chain)
         if found is None or not entry_is_usable(found[1], len(run.prints)):
             return Entry(), CacheStatus.NONE
-        entry, _ = await self._archive_pending(run, found[1])
+        entry, _ = await archive_pending(run, found[1])
         if entry is not found[1]:
             await self._put(run, entry)
         return entry, CacheStatus.HIT
-
-    async def _archive_pending(self, run: Run, entry: Entry) -> tuple[Entry, Path | None]:
-        """Archive what the entry summarized but did not archive (a failed write earlier, or a
-        compaction prepared ahead, applied now); the entry without that list once written."""
-        if not entry.unarchived:
-            return entry, None
-        entries = run.request.conversation.entries
-        removed = Removed(
-            [entries[i] for i in entry.unarchived],
-            entry.unarchived,
-            Removal.SUMMARIZED,
-            entry.summary or "",
-            entry.summarizer,
-        )
-        path = await keep(run, removed)
-        if run.archive_status is ArchiveStatus.FAILED:
-            return entry, None
-        return dataclasses.replace(entry, unarchived=()), path
 
     async def _prepare(self, run: Run, state: Entry, view: View) -> Preparation | None:
         """Past ``prepare_ratio``: have the compaction the trigger will need made in the background."""
@@ -239,7 +210,7 @@ class Compactor:
         arrived since it was prepared, the rest is compacted as usual, its summary merged.
         """
         assert self.preparations is not None
-        entry, path = await self._archive_pending(run, run.applied(prepared))
+        entry, path = await archive_pending(run, run.applied(prepared))
         await self._put(run, entry)
         self.preparations.stats.applied += 1
         run.prefix_changed = True

@@ -9,6 +9,7 @@ store and no locks; those are the compactor's.
 from __future__ import annotations
 
 import dataclasses
+import logging
 from dataclasses import dataclass, field
 from functools import cached_property
 
@@ -28,6 +29,8 @@ from compact_hook.engine.view import Tiers, TruncationCache, View
 from compact_hook.formats.base import context_strings
 from compact_hook.state.archive import Archive, ArchiveFolders, ArchiveLog, conversation_session_id
 from compact_hook.state.tokenizers import DEFAULT_TOKENIZER, acounter_for
+
+logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True, slots=True)
@@ -148,6 +151,25 @@ class Run:
             counts = await self.counter.acount(view.prints, lambda i: item_strings(view.items[i]))
             self._last = (view, request_total(self.context_tokens, counts))
         return self._last[1]
+
+    def warn_no_room(self) -> None:
+        """Once per model group, window and reserve: every such request is forwarded as sent."""
+        origin, window, reserve = (
+            self.request.origin,
+            self.config.context_window,
+            self.request.conversation.reserve,
+        )
+        if self.memory.notices.first(("no_room", origin.model_group, window, reserve)):
+            logger.warning(
+                "compact_hook: model group %s (%s): the reply's reserve of %s tokens plus %d tokens of "
+                "system and tools leave no room for messages in the %s-token window; such requests are "
+                "forwarded as sent (raise context_window, or have the client ask for fewer output tokens)",
+                origin.model_group or "?",
+                origin.wire or "?",
+                reserve,
+                self.context_tokens,
+                window,
+            )
 
     def session(self) -> str:
         return self.request.session_id or conversation_session_id(self.request.conversation.entries)
