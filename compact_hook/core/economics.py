@@ -36,6 +36,8 @@ MIN_HORIZON = 4
 run for 40 turns is, on average, about as far from its end)."""
 PREPARE_TURNS = 2.0
 """A summary is prepared when the conversation is this many turns (at its growth) from compacting."""
+GROWTH_WEIGHT = 0.5
+"""How much the latest request's growth counts in the smoothed growth per request."""
 SUMMARY_PROMPT_TOKENS = 600
 """The summary request's own instructions, beside the transcript it summarizes."""
 
@@ -55,7 +57,8 @@ class Warmth(Enum):
 
 @dataclass(frozen=True, slots=True)
 class CacheNote:
-    """The provider's report of a conversation's last request: when, and its input by cache kind."""
+    """The provider's report of a conversation's last request — when, its input by cache kind —
+    with what we forwarded for it (our count) and how fast that has been growing per request."""
 
     seen_at: float
     read: int = 0
@@ -64,6 +67,9 @@ class CacheNote:
     requests: int = 1
     cached_ever: bool = False
     """The provider has cached this conversation (this report, or an earlier one, says so)."""
+    forwarded: int = 0
+    growth: float = 0.0
+    """Tokens the forwarded request grows by per request, smoothed; 0 until two were heard."""
 
     def __post_init__(self) -> None:
         if self.read > 0 or self.written > 0:
@@ -76,13 +82,38 @@ class CacheNote:
             return Warmth.WARM
         return Warmth.UNCACHED if self.requests >= 2 else Warmth.UNKNOWN
 
-    def after(self, seen_at: float, read: int, written: int, uncached: int) -> CacheNote:
-        """This note updated by the next report."""
-        cached = self.cached_ever or read > 0 or written > 0
-        return CacheNote(seen_at, read, written, uncached, self.requests + 1, cached)
+    def after(self, seen_at: float, heard: Heard) -> CacheNote:
+        """This note updated by the next report. A request smaller than the last (we changed its
+        prefix) says nothing of growth; a larger one is averaged in."""
+        delta = heard.forwarded - self.forwarded
+        growth = self.growth
+        if delta >= 0:
+            growth = (
+                float(delta) if self.growth == 0 else GROWTH_WEIGHT * delta + (1 - GROWTH_WEIGHT) * growth
+            )
+        cached = self.cached_ever or heard.read > 0 or heard.written > 0
+        return CacheNote(
+            seen_at,
+            heard.read,
+            heard.written,
+            heard.uncached,
+            self.requests + 1,
+            cached,
+            heard.forwarded,
+            growth,
+        )
 
     def to_text(self) -> str:
-        fields = (self.seen_at, self.read, self.written, self.uncached, self.requests, int(self.cached_ever))
+        fields = (
+            self.seen_at,
+            self.read,
+            self.written,
+            self.uncached,
+            self.requests,
+            int(self.cached_ever),
+            self.forwarded,
+            round(self.growth, 1),
+        )
         return ",".join(str(value) for value in fields)
 
     @classmethod
@@ -90,10 +121,32 @@ class CacheNote:
         """None for anything that is not a note we wrote."""
         parts = text.split(",")
         try:
-            seen_at, read, written, uncached, requests, cached = parts
-            return cls(float(seen_at), int(read), int(written), int(uncached), int(requests), cached == "1")
+            seen_at, read, written, uncached, requests, cached, forwarded, growth = parts
+            return cls(
+                float(seen_at),
+                int(read),
+                int(written),
+                int(uncached),
+                int(requests),
+                cached == "1",
+                int(forwarded),
+                float(growth),
+            )
         except ValueError:
             return None
+
+
+@dataclass(frozen=True, slots=True)
+class Heard:
+    """One request's report: its input by cache kind (the provider's), and what we forwarded (ours)."""
+
+    read: int
+    written: int
+    uncached: int
+    forwarded: int
+
+    def first(self, seen_at: float) -> CacheNote:
+        return CacheNote(seen_at, self.read, self.written, self.uncached, forwarded=self.forwarded)
 
 
 @dataclass(frozen=True, slots=True)
@@ -151,13 +204,26 @@ class Economy:
         return int(math.sqrt(2 * self.fixed_cost(compacted) * self.growth / carry))
 
 
-def clearing_pays(economy: Economy, saved: int, rewritten: int, turns_to_compaction: float) -> bool:
-    """A clearing batch saving ``saved`` tokens per later turn, rewriting ``rewritten`` tokens of the
-    prefix now: worth it over the turns until the compaction (or the session's likely end)?"""
-    if not economy.known or economy.premium == 0:
-        return True
-    turns = min(float(economy.horizon), max(0.0, turns_to_compaction))
-    return economy.carry * saved * turns >= economy.premium * rewritten
+def clearing_batch(economy: Economy, saved: int, kept: int) -> int:
+    """How many tokens of old results to let accumulate before clearing them, while the cache is
+    warm: each batch rewrites what follows its first result (``kept`` tokens stay after it, beside
+    the ``saved`` it clears) at the write premium, and until it comes the results are carried at the
+    read price, so batches of ``sqrt(2 × premium × kept × growth / carry)`` cost least per turn (the
+    economic order quantity). 0 where a rewrite costs nothing extra (cold, uncached, unknown)."""
+    if not economy.known or economy.premium == 0 or economy.carry <= 0:
+        return 0
+    return int(math.sqrt(2 * economy.premium * max(0, kept) * max(0.0, economy.growth) / economy.carry))
+
+
+def clearing_pays(economy: Economy, saved: int, kept: int) -> bool:
+    """Clear a batch of ``saved`` tokens now (see ``clearing_batch``)."""
+    return saved >= clearing_batch(economy, saved, kept)
+
+
+def change_pays(economy: Economy, removed: int, rewritten: int) -> bool:
+    """A prefix change removing ``removed`` tokens and rewriting ``rewritten``: paid back over the
+    turns likely still to come?"""
+    return economy.carry * removed * economy.horizon >= economy.premium * rewritten
 
 
 def compacts_early(economy: Economy, total: int, compacted: int) -> bool:

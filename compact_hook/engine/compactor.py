@@ -42,7 +42,7 @@ from compact_hook.engine.archiving import archive_pending, keep
 from compact_hook.engine.breaker import Breaker
 from compact_hook.engine.clearing import advance_clearing
 from compact_hook.engine.compaction import Failed, Made, Making, compaction_key, make, plan
-from compact_hook.engine.costs import clearing_waits, early_plan, economy_of, prepares
+from compact_hook.engine.costs import change_pays_now, clearing_waits, early_plan, economy_of, prepares
 from compact_hook.engine.finish import Outcome, finish, untouched
 from compact_hook.engine.flight import Leases, SingleFlight
 from compact_hook.engine.guarantee import fitted, normalized
@@ -162,9 +162,15 @@ class Compactor:
         ready = await self.preparations.find(run, state)
         if ready is None:
             return None
-        if early or await run.tokens(run.tiers.view(ready)) >= run.window.prepare:
+        if early:
             return ready
-        return None
+        applied = await run.tokens(run.tiers.view(ready))
+        outgrown = applied >= run.window.prepare
+        return (
+            ready
+            if outgrown and change_pays_now(run, await run.tokens(run.tiers.view(state)), applied)
+            else None
+        )
 
     def _prepares(self, run: Run) -> bool:
         return self.preparations is not None and run.config.prepare and not run.config.uses_digest

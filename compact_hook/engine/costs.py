@@ -16,6 +16,7 @@ from compact_hook.core.economics import (
     PREPARE_TURNS,
     Economy,
     Warmth,
+    change_pays,
     clearing_pays,
     compacts_early,
     estimated_saving,
@@ -37,20 +38,21 @@ async def economy_of(run: Run, ledger: CacheLedger) -> Economy | None:
     note = await ledger.note(run.root)
     warmth = note.warmth(time.time(), config.cache_ttl_seconds) if note is not None else Warmth.UNKNOWN
     turns = sum(1 for item in run.tiers.items if item.role is Role.ASSISTANT)
+    growth = note.growth if note is not None and note.growth > 0 else run.total / max(1, turns)
     return Economy(
         request.prices,
         request.summary_prices or request.prices,
         warmth,
-        growth=run.total / max(1, turns),
+        growth=growth,
         turns=turns,
         summary_tokens=config.summary_max_tokens,
     )
 
 
 async def clearing_waits(run: Run, state: Entry, advanced: Entry) -> bool:
-    """A clearing batch waits while the provider holds the prefix warm, until the conversation
-    reaches the trigger — then the prefix is rewritten once, by the batch (or the compaction it
-    spares) — unless it pays for its rewrite on its own over the turns likely still to come."""
+    """A clearing batch waits while the provider holds the prefix warm and the batch is smaller
+    than the one that costs least per turn (``core.economics.clearing_batch``), never past the
+    trigger (then the prefix is rewritten once, by the batch or the compaction it spares)."""
     economy = run.economy
     if economy is None or economy.warmth is not Warmth.WARM:
         return False
@@ -59,11 +61,17 @@ async def clearing_waits(run: Run, state: Entry, advanced: Entry) -> bool:
         return False
     after = await run.tokens(run.tiers.view(advanced))
     rewritten = sum(run.counts[max(state.cleared_before, state.covered) :])
-    turns_left = (run.window.compact - after) / economy.growth if economy.growth > 0 else float("inf")
-    waits = not clearing_pays(economy, before - after, rewritten, turns_left)
+    waits = not clearing_pays(economy, before - after, rewritten - (before - after))
     if waits:
         run.deferred = after
     return waits
+
+
+def change_pays_now(run: Run, now: int, changed: int) -> bool:
+    """Applying a change that takes the request from ``now`` to ``changed`` tokens pays back its
+    rewrite over the turns likely still to come (true when nothing is known)."""
+    economy = run.economy
+    return economy is None or not economy.known or change_pays(economy, now - changed, changed)
 
 
 async def early_plan(run: Run, view: View, tokens: int) -> Partition | None:

@@ -12,7 +12,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable
 
-from compact_hook.core.economics import CacheNote
+from compact_hook.core.economics import CacheNote, Heard
 from compact_hook.state.store import CompactionStore
 
 PREFIX = b"cache:"
@@ -32,17 +32,11 @@ class CacheLedger:
         text = await self.store.get_note(PREFIX + conversation)
         return CacheNote.from_text(text) if text is not None else None
 
-    async def heard(
-        self, conversation: bytes, read: int, written: int, uncached: int, ttl: float
-    ) -> CacheNote:
+    async def heard(self, conversation: bytes, heard: Heard, ttl: float) -> CacheNote:
         """The provider's report of the conversation's latest request, remembered."""
         now = self.clock()
         known = await self.note(conversation)
-        note = (
-            known.after(now, read, written, uncached)
-            if known is not None
-            else CacheNote(now, read, written, uncached, 1, read > 0 or written > 0)
-        )
+        note = known.after(now, heard) if known is not None else heard.first(now)
         if self.store is None:
             self._local[conversation] = note
             self._local.move_to_end(conversation)

@@ -15,6 +15,7 @@ import logging
 from collections.abc import Mapping
 from typing import Any
 
+from compact_hook.core.economics import Heard
 from compact_hook.core.pricing import Usage
 from compact_hook.proxy import server
 from compact_hook.proxy.report import report_in
@@ -60,10 +61,9 @@ class CacheReports:
             usage = provider_usage(kwargs)
             if report is None or not report.conversation or usage is None:
                 return
-            ledger = self.services.compactor.ledger
-            await ledger.heard(
-                report.conversation, usage.cache_read, usage.cache_write, usage.uncached, self._ttl(params)
-            )
+            forwarded = _count(report.get("tokens_after"))
+            heard = Heard(usage.cache_read, usage.cache_write, usage.uncached, forwarded)
+            await self.services.compactor.ledger.heard(report.conversation, heard, self._ttl(params))
         except Exception:
             logger.exception("compact_hook: could not keep a provider's cache report")
 

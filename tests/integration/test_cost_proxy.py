@@ -98,14 +98,14 @@ def test_cost_aware_turns_cost_less_than_todays_and_say_what_they_saved(
         name: cost(served(standin, f"standin-{name}")) + cost(served(standin, f"standin-sum-{name}"))
         for name in ("today", "aware")
     }
-    assert spent["aware"] <= spent["today"], spent
-    # the provider's reports reached the policy: with the cache warm, old results are cleared
-    # later than today (the prefix is rewritten once, when the trigger comes)
-    cleared = {
-        name: next(i for i, h in enumerate(turns) if int(h.get("x-compact-cleared", "0")) > 0)
+    assert spent["aware"] < spent["today"], spent
+    # the provider's reports reached the policy: some turns were shaped differently (a clearing
+    # batch that waited for a bigger one while the cache was warm, a summary not prepared for nothing)
+    shapes = {
+        name: [(h.get("x-compact-cleared"), h.get("x-compact-cache")) for h in turns]
         for name, turns in (("today", today), ("aware", aware))
     }
-    assert cleared["aware"] > cleared["today"], cleared
+    assert shapes["aware"] != shapes["today"]
     compacted = [h for h in aware if h.get("x-compact-compacted") == "true"]
     assert compacted and all("x-compact-cost-saved-usd" in h for h in compacted)
     # summaries are made ahead (prepared): paid after the request that started them, counted in the metrics

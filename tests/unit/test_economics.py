@@ -16,7 +16,9 @@ from compact_hook.core.economics import (
     PREPARE_TURNS,
     CacheNote,
     Economy,
+    Heard,
     Warmth,
+    clearing_batch,
     clearing_pays,
     compacts_early,
     estimated_saving,
@@ -46,23 +48,35 @@ def test_a_note_says_warm_cold_or_uncached_and_survives_the_store() -> None:
     assert first.warmth(now=401.0, ttl=300) is Warmth.COLD
     silent = CacheNote(seen_at=100.0)
     assert silent.warmth(200.0, 300) is Warmth.UNKNOWN  # one report without caching: maybe the first write
-    assert silent.after(150.0, 0, 0, 900).warmth(200.0, 300) is Warmth.UNCACHED
-    later = first.after(250.0, read=5_000, written=300, uncached=20)
+    assert silent.after(150.0, Heard(0, 0, 900, 900)).warmth(200.0, 300) is Warmth.UNCACHED
+    later = first.after(250.0, Heard(read=5_000, written=300, uncached=20, forwarded=5_400))
     assert CacheNote.from_text(later.to_text()) == later
+
+
+def test_growth_per_request_is_smoothed_and_a_shrunk_request_says_nothing_of_it() -> None:
+    note = Heard(0, 1_000, 0, forwarded=10_000).first(0.0)
+    note = note.after(1.0, Heard(1_000, 500, 0, forwarded=12_000))
+    assert note.growth == 2_000
+    note = note.after(2.0, Heard(1_500, 100, 0, forwarded=12_400))
+    assert note.growth == 1_200  # half the last request's, half what was known
+    assert note.after(3.0, Heard(0, 5_000, 0, forwarded=6_000)).growth == 1_200  # compacted: no news
     assert CacheNote.from_text("not,a,note") is None and CacheNote.from_text("") is None
 
 
 @pytest.mark.parametrize("warmth", [Warmth.UNKNOWN, Warmth.COLD, Warmth.UNCACHED])
 def test_without_a_warm_cache_a_clearing_batch_always_pays(warmth: Warmth) -> None:
-    assert clearing_pays(economy(warmth), saved=1, rewritten=10**9, turns_to_compaction=1)
+    assert clearing_pays(economy(warmth), saved=1, kept=10**9)
 
 
-def test_with_a_warm_cache_a_batch_waits_until_its_savings_outweigh_the_rewrite() -> None:
-    warm = economy(Warmth.WARM)
-    # 5K saved per turn at 0.30/M against 80K rewritten at 3.45/M: 184 turns to pay back
-    assert not clearing_pays(warm, saved=5_000, rewritten=80_000, turns_to_compaction=30)
-    assert clearing_pays(warm, saved=40_000, rewritten=60_000, turns_to_compaction=30)
-    assert not clearing_pays(warm, saved=40_000, rewritten=60_000, turns_to_compaction=10)  # compaction first
+def test_with_a_warm_cache_results_accumulate_to_the_batch_that_costs_least_per_turn() -> None:
+    warm = economy(Warmth.WARM, growth=2_000)
+    # the economic order quantity: sqrt(2 × premium × kept × growth / carry)
+    batch = clearing_batch(warm, 0, kept=10_000)
+    assert batch == int(math.sqrt(2 * SONNET.rewrite_premium * 10_000 * 2_000 / SONNET.cache_read))
+    assert not clearing_pays(warm, saved=batch - 100, kept=10_000)
+    assert clearing_pays(warm, saved=batch, kept=10_000)
+    slow = economy(Warmth.WARM, growth=100)  # a conversation that hardly grows: carrying costs, clear sooner
+    assert clearing_batch(slow, 0, kept=10_000) < batch / 4
 
 
 def test_nothing_known_never_compacts_early_and_always_prepares() -> None:
@@ -130,15 +144,15 @@ def test_compacting_early_is_monotone_in_the_gap_once_it_pays_per_token(
 
 
 @settings(max_examples=300, deadline=None)
-@given(warmths, prices, st.integers(0, 10**6), st.integers(0, 10**6), st.floats(0, 1_000))
-def test_clearing_never_waits_for_a_cache_that_would_be_written_anyway(
-    warmth: Warmth, price: Prices, saved: int, rewritten: int, turns: float
+@given(warmths, prices, st.integers(0, 10**6), st.integers(0, 10**6), st.floats(0, 50_000))
+def test_clearing_never_waits_for_a_cache_that_would_be_written_anyway_and_a_bigger_batch_never_waits_longer(
+    warmth: Warmth, price: Prices, saved: int, kept: int, growth: float
 ) -> None:
-    decided = economy(warmth, price)
+    decided = economy(warmth, price, growth=growth)
     if warmth is not Warmth.WARM:
-        assert clearing_pays(decided, saved, rewritten, turns)
-    elif saved == 0 and rewritten > 0:
-        assert not clearing_pays(decided, saved, rewritten, turns) or turns == 0 or price.rewrite_premium == 0
+        assert clearing_pays(decided, saved, kept)
+    if clearing_pays(decided, saved, kept):
+        assert clearing_pays(decided, saved + 1_000, kept)
 
 
 # -- the engine keeps to the trigger and the window, whatever the economics decide ------------------
@@ -211,11 +225,11 @@ async def _report(ledger: Any, conversation: bytes, warmth: Warmth) -> None:
     if warmth is Warmth.UNKNOWN:
         return
     if warmth is Warmth.UNCACHED:
-        await ledger.heard(conversation, 0, 0, 500, 300)
-        await ledger.heard(conversation, 0, 0, 500, 300)
+        await ledger.heard(conversation, Heard(0, 0, 500, 500), 300)
+        await ledger.heard(conversation, Heard(0, 0, 500, 500), 300)
         return
     clock = ledger.clock
     if warmth is Warmth.COLD:  # heard long ago: the provider's cache has expired since
         ledger.clock = lambda: time.time() - 10_000
-    await ledger.heard(conversation, 400, 100, 5, 300)
+    await ledger.heard(conversation, Heard(400, 100, 5, 505), 300)
     ledger.clock = clock
