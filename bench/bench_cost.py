@@ -16,18 +16,21 @@ in 128-token steps (no write fee, reads 0.1x), priced as gpt-5. Summary calls go
 summarizer deployment priced like the agent's model.
 
 Sessions. The two Claude Code transcripts are sent as Claude Code 2.1.330 sends them: its system
-prompt and tools (``tests/data/clients/claude-2.1.330-last.json``) and its breakpoints (``system[1]``,
-``system[2]`` and the last message's first block), on both rule sets (OpenAI ignores breakpoints);
-the eight chat transcripts (OpenHands, SWE-agent, tau-bench) are converted to Anthropic Messages
-(``bench/cost_sessions.py``) and run on OpenAI rules. ``max_tokens`` is 1,024 on every turn: the
-stand-in answers in a few tokens, and Claude Code's 32,000 would be reserved out of these windows.
+prompt and tools (``tests/data/clients/claude-2.1.330-last.json``, ``cache_control`` on ``system[1]``
+and ``system[2]``) and, on Anthropic rules, its moving breakpoint on the last message's first block
+(OpenAI caches without breakpoints); the eight chat transcripts (OpenHands, SWE-agent, tau-bench)
+are converted to Anthropic Messages (``bench/cost_sessions.py``) and run on OpenAI rules.
+``max_tokens`` is 1,024 on every turn: the stand-in answers in a few tokens, and Claude Code's
+32,000 would be reserved out of these windows.
 
 Time, scaled. The stand-in's cache lifetime is ``TTL`` = 2 s standing for the providers' 300 s (1 s
 here is 150 s of a real session). Before a turn whose last message carries tool results the replay
 sends at once (tool turns back to back, the cache stays warm); before a turn whose last message is
 a person's own words (except the first) it sleeps ``TTL`` x 1.25 = 2.5 s, a person reading and
 typing for ~6 minutes: the cache goes cold. SWE-agent transcripts without tool calls return each
-observation as a user message: those count as tool results.
+observation as a user message: those count as tool results. Each proxy first answers one small
+request to the summarizer (then forgotten: a fresh proxy's first request is slow), and a run in
+which two back-to-back turns spanned ``TTL`` or more (machine load) is run again, up to 3 times.
 
 Configurations: ``no compaction`` (a plain proxy: the window is large enough); LiteLLM's
 ``compact_20260112`` and ``clear_tool_uses_20250919`` polyfills, the client sending
@@ -35,7 +38,9 @@ Configurations: ``no compaction`` (a plain proxy: the window is large enough); L
 ``anthropic/`` deployment LiteLLM forwards ``context_management`` to Anthropic's own server-side
 edit, which the stand-in does not simulate); ``compact_hook today`` with ``context_window`` W =
 max(16,000, 0.6 x the session's largest turn, to the thousand); ``compact_hook cost-aware``, the
-same with ``cost_aware: true``, when this checkout's ``CompactConfig`` has that setting.
+same with ``cost_aware: true`` and ``cache_ttl_seconds: TTL`` (the hook judges the cache warm or
+cold by the clock), when this checkout's ``CompactConfig`` has that setting. Prices are also on
+the deployments' ``model_info``, where LiteLLM and the hook read them.
 
 Measured per session, rule set and configuration: cost in USD (agent turns + summary calls), cost
 over ``no compaction``'s, cache hit share (tokens read from the cache / all input tokens of agent
@@ -45,6 +50,10 @@ summary the turn before did not have), summary calls, unused preparations (compa
 prepared in the background and never applied, from its Prometheus metrics) and failed requests
 (turns the client saw fail, and provider requests refused). Tables go to stdout and
 ``bench/results/cost.md``, raw numbers to ``bench/results/cost.json``.
+
+``--quick``: the long Claude Code session and two chat ones. ``--only fa812bfe,OpenAI``: the runs
+whose "session rules configuration" contains every term (with their ``no compaction`` baseline).
+``--jobs N`` (2): runs at once, each with its own stand-in and proxy. A full run takes ~8 minutes.
 """
 
 from __future__ import annotations
@@ -56,7 +65,10 @@ import datetime
 import importlib.metadata
 import json
 import os
+import shutil
+import subprocess
 import sys
+import tempfile
 import threading
 import time
 import urllib.request
@@ -90,6 +102,7 @@ PAUSE = TTL * 1.25
 MAX_TOKENS = 1024
 POLYFILL_MINIMUM = 50_000
 SETTLE_SECONDS = 0.6
+ATTEMPTS = 3
 QUICK_CHAT = ("openhands_ponylang__ponyc-4595", "tau_bench_airline_gpt4o_task2_trial1")
 POLYFILL_SUMMARY = "Previous conversation summary: "
 EVENT_STATES = ("miss", "prepared", "shared")
@@ -176,10 +189,12 @@ class Usage:
         return cls(prompt - cached, 0, cached, output)
 
     def __add__(self, other: Usage) -> Usage:
-        return Usage(*(a + b for a, b in zip(dataclasses.astuple(self), dataclasses.astuple(other), strict=True)))
+        return Usage(
+            *(a + b for a, b in zip(dataclasses.astuple(self), dataclasses.astuple(other), strict=True))
+        )
 
 
-# -- what is run -----------------------------------------------------------------------------------------------
+# -- what is run ---------------------------------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
@@ -282,12 +297,13 @@ def proxy_config(job: Job, upstream: StandinUpstream, prices: Prices) -> dict[st
     }
 
 
-# -- one run ---------------------------------------------------------------------------------------------------
+# -- one run -------------------------------------------------------------------------------------------------
 
 
 @dataclass
 class Turn:
     started: float
+    ended: float
     first: int
     last: int
     cache: str
@@ -312,6 +328,7 @@ class Run:
     unused_source: str
     seconds: float
     max_tool_gap_seconds: float
+    attempts: int = 1
     metrics: dict[str, float] = field(default_factory=dict)
     turn_costs: list[float] = field(default_factory=list)
 
@@ -324,20 +341,38 @@ class Run:
         return self.agent.reads / max(1, self.agent.input)
 
 
-def replay(job: Job, upstream: StandinUpstream) -> Run:
-    """One fresh proxy, the session turn by turn with its pauses, then what the provider served."""
+def replay(job: Job, upstream: StandinUpstream, code: Path) -> Run:
+    """One fresh proxy (compact_hook imported from ``code``), the session turn by turn with its
+    pauses, then what the provider served."""
     upstream.reset()
     prices = Prices.of(job.rules.priced_as)
     port = free_port() if job.setup.hook is not None else None
-    env = {"COMPACT_METRICS_PORT": str(port)} if port else {}
+    env = {"PYTHONPATH": os.pathsep.join([str(code), str(ROOT)])}
+    if port:
+        env["COMPACT_METRICS_PORT"] = str(port)
     started = time.monotonic()
-    with ProxyProcess(proxy_config(job, upstream, prices), env=env) as proxy:
+    logs = os.environ.get("BENCH_COST_LOGS")  # a folder: each proxy's log kept there
+    log_path = Path(logs) / (job.label.replace(" / ", "__").replace(" ", "_") + ".log") if logs else None
+    with ProxyProcess(proxy_config(job, upstream, prices), env=env, log_path=log_path) as proxy:
         client = anthropic.Anthropic(api_key=proxy.master_key, base_url=proxy.url, max_retries=0, timeout=600)
+        warm_up(client, upstream)
         extra = context_management(job.setup, job.window)
-        turns = [send(client, upstream, job.session, i, extra) for i in range(len(job.session.points))]
+        native = job.rules.native_anthropic
+        turns = [
+            send(client, upstream, job.session, i, extra, native) for i in range(len(job.session.points))
+        ]
         settle(upstream)
         metrics = scrape(port) if port else {}
     return measure(job, prices, upstream.requests, turns, metrics, time.monotonic() - started)
+
+
+def warm_up(client: anthropic.Anthropic, upstream: StandinUpstream) -> None:
+    """One small request to the summarizer, forgotten: a fresh proxy's first request is slow (imports,
+    connections), which would otherwise delay the session's second turn."""
+    client.messages.create(
+        model="summarizer", max_tokens=16, messages=[{"role": "user", "content": "warm-up"}]
+    )
+    upstream.reset()
 
 
 def send(
@@ -346,6 +381,7 @@ def send(
     session: Session,
     index: int,
     context: dict[str, Any] | None,
+    native: bool,
 ) -> Turn:
     if index > 0 and session.human[index]:
         time.sleep(PAUSE)
@@ -354,13 +390,13 @@ def send(
         raw = client.messages.with_raw_response.create(
             model="agent",
             max_tokens=MAX_TOKENS,
-            **session.request(session.points[index]),
+            **session.request(session.points[index], breakpoint=native),
             extra_body={"context_management": context} if context else None,
         )
         cache, failed = raw.headers.get("x-compact-cache", ""), False
     except anthropic.APIError:
         cache, failed = "", True
-    return Turn(started, first, len(upstream.requests), cache, failed)
+    return Turn(started, time.monotonic(), first, len(upstream.requests), cache, failed)
 
 
 def settle(upstream: StandinUpstream, timeout: float = 60.0) -> None:
@@ -370,7 +406,7 @@ def settle(upstream: StandinUpstream, timeout: float = 60.0) -> None:
     seen, quiet_since = -1, time.monotonic()
     while time.monotonic() < deadline:
         records = upstream.requests
-        answered = all("cache" in r or "output_tokens" in r for r in records)
+        answered = all("cache" in r or "output_tokens" in r for r in records if model_of(r))
         if len(records) != seen or not answered:
             seen, quiet_since = len(records), time.monotonic()
         elif time.monotonic() - quiet_since >= SETTLE_SECONDS:
@@ -462,21 +498,43 @@ def unused_preparations(
 
 
 def max_tool_gap(session: Session, turns: list[Turn]) -> float:
-    """The longest time between the starts of two turns sent back to back (an upper bound on the
-    provider-side gap; over ``TTL`` would let the cache expire between tool turns)."""
-    gaps = [
-        turns[i].started - turns[i - 1].started for i in range(1, len(turns)) if not session.human[i]
-    ]
+    """The longest span from the start of a turn to the end of the next one sent back to back: an
+    upper bound on the time between the provider's two cache lookups (over ``TTL``, the cache may
+    have expired between tool turns, which real pauses of that length would not do)."""
+    gaps = [turns[i].ended - turns[i - 1].started for i in range(1, len(turns)) if not session.human[i]]
     return max(gaps, default=0.0)
 
 
-# -- running many ----------------------------------------------------------------------------------------------
+# -- running many --------------------------------------------------------------------------------------------
 
 
-class Upstreams:
-    """One stand-in per worker thread, reset before each run."""
+def snapshot(into: Path) -> Path:
+    """compact_hook as it is now, copied for every proxy of this run: edits made meanwhile do not
+    mix in. Copied again (a few seconds later) while the copy does not import: a file being saved."""
+    for attempt in range(1, ATTEMPTS + 1):
+        shutil.rmtree(into / "compact_hook", ignore_errors=True)
+        shutil.copytree(
+            ROOT / "compact_hook", into / "compact_hook", ignore=shutil.ignore_patterns("__pycache__")
+        )
+        check = subprocess.run(
+            [sys.executable, "-c", "import compact_hook.proxy.hook"],
+            env={**os.environ, "PYTHONPATH": str(into)},
+            cwd=into,
+            capture_output=True,
+            text=True,
+        )
+        if check.returncode == 0:
+            return into
+        print(f"  compact_hook does not import (attempt {attempt}): {check.stderr[-300:]}", file=sys.stderr)
+        time.sleep(10)
+    raise RuntimeError("compact_hook/ does not import")
 
-    def __init__(self) -> None:
+
+class Runner:
+    """Runs jobs: one stand-in per worker thread, reset before each run; compact_hook from ``code``."""
+
+    def __init__(self, code: Path) -> None:
+        self.code = code
         self._local = threading.local()
         self._all: list[StandinUpstream] = []
         self._lock = threading.Lock()
@@ -489,6 +547,23 @@ class Upstreams:
             with self._lock:
                 self._all.append(upstream)
         return upstream
+
+    def replay(self, job: Job) -> Run:
+        """The run, again (up to ``ATTEMPTS`` in all) while two back-to-back turns were too far apart
+        or the proxy did not start."""
+        for attempt in range(1, ATTEMPTS + 1):
+            try:
+                run = replay(job, self.mine(), self.code)
+            except (RuntimeError, TimeoutError) as error:
+                if attempt == ATTEMPTS:
+                    raise
+                print(f"  again: {job.label}: {str(error)[:200]}", file=sys.stderr)
+                continue
+            run.attempts = attempt
+            if run.max_tool_gap_seconds < TTL:
+                break
+            print(f"  again: {job.label}: turns {run.max_tool_gap_seconds:.2f} s apart", file=sys.stderr)
+        return run
 
     def stop(self) -> None:
         for upstream in self._all:
@@ -503,7 +578,8 @@ def jobs_for(sessions: list[Session], windows: dict[str, int], only: list[str]) 
             chosen = [
                 Job(session, rules, setup, windows[session.name])
                 for setup in SETUPS
-                if setup.runs_on(rules) and all(term in f"{session.name} {rules.name} {setup.name}" for term in only)
+                if setup.runs_on(rules)
+                and all(term in f"{session.name} {rules.name} {setup.name}" for term in only)
             ]
             if chosen and chosen[0].setup is not PLAIN:
                 chosen.insert(0, Job(session, rules, PLAIN, windows[session.name]))
@@ -511,25 +587,27 @@ def jobs_for(sessions: list[Session], windows: dict[str, int], only: list[str]) 
     return jobs
 
 
-def run_all(jobs: list[Job], workers: int) -> list[Run]:
-    """Longest sessions first, ``workers`` at a time, each with its own stand-in and proxy."""
-    upstreams = Upstreams()
+def run_all(jobs: list[Job], workers: int, code: Path) -> list[Run]:
+    """Longest sessions first, ``workers`` at a time, each with its own stand-in and proxy; the
+    first run that fails for good stops the others."""
+    runner = Runner(code)
     ordered = sorted(jobs, key=lambda job: -len(job.session.points))
+    pool = concurrent.futures.ThreadPoolExecutor(workers)
+    runs: list[Run] = []
     try:
-        with concurrent.futures.ThreadPoolExecutor(workers) as pool:
-            futures = {pool.submit(lambda j=job: replay(j, upstreams.mine())): job for job in ordered}
-            runs = []
-            for future in concurrent.futures.as_completed(futures):
-                run = future.result()
-                print(f"  done: {futures[future].label}: ${run.cost:.4f} in {run.seconds:.0f} s", file=sys.stderr)
-                runs.append(run)
+        futures = {pool.submit(runner.replay, job): job for job in ordered}
+        for future in concurrent.futures.as_completed(futures):
+            run = future.result()
+            print(f"  done: {futures[future].label}: ${run.cost:.4f} in {run.seconds:.0f} s", file=sys.stderr)
+            runs.append(run)
     finally:
-        upstreams.stop()
+        pool.shutdown(cancel_futures=True)
+        runner.stop()
     order = {job.label: n for n, job in enumerate(jobs)}
     return sorted(runs, key=lambda run: order[f"{run.session} / {run.rules} / {run.setup}"])
 
 
-# -- report ----------------------------------------------------------------------------------------------------
+# -- report ------------------------------------------------------------------------------------------------
 
 HEADER = (
     "| session | configuration | cost USD | agent | summary | ÷ no compaction | cache hit share "
@@ -548,106 +626,187 @@ def table(runs: list[Run], rules: Rules, sessions: list[str]) -> str:
             if run is not None:
                 lines.append(row(run, plain.get(session)))
             elif not setup.runs_on(rules) and session in plain:
-                lines.append(f"| {session} | {setup.name} | n/a |" + " n/a |" * 9)
+                lines.append(f"| {session} | {setup.name} |" + " n/a |" * 10)
     lines.extend(totals(mine, plain))
     return "\n".join(lines)
 
 
-def row(run: Run, plain: float | None, session: str | None = None) -> str:
+def row(run: Run, plain: float | None) -> str:
     ratio = f"{run.cost / plain:.3f}" if plain else "–"
     unused = "–" if run.unused_preparations is None else str(run.unused_preparations)
-    return (
-        f"| {session or run.session} | {run.setup} | {run.cost:.4f} | {run.agent_cost:.4f} | {run.summary_cost:.4f} "
-        f"| {ratio} | {run.hit_share:.1%} | {run.agent.input:,} | {run.events} | {run.summary_calls} "
-        f"| {unused} | {run.failed} |"
-    )
+    cells = [
+        run.session,
+        run.setup,
+        f"{run.cost:.4f}",
+        f"{run.agent_cost:.4f}",
+        f"{run.summary_cost:.4f}",
+        ratio,
+        f"{run.hit_share:.1%}",
+        f"{run.agent.input:,}",
+        str(run.events),
+        str(run.summary_calls),
+        unused,
+        str(run.failed),
+    ]
+    return "| " + " | ".join(cells) + " |"
 
 
 def totals(runs: list[Run], plain: dict[str, float]) -> Iterator[str]:
     """One row per configuration run on every session of the table: the sums."""
     for setup in SETUPS:
         mine = [run for run in runs if run.setup == setup.name]
-        if len(plain) < 2 or {run.session for run in mine} != set(plain):
-            continue
-        summed = Run(
-            "all",
-            mine[0].rules,
-            setup.name,
-            0,
-            sum(r.turns for r in mine),
-            sum((r.agent for r in mine), Usage()),
-            sum((r.summary for r in mine), Usage()),
-            sum(r.agent_cost for r in mine),
-            sum(r.summary_cost for r in mine),
-            sum(r.events for r in mine),
-            sum(r.summary_calls for r in mine),
-            sum(r.failed for r in mine),
-            None if setup.hook is None else sum(r.unused_preparations or 0 for r in mine),
-            "",
-            sum(r.seconds for r in mine),
-            0.0,
-        )
-        yield row(summed, sum(plain.values()), session="**all sessions**")
+        if len(plain) > 1 and {run.session for run in mine} == set(plain):
+            yield row(summed(mine), sum(plain.values()))
 
 
-def preamble(command: str, sessions: list[Session], windows: dict[str, int]) -> str:
-    version = importlib.metadata.version("litellm")
-    today = datetime.date.today().isoformat()
-    prices = [
-        Prices.of(ANTHROPIC_RULES.priced_as).row("agent, Anthropic rules"),
-        Prices.of(ANTHROPIC_RULES.priced_as).row("summarizer, Anthropic rules"),
-        Prices.of(OPENAI_RULES.priced_as).row("agent, OpenAI rules"),
-        Prices.of(OPENAI_RULES.priced_as).row("summarizer, OpenAI rules"),
+def summed(runs: list[Run]) -> Run:
+    unused = [run.unused_preparations for run in runs if run.unused_preparations is not None]
+    return Run(
+        session="**all sessions**",
+        rules=runs[0].rules,
+        setup=runs[0].setup,
+        window=0,
+        turns=sum(run.turns for run in runs),
+        agent=sum((run.agent for run in runs), Usage()),
+        summary=sum((run.summary for run in runs), Usage()),
+        agent_cost=sum(run.agent_cost for run in runs),
+        summary_cost=sum(run.summary_cost for run in runs),
+        events=sum(run.events for run in runs),
+        summary_calls=sum(run.summary_calls for run in runs),
+        failed=sum(run.failed for run in runs),
+        unused_preparations=sum(unused) if unused else None,
+        unused_source="",
+        seconds=sum(run.seconds for run in runs),
+        max_tool_gap_seconds=max(run.max_tool_gap_seconds for run in runs),
+    )
+
+
+def price_rows() -> list[str]:
+    return [
+        Prices.of(rules.priced_as).row(f"{role}, {rules.name} rules")
+        for rules in (ANTHROPIC_RULES, OPENAI_RULES)
+        for role in ("agent", "summarizer")
     ]
-    window_rows = [
-        f"| {s.name} | {len(s.points)} | {sum(s.human[1:])} | {windows[s.name]:,} | {polyfill_trigger(windows[s.name]):,} |"
+
+
+def window_rows(sessions: list[Session], windows: dict[str, int]) -> list[str]:
+    return [
+        f"| {s.name} | {len(s.points)} | {sum(s.human[1:])} | {windows[s.name]:,} "
+        f"| {polyfill_trigger(windows[s.name]):,} |"
         for s in sessions
     ]
-    cost_aware = "" if COST_AWARE else "\ncost-aware: not available yet (no `cost_aware` in `CompactConfig`).\n"
-    return f"""# Priced replay
-
-`{command}` — {today}, litellm {version}.
-
-Time is scaled: the stand-in's cache lives {TTL:g} s for the providers' {PROVIDER_TTL:g} s (1 s here
-= {PROVIDER_TTL / TTL:g} s of a real session). Tool turns are sent back to back; before a turn that
-starts with a person's own words (except the first) the replay sleeps {PAUSE:g} s (~{PAUSE * PROVIDER_TTL / TTL / 60:g}
-minutes of reading and typing), so the cache is cold for it. `max_tokens` {MAX_TOKENS:,} on every turn.
-
-Prices, USD per million tokens, from LiteLLM's cost map (`litellm.model_cost`, litellm {version}, read {today});
-OpenAI has no cache-write surcharge, so writes are priced as input:
-
-| deployment | priced as | input | cache write | cache read | output |
-|---|---|---|---|---|---|
-{chr(10).join(prices)}
-
-Sessions: W is compact_hook's `context_window` (max(16,000, 0.6 x the largest turn, system and tools
-included)); the polyfills trigger at max(50,000, 0.92 W) input tokens.
-
-| session | turns | pauses | W | polyfill trigger |
-|---|---|---|---|---|
-{chr(10).join(window_rows)}
-{cost_aware}"""
 
 
-def report(runs: list[Run], sessions: list[Session], windows: dict[str, int], command: str, out: Path) -> str:
-    parts = [preamble(command, sessions, windows)]
+def checkout() -> str:
+    """The commit measured, and whether compact_hook/ had uncommitted changes."""
+
+    def git(*args: str) -> str:
+        return subprocess.run(["git", *args], cwd=ROOT, capture_output=True, text=True).stdout.strip()
+
+    dirty = git("status", "--porcelain", "--", "compact_hook")
+    return git("rev-parse", "--short", "HEAD") + (" + uncommitted changes in compact_hook/" if dirty else "")
+
+
+@dataclass(frozen=True)
+class Header:
+    """What a report says before its tables."""
+
+    command: str
+    checkout: str
+    sessions: list[Session]
+    windows: dict[str, int]
+
+
+def preamble(header: Header) -> str:
+    version, today = importlib.metadata.version("litellm"), datetime.date.today().isoformat()
+    minutes = PAUSE * PROVIDER_TTL / TTL / 60
+    cost_aware = (
+        f"`compact_hook cost-aware`: {json.dumps(COST_AWARE_SETTINGS)} on top of `compact_hook today`."
+        if COST_AWARE
+        else "cost-aware: not available yet (no `cost_aware` in `CompactConfig`)."
+    )
+    lines = [
+        "# Priced replay",
+        "",
+        f"`{header.command}` — {today}, litellm {version}, checkout {header.checkout}.",
+        "",
+        f"Time is scaled: the stand-in's prompt cache lives {TTL:g} s for the providers' {PROVIDER_TTL:g} s "
+        f"(1 s here = {PROVIDER_TTL / TTL:g} s of a real session). Tool turns are sent back to back; before "
+        f"a turn whose last message is a person's own words (except the first) the replay sleeps {PAUSE:g} s "
+        f"(~{minutes:g} minutes of reading and typing), so the cache is cold for it. `max_tokens` "
+        f"{MAX_TOKENS:,} on every turn. Output tokens are the stand-in's: a few per agent reply (the same "
+        "under every configuration) and ~140 per summary, where a real summary runs to a thousand or more, "
+        "so summary costs here are a lower bound.",
+        "",
+        f"Prices, USD per million tokens, from LiteLLM's cost map (`litellm.model_cost`, litellm {version}, "
+        f"read {today}); OpenAI has no cache-write surcharge, so writes are priced as input:",
+        "",
+        "| deployment | priced as | input | cache write | cache read | output |",
+        "|---|---|---|---|---|---|",
+        *price_rows(),
+        "",
+        "W is compact_hook's `context_window`: max(16,000, 0.6 x the largest turn, system and tools "
+        "included, to the thousand); the polyfills trigger at max(50,000, 0.92 W) input tokens. Pauses: "
+        "turns after a person's words.",
+        "",
+        "| session | turns | pauses | W | polyfill trigger |",
+        "|---|---|---|---|---|",
+        *window_rows(header.sessions, header.windows),
+        "",
+        cost_aware,
+        "",
+    ]
+    return "\n".join(lines)
+
+
+def gap_note(runs: list[Run]) -> str:
+    worst = max(runs, key=lambda run: run.max_tool_gap_seconds)
+    verdict = (
+        "under"
+        if worst.max_tool_gap_seconds < TTL
+        else "OVER (the cache may have expired between tool turns)"
+    )
+    again = sum(run.attempts - 1 for run in runs)
+    return (
+        f"Longest span from the start of a turn to the end of the next, back to back: "
+        f"{worst.max_tool_gap_seconds:.2f} s ({worst.session} / {worst.rules} / {worst.setup}), {verdict} "
+        f"the {TTL:g} s cache lifetime; runs repeated because that span reached it (machine load): {again}.\n"
+    )
+
+
+def report(runs: list[Run], header: Header, seconds: float, out: Path) -> str:
+    """The tables (returned, and written to ``out``) and the raw numbers (``out`` as .json)."""
+    parts = [preamble(header)]
     for rules in (ANTHROPIC_RULES, OPENAI_RULES):
-        names = [s.name for s in sessions if any(r.session == s.name and r.rules == rules.name for r in runs)]
+        names = [
+            s.name
+            for s in header.sessions
+            if any(r.session == s.name and r.rules == rules.name for r in runs)
+        ]
         if names:
-            parts.append(f"## {rules.name} rules (priced as {rules.priced_as})\n\n{table(runs, rules, names)}\n")
+            title = f"## {rules.name} rules (priced as {rules.priced_as})"
+            parts.append(f"{title}\n\n{table(runs, rules, names)}\n")
+    parts.append(gap_note(runs))
+    parts.append(f"{len(runs)} runs in {seconds:.0f} s.\n")
     text = "\n".join(parts)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(text)
     raw = {
-        "command": command,
+        "command": header.command,
+        "seconds": round(seconds),
         "date": datetime.date.today().isoformat(),
         "litellm": importlib.metadata.version("litellm"),
         "ttl_seconds": TTL,
         "provider_ttl_seconds": PROVIDER_TTL,
         "pause_seconds": PAUSE,
-        "prices": {rules.priced_as: dataclasses.asdict(Prices.of(rules.priced_as)) for rules in (ANTHROPIC_RULES, OPENAI_RULES)},
-        "windows": windows,
-        "cost_aware_available": COST_AWARE,
+        "max_tokens": MAX_TOKENS,
+        "checkout": header.checkout,
+        "prices_per_token": {
+            rules.priced_as: dataclasses.asdict(Prices.of(rules.priced_as))
+            for rules in (ANTHROPIC_RULES, OPENAI_RULES)
+        },
+        "windows": header.windows,
+        "cost_aware_settings": COST_AWARE_SETTINGS if COST_AWARE else None,
         "runs": [{**dataclasses.asdict(run), "cost": run.cost, "hit_share": run.hit_share} for run in runs],
     }
     out.with_suffix(".json").write_text(json.dumps(raw, indent=1) + "\n")
@@ -658,9 +817,13 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="the long Claude Code session and two chat ones")
     parser.add_argument(
-        "--only", default="", help="comma-separated terms a run's 'session rules configuration' must all contain"
+        "--only",
+        default="",
+        help="comma-separated terms a run's 'session rules configuration' must all contain",
     )
-    parser.add_argument("--jobs", type=int, default=4, help="runs at once, each with its own stand-in and proxy")
+    parser.add_argument(
+        "--jobs", type=int, default=2, help="runs at once, each with its own stand-in and proxy"
+    )
     parser.add_argument("--out", type=Path, default=RESULTS / "cost.md", help="the .json goes beside it")
     args = parser.parse_args()
     started = time.monotonic()
@@ -673,11 +836,16 @@ def main() -> None:
         print("cost-aware: not available yet", file=sys.stderr)
     for session in sessions:
         print(f"{session.name}: W = {windows[session.name]:,}", file=sys.stderr)
-    runs = run_all(jobs, args.jobs)
-    ran = [s for s in sessions if any(r.session == s.name for r in runs)]
-    command = " ".join([".venv/bin/python bench/bench_cost.py", *sys.argv[1:]])
-    print(report(runs, ran, windows, command, args.out))
-    print(f"\n{len(runs)} runs in {time.monotonic() - started:.0f} s", file=sys.stderr)
+    with tempfile.TemporaryDirectory(prefix="bench-cost-") as code:
+        measured = checkout()
+        runs = run_all(jobs, args.jobs, snapshot(Path(code)))
+    header = Header(
+        command=" ".join([".venv/bin/python bench/bench_cost.py", *sys.argv[1:]]),
+        checkout=measured,
+        sessions=[s for s in sessions if any(r.session == s.name for r in runs)],
+        windows=windows,
+    )
+    print(report(runs, header, time.monotonic() - started, args.out))
 
 
 assert set(QUICK_CHAT) <= {name.removesuffix(".json") for name in CHAT_FILES}

@@ -48,13 +48,15 @@ class Session:
     """Per point: the last message is a person's own words (not tool results)."""
     tokenizer: str
     claude_code: bool
-    """Sent by Claude Code: its system prompt, tools and ``cache_control`` breakpoints."""
+    """Sent by Claude Code: its system prompt (``cache_control`` on two blocks), tools and moving
+    breakpoint."""
 
-    def request(self, end: int) -> dict[str, Any]:
-        """The keyword arguments of ``messages.create`` for the turn ending at ``end`` (new objects
-        where a breakpoint goes; the transcript itself is never changed)."""
+    def request(self, end: int, breakpoint: bool = True) -> dict[str, Any]:
+        """The keyword arguments of ``messages.create`` for the turn ending at ``end``: Claude Code's
+        moving breakpoint on the last message when ``breakpoint`` (new objects where it goes; the
+        transcript itself is never changed)."""
         messages = self.messages[:end]
-        if self.claude_code:
+        if self.claude_code and breakpoint:
             messages = with_last_breakpoint(messages)
         body: dict[str, Any] = {"messages": messages}
         if self.system:
@@ -203,7 +205,9 @@ def cut_at_unanswered(messages: list[Message]) -> list[Message]:
         asked = {b["id"] for b in message["content"] if b["type"] == "tool_use"}
         following = messages[index + 1] if index + 1 < len(messages) else None
         answered = (
-            {b["tool_use_id"] for b in following["content"] if b["type"] == "tool_result"} if following else set()
+            {b["tool_use_id"] for b in following["content"] if b["type"] == "tool_result"}
+            if following
+            else set()
         )
         if message["role"] == "assistant" and asked - answered:
             return messages[:index]

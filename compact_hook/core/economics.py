@@ -15,7 +15,8 @@ come, outweighs that premium and the summary:
   the carried context grows by ``growth`` per turn, so the steady-state cost per turn is lowest when
   events are ``sqrt(2 × fixed × growth / carry)`` tokens apart; a conversation that is that far past
   its compacted size compacts now — never later than the hard trigger, which the engine keeps — if
-  the turns likely still to come (as many as have been, at least ``MIN_HORIZON``) pay it back.
+  the turns likely still to come (as many as have been, between ``MIN_HORIZON`` and
+  ``MAX_HORIZON``) pay it back.
 - **Preparing** a summary ahead is worth it only when the conversation is a couple of turns from
   the point where it compacts; earlier, a session that ends first leaves it unused.
 
@@ -32,11 +33,14 @@ from enum import Enum
 from compact_hook.core.pricing import Prices
 
 MIN_HORIZON = 4
-"""Turns assumed still to come, at the least (otherwise as many as have been: a session that has
-run for 40 turns is, on average, about as far from its end)."""
+MAX_HORIZON = 16
+"""Turns assumed still to come: as many as have been (a session that has run for 10 turns is, on
+average, about as far from its end), at least ``MIN_HORIZON`` and at most ``MAX_HORIZON`` — a
+saving further off is too uncertain to pay a summary for now (replayed sessions that ended soon
+after such a compaction paid more than they saved)."""
 PREPARE_TURNS = 2.0
 """A summary is prepared when the conversation is this many turns (at its growth) from compacting."""
-GROWTH_WEIGHT = 0.5
+GROWTH_WEIGHT = 0.25
 """How much the latest request's growth counts in the smoothed growth per request."""
 SUMMARY_PROMPT_TOKENS = 600
 """The summary request's own instructions, beside the transcript it summarizes."""
@@ -179,7 +183,7 @@ class Economy:
     @property
     def horizon(self) -> int:
         """Turns likely still to come."""
-        return max(MIN_HORIZON, self.turns)
+        return min(MAX_HORIZON, max(MIN_HORIZON, self.turns))
 
     def summary_cost(self, middle: int) -> float:
         """One summary call: the transcript and instructions in, the summary out."""
@@ -226,10 +230,11 @@ def change_pays(economy: Economy, removed: int, rewritten: int) -> bool:
     return economy.carry * removed * economy.horizon >= economy.premium * rewritten
 
 
-def compacts_early(economy: Economy, total: int, compacted: int) -> bool:
+def compacts_early(economy: Economy, total: int, compacted: int, middle: int) -> bool:
     """Compact now, under the trigger: far enough past the compacted size that events at this
-    spacing cost least per turn, and paid back over the turns likely still to come (a cold cache
-    adds what the smaller prefix saves on the write this very turn)."""
+    spacing cost least per turn, and paid back over the turns likely still to come — the summary
+    reads the ``middle`` as the client sent it, results we cleared included — (a cold cache adds
+    what the smaller prefix saves on the write this very turn)."""
     if not economy.known:
         return False
     removed = total - compacted
@@ -237,7 +242,7 @@ def compacts_early(economy: Economy, total: int, compacted: int) -> bool:
         return False
     now = economy.prices.cache_write * removed if economy.warmth is Warmth.COLD else 0.0
     benefit = now + economy.carry * removed * economy.horizon
-    cost = economy.summary_cost(removed) + economy.premium * compacted
+    cost = economy.summary_cost(max(middle, removed)) + economy.premium * compacted
     return benefit >= cost
 
 

@@ -14,13 +14,18 @@ from compact_hook.core.counting import item_strings
 from compact_hook.engine.run import Run
 
 
-def advance_clearing(run: Run, state: Entry) -> Entry | None:
-    """A new state clearing one more batch of old tool results, or None if not worth it yet."""
+def advance_clearing(run: Run, state: Entry, at_least: int | None = None) -> Entry | None:
+    """A new state clearing one more batch of old tool results, or None if not worth it yet
+    (``at_least``: the batch's smallest saving, ``clear_at_least`` unless given)."""
     results = [index for index in run.tiers.result_items if index >= state.covered]
     savings = {index: _saving(run, index) for index in set(results)}
     config = run.config
     boundary = next_boundary(
-        results, savings, config.keep_tool_results, state.cleared_before, config.clear_at_least
+        results,
+        savings,
+        config.keep_tool_results,
+        state.cleared_before,
+        config.clear_at_least if at_least is None else at_least,
     )
     if boundary is None:
         return None

@@ -149,28 +149,22 @@ class Compactor:
         ready = await self._outgrown(run, state, early)
         if ready is not None:
             return await self._apply(run, ready)
-        due = early or (tokens >= run.window.prepare and prepares(run, tokens))
+        due = early or (tokens >= run.window.prepare and await prepares(run, state, tokens))
         preparation = await self._prepare(run, state, view) if due else None
         return await self._fit(run, view, Outcome(state, cache, preparation=preparation))
 
     async def _outgrown(self, run: Run, state: Entry, early: bool) -> Entry | None:
-        """Cost-aware, a prepared compaction is applied before the trigger when compacting pays
-        now (``early``), or when the conversation has outgrown it (with it applied it is past
-        ``prepare_ratio``): preparing another would leave this one unused, paid for nothing."""
+        """Cost-aware, a prepared compaction is applied before the trigger as soon as it is ready
+        and applying it pays back its rewrite (its summary is paid for already): left waiting, a
+        session that ends first would leave it unused, and one the conversation outgrows would be
+        prepared again."""
         if self.preparations is None or run.economy is None or not (early or run.economy.known):
             return None
         ready = await self.preparations.find(run, state)
         if ready is None:
             return None
-        if early:
-            return ready
-        applied = await run.tokens(run.tiers.view(ready))
-        outgrown = applied >= run.window.prepare
-        return (
-            ready
-            if outgrown and change_pays_now(run, await run.tokens(run.tiers.view(state)), applied)
-            else None
-        )
+        now, applied = await run.tokens(run.tiers.view(state)), await run.tokens(run.tiers.view(ready))
+        return ready if change_pays_now(run, now, applied) else None
 
     def _prepares(self, run: Run) -> bool:
         return self.preparations is not None and run.config.prepare and not run.config.uses_digest
@@ -226,7 +220,7 @@ class Compactor:
             return await self._compact(run, entry, view, CacheStatus.PREPARED)
         # prepared long ago (the clearing tier kept the turns since under prepare_ratio): it
         # leaves the conversation past prepare_ratio, so the next one is prepared right away
-        due = tokens >= run.window.prepare and prepares(run, tokens)
+        due = tokens >= run.window.prepare and await prepares(run, entry, tokens)
         preparation = await self._prepare(run, entry, view) if due else None
         outcome = Outcome(entry, CacheStatus.PREPARED, archive_path=path, preparation=preparation)
         return await self._fit(run, view, outcome)

@@ -9,6 +9,7 @@ heard yet, every answer is the one made without cost awareness.
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 
 from compact_hook.core.chain import Entry
@@ -17,17 +18,20 @@ from compact_hook.core.economics import (
     Economy,
     Warmth,
     change_pays,
-    clearing_pays,
+    clearing_batch,
     compacts_early,
     estimated_saving,
     worth_preparing,
 )
 from compact_hook.core.items import Role
 from compact_hook.core.partition import Partition
+from compact_hook.engine.clearing import advance_clearing
 from compact_hook.engine.compaction import sized_plan
 from compact_hook.engine.ledger import CacheLedger
 from compact_hook.engine.run import Run
 from compact_hook.engine.view import View
+
+logger = logging.getLogger(__name__)
 
 
 async def economy_of(run: Run, ledger: CacheLedger) -> Economy | None:
@@ -51,17 +55,20 @@ async def economy_of(run: Run, ledger: CacheLedger) -> Economy | None:
 
 async def clearing_waits(run: Run, state: Entry, advanced: Entry) -> bool:
     """A clearing batch waits while the provider holds the prefix warm and the batch is smaller
-    than the one that costs least per turn (``core.economics.clearing_batch``), never past the
-    trigger (then the prefix is rewritten once, by the batch or the compaction it spares)."""
+    than the one that costs least per turn (``core.economics.clearing_batch``) — never once the
+    conversation reaches ``prepare_ratio``: a summary, which reads the middle with every result
+    it cleared, costs far more than any batch saves."""
     economy = run.economy
     if economy is None or economy.warmth is not Warmth.WARM:
         return False
-    before = await run.tokens(run.tiers.view(state))
-    if before >= run.window.compact:
+    before, cap = await run.tokens(run.tiers.view(state)), min(run.window.prepare, run.window.compact)
+    if before >= cap:
         return False
     after = await run.tokens(run.tiers.view(advanced))
-    rewritten = sum(run.counts[max(state.cleared_before, state.covered) :])
-    waits = not clearing_pays(economy, before - after, rewritten - (before - after))
+    saved = before - after
+    kept = sum(run.counts[max(state.cleared_before, state.covered) :]) - saved
+    batch = clearing_batch(economy, saved, kept)
+    waits = saved < batch and before + (batch - saved) < cap  # the batch can grow to its size in time
     if waits:
         run.deferred = after
     return waits
@@ -81,19 +88,28 @@ async def early_plan(run: Run, view: View, tokens: int) -> Partition | None:
     if economy is None or not economy.known or tokens < run.window.clear:
         return None
     part, size = await asyncio.to_thread(sized_plan, run, view)
-    if not part.middle or not compacts_early(economy, tokens, size):
+    if not part.middle:
         return None
-    return part
+    read = sum(
+        run.counts[o] if (o := view.origins[i]) is not None else run.config.summary_max_tokens
+        for i in part.middle
+    )
+    return part if compacts_early(economy, tokens, size, read) else None
 
 
-def prepares(run: Run, tokens: int) -> bool:
-    """Whether a summary prepared now is likely to be applied: not for a trigger the conversation
-    is unlikely to reach soon, nor while a clearing batch that waits would bring it back under
-    the point where preparing starts."""
+async def prepares(run: Run, state: Entry, tokens: int) -> bool:
+    """Whether a summary prepared now is likely to be applied: not while clearing alone (a batch
+    that waits, or the next one) would bring the conversation back under the point where
+    preparing starts — a summary reads the middle with every cleared result and costs far more —
+    nor for a trigger it is unlikely to reach soon."""
     economy = run.economy
-    if economy is None:
+    if economy is None or not economy.known:
         return True
-    if run.deferred is not None and run.deferred < run.window.prepare:
+    floor = run.deferred
+    if floor is None and run.config.clear_tool_results:
+        cleared = advance_clearing(run, state, at_least=1)
+        floor = await run.tokens(run.tiers.view(cleared)) if cleared is not None else None
+    if floor is not None and floor < run.window.prepare:
         return False
     return worth_preparing(economy, tokens, run.window.compact)
 

@@ -31,8 +31,17 @@ SONNET = Prices.per_million(3.0, 3.75, 0.30, 15.0)
 GPT = Prices.per_million(1.25, 1.25, 0.125, 10.0)
 
 
-def economy(warmth: Warmth, prices: Prices = SONNET, growth: float = 2_000, turns: int = 40) -> Economy:
-    return Economy(prices, prices, warmth, growth, turns, summary_tokens=2_000)
+HAIKU = Prices.per_million(1.0, 1.25, 0.10, 5.0)
+
+
+def economy(
+    warmth: Warmth,
+    prices: Prices = SONNET,
+    growth: float = 2_000,
+    turns: int = 40,
+    summary: Prices | None = None,
+) -> Economy:
+    return Economy(prices, summary or prices, warmth, growth, turns, summary_tokens=2_000)
 
 
 def test_a_usage_costs_each_kind_of_token_at_its_price() -> None:
@@ -58,8 +67,8 @@ def test_growth_per_request_is_smoothed_and_a_shrunk_request_says_nothing_of_it(
     note = note.after(1.0, Heard(1_000, 500, 0, forwarded=12_000))
     assert note.growth == 2_000
     note = note.after(2.0, Heard(1_500, 100, 0, forwarded=12_400))
-    assert note.growth == 1_200  # half the last request's, half what was known
-    assert note.after(3.0, Heard(0, 5_000, 0, forwarded=6_000)).growth == 1_200  # compacted: no news
+    assert note.growth == 1_600  # a quarter of the last request's, three quarters of what was known
+    assert note.after(3.0, Heard(0, 5_000, 0, forwarded=6_000)).growth == 1_600  # compacted: no news
     assert CacheNote.from_text("not,a,note") is None and CacheNote.from_text("") is None
 
 
@@ -81,20 +90,24 @@ def test_with_a_warm_cache_results_accumulate_to_the_batch_that_costs_least_per_
 
 def test_nothing_known_never_compacts_early_and_always_prepares() -> None:
     unknown = economy(Warmth.UNKNOWN)
-    assert not compacts_early(unknown, total=500_000, compacted=10_000)
+    assert not compacts_early(unknown, total=500_000, compacted=10_000, middle=490_000)
     assert worth_preparing(unknown, total=1, compact_at=10**9)
 
 
 def test_an_early_compaction_needs_the_gap_and_its_payback() -> None:
-    warm = economy(Warmth.WARM, turns=60)
+    warm = economy(Warmth.WARM, turns=60, summary=HAIKU)  # summaries by a cheaper model
     gap = warm.gap(20_000)
     # sqrt(2 × fixed × growth / carry) with fixed = summary (prompt + output) + premium on 20K
-    fixed = 3e-6 * (600 + 2_000) + 15e-6 * 2_000 + SONNET.rewrite_premium * 20_000
+    fixed = 1e-6 * (600 + 2_000) + 5e-6 * 2_000 + SONNET.rewrite_premium * 20_000
     assert gap == int(math.sqrt(2 * fixed * 2_000 / 0.3e-6))
-    assert not compacts_early(warm, total=20_000 + gap - 1, compacted=20_000)
-    assert compacts_early(warm, total=20_000 + gap + 1, compacted=20_000)
-    young = economy(Warmth.WARM, turns=2)  # 4 turns likely to come: a summary would not pay back
-    assert not compacts_early(young, total=20_000 + 3 * gap, compacted=20_000)
+    assert not compacts_early(warm, total=20_000 + gap - 1, compacted=20_000, middle=gap)
+    assert compacts_early(warm, total=20_000 + gap + 1, compacted=20_000, middle=gap)
+    # what the summary reads is the middle as the client sent it: with its cleared results back, dearer
+    assert not compacts_early(warm, total=20_000 + gap + 1, compacted=20_000, middle=40 * gap)
+    young = economy(Warmth.WARM, turns=2, summary=HAIKU)  # 4 turns likely to come: no payback
+    assert not compacts_early(young, total=20_000 + 3 * gap, compacted=20_000, middle=3 * gap)
+    dear = economy(Warmth.WARM, turns=60)  # summaries by the model itself: 16 turns at most do not pay it
+    assert not compacts_early(dear, total=20_000 + gap + 1, compacted=20_000, middle=gap)
 
 
 def test_a_cold_or_uncached_conversation_compacts_sooner_than_a_warm_one() -> None:
@@ -138,8 +151,8 @@ def test_compacting_early_is_monotone_in_the_gap_once_it_pays_per_token(
     decided = economy(warmth, price, growth, turns)
     if decided.carry * decided.horizon < decided.summary.input:
         return
-    if compacts_early(decided, total, compacted):
-        assert compacts_early(decided, total + 1_000, compacted)
+    if compacts_early(decided, total, compacted, total - compacted):
+        assert compacts_early(decided, total + 1_000, compacted, total + 1_000 - compacted)
         assert total - compacted >= decided.gap(compacted)
 
 
