@@ -239,13 +239,30 @@ SETUPS = [
     PLAIN,
     Setup("compact_20260112 polyfill", edit="compact_20260112"),
     Setup("clear_tool_uses polyfill", edit="clear_tool_uses_20250919"),
-    Setup("compact_hook today", hook={}),
+    Setup("compact_hook today", hook={"cost_aware": False} if COST_AWARE else {}),
     *([Setup("compact_hook cost-aware", hook=COST_AWARE_SETTINGS)] if COST_AWARE else []),
 ]
 
 
+TIGHT_WINDOWS = {"fa812bfe_pre_compact": 40_000}
+"""Sessions also replayed at a tighter window, where compact_hook summarizes (at 0.6 x peak the
+cheap tiers keep the long session under the trigger)."""
+
+
 def window_for(peak_tokens: int) -> int:
     return max(16_000, int(round(peak_tokens * 0.6, -3)))
+
+
+def with_tight_windows(sessions: list[Session], windows: dict[str, int]) -> list[Session]:
+    """``sessions`` and, for those in ``TIGHT_WINDOWS``, a copy named with its window."""
+    extra = []
+    for session in sessions:
+        tight = TIGHT_WINDOWS.get(session.name)
+        if tight is not None:
+            copy = dataclasses.replace(session, name=f"{session.name} (W {tight:,})")
+            windows[copy.name] = tight
+            extra.append(copy)
+    return [*sessions, *extra]
 
 
 def polyfill_trigger(window: int) -> int:
@@ -831,6 +848,7 @@ def main() -> None:
     if args.quick:
         sessions = [s for s in sessions if s.name == "fa812bfe_pre_compact" or s.name in QUICK_CHAT]
     windows = {s.name: window_for(s.peak_tokens()) for s in sessions}
+    sessions = with_tight_windows(sessions, windows)
     jobs = jobs_for(sessions, windows, [term for term in args.only.split(",") if term])
     if not COST_AWARE:
         print("cost-aware: not available yet", file=sys.stderr)

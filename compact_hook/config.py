@@ -119,7 +119,7 @@ class CompactConfig:
     prepare: bool = True
     prepare_ratio: float | None = None
     thinking_prefix_check: bool | None = None
-    cost_aware: bool = False
+    cost_aware: bool = True
     cache_ttl_seconds: float = DEFAULT_CACHE_TTL_SECONDS
     price_input: float | None = None
     price_cache_write: float | None = None

@@ -213,8 +213,9 @@ COMPACT_KEYS: dict[str, Doc] = {
         (
             "time clearing, preparing and compacting by money, from the prompt-cache usage the provider "
             "reports for each conversation (see *Cost-aware timing*): a clearing batch waits while the "
-            "cache is warm, compaction may come before the trigger when it pays, a summary is prepared "
-            "only a couple of turns ahead; never later than the trigger, never over the window"
+            "cache is warm and a summary is not prepared where clearing suffices, compaction may come "
+            "before the trigger when it pays; never later than the trigger, never over the window. "
+            "Acts only on priced models, once the provider has reported on the conversation"
         ),
     ),
     "cache_ttl_seconds": Doc(

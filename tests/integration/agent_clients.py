@@ -169,7 +169,7 @@ def run_client(client: AgentClient, base_url: str, key: str) -> Completed:
         env.update({"HOME": str(home), "NO_PROXY": "127.0.0.1,localhost", "no_proxy": "127.0.0.1,localhost"})
         command = (
             _claude_code(client, env, base_url, key)
-            if client is CLAUDE_CODE
+            if client.binary == CLAUDE_CODE.binary
             else _codex(env, base_url, key, home)
         )
         started = time.monotonic()

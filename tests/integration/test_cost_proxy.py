@@ -55,7 +55,7 @@ def proxy(standin: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Pr
         ]
 
     config = {
-        "model_list": [*group("today"), *group("aware", cost_aware=True)],
+        "model_list": [*group("today", cost_aware=False), *group("aware")],  # cost-aware: the default
         "litellm_settings": {"callbacks": "compact_hook.proxy_handler_instance"},
     }
     with ProxyProcess(config, env={"COMPACT_METRICS_PORT": str(METRICS_PORT)}) as running:
