@@ -125,7 +125,7 @@ class Compactor:
                 return await self._fit(run, view, Outcome(Entry(), CacheStatus.NONE, Reason.BELOW_THRESHOLD))
             remembered = True
         state, cache = await self._recall(run)
-        run.economy = await economy_of(run, self.ledger)
+        run.economy = await economy_of(run, self.ledger, state)
         state = await self._clear(run, state)
         view = run.tiers.view(state)
         tokens = await run.tokens(view)
@@ -149,7 +149,7 @@ class Compactor:
         ready = await self._outgrown(run, state, early)
         if ready is not None:
             return await self._apply(run, ready)
-        due = early or (tokens >= run.window.prepare and await prepares(run, state, tokens))
+        due = early or (tokens >= run.window.prepare and await prepares(run, state, view, tokens))
         preparation = await self._prepare(run, state, view) if due else None
         return await self._fit(run, view, Outcome(state, cache, preparation=preparation))
 
@@ -220,7 +220,7 @@ class Compactor:
             return await self._compact(run, entry, view, CacheStatus.PREPARED)
         # prepared long ago (the clearing tier kept the turns since under prepare_ratio): it
         # leaves the conversation past prepare_ratio, so the next one is prepared right away
-        due = tokens >= run.window.prepare and await prepares(run, entry, tokens)
+        due = tokens >= run.window.prepare and await prepares(run, entry, view, tokens)
         preparation = await self._prepare(run, entry, view) if due else None
         outcome = Outcome(entry, CacheStatus.PREPARED, archive_path=path, preparation=preparation)
         return await self._fit(run, view, outcome)

@@ -13,6 +13,7 @@ import logging
 import time
 
 from compact_hook.core.chain import Entry
+from compact_hook.core.counting import item_strings
 from compact_hook.core.economics import (
     PREPARE_TURNS,
     Economy,
@@ -34,8 +35,9 @@ from compact_hook.engine.view import View
 logger = logging.getLogger(__name__)
 
 
-async def economy_of(run: Run, ledger: CacheLedger) -> Economy | None:
-    """What this request's decisions weigh; None when cost-aware timing is off or unpriced."""
+async def economy_of(run: Run, ledger: CacheLedger, state: Entry) -> Economy | None:
+    """What this request's decisions weigh; None when cost-aware timing is off or unpriced. A
+    summary's length is this conversation's last one's, where it has one (else the most allowed)."""
     request, config = run.request, run.config
     if not config.cost_aware or request.prices is None:
         return None
@@ -49,7 +51,7 @@ async def economy_of(run: Run, ledger: CacheLedger) -> Economy | None:
         warmth,
         growth=growth,
         turns=turns,
-        summary_tokens=config.summary_max_tokens,
+        summary_tokens=run.counter.count_text(state.summary) if state.summary else config.summary_max_tokens,
     )
 
 
@@ -64,14 +66,11 @@ async def clearing_waits(run: Run, state: Entry, advanced: Entry) -> bool:
     before, cap = await run.tokens(run.tiers.view(state)), min(run.window.prepare, run.window.compact)
     if before >= cap:
         return False
-    after = await run.tokens(run.tiers.view(advanced))
+    now, cleared = run.tiers.view(state), run.tiers.view(advanced)
+    after = await run.tokens(cleared)
     saved = before - after
-    kept = sum(run.counts[max(state.cleared_before, state.covered) :]) - saved
-    batch = clearing_batch(economy, saved, kept)
-    waits = saved < batch and before + (batch - saved) < cap  # the batch can grow to its size in time
-    if waits:
-        run.deferred = after
-    return waits
+    batch = clearing_batch(economy, saved, rewritten(run, now, cleared))
+    return saved < batch and before + (batch - saved) < cap  # the batch can grow to its size in time
 
 
 def change_pays_now(run: Run, now: int, changed: int) -> bool:
@@ -97,21 +96,48 @@ async def early_plan(run: Run, view: View, tokens: int) -> Partition | None:
     return part if compacts_early(economy, tokens, size, read) else None
 
 
-async def prepares(run: Run, state: Entry, tokens: int) -> bool:
+async def prepares(run: Run, state: Entry, view: View, tokens: int) -> bool:
     """Whether a summary prepared now is likely to be applied: not while clearing alone (a batch
     that waits, or the next one) would bring the conversation back under the point where
-    preparing starts — a summary reads the middle with every cleared result and costs far more —
-    nor for a trigger it is unlikely to reach soon."""
+    preparing starts and costs less than the compaction — a summary reads the middle with every
+    cleared result — nor for a trigger it is unlikely to reach soon."""
     economy = run.economy
     if economy is None or not economy.known:
         return True
-    floor = run.deferred
-    if floor is None and run.config.clear_tool_results:
-        cleared = advance_clearing(run, state, at_least=1)
-        floor = await run.tokens(run.tiers.view(cleared)) if cleared is not None else None
-    if floor is not None and floor < run.window.prepare:
-        return False
+    advanced = advance_clearing(run, state, at_least=1) if run.config.clear_tool_results else None
+    if advanced is not None:
+        cleared = run.tiers.view(advanced)
+        if await run.tokens(cleared) < run.window.prepare:
+            part, size = await asyncio.to_thread(sized_plan, run, view)
+            compaction = economy.summary_cost(_read(run, view, part)) + economy.premium * size
+            if economy.premium * rewritten(run, view, cleared) <= compaction:
+                return False
     return worth_preparing(economy, tokens, run.window.compact)
+
+
+def rewritten(run: Run, before: View, after: View) -> int:
+    """Tokens the provider writes again when the forwarded view changes from ``before`` to
+    ``after``: everything from the first item that differs."""
+    first = next(
+        (i for i, (a, b) in enumerate(zip(before.items, after.items, strict=False)) if a is not b),
+        min(len(before.items), len(after.items)),
+    )
+    counts = run.counter.count(after.prints, lambda i: item_strings(after.items[i]))
+    return sum(counts[first:])
+
+
+def _read(run: Run, view: View, part: Partition) -> int:
+    """What a summary of ``part`` reads: the middle with its cleared results restored, tool outputs
+    truncated (``engine.compaction``), our earlier summary as it stands."""
+    items, prints = [], []
+    for position in part.middle:
+        origin = view.origins[position]
+        item, print_ = (
+            (view.items[position], view.prints[position]) if origin is None else run.tiers.truncated(origin)
+        )
+        items.append(item)
+        prints.append(print_)
+    return sum(run.counter.count(prints, lambda i: item_strings(items[i])))
 
 
 def turns_ahead(run: Run, tokens: int) -> int:

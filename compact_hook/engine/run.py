@@ -63,9 +63,6 @@ class Run:
     """The conversation's stored state, once looked up (see ``Compactor._recall``)."""
     economy: Economy | None = None
     """What cost-aware decisions weigh for this request (``engine.costs``), once looked up."""
-    deferred: int | None = None
-    """The request's size with the clearing batch that waits (cost-aware) applied: what it comes
-    down to without a summary, once the batch is due."""
     prefix_changed: bool = False
     """This request changes the forwarded prefix (a compaction applied, a clearing batch): the
     provider's cache is written again from the change on."""
