@@ -71,12 +71,14 @@ lint: install
 typecheck: install
 	$(PY) -m mypy
 
-bench: install
+bench: install clients-install
 	$(PY) bench/bench_tokens.py
 	$(PY) bench/bench_hook_overhead.py
 	$(PY) bench/bench_replay.py
 	$(PY) bench/compare_builtins.py
 	$(PY) bench/bench_retention.py
+	$(PY) bench/bench_cost.py
+	$(PY) bench/bench_cost_clients.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache compact_archive

@@ -738,7 +738,8 @@ def preamble(header: Header) -> str:
     version, today = importlib.metadata.version("litellm"), datetime.date.today().isoformat()
     minutes = PAUSE * PROVIDER_TTL / TTL / 60
     cost_aware = (
-        f"`compact_hook cost-aware`: {json.dumps(COST_AWARE_SETTINGS)} on top of `compact_hook today`."
+        f"`compact_hook today`: `cost_aware: false` (the timing before cost awareness); `compact_hook "
+        f"cost-aware`: {json.dumps(COST_AWARE_SETTINGS)} (the default now, with the scaled lifetime)."
         if COST_AWARE
         else "cost-aware: not available yet (no `cost_aware` in `CompactConfig`)."
     )

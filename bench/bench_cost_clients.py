@@ -48,7 +48,7 @@ RESULTS = ROOT / "bench" / "results"
 PRICED_AS = {"Claude Code": "claude-sonnet-4-5", "Codex CLI": "gpt-5"}
 SETUPS: dict[str, dict[str, Any] | None] = {
     "no compaction": None,
-    "compact_hook today": {},
+    "compact_hook today": {"cost_aware": False},
     "compact_hook cost-aware": {"cost_aware": True},
 }
 

@@ -28,6 +28,9 @@ from compact_hook.engine.summarize import DIGEST_CHARS_PER_TOKEN, Budget, Summar
 from compact_hook.engine.view import View
 from compact_hook.errors import SummarizerError
 
+SHRINK_FLOOR = 4
+"""A cost-aware compaction shrinks the tail kept verbatim to no less than 1/4 of its budget."""
+
 
 @dataclass(frozen=True, slots=True)
 class Made:
@@ -78,7 +81,7 @@ def sized_plan(run: Run, view: View, ahead: int = 0) -> tuple[Partition, int]:
     """
     config, limits = run.config, run.window
     counts = run.counter.count(view.prints, lambda i: item_strings(view.items[i]))
-    budget = limits.tail_budget(config)
+    budget, target = limits.tail_budget(config), compaction_target(run)
     tail = max(min(MIN_TAIL_BUDGET, budget), budget - ahead)
     kept = limits.keep_budget(config)
     pins = {i: run.pins[o] for i, o in enumerate(view.origins) if o is not None and o in run.pins}
@@ -92,9 +95,22 @@ def sized_plan(run: Run, view: View, ahead: int = 0) -> tuple[Partition, int]:
             keep=KeepPolicy(kept, config.protected_tools, pins, limits.pinned_budget(config)),
         )
         size = _estimate(run, part, counts, pins)
-        if tail <= MIN_TAIL_BUDGET or size + ahead < limits.target:
+        fits = size + ahead < limits.target
+        if tail <= MIN_TAIL_BUDGET or size + ahead < target or (fits and tail <= budget // SHRINK_FLOOR):
             return _planned(run, view, part), size
         tail, kept = max(MIN_TAIL_BUDGET, tail // 2), kept // 2
+
+
+def compaction_target(run: Run) -> int:
+    """What a compaction aims to leave at most: ``Limits.target``; cost-aware, lower when
+    compactions would otherwise come closer together than the spacing that costs least per turn
+    (``core.economics``: each event pays a summary and a rewritten prefix) — the tail kept
+    verbatim shrinks for it to no less than a quarter of its budget."""
+    limits, economy = run.window, run.economy
+    if economy is None or not economy.known:
+        return limits.target
+    floor = limits.target // 2
+    return max(floor, min(limits.target, limits.compact - economy.gap(floor)))
 
 
 def _planned(run: Run, view: View, part: Partition) -> Partition:
