@@ -246,3 +246,50 @@ async def _report(ledger: Any, conversation: bytes, warmth: Warmth) -> None:
         ledger.clock = lambda: time.time() - 10_000
     await ledger.heard(conversation, Heard(400, 100, 5, 505), 300)
     ledger.clock = clock
+
+
+def test_a_cost_aware_compaction_aims_lower_when_compactions_would_come_too_close() -> None:
+    """With the cache warm and a summary dearer than what a few turns of reading save, compacting
+    harder spaces the events out: the cost-aware compaction leaves less than today's, keeps the
+    newest turn verbatim, and both stay valid."""
+    asyncio.run(_compare_targets())
+
+
+async def _compare_targets() -> None:
+    from compact_hook.engine import Compactor, CompactRequest
+    from compact_hook.formats import Conversation
+    from compact_hook.state.store import MemoryStore
+    from tests.compaction import config
+    from tests.conversations import Call, Said, Tools, body, w, wire_of
+    from tests.fakes import FakeSummarizer, InMemoryArchive, WordCounter
+    from tests.support import pairing_problems
+
+    sizes: dict[bool, int] = {}
+    for aware in (False, True):
+        compactor = Compactor(MemoryStore(1_000, 3_600))
+        steps: list[Any] = [Said(w(30, "task"))]
+        for index in range(40):
+            steps.append(Tools((Call(f"t{index}", w(60, f"o{index}")),)))
+            parsed = wire_of("chat").parse(body("chat", [*steps, Said("next?")]))
+            assert isinstance(parsed, Conversation)
+            request = CompactRequest(
+                parsed,
+                config(cost_aware=aware, prepare=False),
+                FakeSummarizer(),
+                "session",
+                scope=b"scope",
+                archive=InMemoryArchive(),
+                counter=WordCounter(),
+                prices=SONNET,
+            )
+            result = await compactor.compact(request)
+            if result.conversation:
+                await compactor.ledger.heard(
+                    result.conversation, Heard(500, 50, 5, result.output_tokens), 300
+                )
+            if result.compacted and result.cache.value == "miss":
+                assert pairing_problems(result.messages) == []
+                assert result.messages[-1] is parsed.entries[-1]
+                sizes[aware] = result.output_tokens
+                break
+    assert sizes[True] < sizes[False]
