@@ -853,7 +853,9 @@ class SimClock:
 
 
 def cached_usage(surface_name: str, usage: dict[str, Any], result: Any) -> dict[str, Any]:
-    """``usage`` with the prompt cache's input counts (its output counts kept)."""
+    """``usage`` with the prompt cache's input counts (its output counts kept; as it is without them)."""
+    if result is None:
+        return usage
     if surface_name == "messages" and "input_tokens" in usage:
         return {**usage, **prompt_cache.anthropic_usage(result, usage.get("output_tokens", 0))}
     if surface_name == "chat" and "prompt_tokens" in usage:
@@ -1030,7 +1032,10 @@ class _Handler(BaseHTTPRequestHandler):
         except prompt_cache.CacheControlError as exc:
             self._send_json(400, surface.bad_request(str(exc), None))
             return
-        self._recorded["cache"] = cached._asdict()
+        except Exception:  # a shape the cache cannot read (fuzzed junk): answered, not cached
+            cached = None
+        if cached is not None:
+            self._recorded["cache"] = cached._asdict()
         if agent_script.is_agent(model) and surface is not CHAT:
             self._agent(surface, req, cached)
             return

@@ -3,7 +3,8 @@
 A deployment's ``model_info`` cost keys (``input_cost_per_token`` …: what LiteLLM itself bills
 with) over LiteLLM's model cost map entry for its model; a group no deployment of which is priced
 falls back to the ``price_*`` settings, else it has no price (then no money is reported for it
-and cost-aware timing acts as without).
+and cost-aware timing acts as without). A deployment LiteLLM prices at nothing (it answers 0.0 for a
+model it does not know, and a local model may cost nothing) is not priced: there is nothing to weigh.
 """
 
 from __future__ import annotations
@@ -37,8 +38,8 @@ def deployment_prices(deployment: Mapping[str, Any]) -> Prices | None:
     known = _numbers(_cost_map_entry(deployment))
     model_info = deployment.get("model_info")
     known.update(_numbers(model_info if isinstance(model_info, Mapping) else {}))
-    if INPUT not in known or OUTPUT not in known:
-        return None
+    if INPUT not in known or OUTPUT not in known or known[INPUT] + known[OUTPUT] <= 0:
+        return None  # LiteLLM answers 0.0 for a model it does not know: not priced, not free
     base = known[INPUT]
     return Prices(base, known.get(WRITE, base), known.get(READ, base), known[OUTPUT])
 
