@@ -18,6 +18,7 @@ from typing import Any
 from compact_hook.core.economics import Heard
 from compact_hook.core.pricing import Usage
 from compact_hook.proxy import server
+from compact_hook.proxy.caller import group_of
 from compact_hook.proxy.report import report_in
 from compact_hook.proxy.router_summarizer import is_internal_call
 from compact_hook.proxy.services import Services
@@ -69,15 +70,6 @@ class CacheReports:
 
     def _ttl(self, params: Mapping[str, Any]) -> float:
         """The cache lifetime of the request's model group (the base setting if it is unknown)."""
-        router, group = server.proxy_router(), _group(params)
+        router, group = server.proxy_router(), group_of(params)
         config = self.services.models.resolve(router, group) if router is not None and group else None
         return (config or self.services.base).cache_ttl_seconds
-
-
-def _group(params: Mapping[str, Any]) -> str | None:
-    for key in ("litellm_metadata", "metadata"):
-        metadata = params.get(key)
-        group = metadata.get("model_group") if isinstance(metadata, Mapping) else None
-        if isinstance(group, str) and group:
-            return group
-    return None

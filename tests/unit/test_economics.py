@@ -194,12 +194,10 @@ async def _turns_keep_the_limits(
     """Every turn of a growing conversation, with the provider's cache reported in any state:
     what is forwarded fits the window, and a conversation at or past the trigger is compacted
     (or says why it could not be), exactly as without cost awareness."""
-    from compact_hook.engine import Compactor, CompactRequest
-    from compact_hook.formats import Conversation
+    from compact_hook.engine import Compactor
     from compact_hook.state.store import MemoryStore
     from tests.compaction import config
-    from tests.conversations import Call, Said, Tools, body, w, wire_of
-    from tests.fakes import FakeSummarizer, InMemoryArchive, WordCounter
+    from tests.conversations import Call, Said, Tools, w
 
     settings_ = config(cost_aware=True, clear_tool_results=clearing, keep_tool_results=1, clear_at_least=20)
     compactor = Compactor(MemoryStore(1_000, 3_600))
@@ -208,18 +206,7 @@ async def _turns_keep_the_limits(
     checked: list[Any] = []
     for index, (calls, words) in enumerate(turns):
         steps.append(Tools(tuple(Call(f"t{index}x{k}", w(words, f"o{index}")) for k in range(calls))))
-        parsed = wire_of(wire).parse(body(wire, [*steps, Said("next?")]))
-        assert isinstance(parsed, Conversation)
-        request = CompactRequest(
-            parsed,
-            settings_,
-            FakeSummarizer(),
-            "session",
-            scope=b"scope",
-            archive=InMemoryArchive(),
-            counter=WordCounter(),
-            prices=price,
-        )
+        parsed, request = priced_request(wire, steps, settings_, price)
         result = await compactor.compact(request)
         checked.append(result)
         assert result.output_tokens <= 1000 or result.reason is Reason.CANNOT_FIT
@@ -228,6 +215,28 @@ async def _turns_keep_the_limits(
         if result.conversation:  # what the provider would report for it: the state under test
             await _report(compactor.ledger, result.conversation, warmth)
     assert len(checked) == len(turns)
+
+
+def priced_request(wire: str, steps: list[Any], settings_: Any, price: Prices) -> tuple[Any, Any]:
+    """The conversation ``steps`` (and a user's next question) as a priced engine request."""
+    from compact_hook.engine import CompactRequest
+    from compact_hook.formats import Conversation
+    from tests.conversations import Said, body, wire_of
+    from tests.fakes import FakeSummarizer, InMemoryArchive, WordCounter
+
+    parsed = wire_of(wire).parse(body(wire, [*steps, Said("next?")]))
+    assert isinstance(parsed, Conversation)
+    request = CompactRequest(
+        parsed,
+        settings_,
+        FakeSummarizer(),
+        "session",
+        scope=b"scope",
+        archive=InMemoryArchive(),
+        counter=WordCounter(),
+        prices=price,
+    )
+    return parsed, request
 
 
 PAST_TRIGGER = {Reason.OVER_TRIGGER, Reason.NOTHING_TO_SUMMARIZE, Reason.CANNOT_FIT, Reason.FITTED}
@@ -256,12 +265,10 @@ def test_a_cost_aware_compaction_aims_lower_when_compactions_would_come_too_clos
 
 
 async def _compare_targets() -> None:
-    from compact_hook.engine import Compactor, CompactRequest
-    from compact_hook.formats import Conversation
+    from compact_hook.engine import Compactor
     from compact_hook.state.store import MemoryStore
     from tests.compaction import config
-    from tests.conversations import Call, Said, Tools, body, w, wire_of
-    from tests.fakes import FakeSummarizer, InMemoryArchive, WordCounter
+    from tests.conversations import Call, Said, Tools, w
     from tests.support import pairing_problems
 
     sizes: dict[bool, int] = {}
@@ -270,18 +277,7 @@ async def _compare_targets() -> None:
         steps: list[Any] = [Said(w(30, "task"))]
         for index in range(40):
             steps.append(Tools((Call(f"t{index}", w(60, f"o{index}")),)))
-            parsed = wire_of("chat").parse(body("chat", [*steps, Said("next?")]))
-            assert isinstance(parsed, Conversation)
-            request = CompactRequest(
-                parsed,
-                config(cost_aware=aware, prepare=False),
-                FakeSummarizer(),
-                "session",
-                scope=b"scope",
-                archive=InMemoryArchive(),
-                counter=WordCounter(),
-                prices=SONNET,
-            )
+            parsed, request = priced_request("chat", steps, config(cost_aware=aware, prepare=False), SONNET)
             result = await compactor.compact(request)
             if result.conversation:
                 await compactor.ledger.heard(
