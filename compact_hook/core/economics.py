@@ -208,12 +208,12 @@ class Economy:
         return int(math.sqrt(2 * self.fixed_cost(compacted) * self.growth / carry))
 
 
-def clearing_batch(economy: Economy, saved: int, kept: int) -> int:
+def clearing_batch(economy: Economy, kept: int) -> int:
     """How many tokens of old results to let accumulate before clearing them, while the cache is
-    warm: each batch rewrites what follows its first result (``kept`` tokens stay after it, beside
-    the ``saved`` it clears) at the write premium, and until it comes the results are carried at the
-    read price, so batches of ``sqrt(2 × premium × kept × growth / carry)`` cost least per turn (the
-    economic order quantity). 0 where a rewrite costs nothing extra (cold, uncached, unknown)."""
+    warm: each batch rewrites what follows its first result (``kept`` tokens) at the write premium,
+    and until it comes the results are carried at the read price, so batches of
+    ``sqrt(2 × premium × kept × growth / carry)`` cost least per turn (the economic order
+    quantity). 0 where a rewrite costs nothing extra (cold, uncached, unknown)."""
     if not economy.known or economy.premium == 0 or economy.carry <= 0:
         return 0
     return int(math.sqrt(2 * economy.premium * max(0, kept) * max(0.0, economy.growth) / economy.carry))
@@ -221,7 +221,7 @@ def clearing_batch(economy: Economy, saved: int, kept: int) -> int:
 
 def clearing_pays(economy: Economy, saved: int, kept: int) -> bool:
     """Clear a batch of ``saved`` tokens now (see ``clearing_batch``)."""
-    return saved >= clearing_batch(economy, saved, kept)
+    return saved >= clearing_batch(economy, kept)
 
 
 def change_pays(economy: Economy, removed: int, rewritten: int) -> bool:

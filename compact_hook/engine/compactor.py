@@ -146,14 +146,14 @@ class Compactor:
         ``early``: compacting now pays (cost-aware): a prepared compaction that is ready is applied,
         else one is prepared now and applied on a later turn, so no turn waits for its summary."""
         tokens = await run.tokens(view)
-        ready = await self._outgrown(run, state, early)
+        ready = await self._ready_to_apply(run, state, tokens, early)
         if ready is not None:
             return await self._apply(run, ready)
         due = early or (tokens >= run.window.prepare and await prepares(run, state, view, tokens))
         preparation = await self._prepare(run, state, view) if due else None
         return await self._fit(run, view, Outcome(state, cache, preparation=preparation))
 
-    async def _outgrown(self, run: Run, state: Entry, early: bool) -> Entry | None:
+    async def _ready_to_apply(self, run: Run, state: Entry, tokens: int, early: bool) -> Entry | None:
         """Cost-aware, a prepared compaction is applied before the trigger as soon as it is ready
         and applying it pays back its rewrite (its summary is paid for already): left waiting, a
         session that ends first would leave it unused, and one the conversation outgrows would be
@@ -163,8 +163,7 @@ class Compactor:
         ready = await self.preparations.find(run, state)
         if ready is None:
             return None
-        now, applied = await run.tokens(run.tiers.view(state)), await run.tokens(run.tiers.view(ready))
-        return ready if change_pays_now(run, now, applied) else None
+        return ready if change_pays_now(run, tokens, await run.tokens(run.tiers.view(ready))) else None
 
     def _prepares(self, run: Run) -> bool:
         return self.preparations is not None and run.config.prepare and not run.config.uses_digest
@@ -227,10 +226,11 @@ class Compactor:
 
     async def _clear(self, run: Run, state: Entry) -> Entry:
         """Tier 2: advance the clearing boundary by a batch when the request is past the clear ratio."""
-        if not run.config.clear_tool_results or await run.tokens(run.tiers.view(state)) < run.window.clear:
+        now = run.tiers.view(state)
+        if not run.config.clear_tool_results or await run.tokens(now) < run.window.clear:
             return state
         advanced = advance_clearing(run, state)
-        if advanced is None or await clearing_waits(run, state, advanced):
+        if advanced is None or await clearing_waits(run, now, advanced):
             return state
         await self._put(run, advanced)
         run.prefix_changed = True

@@ -55,21 +55,20 @@ async def economy_of(run: Run, ledger: CacheLedger, state: Entry) -> Economy | N
     )
 
 
-async def clearing_waits(run: Run, state: Entry, advanced: Entry) -> bool:
+async def clearing_waits(run: Run, now: View, advanced: Entry) -> bool:
     """A clearing batch waits while the provider holds the prefix warm and the batch is smaller
     than the one that costs least per turn (``core.economics.clearing_batch``) — never once the
     conversation reaches ``prepare_ratio``: a summary, which reads the middle with every result
-    it cleared, costs far more than any batch saves."""
+    it cleared, costs far more than any batch saves. ``now``: the view before the batch."""
     economy = run.economy
     if economy is None or economy.warmth is not Warmth.WARM:
         return False
-    before, cap = await run.tokens(run.tiers.view(state)), min(run.window.prepare, run.window.compact)
+    before, cap = await run.tokens(now), min(run.window.prepare, run.window.compact)
     if before >= cap:
         return False
-    now, cleared = run.tiers.view(state), run.tiers.view(advanced)
-    after = await run.tokens(cleared)
-    saved = before - after
-    batch = clearing_batch(economy, saved, rewritten(run, now, cleared))
+    cleared = run.tiers.view(advanced)
+    saved = before - await run.tokens(cleared)
+    batch = clearing_batch(economy, rewritten(run, now, cleared))
     return saved < batch and before + (batch - saved) < cap  # the batch can grow to its size in time
 
 
@@ -86,14 +85,12 @@ async def early_plan(run: Run, view: View, tokens: int) -> Partition | None:
     economy = run.economy
     if economy is None or not economy.known or tokens < run.window.clear:
         return None
+    if tokens - run.context_tokens < economy.gap(run.context_tokens):
+        return None  # no cut can remove the gap (it only grows with what is kept): no plan needed
     part, size = await asyncio.to_thread(sized_plan, run, view)
     if not part.middle:
         return None
-    read = sum(
-        run.counts[o] if (o := view.origins[i]) is not None else run.config.summary_max_tokens
-        for i in part.middle
-    )
-    return part if compacts_early(economy, tokens, size, read) else None
+    return part if compacts_early(economy, tokens, size, _read(run, view, part)) else None
 
 
 async def prepares(run: Run, state: Entry, view: View, tokens: int) -> bool:

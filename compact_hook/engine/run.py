@@ -104,14 +104,21 @@ class Run:
 
     @cached_property
     def root(self) -> bytes:
-        return self.chain[root_position(self.request.conversation.lazy_items())]
+        """The conversation's key: the chain at its first user turn (hashed alone, not the whole
+        chain: a request under the thresholds needs only this)."""
+        position = root_position(self.request.conversation.lazy_items())
+        if "chain" in self.__dict__:
+            return self.chain[position]
+        return prefix_chain(self.request.scope, self.prints[:position])[position]
 
     @property
     def watched(self) -> bytes:
         """The key the provider's cache reports for this conversation are kept under (empty: not
-        kept): with cost-aware timing on, from half the total at which anything can change."""
+        kept): with cost-aware timing on for a priced model, from half the total at which anything
+        can change."""
         limits, config = self.limits, self.config
-        if not config.cost_aware or limits is None or self.total < limits.engage // 2 or not self.prints:
+        priced = config.cost_aware and self.request.prices is not None
+        if not priced or limits is None or self.total < limits.engage // 2 or not self.prints:
             return b""
         return self.root
 

@@ -80,12 +80,12 @@ def test_without_a_warm_cache_a_clearing_batch_always_pays(warmth: Warmth) -> No
 def test_with_a_warm_cache_results_accumulate_to_the_batch_that_costs_least_per_turn() -> None:
     warm = economy(Warmth.WARM, growth=2_000)
     # the economic order quantity: sqrt(2 × premium × kept × growth / carry)
-    batch = clearing_batch(warm, 0, kept=10_000)
+    batch = clearing_batch(warm, kept=10_000)
     assert batch == int(math.sqrt(2 * SONNET.rewrite_premium * 10_000 * 2_000 / SONNET.cache_read))
     assert not clearing_pays(warm, saved=batch - 100, kept=10_000)
     assert clearing_pays(warm, saved=batch, kept=10_000)
     slow = economy(Warmth.WARM, growth=100)  # a conversation that hardly grows: carrying costs, clear sooner
-    assert clearing_batch(slow, 0, kept=10_000) < batch / 4
+    assert clearing_batch(slow, kept=10_000) < batch / 4
 
 
 def test_nothing_known_never_compacts_early_and_always_prepares() -> None:
@@ -289,3 +289,22 @@ async def _compare_targets() -> None:
                 sizes[aware] = result.output_tokens
                 break
     assert sizes[True] < sizes[False]
+
+
+def test_the_conversation_key_is_the_chains_whether_or_not_the_whole_chain_was_hashed() -> None:
+    """``Run.root`` hashes only up to the first user turn when nothing else needed the chain."""
+    from compact_hook.core.chain import root_position
+    from compact_hook.engine.run import ProcessMemory, Run
+    from tests.compaction import config
+    from tests.conversations import Call, Said, Tools, w
+
+    steps: list[Any] = [Said(w(5, "task")), *(Tools((Call(f"t{i}", w(20, f"o{i}")),)) for i in range(6))]
+    parsed, request = priced_request("anthropic", steps, config(), SONNET)
+
+    async def measured() -> Run:
+        return await Run.measure(request, ProcessMemory())
+
+    alone, hashed = asyncio.run(measured()), asyncio.run(measured())
+    whole = hashed.chain  # the whole chain first: the key is read from it
+    assert alone.root == hashed.root == whole[root_position(parsed.lazy_items())]
+    assert "chain" not in alone.__dict__  # the key alone did not hash every message
