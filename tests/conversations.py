@@ -1,7 +1,8 @@
-"""One logical agent conversation, written in each wire format (chat, Anthropic Messages, Responses).
+"""One logical agent conversation, written in each wire format (chat, Anthropic Messages, Responses,
+Google generateContent).
 
 Tests describe a conversation once — user turns, tool turns (parallel calls included), assistant
-replies — and get the request body each surface would carry, so every scenario runs on all three.
+replies — and get the request body each surface would carry, so every scenario runs on all four.
 """
 
 from __future__ import annotations
@@ -10,10 +11,12 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from compact_hook.formats import ANTHROPIC, CHAT, RESPONSES, WireFormat
+from compact_hook.formats import ANTHROPIC, CHAT, GOOGLE, RESPONSES, WireFormat
 
-WIRES = {"chat": CHAT, "anthropic": ANTHROPIC, "responses": RESPONSES}
-ENTRIES_KEY = {"chat": "messages", "anthropic": "messages", "responses": "input"}
+WIRES = {"chat": CHAT, "anthropic": ANTHROPIC, "responses": RESPONSES, "google": GOOGLE}
+WIRE_NAMES = tuple(WIRES)
+"""Every wire's name: what a test runs on when it runs on all of them."""
+ENTRIES_KEY = {"chat": "messages", "anthropic": "messages", "responses": "input", "google": "contents"}
 
 
 @dataclass(frozen=True)
@@ -50,7 +53,7 @@ def w(count: int, word: str = "w") -> str:
 
 def body(wire: str, steps: list[Step], system: str | None = None, **extra: Any) -> dict[str, Any]:
     """The request body for ``steps`` in ``wire`` (``system``: the head in that format's place)."""
-    build = {"chat": _chat, "anthropic": _anthropic, "responses": _responses}[wire]
+    build = {"chat": _chat, "anthropic": _anthropic, "responses": _responses, "google": _google}[wire]
     data = build(steps, system)
     data.update(extra)
     return data
@@ -146,6 +149,38 @@ def _responses(steps: list[Step], system: str | None) -> dict[str, Any]:
     data: dict[str, Any] = {"input": items}
     if system:
         data["instructions"] = system
+    return data
+
+
+def _google(steps: list[Step], system: str | None) -> dict[str, Any]:
+    """Gemini's shape: a model turn's first call carries a thought signature (parallel ones none),
+    calls carry no ids (the Gemini API returns none), responses answer by name."""
+    contents: list[dict[str, Any]] = []
+    for k, step in enumerate(steps):
+        if isinstance(step, Said):
+            contents.append({"role": "user" if step.user else "model", "parts": [{"text": step.text}]})
+            continue
+        text = [{"text": step.text}] if step.text else []
+        calls = [
+            {"functionCall": {"name": c.name, "args": c.arguments}}
+            | ({"thoughtSignature": f"sig_{k}"} if n == 0 else {})
+            for n, c in enumerate(step.calls)
+        ]
+        contents.append({"role": "model", "parts": text + calls})
+        if step.answered:
+            responses = [
+                {
+                    "functionResponse": {
+                        "name": c.name,
+                        "response": {"error" if c.error else "output": c.output},
+                    }
+                }
+                for c in step.calls
+            ]
+            contents.append({"role": "user", "parts": responses})
+    data: dict[str, Any] = {"contents": contents, "generationConfig": {"maxOutputTokens": 1}}
+    if system:
+        data["systemInstruction"] = {"parts": [{"text": system}]}
     return data
 
 

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from compact_hook.core.items import SUMMARY_PREFIX, Item  # noqa: F401  (re-exported for tests)
-from compact_hook.formats import ANTHROPIC, CHAT, RESPONSES, WireFormat
+from compact_hook.formats import ANTHROPIC, CHAT, GOOGLE, RESPONSES, WireFormat
 
 Message = dict[str, Any]
 
@@ -39,6 +39,8 @@ def pairing_problems(messages: Sequence[Any], wire: WireFormat = CHAT) -> list[t
         return _anthropic_problems(messages)
     if wire is RESPONSES:
         return _responses_problems(messages)
+    if wire is GOOGLE:
+        return _google_problems(messages)
     return _chat_problems(messages)
 
 
@@ -130,6 +132,39 @@ def _responses_problems(items: Sequence[Any]) -> list[tuple[str, int]]:
     return problems
 
 
+def _google_parts(content: Any, key: str) -> list[dict[str, Any]]:
+    parts = content.get("parts") if isinstance(content, dict) else None
+    return [p[key] for p in parts or [] if isinstance(p, dict) and isinstance(p.get(key), dict)]
+
+
+def _google_problems(contents: Sequence[Any]) -> list[tuple[str, int]]:
+    """Gemini: a model content's function calls are answered, one response each, by the user content
+    right after it (by id where both have one, else by name)."""
+    problems: list[tuple[str, int]] = []
+    for index, content in enumerate(contents):
+        following = contents[index + 1] if index + 1 < len(contents) else None
+        previous = contents[index - 1] if index > 0 else None
+        if content.get("role") == "model":
+            calls = _google_parts(content, "functionCall")
+            answers = _google_parts(following, "functionResponse") if following is not None else []
+            names = sorted(str(c.get("name")) for c in calls)
+            if calls and (
+                following is None
+                or following.get("role") == "model"
+                or names != sorted(str(a.get("name")) for a in answers)
+            ):
+                problems.append(("unanswered call", id(content)))
+        else:
+            answers = _google_parts(content, "functionResponse")
+            asked = (
+                _google_parts(previous, "functionCall")
+                if previous is not None and previous.get("role") == "model"
+                else []
+            )
+            problems.extend(("orphan result", id(content)) for _ in answers[len(asked) :])
+    return problems
+
+
 def is_summary(entry: Any, wire: WireFormat = CHAT) -> bool:
     return wire.item(entry).is_summary
 
@@ -177,6 +212,49 @@ def replay_points(messages: Sequence[Message]) -> list[int]:  # chat
 
 def is_prefix(shorter: Sequence[Any], longer: Sequence[Any]) -> bool:
     return len(shorter) <= len(longer) and list(longer[: len(shorter)]) == list(shorter)
+
+
+def chat_to_google(messages: Sequence[Message]) -> list[dict[str, Any]]:
+    """A chat transcript as Gemini contents (what the Google GenAI SDK would send): calls without ids,
+    each turn's first call signed, a turn's tool messages as one user content answering by name;
+    system messages as user text (Gemini has no mid-conversation system entry)."""
+    contents: list[dict[str, Any]] = []
+    names: dict[str, str] = {}
+    for message in messages:
+        role, content = message["role"], message.get("content")
+        text = content if isinstance(content, str) else json.dumps(content) if content else ""
+        if role == "tool":
+            response = {
+                "functionResponse": {
+                    "name": names.get(message.get("tool_call_id", ""), "tool"),
+                    "response": {"output": text},
+                }
+            }
+            if (
+                contents
+                and contents[-1]["role"] == "user"
+                and "functionResponse" in contents[-1]["parts"][-1]
+            ):
+                contents[-1]["parts"].append(response)
+            else:
+                contents.append({"role": "user", "parts": [response]})
+        elif role == "assistant":
+            parts: list[dict[str, Any]] = [{"text": text}] if text else []
+            for n, call in enumerate(message.get("tool_calls") or []):
+                function = call["function"]
+                names[call["id"]] = function["name"]
+                try:
+                    args = json.loads(function["arguments"] or "{}")
+                except ValueError:
+                    args = {"raw": function["arguments"]}
+                part: dict[str, Any] = {"functionCall": {"name": function["name"], "args": args}}
+                if n == 0:
+                    part["thoughtSignature"] = f"sig_{len(contents)}"
+                parts.append(part)
+            contents.append({"role": "model", "parts": parts or [{"text": ""}]})
+        else:
+            contents.append({"role": "user", "parts": [{"text": text}]})
+    return contents
 
 
 def chat_to_responses(messages: Sequence[Message]) -> list[dict[str, Any]]:

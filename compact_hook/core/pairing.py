@@ -112,7 +112,8 @@ def _parts(items: Sequence[Item], unit: Unit, kind: PartKind) -> list[PartRef]:
 
 
 def _match(items: Sequence[Item], calls: list[PartRef], results: list[PartRef]) -> dict[PartRef, PartRef]:
-    """result → call: by id where the id names a call of this turn, then in order. Linear."""
+    """result → call: by id where the id names a call of this turn, then in order — by name first
+    where the result names its tool (Gemini answers parallel calls by name). Linear."""
     by_id: dict[str, deque[PartRef]] = {}
     for call in calls:
         call_id = items[call[0]].parts[call[1]].call_id
@@ -124,11 +125,25 @@ def _match(items: Sequence[Item], calls: list[PartRef], results: list[PartRef]) 
         if candidates:
             answered[result] = candidates.popleft()
     taken = set(answered.values())
-    free = iter([call for call in calls if call not in taken])
+    free = deque(call for call in calls if call not in taken)
+    by_name: dict[str, deque[PartRef]] = {}
+    for call in free:
+        by_name.setdefault(items[call[0]].parts[call[1]].name, deque()).append(call)
     for result in results:
-        if result not in answered:
-            spare = next(free, None)
-            if spare is None:
-                break
-            answered[result] = spare
+        if result in answered:
+            continue
+        name = items[result[0]].parts[result[1]].name
+        spare = _first_free(by_name.get(name) if name else None, taken) or _first_free(free, taken)
+        if spare is None:
+            break
+        taken.add(spare)
+        answered[result] = spare
     return answered
+
+
+def _first_free(queue: deque[PartRef] | None, taken: set[PartRef]) -> PartRef | None:
+    while queue:
+        call = queue.popleft()
+        if call not in taken:
+            return call
+    return None

@@ -9,11 +9,13 @@ from __future__ import annotations
 from compact_hook.formats.anthropic import AnthropicFormat
 from compact_hook.formats.base import Conversation, Rejected, WireFormat
 from compact_hook.formats.chat import ChatFormat
+from compact_hook.formats.google import GoogleFormat
 from compact_hook.formats.responses import ResponsesFormat
 
 CHAT = ChatFormat()
 ANTHROPIC = AnthropicFormat()
 RESPONSES = ResponsesFormat()
+GOOGLE = GoogleFormat()
 
 BY_CALL_TYPE: dict[str, WireFormat] = {
     "acompletion": CHAT,
@@ -21,6 +23,10 @@ BY_CALL_TYPE: dict[str, WireFormat] = {
     "anthropic_messages": ANTHROPIC,
     "aresponses": RESPONSES,
     "responses": RESPONSES,
+    "agenerate_content": GOOGLE,
+    "agenerate_content_stream": GOOGLE,
+    "generate_content": GOOGLE,
+    "generate_content_stream": GOOGLE,
 }
 
 
@@ -29,4 +35,4 @@ def format_for(call_type: str) -> WireFormat | None:
     return BY_CALL_TYPE.get(call_type)
 
 
-__all__ = ["ANTHROPIC", "CHAT", "RESPONSES", "Conversation", "Rejected", "WireFormat", "format_for"]
+__all__ = ["ANTHROPIC", "CHAT", "GOOGLE", "RESPONSES", "Conversation", "Rejected", "WireFormat", "format_for"]

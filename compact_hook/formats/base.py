@@ -11,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, overload
 
@@ -178,7 +178,7 @@ def compact_json(value: Any) -> str:
         raise MalformedError("a value is nested too deeply to read") from exc
 
 
-def positive_int(data: dict[str, Any], *keys: str) -> int | None:
+def positive_int(data: Mapping[str, Any], *keys: str) -> int | None:
     """The first of ``keys`` holding a positive integer (an output reserve)."""
     for key in keys:
         value = data.get(key)

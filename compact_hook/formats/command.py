@@ -1,7 +1,7 @@
 """``/compact [focus]``: a user asking, in the conversation, for a compaction now.
 
 Recognized in user-authored text only — a string ``content`` or a first text part, in any of
-the three formats (a Responses string ``input`` too) — never in tool output.
+the four formats (a Responses string ``input`` too) — never in tool output.
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ def _user_text(entry: Any) -> str | None:
         return None
     if entry.get("type", "message") != "message":
         return None
-    content = entry.get("content")
+    content = entry.get("content", entry.get("parts"))  # Google: ``parts``
     if isinstance(content, str):
         return content
     if isinstance(content, list) and content and isinstance(content[0], dict):

@@ -1,4 +1,4 @@
-"""Every behaviour on every surface: the same scenarios on chat, Anthropic Messages and Responses.
+"""Every behaviour on every surface: the same scenarios on chat, Anthropic Messages, Responses and Google.
 
 The peer scenarios that apply to a wire format (PEER_SCENARIOS A.2, B.25-31, C.39/45-47/49/52, E.57-61,
 G.73/77), the cut-point sweep over every shared transcript, and what each adapter must keep exactly
@@ -26,10 +26,11 @@ from compact_hook.engine import Compactor
 from compact_hook.formats import ANTHROPIC, CHAT, RESPONSES, Conversation, Rejected
 from compact_hook.state.store import MemoryStore
 from tests.compaction import config, run
-from tests.conversations import Call, Said, Step, Tools, body, entries, w, wire_of
+from tests.conversations import WIRE_NAMES, Call, Said, Step, Tools, body, entries, w, wire_of
 from tests.fakes import FakeSummarizer
 from tests.support import (
     TRANSCRIPTS,
+    chat_to_google,
     chat_to_responses,
     is_summary,
     load_transcript,
@@ -38,7 +39,7 @@ from tests.support import (
     without_markers,
 )
 
-WIRES = ["chat", "anthropic", "responses"]
+WIRES = WIRE_NAMES
 
 LONG: list[Step] = [
     Said("task: fix the failing parser test " + w(20)),
@@ -220,9 +221,16 @@ async def test_an_orphan_result_is_removed_when_normalizing(wire: str) -> None:
             ],
         },
         "responses": {"type": "function_call_output", "call_id": "gone", "output": "stale"},
+        "google": {
+            "role": "user",
+            "parts": [
+                {"functionResponse": {"name": "gone", "response": {"output": "stale"}}},
+                {"text": "go"},
+            ],
+        },
     }[wire]
     sent = entries(wire, data)
-    sent[-1:] = [orphan] if wire == "anthropic" else [orphan, sent[-1]]
+    sent[-1:] = [orphan] if wire in ("anthropic", "google") else [orphan, sent[-1]]
     result = await run(wire, data, config(normalize="always"))
     assert pairing_problems(result.messages, wire_of(wire)) == []
     assert "stale" not in json.dumps(result.messages) and "go" in json.dumps(result.messages[-1])
@@ -328,20 +336,19 @@ async def test_responses_reasoning_stays_with_its_turn(tail: float) -> None:
     assert pairing_problems(out, RESPONSES) == []
 
 
-async def test_an_anthropic_conversation_still_opens_with_a_user_turn_when_the_first_kept_unit_is_the_models() -> (
-    None
-):
+@pytest.mark.parametrize("wire", ["anthropic", "google"])
+async def test_a_conversation_still_opens_with_a_user_turn_when_the_first_kept_unit_is_the_models(
+    wire: str,
+) -> None:
     steps = [
         Said("task " + w(30)),
         Tools((Call("todo", w(30)),)),
         *[Tools((Call("read", w(150)),)) for _ in range(6)],
         Said("go on"),
     ]
-    result = await run(
-        "anthropic", body("anthropic", steps), config(protected_tools=("todo",), user_message_budget=0)
-    )
+    result = await run(wire, body(wire, steps), config(protected_tools=("todo",), user_message_budget=0))
     assert result.compacted and result.messages[0]["role"] == "user"
-    assert pairing_problems(result.messages, ANTHROPIC) == []
+    assert pairing_problems(result.messages, wire_of(wire)) == []
 
 
 MANAGED = Reason.CLIENT_MANAGED
@@ -415,6 +422,11 @@ SAID = [{"role": "user", "content": "hi"}]
             "context_management",
         ),
         ("chat", {"messages": [{"content": "no role"}]}, Reason.MALFORMED, "no role"),
+        ("google", {"contents": "hi"}, Reason.MALFORMED, "not a list"),
+        ("google", {"contents": [{"role": "system", "parts": []}]}, Reason.MALFORMED, "role is 'system'"),
+        ("google", {"contents": [{"role": "user", "parts": "hi"}]}, Reason.MALFORMED, "parts is str"),
+        ("google", {"contents": [{"role": "user", "parts": [1]}]}, Reason.MALFORMED, "not an object"),
+        ("google", {"contents": [], "cachedContent": "cachedContents/abc"}, MANAGED, "cachedContent"),
     ],
 )
 def test_requests_we_must_not_touch_are_rejected_with_their_reason(
@@ -443,12 +455,14 @@ def test_an_anthropic_thinking_edit_leaves_the_conversation_ours_and_system_entr
 def test_what_the_model_reads_besides_the_entries_is_counted_and_the_reserve_read(wire: str) -> None:
     tools = {"chat": [{"type": "function", "function": {"name": "t"}}], "anthropic": [{"name": "t"}]}
     tools["responses"] = [{"type": "function", "name": "t"}]
-    reserve_key = {
-        "chat": "max_completion_tokens",
-        "anthropic": "max_tokens",
-        "responses": "max_output_tokens",
+    tools["google"] = [{"functionDeclarations": [{"name": "t"}]}]
+    reserve = {
+        "chat": {"max_completion_tokens": 77},
+        "anthropic": {"max_tokens": 77},
+        "responses": {"max_output_tokens": 77},
+        "google": {"generationConfig": {"maxOutputTokens": 77}},
     }[wire]
-    data = body(wire, LONG[:2], system="instructions here", tools=tools[wire], **{reserve_key: 77})
+    data = body(wire, LONG[:2], system="instructions here", tools=tools[wire], **reserve)
     parsed = wire_of(wire).parse(data)
     assert isinstance(parsed, Conversation)
     assert parsed.reserve == 77 and tools[wire] in parsed.context
@@ -461,6 +475,7 @@ def test_what_the_model_reads_besides_the_entries_is_counted_and_the_reserve_rea
 def _sweep_cases() -> list[tuple[str, str]]:
     cases = [("chat", name) for name in openai_transcripts()]
     cases += [("responses", name) for name in openai_transcripts()]
+    cases += [("google", name) for name in openai_transcripts()]
     cases += [("anthropic", path.name) for path in sorted((TRANSCRIPTS / "anthropic").glob("*.json"))]
     return cases
 
@@ -471,7 +486,7 @@ def test_every_cut_of_every_transcript_keeps_calls_with_their_results(wire: str,
         sent = load_transcript(name, "anthropic")["messages"]
     else:
         chat = load_transcript(name)
-        sent = chat_to_responses(chat) if wire == "responses" else chat
+        sent = {"responses": chat_to_responses, "google": chat_to_google}.get(wire, list)(chat)
     format_ = wire_of(wire)
     items = [format_.item(entry) for entry in sent]
     counts = [1 + sum(len(s.split()) for s in item_strings(item)[0]) for item in items]

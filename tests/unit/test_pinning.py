@@ -33,11 +33,11 @@ from compact_hook.state.store import MemoryStore
 from compact_hook.state.tokenizers import counter_for
 from tests.compaction import config as base_config
 from tests.compaction import run
-from tests.conversations import Call, Said, Step, Tools, body, entries, w, wire_of
+from tests.conversations import WIRE_NAMES, Call, Said, Step, Tools, body, entries, w, wire_of
 from tests.fakes import FakeSummarizer, InMemoryArchive
 from tests.support import is_summary, items_of, pairing_problems
 
-WIRES = ["chat", "anthropic", "responses"]
+WIRES = WIRE_NAMES
 PATTERNS = ("<system-reminder>", "CLAUDE.md")
 TASK = "task: fix the parser; never edit files under vendor/ " + w(20)
 

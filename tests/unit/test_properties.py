@@ -26,11 +26,11 @@ from compact_hook.engine import Compactor, CompactRequest, CompactResult
 from compact_hook.formats import Conversation, Rejected, format_for
 from compact_hook.proxy import hook as hook_module
 from compact_hook.proxy import server
-from tests.conversations import Call, Said, Step, Tools, body, entries, w, wire_of
+from tests.conversations import WIRE_NAMES, Call, Said, Step, Tools, body, entries, w, wire_of
 from tests.fakes import FakeSummarizer, InMemoryArchive, WordCounter
 from tests.support import is_summary, pairing_problems
 
-WIRES = ["chat", "anthropic", "responses"]
+WIRES = WIRE_NAMES
 EXAMPLES = settings(
     max_examples=int(os.environ.get("PROPERTY_EXAMPLES", "40")),
     deadline=None,
