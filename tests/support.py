@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import json
 from collections.abc import Sequence
 from pathlib import Path
@@ -163,6 +164,36 @@ def _google_problems(contents: Sequence[Any]) -> list[tuple[str, int]]:
             )
             problems.extend(("orphan result", id(content)) for _ in answers[len(asked) :])
     return problems
+
+
+def google_turn_problems(contents: list[dict[str, Any]]) -> list[int]:
+    """Model contents of the current turn (after the last user content that is not only function
+    responses) whose first call carries no signature: what Gemini 3 answers 400 to."""
+    start = 0
+    for index, content in enumerate(contents):
+        parts = content["parts"]
+        if content["role"] == "user" and not all("functionResponse" in part for part in parts):
+            start = index + 1
+    problems = []
+    for index in range(start, len(contents)):
+        calls = [part for part in contents[index]["parts"] if "functionCall" in part]
+        if contents[index]["role"] == "model" and calls and "thoughtSignature" not in calls[0]:
+            problems.append(index)
+    return problems
+
+
+def unsigned_before_the_current_turn(data: dict[str, Any]) -> dict[str, Any]:
+    """What clients do: signatures kept only where the API checks them (the current turn)."""
+    contents = copy.deepcopy(data["contents"])
+    last_user = max(
+        k
+        for k, c in enumerate(contents)
+        if c["role"] == "user" and not all("functionResponse" in p for p in c["parts"])
+    )
+    for content in contents[:last_user]:
+        for part in content["parts"]:
+            part.pop("thoughtSignature", None)
+    return {**data, "contents": contents}
 
 
 def is_summary(entry: Any, wire: WireFormat = CHAT) -> bool:

@@ -23,12 +23,12 @@ from hypothesis import strategies as st
 from compact_hook.config import CompactConfig
 from compact_hook.core.normalize import ABORTED_RESULT
 from compact_hook.engine import Compactor, CompactRequest, CompactResult
-from compact_hook.formats import Conversation, Rejected, format_for
+from compact_hook.formats import GOOGLE, Conversation, Rejected, format_for
 from compact_hook.proxy import hook as hook_module
 from compact_hook.proxy import server
 from tests.conversations import WIRE_NAMES, Call, Said, Step, Tools, body, entries, w, wire_of
 from tests.fakes import FakeSummarizer, InMemoryArchive, WordCounter
-from tests.support import is_summary, pairing_problems
+from tests.support import google_turn_problems, is_summary, pairing_problems, unsigned_before_the_current_turn
 
 WIRES = WIRE_NAMES
 EXAMPLES = settings(
@@ -119,13 +119,34 @@ def test_any_conversation_leaves_valid_with_its_head_and_kept_entries_untouched(
     assert all(id(entry) in originals or is_new(entry, wire) for entry in out)
     if wire == "chat":
         assert out[0] is sent[0]  # the system head
-    if wire == "anthropic" and out and out is not sent:
+    if wire_of(wire).first_turn_user and out and out is not sent:
         assert out[0]["role"] == "user"
     assert out[-1] is sent[-1] or is_new(out[-1], wire)  # the latest user message leaves as sent
-    reserve = 1 if wire == "anthropic" else 0  # the Anthropic body asks max_tokens=1
+    reserve = 1 if wire in ("anthropic", "google") else 0  # those bodies ask for 1 token of output
     assert config.context_window is not None
     if config.on_overflow == "fit" and result.reason != "cannot_fit":
         assert result.output_tokens <= config.context_window - reserve
+
+
+agent_loops = st.tuples(
+    st.lists(st.one_of(said, tools), max_size=12), st.lists(tools, min_size=1, max_size=16)
+).map(lambda parts: [Said("the task " + w(5)), *parts[0], Said("the task now"), *parts[1]])
+"""Conversations whose current turn is a tool loop in progress (what an agent sends)."""
+
+
+@EXAMPLES
+@given(steps=agent_loops, config=configs)
+def test_a_gemini_current_turn_keeps_its_signatures_and_the_roles_alternate(
+    steps: list[Step], config: CompactConfig
+) -> None:
+    data = unsigned_before_the_current_turn(body("google", steps, system="the system prompt"))
+    sent = copy.deepcopy(data)
+    result = compact("google", data, config)
+    GOOGLE.render(sent, result.messages)
+    forwarded = sent["contents"]
+    roles = [content["role"] for content in forwarded]
+    assert roles[0] == "user" and all(a != b for a, b in zip(roles, roles[1:], strict=False))
+    assert google_turn_problems(forwarded) == []
 
 
 @pytest.mark.parametrize("wire", WIRES)
@@ -145,6 +166,7 @@ def test_the_same_request_always_leaves_the_same_way(
     )
 
 
+PART_KEYS = ["text", "thought", "thoughtSignature", "functionCall", "functionResponse", "inlineData", "x"]
 json_values = st.recursive(
     st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=20),
     lambda children: (
@@ -155,9 +177,12 @@ json_values = st.recursive(
 entry_like = st.one_of(
     json_values,
     st.fixed_dictionaries(
-        {"role": st.sampled_from(["user", "assistant", "tool", "system", "x", 3])},
+        {"role": st.sampled_from(["user", "assistant", "tool", "system", "model", "x", 3])},
         optional={
             "content": json_values,
+            "parts": st.one_of(
+                json_values, st.lists(st.dictionaries(st.sampled_from(PART_KEYS), json_values))
+            ),
             "tool_calls": json_values,
             "type": json_values,
             "call_id": json_values,
@@ -185,11 +210,17 @@ def router() -> Any:
 
 @EXAMPLES
 @given(
-    call_type=st.sampled_from(["acompletion", "anthropic_messages", "aresponses", "atext_completion"]),
-    key=st.sampled_from(["messages", "input"]),
+    call_type=st.sampled_from(
+        ["acompletion", "anthropic_messages", "aresponses", "agenerate_content_stream", "atext_completion"]
+    ),
+    key=st.sampled_from(["messages", "input", "contents"]),
     value=st.one_of(json_values, st.lists(entry_like, max_size=12)),
     extra=st.dictionaries(
-        st.sampled_from(["system", "tools", "max_tokens", "instructions"]), json_values, max_size=3
+        st.sampled_from(
+            ["system", "tools", "max_tokens", "instructions", "systemInstruction", "generationConfig"]
+        ),
+        json_values,
+        max_size=3,
     ),
 )
 def test_no_input_makes_the_hook_raise_and_a_rejected_request_is_forwarded_as_sent(
