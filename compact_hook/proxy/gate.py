@@ -1,7 +1,8 @@
 """The pre-call path: gate, parse, compact, render — ``data`` changes only once all succeeded.
 
-A request passes the gate when its call type has a wire format, the router knows its model
-group and the group compacts. The format parses it (or rejects it: forwarded untouched and
+A request passes the gate when the router knows its model group, the group compacts and its call
+type has a wire format (a conversation on a call type we have none for is reported: no new
+surface goes unseen). The format parses it (or rejects it: forwarded untouched and
 said so), a trailing ``/compact`` becomes the request's control, the engine compacts, and the
 format renders the result back into ``data``. Compacting requests carry a retry to their own
 group, should the provider still find them too long (``proxy.recovery``).
@@ -14,12 +15,13 @@ from typing import Any
 
 from compact_hook.config import CompactConfig
 from compact_hook.core.outcomes import Mode
-from compact_hook.formats import Rejected, format_for
+from compact_hook.formats import Rejected, carries_conversation, format_for
 from compact_hook.formats.command import command_in
 from compact_hook.proxy import server
 from compact_hook.proxy.answer import ANSWERED, answer_text
 from compact_hook.proxy.caller import Engaged, Pricing, engine_request, session_id_of, tenant_of
 from compact_hook.proxy.control import Control, control_of, with_command
+from compact_hook.proxy.logs import for_model_group
 from compact_hook.proxy.recovery import attach_fallbacks
 from compact_hook.proxy.report import record_summary_cost
 from compact_hook.proxy.reporting import Reporting, log_reshaped
@@ -36,15 +38,20 @@ class RequestGate:
     async def handle(self, user_api_key_dict: Any, data: dict[str, Any], call_type: str) -> str | None:
         """Compact ``data`` in place where it helps; the proxy's own answer to a ``/compact``
         command (then no model is called), else None."""
-        wire = format_for(call_type)
         router = server.proxy_router()
         model = data.get("model")
-        if wire is None or router is None or not isinstance(model, str):
+        if router is None or not isinstance(model, str):
             return None
         resolved = self.services.models.resolve(router, model)
         if resolved is None:
             return None
         self.services.metrics.known_group(model)
+        for_model_group(model)
+        wire = format_for(call_type)
+        if wire is None:
+            if carries_conversation(call_type):
+                self.reporting.unhandled(call_type, model)
+            return None
         control = control_of(data, wire.metadata_key, user_api_key_dict)
         config = await self._settings(resolved, model, control)
         parsed = wire.parse(data)

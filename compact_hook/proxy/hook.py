@@ -34,6 +34,7 @@ from compact_hook.proxy.report import scrub
 from compact_hook.proxy.reporting import Reporting
 from compact_hook.proxy.router_summarizer import INTERNAL_MARKER, is_internal_call
 from compact_hook.proxy.services import Services
+from compact_hook.proxy.shutdown import on_shutdown
 from compact_hook.proxy.startup import preload_tokenizers, validate_loaded_proxy_config
 from compact_hook.proxy.usage import CacheReports
 
@@ -61,11 +62,16 @@ class CompactHook(CustomLogger):
         self.recovery = Recovery(self.services)
         self.cache_reports = CacheReports(self.services)
         serve(self.services.process.metrics_port, self.services.process.metrics_host)
-        configure_logging(self.services.process.log_level)
+        self._log_limit = configure_logging(self.services.process.log_level)
+        on_shutdown(self._flush_logs)
         tokenizers = validate_loaded_proxy_config(self.services.base)
         threading.Thread(
             target=preload_tokenizers, args=(tokenizers,), name="compact_hook-preload", daemon=True
         ).start()
+
+    async def _flush_logs(self) -> None:
+        """At shutdown: how many lines the rate limit suppressed that no later line said."""
+        self._log_limit.flush()
 
     @property
     def compactor(self) -> Compactor:

@@ -46,6 +46,9 @@ class Outcome(enum.StrEnum):
     """Our own error: forwarded exactly as sent."""
     ANSWERED = "answered"
     """A ``/compact`` command, answered by the proxy."""
+    UNHANDLED_CALL_TYPE = "unhandled_call_type"
+    """A conversation for a compacting model group on a LiteLLM call type we have no format for:
+    forwarded as sent (``wire`` is the call type)."""
 
 
 def outcome_of(result: CompactResult) -> str:

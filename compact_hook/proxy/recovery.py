@@ -26,6 +26,7 @@ from compact_hook.proxy import server
 from compact_hook.proxy.caller import Engaged, call_type_name, engine_request, group_of, session_id_of
 from compact_hook.proxy.control import Control
 from compact_hook.proxy.learned import Overflow, is_context_error
+from compact_hook.proxy.logs import for_model_group
 from compact_hook.proxy.report import record_savings, report_in, report_of
 from compact_hook.proxy.router_summarizer import INTERNAL_TOKEN
 from compact_hook.proxy.services import Services
@@ -143,6 +144,8 @@ class Recovery:
         if wire is None or router is None or group is None or previous is None:
             return
         config = self.services.models.resolve(router, group)
+        if config is not None:
+            for_model_group(group)
         parsed = wire.parse(kwargs) if config is not None else None
         window = await self._learn(kwargs, overflow)
         if config is None or parsed is None or isinstance(parsed, Rejected) or window is None:

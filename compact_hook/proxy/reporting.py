@@ -54,6 +54,18 @@ class Reporting:
             report["duration_ms"] = round(elapsed * 1000, 3)
             self.metrics.held(elapsed, self.labels(data, call_type))
 
+    def unhandled(self, call_type: str, group: str) -> None:
+        """A conversation on a call type we have no format for (LiteLLM's call types are a fixed
+        set and the group is one the router knows: the notices and labels stay bounded)."""
+        if self._notices().first(("unhandled", call_type, group)):
+            logger.warning(
+                "compact_hook: model group %s: %s requests are not compacted (no format for this LiteLLM "
+                "call type); they are forwarded as sent and counted as outcome=unhandled_call_type",
+                group,
+                call_type,
+            )
+        self.metrics.outcome(Outcome.UNHANDLED_CALL_TYPE, self.metrics.labels(group, call_type))
+
     def rejected(self, data: dict[str, Any], wire: WireFormat, group: str, rejected: Rejected) -> None:
         """A request the format will not let us change, forwarded untouched. The group is one the
         router knows, so the notices cannot be grown by invented names."""

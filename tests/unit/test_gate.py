@@ -2,6 +2,7 @@
 with respx, the gate's services and reporting built as the hook builds them."""
 
 import json
+import logging
 from typing import Any
 
 import pytest
@@ -22,8 +23,8 @@ from tests.unit.test_hook import router as router  # noqa: F401  (fixture)
 from tests.unit.test_hook import upstream as upstream  # noqa: F401  (fixture)
 
 
-def gate() -> RequestGate:
-    services = Services(CompactConfig(), ProcessConfig(), Metrics(CollectorRegistry()))
+def gate(registry: CollectorRegistry | None = None) -> RequestGate:
+    services = Services(CompactConfig(), ProcessConfig(), Metrics(registry or CollectorRegistry()))
     return RequestGate(services, Reporting(services.metrics, lambda: services.compactor.memory.notices))
 
 
@@ -67,6 +68,45 @@ async def test_a_compacted_request_is_rendered_reported_as_its_tenant_and_given_
     assert data["metadata"]["compression_savings"]["tokens_saved"] > 0
     [[retry, *_]] = [entry["agent"] for entry in data["context_window_fallbacks"]]
     assert retry["model"] == "agent" and RETRY_KEY in retry
+
+
+async def test_a_conversation_on_a_call_type_we_have_no_format_for_is_warned_once_and_counted(
+    router: SpyRouter,  # noqa: F811
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    from prometheus_client import generate_latest
+
+    from tests.support import metric_samples, metric_value
+
+    registry = CollectorRegistry()
+    the_gate = gate(registry)
+    caplog.set_level(logging.WARNING, logger="compact_hook")
+    for call_type in ("atext_completion", "atext_completion", "acreate_interaction", "aembedding"):
+        data = request(prompt="hello")
+        before = json.dumps(data, sort_keys=True)
+        assert await the_gate.handle(Key(), data, call_type) is None
+        assert json.dumps(data, sort_keys=True) == before  # forwarded exactly as sent
+    warned = [
+        r.getMessage() for r in caplog.records if "no format for this LiteLLM call type" in r.getMessage()
+    ]
+    assert len(warned) == 2 and "atext_completion" in warned[0] and "acreate_interaction" in warned[1]
+    found = metric_samples(generate_latest(registry).decode())
+    counted = {"model_group": "agent", "outcome": "unhandled_call_type"}
+    assert metric_value(found, "compact_hook_requests_total", **counted, format="atext_completion") == 2
+    assert metric_value(found, "compact_hook_requests_total", **counted, format="acreate_interaction") == 1
+    assert metric_value(found, "compact_hook_requests_total", **counted, format="aembedding") == 0
+    plain = request("plain")  # a group that does not compact: not ours to report on
+    await the_gate.handle(Key(), plain, "atext_completion")
+    assert (
+        metric_value(
+            metric_samples(generate_latest(registry).decode()),
+            "compact_hook_requests_total",
+            model_group="plain",
+            outcome="unhandled_call_type",
+            format="atext_completion",
+        )
+        == 0
+    )
 
 
 async def test_off_forwards_the_messages_as_sent_and_asks_for_no_retry(router: SpyRouter) -> None:  # noqa: F811

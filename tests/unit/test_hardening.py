@@ -241,6 +241,36 @@ def test_a_flood_of_the_same_warning_is_rate_limited() -> None:
     assert limit.filter(late) and "995 similar lines suppressed" in late.getMessage()
 
 
+def test_one_busy_model_group_cannot_silence_anothers_lines_and_what_was_suppressed_is_said(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    import contextvars
+    import logging
+
+    from compact_hook.proxy.logs import RateLimit, for_model_group
+
+    limit = RateLimit(burst=3, window=60, clock=lambda: 0.0)
+
+    def line(group: str) -> bool:
+        def logged() -> bool:
+            for_model_group(group)
+            made = logging.LogRecord(
+                "compact_hook.x", logging.INFO, __file__, 1, "summary call (attempt %d)", (1,), None
+            )
+            return limit.filter(made)
+
+        return contextvars.copy_context().run(logged)
+
+    assert sum(line("busy") for _ in range(50)) == 3
+    assert sum(line("quiet") for _ in range(3)) == 3  # its own burst, whole
+    caplog.set_level(logging.INFO, logger="compact_hook")
+    limit.flush()
+    said = [r.getMessage() for r in caplog.records]
+    assert said == ["compact_hook: 47 lines like 'summary call (attempt %d)' (model group busy) suppressed"]
+    limit.flush()
+    assert len(caplog.records) == 1  # said once
+
+
 class BatchRecordingCounter(HFTokenCounter):
     def __init__(self) -> None:
         super().__init__("o200k_base")
