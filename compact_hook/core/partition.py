@@ -22,13 +22,17 @@ class KeepPolicy:
     messages; see ``pinning``) within ``pinned_budget``; the users' other messages and results
     of protected tools, newest first, within ``user_message_budget`` tokens; the newest result
     of each protected tool, every interrupted-turn marker and every item the format does not
-    understand, always.
+    understand, always; with ``turn_opening``, the unit that opens the turn in progress too (the
+    first model message after the latest user turn: where a model that thinks once per turn put
+    its thinking). Kept before the summary, it still opens the turn: the summary, a user message,
+    joins the turn's tool results (Anthropic reads consecutive user messages as one).
     """
 
     user_message_budget: int = 0
     protected_tools: tuple[str, ...] = ()
     pins: Mapping[int, Pin] = field(default_factory=dict)
     pinned_budget: int = 0
+    turn_opening: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,6 +107,7 @@ def select_kept(
     """Item indices of the middle units kept, in their original order, and the shapes of
     the pins not kept whole."""
     latest_user = latest_user_index(items)
+    opening = _turn_opening(items, units, latest_user) if keep.turn_opening else None
     always: list[Unit] = []
     optional: list[Unit] = []
     newest_protected: set[str] = set()
@@ -110,6 +115,7 @@ def select_kept(
         protected = protected_tools_of(items, unit, keep.protected_tools)
         if (
             unit.start <= (latest_user if latest_user is not None else -1) < unit.end
+            or unit == opening
             or any(_always_kept(items[index]) for index in range(unit.start, unit.end))
             or protected - newest_protected
         ):
@@ -151,6 +157,15 @@ def protected_tools_of(items: Sequence[Item], unit: Unit, protected: Sequence[st
         if part.kind is PartKind.CALL
     }
     return names & set(protected)
+
+
+def _turn_opening(items: Sequence[Item], units: Sequence[Unit], latest_user: int | None) -> Unit | None:
+    """The first unit after the latest user turn, when it is a model turn making calls."""
+    after = latest_user if latest_user is not None else -1
+    unit = next((unit for unit in units if unit.start > after), None)
+    if unit is None or items[unit.start].role is not Role.ASSISTANT:
+        return None
+    return unit if any(items[index].has_calls for index in range(unit.start, unit.end)) else None
 
 
 def _always_kept(item: Item) -> bool:

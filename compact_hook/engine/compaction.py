@@ -92,7 +92,9 @@ def sized_plan(run: Run, view: View, ahead: int = 0) -> tuple[Partition, int]:
             view.pairing.units,
             tail,
             floor=view.spliced_prefix,
-            keep=KeepPolicy(kept, config.protected_tools, pins, limits.pinned_budget(config)),
+            keep=KeepPolicy(
+                kept, config.protected_tools, pins, limits.pinned_budget(config), run.keeps_turn_opening
+            ),
         )
         size = _estimate(run, part, counts, pins)
         fits = size + ahead < limits.target

@@ -137,6 +137,13 @@ class Run:
         checks = self.config.thinking_prefix_check is not False
         return checks and self.request.conversation.wire.bound_thinking
 
+    @property
+    def keeps_turn_opening(self) -> bool:
+        """The provider refuses a tool turn in progress whose first model message lost its thinking
+        (Anthropic's models without the prefix check, thinking enabled): a compaction keeps that
+        message's unit before the summary, where the provider reads it as the turn's opening."""
+        return self.request.conversation.turn_opens_with_thinking and not self.checks_thinking
+
     @cached_property
     def sends_thinking(self) -> bool:
         """The client's latest model turn carries a thinking block (it sends them back)."""

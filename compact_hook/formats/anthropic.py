@@ -118,6 +118,10 @@ class AnthropicFormat:
         overhead = TOOL_USE_SYSTEM_TOKENS if data.get("tools") else 0
         conversation = Conversation(self, messages, context, positive_int(data, "max_tokens"), overhead)
         conversation.summary_mark = summary_breakpoint(data)
+        thinking = data.get("thinking")
+        conversation.turn_opens_with_thinking = (
+            isinstance(thinking, dict) and thinking.get("type") == "enabled"
+        )
         return conversation
 
     def item(self, raw: Any) -> Item:

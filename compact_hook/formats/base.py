@@ -82,6 +82,10 @@ class Conversation:
     tell by timing what another sent (``for_tenant``)."""
     summary_mark: dict[str, Any] | None = None
     """A prompt-cache breakpoint for our summary (Anthropic, when the client uses them)."""
+    turn_opens_with_thinking: bool = False
+    """The model thinks at the start of each turn and the provider refuses a tool turn in progress
+    that does not open with that thinking (Anthropic, ``thinking`` enabled, models that run no
+    prefix check): a compaction keeps the turn's opening unit."""
     _items: list[Item | None] = field(default_factory=list, repr=False)
 
     def item(self, index: int) -> Item:
