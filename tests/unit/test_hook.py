@@ -20,7 +20,10 @@ from compact_hook.proxy.report import Report, response_headers
 from compact_hook.proxy.router_summarizer import INTERNAL_TOKEN
 from tests.support import (
     ANTHROPIC,
+    GOOGLE,
     RESPONSES,
+    SUMMARY_PREFIX,
+    chat_to_google,
     chat_to_responses,
     chat_tool_definitions,
     is_summary,
@@ -407,6 +410,57 @@ async def test_an_anthropic_messages_request_is_compacted_and_reported_in_litell
     assert router.calls[0]["metadata"]["user_api_key"] == "hashed-key"  # spend lands on the caller's key
     headers = await CompactHook(CompactConfig()).async_post_call_response_headers_hook(data, None, None)
     assert headers is not None and headers["x-compact-compacted"] == "true"
+
+
+def google_request(model: str = "agent", **extra: Any) -> dict[str, Any]:
+    """What LiteLLM hands the hook on ``:streamGenerateContent`` (the proxy's metadata under ``metadata``)."""
+    data: dict[str, Any] = {
+        "model": model,
+        "contents": chat_to_google(load_transcript("claude_code_fa812bfe_pre_compact.json")),
+        "systemInstruction": {"parts": [{"text": "You are a coding agent."}]},
+        "tools": [{"functionDeclarations": [{"name": "run_shell_command", "description": "Run a command"}]}],
+        "generationConfig": {"maxOutputTokens": 1024, "thinkingConfig": {"includeThoughts": True}},
+        "stream": True,
+        "metadata": {"user_api_key": "hashed-key", "user_api_key_team_id": "team-1"},
+        "litellm_call_id": "call-321",
+    }
+    data.update(extra)
+    return data
+
+
+async def test_a_gemini_request_is_compacted_its_roles_alternate_and_the_rest_is_as_sent(
+    router: SpyRouter, upstream: respx.Route
+) -> None:
+    data = google_request()
+    original = list(data["contents"])
+    system, tools, generation = data["systemInstruction"], data["tools"], data["generationConfig"]
+    await run(data, "agenerate_content_stream")
+    contents = data["contents"]
+    assert [c for c in contents if any(p.get("text", "").startswith(SUMMARY_PREFIX) for p in c["parts"])]
+    assert pairing_problems(contents, GOOGLE) == []
+    roles = [c["role"] for c in contents]
+    assert roles[0] == "user" and all(a != b for a, b in zip(roles, roles[1:], strict=False))
+    assert contents[-1] is original[-1]
+    assert (
+        data["systemInstruction"] is system
+        and data["tools"] is tools
+        and data["generationConfig"] is generation
+    )
+    report = data["metadata"]["compact_hook"]
+    assert report["compacted"] is True and report["format"] == "google"
+    assert router.calls[0]["metadata"]["user_api_key"] == "hashed-key"  # spend lands on the caller's key
+    headers = await CompactHook(CompactConfig()).async_post_call_response_headers_hook(data, None, None)
+    assert headers is not None and headers["x-compact-compacted"] == "true"
+
+
+async def test_a_gemini_request_on_cached_content_passes_through_untouched(router: SpyRouter) -> None:
+    data = google_request(cachedContent="cachedContents/abc123")
+    before = json.dumps(data, sort_keys=True)
+    await run(data, "agenerate_content")
+    assert json.dumps({k: v for k, v in data.items() if k != "metadata"}, sort_keys=True) == json.dumps(
+        {k: v for k, v in json.loads(before).items() if k != "metadata"}, sort_keys=True
+    )
+    assert data["metadata"]["compact_hook"]["reason"] == "client_managed" and router.calls == []
 
 
 async def test_a_responses_request_is_compacted(router: SpyRouter, upstream: respx.Route) -> None:
