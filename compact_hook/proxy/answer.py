@@ -2,6 +2,10 @@
 
 LiteLLM answers a ``ModifyResponseException`` raised by a pre-call hook with a 200 in the
 endpoint's format (chat, /v1/messages, /v1/responses; streaming too) and calls no provider.
+Its Google endpoints turn that exception into a 500; ``generateContent`` answers a
+``mock_response`` instead (a ``GenerateContentResponse``, no provider called), but
+``streamGenerateContent`` ignores it and calls the provider: there the command cannot be
+answered by the proxy (``answerable``), so it compacts now and goes on to the model.
 Up to 1.108, the one shape it gets wrong is a streamed /v1/messages answer: it hands the whole
 message to the streaming iterator hook as one chunk (one ``data:`` line), and
 ``answered_stream`` turns that chunk into the Messages SSE events the Anthropic SDK expects.
@@ -48,8 +52,24 @@ def answer_text(result: CompactResult) -> str:
     return f"Not compacted ({why}); the conversation stays as it is ({before} tokens)."
 
 
-def answer(text: str, model: str, data: dict[str, Any]) -> ModifyResponseException:
-    return ModifyResponseException(message=text, model=model, request_data=data)
+MOCKED_CALL_TYPES = frozenset({"agenerate_content", "generate_content"})
+"""Answered through ``mock_response``: LiteLLM's Google endpoint fails a ModifyResponseException."""
+UNANSWERABLE_CALL_TYPES = frozenset({"agenerate_content_stream", "generate_content_stream"})
+"""LiteLLM calls the provider whatever the hook says (1.106-1.110): no answer of ours reaches the client."""
+
+
+def answerable(call_type: str) -> bool:
+    """Whether the proxy can answer a request of this call type itself (no model call)."""
+    return call_type not in UNANSWERABLE_CALL_TYPES
+
+
+def answer(text: str, data: dict[str, Any], call_type: str) -> ModifyResponseException | None:
+    """The exception that makes LiteLLM answer ``text`` for us, or None when ``data`` now asks
+    LiteLLM to answer it (``mock_response``) and the request must be returned as it is."""
+    if call_type in MOCKED_CALL_TYPES:
+        data["mock_response"] = text
+        return None
+    return ModifyResponseException(message=text, model=str(data.get("model")), request_data=data)
 
 
 async def answered_stream(

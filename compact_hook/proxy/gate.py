@@ -18,7 +18,7 @@ from compact_hook.core.outcomes import Mode
 from compact_hook.formats import Rejected, carries_conversation, format_for
 from compact_hook.formats.command import command_in
 from compact_hook.proxy import server
-from compact_hook.proxy.answer import ANSWERED, answer_text
+from compact_hook.proxy.answer import ANSWERED, answer_text, answerable
 from compact_hook.proxy.caller import Engaged, Pricing, engine_request, session_id_of, tenant_of
 from compact_hook.proxy.control import Control, control_of, with_command
 from compact_hook.proxy.logs import for_model_group
@@ -61,7 +61,10 @@ class RequestGate:
         command = command_in(parsed.entries[-1]) if parsed.entries else None
         if command is not None:
             control = with_command(control, command)
-            parsed = parsed.without_last()
+            if answerable(call_type):
+                parsed = parsed.without_last()
+            else:  # compacted now, and the model answers the command (see ``proxy.answer``)
+                command = None
         who = Engaged(model, session_id_of(data, parsed.entries), tenant_of(user_api_key_dict), control)
         request = engine_request(data, wire, parsed, config, who, self._pricing(router, model, config))
         summarizer = request.summarize

@@ -101,7 +101,9 @@ class CompactHook(CustomLogger):
             self.reporting.failed_open(data, call_type, Outcome.FAILED_OPEN)
         self.reporting.held(data, call_type, start)
         if reply is not None:  # /compact: the proxy answers, no model call
-            raise answer(reply, str(data.get("model")), data)
+            answering = answer(reply, data, str(call_type))
+            if answering is not None:
+                raise answering
         return data
 
     async def async_pre_call_deployment_hook(

@@ -83,3 +83,18 @@ def test_the_answer_says_what_happened() -> None:
     assert (
         answer_text(failed) == "Not compacted (summary failed); the conversation stays as it is (500 tokens)."
     )
+
+
+def test_the_answer_is_an_exception_litellm_answers_but_on_gemini_a_mock_response() -> None:
+    from litellm.exceptions import ModifyResponseException
+
+    from compact_hook.proxy.answer import answer, answerable
+
+    chat: dict[str, Any] = {"model": "agent"}
+    raised = answer("Compacted.", chat, "acompletion")
+    assert isinstance(raised, ModifyResponseException) and "mock_response" not in chat
+    gemini: dict[str, Any] = {"model": "agent"}
+    assert answer("Compacted.", gemini, "agenerate_content") is None
+    assert gemini["mock_response"] == "Compacted."  # LiteLLM answers it, no provider called
+    assert answerable("acompletion") and answerable("agenerate_content")
+    assert not answerable("agenerate_content_stream")  # LiteLLM calls the provider whatever we say

@@ -131,6 +131,29 @@ async def test_slash_compact_is_answered_and_the_report_says_so(
     assert "Pay particular attention to: keep the ids" in json.dumps(router.calls[0]["messages"])
 
 
+async def test_slash_compact_on_gemini_is_answered_whole_and_compacts_then_goes_on_when_streamed(
+    router: SpyRouter,  # noqa: F811
+    upstream: respx.Route,  # noqa: F811
+) -> None:
+    from compact_hook.formats import GOOGLE
+    from tests.support import chat_to_google
+
+    def gemini() -> dict[str, Any]:
+        contents = chat_to_google([*turns(6, 300)[:-1], {"role": "user", "content": "/compact keep the ids"}])
+        return request(messages=None, contents=contents)
+
+    whole = gemini()
+    reply = await gate().handle(Key(), whole, "agenerate_content")
+    assert reply is not None and reply.startswith("Compacted: ")
+    streamed = gemini()
+    sent = streamed["contents"]
+    assert await gate().handle(Key(), streamed, "agenerate_content_stream") is None
+    report = report_in(streamed)
+    assert report is not None and report["compacted"] is True and ANSWERED not in report
+    assert streamed["contents"][-1] is sent[-1]  # the command goes on to the model
+    assert pairing_problems(streamed["contents"], GOOGLE) == []
+
+
 async def test_a_window_a_provider_taught_is_the_window_of_the_next_requests(
     router: SpyRouter,  # noqa: F811
     upstream: respx.Route,  # noqa: F811
