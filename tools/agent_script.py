@@ -207,7 +207,7 @@ def thinking_problem(body: Mapping[str, Any]) -> str | None:
 def missing_turn_thinking(body: Mapping[str, Any]) -> str | None:
     """The turn in progress (assistant messages since the last user message without tool results,
     the request ending on tool results) must open with a thinking block."""
-    messages = [m for m in body.get("messages") or [] if isinstance(m, dict)]
+    messages = _merged([m for m in body.get("messages") or [] if isinstance(m, dict)])
     if not messages or messages[-1].get("role") != "user" or not _has_results(messages[-1]):
         return None
     start = None
@@ -224,6 +224,19 @@ def missing_turn_thinking(body: Mapping[str, Any]) -> str | None:
     if found in ("thinking", "redacted_thinking"):
         return None
     return f"messages.{start}.content.0.type: " + MISSING_TURN_THINKING.format(found=found)
+
+
+def _merged(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Consecutive user (or assistant) messages as one: the Messages API combines them into one turn."""
+    out: list[dict[str, Any]] = []
+    for message in messages:
+        role = message.get("role")
+        if out and role in ("user", "assistant") and out[-1].get("role") == role:
+            content = _as_blocks(out[-1].get("content")) + _as_blocks(message.get("content"))
+            out[-1] = {**out[-1], "content": content}
+        else:
+            out.append(message)
+    return out
 
 
 def _has_results(message: Mapping[str, Any]) -> bool:
@@ -434,7 +447,239 @@ def responses_usage(input_tokens: int, output: list[dict[str, Any]]) -> dict[str
     }
 
 
+# -- OpenAI chat completions -----------------------------------------------------------------------
+
+
+SHELL_TOOLS = ("run_shell_command", "bash", "Bash", "shell", "exec_command")
+"""The shell tool of Gemini CLI / Qwen Code, opencode / pi, Claude Code, Codex (by the names they use)."""
+
+
+def chat_session(body: Mapping[str, Any], headers: Mapping[str, str]) -> str:
+    """A chat client's session: ``prompt_cache_key`` or ``user`` where it sends one, a session header,
+    else its head (system prompt and first user words: never changed by a compaction)."""
+    for key in ("prompt_cache_key", "user"):
+        value = body.get(key)
+        if isinstance(value, str) and value:
+            return value
+    named = headers.get("x-session-id") or headers.get("session_id")
+    if named:
+        return named
+    messages = [m for m in body.get("messages") or [] if isinstance(m, dict)]
+    system = [
+        json.dumps(m.get("content"), sort_keys=True)
+        for m in messages
+        if m.get("role") in ("system", "developer")
+    ][:1]
+    first = next((m for m in messages if m.get("role") == "user"), {})
+    return _head_hash(system, json.dumps(first.get("content"), sort_keys=True))
+
+
+def chat_message(plan: Plan, body: Mapping[str, Any]) -> dict[str, Any]:
+    """The assistant message: the final text, or the tool calls (no text beside them)."""
+    if plan.final:
+        return {"role": "assistant", "content": plan.final}
+    name, properties = shell_tool(body.get("tools"), SHELL_TOOLS)
+    calls = [
+        {
+            "id": "call_" + command.call_id,
+            "type": "function",
+            "function": {"name": name, "arguments": json.dumps(shell_arguments(command, plan, properties))},
+        }
+        for command in plan.commands
+    ]
+    return {"role": "assistant", "content": None, "tool_calls": calls}
+
+
+def chat_completion(model: str, message: dict[str, Any], prompt_tokens: int) -> dict[str, Any]:
+    produced = _approx(json.dumps(message))
+    return {
+        "id": "chatcmpl-agent-" + uuid.uuid4().hex[:12],
+        "object": "chat.completion",
+        "created": 1_700_000_000,
+        "model": model,
+        "choices": [
+            {
+                "index": 0,
+                "message": message,
+                "finish_reason": "tool_calls" if message.get("tool_calls") else "stop",
+                "logprobs": None,
+            }
+        ],
+        "usage": {
+            "prompt_tokens": prompt_tokens,
+            "completion_tokens": produced,
+            "total_tokens": prompt_tokens + produced,
+        },
+    }
+
+
+def chat_chunks(completion: dict[str, Any], include_usage: bool) -> Iterator[SSEEvent]:
+    """``chat.completion.chunk`` s for ``completion``: each call's id and name first, then its arguments."""
+    base = {key: completion[key] for key in ("id", "created", "model")} | {"object": "chat.completion.chunk"}
+    choice = completion["choices"][0]
+    message = choice["message"]
+
+    def chunk(delta: dict[str, Any], finish: str | None = None) -> SSEEvent:
+        return None, {
+            **base,
+            "choices": [{"index": 0, "delta": delta, "finish_reason": finish, "logprobs": None}],
+        }
+
+    yield chunk({"role": "assistant", "content": "" if message.get("content") is not None else None})
+    if message.get("content"):
+        yield chunk({"content": message["content"]})
+    for index, call in enumerate(message.get("tool_calls") or []):
+        function = call["function"]
+        opening = {
+            "index": index,
+            "id": call["id"],
+            "type": "function",
+            "function": {"name": function["name"], "arguments": ""},
+        }
+        yield chunk({"tool_calls": [opening]})
+        arguments = function["arguments"]
+        half = len(arguments) // 2
+        for piece in (arguments[:half], arguments[half:]):
+            yield chunk({"tool_calls": [{"index": index, "function": {"arguments": piece}}]})
+    yield chunk({}, choice["finish_reason"])
+    if include_usage:
+        yield None, {**base, "choices": [], "usage": completion["usage"]}
+
+
+# -- Google generateContent --------------------------------------------------------------------------
+
+
+SIGNED_PREFIX = "standin-sig:"
+DUMMY_SIGNATURES = frozenset({"skip_thought_signature_validator", "context_engineering_is_the_way_to_go"})
+"""Google's documented stand-ins for a signature the client does not have: accepted as valid."""
+SIGNING_MODELS = re.compile(r"gemini-(?:[3-9]|[1-9]\d)(?!\d)")
+MISSING_SIGNATURE = (
+    "Function call is missing a thought_signature in functionCall parts. This is required for tools to work "
+    "correctly, and missing thought_signature may lead to degraded model performance. Additional data, "
+    "function call `default_api:{name}` , position {position}. Please refer to "
+    "https://ai.google.dev/gemini-api/docs/thought-signatures for more details."
+)
+CORRUPTED_SIGNATURE = "Corrupted thought signature."
+
+
+def google_session(body: Mapping[str, Any], headers: Mapping[str, str]) -> str:
+    """A Gemini client's session: a session header where it sends one, else its head (the system
+    instruction and the first words of its first content, which a compaction keeps)."""
+    named = headers.get("x-session-id") or headers.get("x-gemini-session-id")
+    if named:
+        return named
+    system = body.get("systemInstruction") or body.get("system_instruction")
+    contents = [c for c in body.get("contents") or [] if isinstance(c, dict)]
+    first = json.dumps(contents[0].get("parts"), sort_keys=True)[:300] if contents else ""
+    return _head_hash([json.dumps(system, sort_keys=True)], first)
+
+
+def signature_of(payload: Any) -> str:
+    """The stand-in's thought signature for a part's payload (a call, or a text)."""
+    digest = hashlib.sha256(json.dumps(payload, sort_keys=True).encode("utf-8", "surrogatepass")).hexdigest()
+    return base64.b64encode((SIGNED_PREFIX + digest[:32]).encode()).decode()
+
+
+def google_parts(plan: Plan, body: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The answer's parts: a thought (when asked for), then the calls — the first one signed, as Gemini 3
+    signs only the first of parallel calls — or the final text, signed."""
+    config = body.get("generationConfig") or body.get("generation_config") or {}
+    thinking = config.get("thinkingConfig") or config.get("thinking_config") or {}
+    parts: list[dict[str, Any]] = []
+    if isinstance(thinking, dict) and (thinking.get("includeThoughts") or thinking.get("include_thoughts")):
+        parts.append(
+            {
+                "text": f"Turn {plan.turn}: " + ("done, answer." if plan.final else "run the next command."),
+                "thought": True,
+            }
+        )
+    if plan.final:
+        return [*parts, {"text": plan.final, "thoughtSignature": signature_of(plan.final)}]
+    declarations = [
+        declaration
+        for tool in body.get("tools") or []
+        if isinstance(tool, dict)
+        for declaration in tool.get("functionDeclarations") or tool.get("function_declarations") or []
+    ]
+    name, properties = shell_tool(declarations, SHELL_TOOLS)
+    for index, command in enumerate(plan.commands):
+        call = {"name": name, "args": shell_arguments(command, plan, properties)}
+        part: dict[str, Any] = {"functionCall": call}
+        if index == 0:
+            part["thoughtSignature"] = signature_of(call)
+        parts.append(part)
+    return parts
+
+
+def google_signature_problem(body: Mapping[str, Any]) -> str | None:
+    """What Gemini 3 refuses of the current turn's signatures (every content after the last user content
+    that is not only function responses): a model content whose first call carries none, or one of ours
+    that is not its part's."""
+    if not SIGNING_MODELS.search(str(body.get("model", ""))):
+        return None
+    contents = [c for c in body.get("contents") or [] if isinstance(c, dict)]
+    start = 0
+    for index, content in enumerate(contents):
+        parts = [p for p in content.get("parts") or [] if isinstance(p, dict)]
+        if content.get("role") == "user" and not all("functionResponse" in p for p in parts):
+            start = index + 1
+    for index in range(start, len(contents)):
+        parts = [p for p in contents[index].get("parts") or [] if isinstance(p, dict)]
+        calls = [p for p in parts if isinstance(p.get("functionCall"), dict)]
+        if contents[index].get("role") == "model" and calls and not calls[0].get("thoughtSignature"):
+            return MISSING_SIGNATURE.format(name=calls[0]["functionCall"].get("name"), position=index + 1)
+        for part in parts:
+            if _forged(part):
+                return CORRUPTED_SIGNATURE
+    return None
+
+
+def _forged(part: Mapping[str, Any]) -> bool:
+    """A signature of ours on a part it was not made for (a signature we did not make is the API's)."""
+    signature = part.get("thoughtSignature")
+    if not isinstance(signature, str) or signature in DUMMY_SIGNATURES:
+        return False
+    try:
+        decoded = base64.b64decode(signature, validate=True).decode()
+    except (ValueError, UnicodeDecodeError):
+        return False
+    if not decoded.startswith(SIGNED_PREFIX):
+        return False
+    payload = part["functionCall"] if isinstance(part.get("functionCall"), dict) else part.get("text")
+    return signature != signature_of(payload)
+
+
 # -- helpers ---------------------------------------------------------------------------------------
+
+
+def shell_tool(tools: Any, preferred: tuple[str, ...]) -> tuple[str, dict[str, Any]]:
+    """The client's shell tool — the first of ``preferred`` it offers, else its first tool — and the
+    properties of its parameter schema, in any wire's shape (chat ``function``, Google declarations)."""
+    offered: dict[str, dict[str, Any]] = {}
+    for tool in tools or []:
+        if not isinstance(tool, dict):
+            continue
+        spec = tool.get("function") if isinstance(tool.get("function"), dict) else tool
+        name = spec.get("name")
+        schema = spec.get("parameters") or spec.get("parametersJsonSchema") or spec.get("input_schema") or {}
+        properties = schema.get("properties") if isinstance(schema, dict) else None
+        if isinstance(name, str) and name not in offered:
+            offered[name] = properties if isinstance(properties, dict) else {}
+    name = next((n for n in preferred if n in offered), next(iter(offered), preferred[0]))
+    return name, offered.get(name, {})
+
+
+def shell_arguments(command: Command, plan: Plan, properties: Mapping[str, Any]) -> dict[str, Any]:
+    """The shell tool's arguments by its schema: ``command`` (or ``cmd``), a description where it has one."""
+    key = "cmd" if "cmd" in properties and "command" not in properties else "command"
+    arguments: dict[str, Any] = {key: command.command}
+    if "description" in properties:
+        arguments["description"] = f"Print turn {plan.turn} output"
+    return arguments
+
+
+def _head_hash(system: list[str], first: str) -> str:
+    return hashlib.sha256(json.dumps([system, first]).encode("utf-8", "surrogatepass")).hexdigest()[:16]
 
 
 def _tool_named(tools: Any, preferred: tuple[str, ...]) -> str:

@@ -73,6 +73,7 @@ steps). The cache's clock is the stand-in's: ``advance(seconds)`` (or ``POST /_c
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import hashlib
 import json
 import re
@@ -91,6 +92,7 @@ from typing import Any
 sys.path.append(str(Path(__file__).resolve().parent))  # agent_script, beside this file (no package here)
 import agent_script  # noqa: E402
 import prompt_cache  # noqa: E402
+import standin_google  # noqa: E402
 from prompt_cache import (  # noqa: E402  what the model reads of each surface: one definition, the cache's
     anthropic_content_text,
     approx_tokens,
@@ -741,7 +743,17 @@ class Surface:
     name: str
     cached: Callable[[prompt_cache.PromptCache, dict[str, Any]], Any]
     """The request looked up and written in the prompt cache: its cached counts."""
+    agent: Callable[[agent_script.Plan, dict[str, Any], int], dict[str, Any]]
+    """The scripted agent's whole answer to a turn (``plan``, the request, its input tokens)."""
+    agent_stream: Callable[[dict[str, Any], dict[str, Any]], Iterable[SSEEvent]]
+    """The events of that answer streamed (the whole answer, the request)."""
+    output_tokens: Callable[[dict[str, Any]], int]
+    """The output tokens an answer reports."""
+    session: Callable[[dict[str, Any], dict[str, str]], str]
+    """Which scripted session a request belongs to (its turns are counted per session)."""
     done_marker: bool = False
+    refusal: Callable[[dict[str, Any]], str | None] = lambda req: None
+    """What the model's own rules refuse beyond structure (thinking, thought signatures), checked always."""
 
 
 def _openai_bad_request(message: str, param: str | None) -> dict[str, Any]:
@@ -769,6 +781,47 @@ def _chat_stream(model: str, req: dict[str, Any], reply: str) -> Iterable[SSEEve
     return ((None, chunk) for chunk in stream_chunks(model, req["messages"], reply, include_usage))
 
 
+def _anthropic_agent(plan: agent_script.Plan, req: dict[str, Any], tokens: int) -> dict[str, Any]:
+    return agent_script.anthropic_message(
+        req.get("model", ""), agent_script.anthropic_blocks(plan, req), tokens
+    )
+
+
+def _responses_agent(plan: agent_script.Plan, req: dict[str, Any], tokens: int) -> dict[str, Any]:
+    output = agent_script.responses_output(plan, req)
+    return {
+        **response_object(req.get("model", ""), req, ""),
+        "output": output,
+        "usage": agent_script.responses_usage(tokens, output),
+    }
+
+
+def _chat_agent(plan: agent_script.Plan, req: dict[str, Any], tokens: int) -> dict[str, Any]:
+    return agent_script.chat_completion(req.get("model", ""), agent_script.chat_message(plan, req), tokens)
+
+
+def _chat_agent_stream(completion: dict[str, Any], req: dict[str, Any]) -> Iterable[SSEEvent]:
+    include_usage = bool((req.get("stream_options") or {}).get("include_usage"))
+    return agent_script.chat_chunks(completion, include_usage)
+
+
+def _google_agent(plan: agent_script.Plan, req: dict[str, Any], tokens: int) -> dict[str, Any]:
+    whole = standin_google.response(req.get("model", ""), req, agent_script.google_parts(plan, req))
+    whole["usageMetadata"]["promptTokenCount"] = tokens
+    return whole
+
+
+def _google_check(req: dict[str, Any]) -> None:
+    try:
+        standin_google.check_google_contents(req)
+    except standin_google.GoogleBadRequest as exc:
+        raise BadRequest(str(exc)) from exc
+
+
+def _google_output_tokens(payload: dict[str, Any]) -> int:
+    return int(payload.get("usageMetadata", {}).get("candidatesTokenCount", 0))
+
+
 CHAT = Surface(
     parse=parse_chat_request,
     check=lambda req: check_chat_messages(req["messages"]),
@@ -781,6 +834,10 @@ CHAT = Surface(
     stream=_chat_stream,
     name="chat",
     cached=_openai_cached(prompt_cache.chat_segments),
+    agent=_chat_agent,
+    agent_stream=_chat_agent_stream,
+    output_tokens=lambda answer: int(answer["usage"]["completion_tokens"]),
+    session=agent_script.chat_session,
     done_marker=True,
 )
 MESSAGES = Surface(
@@ -795,6 +852,11 @@ MESSAGES = Surface(
     stream=anthropic_stream_events,
     name="messages",
     cached=_anthropic_cached,
+    agent=_anthropic_agent,
+    agent_stream=lambda message, req: agent_script.anthropic_events(message),
+    output_tokens=lambda answer: int(answer["usage"]["output_tokens"]),
+    session=agent_script.anthropic_session,
+    refusal=agent_script.thinking_problem,
 )
 RESPONSES = Surface(
     parse=parse_responses_request,
@@ -808,6 +870,30 @@ RESPONSES = Surface(
     stream=responses_stream_events,
     name="responses",
     cached=_openai_cached(prompt_cache.responses_segments),
+    agent=_responses_agent,
+    agent_stream=lambda response, req: agent_script.responses_events(response),
+    output_tokens=lambda answer: int(answer["usage"]["output_tokens"]),
+    session=agent_script.responses_session,
+)
+GOOGLE = Surface(
+    parse=lambda raw: standin_google.parse_google_request(raw, ""),
+    check=_google_check,
+    texts=standin_google.google_texts,
+    count=lambda req: len(standin_google.contents_of(req)),
+    bad_request=lambda message, _param: standin_google.error(400, message),
+    too_long=standin_google.too_long,
+    failure=standin_google.error(500, FAIL_MESSAGE),
+    body=standin_google.text_response,
+    stream=lambda model, req, reply: standin_google.stream_events(
+        standin_google.text_response(model, req, reply)
+    ),
+    name="google",
+    cached=lambda cache, req: None,
+    agent=_google_agent,
+    agent_stream=lambda whole, req: standin_google.stream_events(whole),
+    output_tokens=_google_output_tokens,
+    session=agent_script.google_session,
+    refusal=agent_script.google_signature_problem,
 )
 
 
@@ -973,7 +1059,10 @@ class _Handler(BaseHTTPRequestHandler):
             self._send_json(200, {"ok": True})
             return
         self._record(raw)
-        if path in CHAT_PATHS:
+        google = standin_google.route(path)
+        if google is not None:
+            self._google(raw, *google)
+        elif path in CHAT_PATHS:
             self._chat(raw)
         elif path in MESSAGES_PATHS:
             self._messages(raw)
@@ -1006,13 +1095,27 @@ class _Handler(BaseHTTPRequestHandler):
     def _responses(self, raw: bytes) -> None:
         self._answer(RESPONSES, raw)
 
+    def _google(self, raw: bytes, model: str, streamed: bool) -> None:
+        """The model is the path's; streaming is the method's (``alt=sse``: SSE, else a JSON array)."""
+        self._recorded["model"] = model
+
+        def parse(raw: bytes) -> dict[str, Any]:
+            try:
+                req = standin_google.parse_google_request(raw, model)
+            except standin_google.GoogleBadRequest as exc:
+                raise BadRequest(str(exc)) from exc
+            req["stream"] = streamed
+            return req
+
+        self._answer(dataclasses.replace(GOOGLE, parse=parse), raw)
+
     def _answer(self, surface: Surface, raw: bytes) -> None:
         """Parse, validate (``strict``), enforce the window (``limit<N>``), fail or delay, then answer."""
         try:
             req = surface.parse(raw)
             if is_strict(req.get("model", "")):
                 surface.check(req)
-            refused = agent_script.thinking_problem(req) if surface is MESSAGES else None
+            refused = surface.refusal(req)
             if refused is not None:
                 raise BadRequest(refused)
         except BadRequest as exc:
@@ -1036,7 +1139,7 @@ class _Handler(BaseHTTPRequestHandler):
             cached = None
         if cached is not None:
             self._recorded["cache"] = cached._asdict()
-        if agent_script.is_agent(model) and surface is not CHAT:
+        if agent_script.is_agent(model):
             self._agent(surface, req, cached)
             return
         reply = reply_for(model, surface.texts(req), surface.count(req))
@@ -1046,7 +1149,7 @@ class _Handler(BaseHTTPRequestHandler):
                 (name, with_cached_usage(payload, surface.name, cached))
                 for name, payload in surface.stream(model, req, reply)
             )
-            self._send_sse(events, done_marker=surface.done_marker)
+            self._send_stream(surface, events)
         else:
             self._send_json(200, with_cached_usage(surface.body(model, req, reply), surface.name, cached))
 
@@ -1054,32 +1157,13 @@ class _Handler(BaseHTTPRequestHandler):
         """The scripted agent's turn (see ``agent_script``): tool calls, then a final answer."""
         model, headers = req.get("model", ""), {k.lower(): v for k, v in self.headers.items()}
         tokens = approx_tokens(sum(len(t) for t in surface.texts(req)))
-        if surface is MESSAGES:
-            plan = agent_script.plan_turn(
-                self.server.sessions, agent_script.anthropic_session(req, headers), model
-            )
-            message = agent_script.anthropic_message(model, agent_script.anthropic_blocks(plan, req), tokens)
-            message = with_cached_usage(message, surface.name, cached)
-            self._recorded["output_tokens"] = message["usage"]["output_tokens"]
-            if req.get("stream") is True:
-                self._send_sse(agent_script.anthropic_events(message))
-            else:
-                self._send_json(200, message)
-            return
-        plan = agent_script.plan_turn(
-            self.server.sessions, agent_script.responses_session(req, headers), model
-        )
-        output = agent_script.responses_output(plan, req)
-        response = {
-            **response_object(model, req, ""),
-            "output": output,
-            "usage": cached_usage(surface.name, agent_script.responses_usage(tokens, output), cached),
-        }
-        self._recorded["output_tokens"] = response["usage"]["output_tokens"]
+        plan = agent_script.plan_turn(self.server.sessions, surface.session(req, headers), model)
+        whole = with_cached_usage(surface.agent(plan, req, tokens), surface.name, cached)
+        self._recorded["output_tokens"] = surface.output_tokens(whole)
         if req.get("stream") is True:
-            self._send_sse(agent_script.responses_events(response))
+            self._send_stream(surface, surface.agent_stream(whole, req))
         else:
-            self._send_json(200, response)
+            self._send_json(200, whole)
 
     # -- I/O -----------------------------------------------------------------------------------------------
 
@@ -1127,6 +1211,13 @@ class _Handler(BaseHTTPRequestHandler):
         self.send_header("Content-Length", str(len(data)))
         self.end_headers()
         self.wfile.write(data)
+
+    def _send_stream(self, surface: Surface, events: Iterable[SSEEvent]) -> None:
+        """A streamed answer: SSE, but for Google's stream asked without ``alt=sse`` (a JSON array)."""
+        if surface.name == GOOGLE.name and "alt=sse" not in self.path:
+            self._send_json(200, [payload for _, payload in events])
+        else:
+            self._send_sse(events, done_marker=surface.done_marker)
 
     def _send_sse(self, events: Iterable[SSEEvent], done_marker: bool = False) -> None:
         """Server-sent events: ``event:`` lines when the event has a name, ``data: [DONE]`` if asked."""
@@ -1256,6 +1347,11 @@ class StandinUpstream:
     def responses_requests(self) -> list[dict[str, Any]]:
         """Only the recorded OpenAI Responses calls."""
         return self._requests_to(RESPONSES_PATHS)
+
+    @property
+    def google_requests(self) -> list[dict[str, Any]]:
+        """Only the recorded Google generateContent calls (each with the path's ``model``)."""
+        return [r for r in self.requests if standin_google.route(r["path"].split("?", 1)[0]) is not None]
 
     def _requests_to(self, paths: frozenset[str]) -> list[dict[str, Any]]:
         return [r for r in self.requests if r["path"].split("?", 1)[0].rstrip("/") in paths]
