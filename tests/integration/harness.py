@@ -101,6 +101,27 @@ def anthropic_deployment(
     return entry
 
 
+def gemini_deployment(
+    model_name: str, upstream_root_url: str, model: str = "gemini-2.5-standin", **model_info: Any
+) -> dict[str, Any]:
+    """A ``model_list`` entry routing ``model_name`` to the stand-in's Google ``generateContent``.
+
+    A ``gemini/`` deployment with ``api_base`` ``http://host:port`` (``StandinUpstream.root_url``):
+    LiteLLM posts to ``{api_base}/models/<model>:generateContent`` (``:streamGenerateContent?alt=sse``).
+    """
+    entry: dict[str, Any] = {
+        "model_name": model_name,
+        "litellm_params": {
+            "model": f"gemini/{model}",
+            "api_base": upstream_root_url.rstrip("/"),
+            "api_key": "none",
+        },
+    }
+    if model_info:
+        entry["model_info"] = model_info
+    return entry
+
+
 def _tail(text: str, limit: int = LOG_TAIL_CHARS) -> str:
     return text if len(text) <= limit else "...\n" + text[-limit:]
 
