@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import copy
 import json
 from collections.abc import Sequence
@@ -200,6 +201,19 @@ def is_summary(entry: Any, wire: WireFormat = CHAT) -> bool:
     return wire.item(entry).is_summary
 
 
+def summaries_in(entries: Sequence[Any], wire: WireFormat = CHAT) -> list[str]:
+    """The summaries a forwarded list carries, as JSON text: an entry that is one, or (Google, whose
+    adjacent user contents are joined) a text part that is one."""
+    if wire is GOOGLE:
+        return [
+            json.dumps(part, sort_keys=True)
+            for content in entries
+            for part in content.get("parts") or []
+            if isinstance(part, dict) and str(part.get("text", "")).startswith(SUMMARY_PREFIX)
+        ]
+    return [json.dumps(entry, sort_keys=True) for entry in entries if is_summary(entry, wire)]
+
+
 def summary_entries(entries: Sequence[Any], wire: WireFormat = CHAT) -> list[Any]:
     return [entry for entry in entries if is_summary(entry, wire)]
 
@@ -241,34 +255,39 @@ def replay_points(messages: Sequence[Message]) -> list[int]:  # chat
     ]
 
 
+def google_replay_points(contents: Sequence[dict[str, Any]]) -> list[int]:
+    """Where a Gemini client would send the conversation: after each user content the model answers."""
+    return [
+        end
+        for end in range(1, len(contents) + 1)
+        if contents[end - 1]["role"] == "user" and (end == len(contents) or contents[end]["role"] == "model")
+    ]
+
+
 def is_prefix(shorter: Sequence[Any], longer: Sequence[Any]) -> bool:
     return len(shorter) <= len(longer) and list(longer[: len(shorter)]) == list(shorter)
 
 
 def chat_to_google(messages: Sequence[Message]) -> list[dict[str, Any]]:
     """A chat transcript as Gemini contents (what the Google GenAI SDK would send): calls without ids,
-    each turn's first call signed, a turn's tool messages as one user content answering by name;
-    system messages as user text (Gemini has no mid-conversation system entry)."""
+    each model turn's first call signed, tool results answering by name, roles alternating (adjacent
+    messages of one role are one content, as Gemini wants); system messages as user text (Gemini has no
+    mid-conversation system entry)."""
     contents: list[dict[str, Any]] = []
     names: dict[str, str] = {}
+
+    def add(role: str, parts: list[dict[str, Any]]) -> None:
+        if contents and contents[-1]["role"] == role:
+            contents[-1]["parts"].extend(parts)
+        else:
+            contents.append({"role": role, "parts": parts})
+
     for message in messages:
         role, content = message["role"], message.get("content")
         text = content if isinstance(content, str) else json.dumps(content) if content else ""
         if role == "tool":
-            response = {
-                "functionResponse": {
-                    "name": names.get(message.get("tool_call_id", ""), "tool"),
-                    "response": {"output": text},
-                }
-            }
-            if (
-                contents
-                and contents[-1]["role"] == "user"
-                and "functionResponse" in contents[-1]["parts"][-1]
-            ):
-                contents[-1]["parts"].append(response)
-            else:
-                contents.append({"role": "user", "parts": [response]})
+            name = names.get(message.get("tool_call_id", ""), "tool")
+            add("user", [{"functionResponse": {"name": name, "response": {"output": text}}}])
         elif role == "assistant":
             parts: list[dict[str, Any]] = [{"text": text}] if text else []
             for n, call in enumerate(message.get("tool_calls") or []):
@@ -280,11 +299,11 @@ def chat_to_google(messages: Sequence[Message]) -> list[dict[str, Any]]:
                     args = {"raw": function["arguments"]}
                 part: dict[str, Any] = {"functionCall": {"name": function["name"], "args": args}}
                 if n == 0:
-                    part["thoughtSignature"] = f"sig_{len(contents)}"
+                    part["thoughtSignature"] = base64.b64encode(f"sig_{len(contents)}".encode()).decode()
                 parts.append(part)
-            contents.append({"role": "model", "parts": parts or [{"text": ""}]})
+            add("model", parts or [{"text": "..."}])
         else:
-            contents.append({"role": "user", "parts": [{"text": text}]})
+            add("user", [{"text": text or "..."}])
     return contents
 
 

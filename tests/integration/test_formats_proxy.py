@@ -1,9 +1,12 @@
-"""Anthropic Messages and OpenAI Responses through a real proxy with compact_hook, as agents send them.
+"""Anthropic Messages, OpenAI Responses and Google generateContent through a real proxy with compact_hook,
+as agents send them.
 
 A Claude Code session is replayed turn by turn with the official ``anthropic`` SDK (a Claude-Code-like
 ``system`` with a cache breakpoint, tool definitions, and the breakpoint Claude Code moves to the newest
 message every turn); a chat transcript converted to Responses input items is replayed with the ``openai``
-SDK's ``responses.create``. Turns alternate between streaming and not. The stand-in provider validates
+SDK's ``responses.create``, and as Gemini contents (calls signed, as Gemini 3 wants) with the ``google-genai``
+SDK to a Gemini 3 model whose stand-in refuses a current turn that lost its signatures. Turns alternate
+between streaming and not. The stand-in provider validates
 every request like the real APIs do (``strict`` models: no orphaned tool call or result), records every
 body, and answers summary calls itself.
 """
@@ -20,20 +23,29 @@ import anthropic
 import openai
 import pytest
 
-from tests.integration.harness import ProxyProcess, anthropic_deployment, standin_deployment
+from tests.integration.harness import (
+    ProxyProcess,
+    anthropic_deployment,
+    gemini_deployment,
+    standin_deployment,
+)
 from tests.integration.wire_clients import Sent, send
 from tests.support import (
     ANTHROPIC,
     CHAT,
+    GOOGLE,
     RESPONSES,
     anthropic_replay_points,
+    chat_to_google,
     chat_to_responses,
     chat_tool_definitions,
+    google_replay_points,
     is_prefix,
     is_summary,
     load_transcript,
     pairing_problems,
     responses_replay_points,
+    summaries_in,
     tokens_of,
     with_moving_marker,
     without_markers,
@@ -47,6 +59,8 @@ CLAUDE_MESSAGES = load_transcript("claude_code_fa812bfe_pre_compact.json", "anth
 CLAUDE_POINTS = anthropic_replay_points(CLAUDE_MESSAGES)
 RESPONSES_ITEMS = chat_to_responses(load_transcript("claude_code_fa812bfe_pre_compact.json"))
 RESPONSES_POINTS = responses_replay_points(RESPONSES_ITEMS)
+GEMINI_CONTENTS = chat_to_google(load_transcript("claude_code_fa812bfe_pre_compact.json"))
+GEMINI_POINTS = google_replay_points(GEMINI_CONTENTS)
 
 SYSTEM: Any = [
     {"type": "text", "text": "You are Claude Code, Anthropic's official CLI for Claude."},
@@ -91,6 +105,14 @@ RESPONSES_TOOLS: Any = [
     for t in TOOLS
 ]
 INSTRUCTIONS = "You are a coding agent working in the user's repository. " * 10
+GEMINI_TOOLS: Any = [
+    {
+        "functionDeclarations": [
+            {"name": t["name"], "description": t["description"], "parametersJsonSchema": t["input_schema"]}
+            for t in TOOLS
+        ]
+    }
+]
 TIERS_OFF = {"tool_output_policy": "none", "clear_tool_results": False}
 
 
@@ -130,6 +152,12 @@ def proxy(standin: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Pr
                 **settings(archive, "gpt-summarizer", **TIERS_OFF),
             ),
             standin_deployment("gpt-summarizer", standin.url, "standin-gpt-summarizer"),
+            gemini_deployment(
+                "gemini-agent",
+                root,
+                "gemini-3-pro-standin-strict-gemini-agent",
+                **settings(archive, "gpt-summarizer", **TIERS_OFF),
+            ),
             standin_deployment(
                 "chat-agent",
                 standin.url,
@@ -156,7 +184,7 @@ class Replay:
         """The summary each forwarded request carries (None: none), turn by turn."""
         found = []
         for turn in self.turns:
-            texts = [json.dumps(e) for e in turn.forwarded_entries if is_summary(e, wire)]
+            texts = summaries_in(turn.forwarded_entries, wire)
             assert len(texts) <= 1, "summaries are never stacked"
             found.append(texts[0] if texts else None)
         return found
@@ -202,6 +230,29 @@ def responses_replay(standin: Any, proxy: ProxyProcess) -> Replay:
     replay = Replay()
     for number, end in enumerate(RESPONSES_POINTS):
         replay.turns.append(send_codex(standin, proxy, RESPONSES_ITEMS[:end], stream=number % 2 == 1))
+    return replay
+
+
+def send_gemini(standin: Any, proxy: ProxyProcess, sent: list[Any], stream: bool) -> Sent:
+    return send(
+        standin,
+        proxy,
+        "google",
+        "gemini-agent",
+        sent,
+        stream,
+        system_instruction=INSTRUCTIONS,
+        tools=GEMINI_TOOLS,
+        max_output_tokens=MAX_TOKENS,
+    )
+
+
+@pytest.fixture(scope="module")
+def gemini_replay(standin: Any, proxy: ProxyProcess) -> Replay:
+    standin.reset()
+    replay = Replay()
+    for number, end in enumerate(GEMINI_POINTS):
+        replay.turns.append(send_gemini(standin, proxy, GEMINI_CONTENTS[:end], stream=number % 2 == 1))
     return replay
 
 
@@ -302,6 +353,44 @@ def test_every_forwarded_responses_request_is_valid_fits_and_keeps_the_clients_i
         assert all(is_summary(item, RESPONSES) or canonical(item) in sent for item in body["input"])
         if k and summaries[k] == summaries[k - 1]:
             assert is_prefix(responses_replay.turns[k - 1].forwarded["input"], body["input"])
+
+
+# -- Google generateContent ------------------------------------------------------------------------------
+
+
+def test_a_gemini_session_compacts_with_one_summary_call_per_compaction_event(gemini_replay: Replay) -> None:
+    events = gemini_replay.events(GOOGLE)
+    assert events >= 4
+    assert gemini_replay.summary_calls == events
+    assert sum(int(t.headers["x-compact-summary-calls"]) for t in gemini_replay.turns) == events
+    assert all(t.reply.startswith("stand-in reply") for t in gemini_replay.turns)  # streaming and not
+
+
+def test_every_forwarded_gemini_request_is_accepted_fits_and_keeps_the_clients_parts(
+    gemini_replay: Replay,
+) -> None:
+    """Accepted: the stand-in is strict and a Gemini 3 (alternating roles, calls answered, the current
+    turn's signatures); every reply above is a 200."""
+    summaries = gemini_replay.summaries(GOOGLE)
+    for k, turn in enumerate(gemini_replay.turns):
+        body = turn.forwarded
+        assert pairing_problems(body["contents"], GOOGLE) == []
+        declared = [(d["name"], d["description"]) for d in body["tools"][0]["functionDeclarations"]]
+        assert declared == [
+            (t["name"], t["description"]) for t in TOOLS
+        ]  # LiteLLM spells the schema key its way
+        assert body["tools"] == gemini_replay.turns[0].forwarded["tools"]
+        assert INSTRUCTIONS in json.dumps(body["systemInstruction"])
+        tokens, reported = tokens_of(body, GOOGLE, "o200k_base"), int(turn.headers["x-compact-tokens-after"])
+        assert tokens <= WINDOW - MAX_TOKENS
+        joined = reported - tokens  # counted before adjacent user contents were joined: 4 tokens a join
+        assert joined % 4 == 0 and 0 <= joined <= 4 * len(body["contents"])
+        sent = {canonical(part) for content in turn.entries for part in content["parts"]}
+        for content in body["contents"]:
+            for part in content["parts"]:
+                assert canonical(part) in sent or part.get("text", "").startswith("[compact_hook summary]")
+        if k and summaries[k] == summaries[k - 1]:
+            assert is_prefix(gemini_replay.turns[k - 1].forwarded["contents"], body["contents"])
 
 
 def test_a_responses_request_with_previous_response_id_is_forwarded_as_sent(

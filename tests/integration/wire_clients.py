@@ -1,7 +1,8 @@
 """Send one turn through a proxy with each surface's official SDK, and read back what reached the stand-in.
 
-``send(upstream, proxy, wire, model, entries, ...)`` posts ``entries`` (chat messages, Anthropic messages
-or Responses input items) with the openai or anthropic SDK, streaming or not, and returns the response
+``send(upstream, proxy, wire, model, entries, ...)`` posts ``entries`` (chat messages, Anthropic messages,
+Responses input items or Gemini contents) with the openai, anthropic or google-genai SDK, streaming or
+not, and returns the response
 headers, the body the stand-in received for the main call, and how many summary calls it saw meanwhile.
 Shared by the end-to-end tests and the benchmarks.
 """
@@ -17,7 +18,7 @@ import openai
 
 from tests.integration.harness import SUMMARY_MARKER, ProxyProcess, StandinUpstream
 
-ENTRIES_KEY = {"chat": "messages", "anthropic": "messages", "responses": "input"}
+ENTRIES_KEY = {"chat": "messages", "anthropic": "messages", "responses": "input", "google": "contents"}
 
 
 @dataclass
@@ -38,6 +39,25 @@ class Sent:
 
 def is_summary_call(body: dict[str, Any]) -> bool:
     return SUMMARY_MARKER in json.dumps(body.get("system", "")) + json.dumps(body.get("messages", ""))
+
+
+def _google(proxy: ProxyProcess, model: str, entries: list[Any], stream: bool, extra: dict[str, Any]) -> Any:
+    """google-genai at ``v1beta`` (its default ``v1`` is not a path LiteLLM routes); ``extra`` is the
+    ``GenerateContentConfig`` (``system_instruction``, ``tools``, ``max_output_tokens``...)."""
+    from google import genai
+    from google.genai import types
+
+    options = types.HttpOptions(base_url=proxy.url, api_version="v1beta", timeout=300_000)
+    client = genai.Client(api_key=extra.pop("key", proxy.master_key), http_options=options)
+    config = types.GenerateContentConfig(
+        automatic_function_calling=types.AutomaticFunctionCallingConfig(disable=True), **extra
+    )
+    if not stream:
+        answer = client.models.generate_content(model=model, contents=entries, config=config)
+        return dict(answer.sdk_http_response.headers or {}), answer.text or ""  # type: ignore[union-attr]
+    chunks = list(client.models.generate_content_stream(model=model, contents=entries, config=config))
+    headers = chunks[0].sdk_http_response.headers if chunks and chunks[0].sdk_http_response else {}
+    return dict(headers or {}), "".join(chunk.text or "" for chunk in chunks)
 
 
 def send(
@@ -104,7 +124,7 @@ def _responses(
     return dict(raw.headers), reply
 
 
-_CALLS = {"chat": _chat, "anthropic": _anthropic, "responses": _responses}
+_CALLS = {"chat": _chat, "anthropic": _anthropic, "responses": _responses, "google": _google}
 
 
 def call(
