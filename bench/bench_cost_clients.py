@@ -74,7 +74,7 @@ def model_list(client: AgentClient, upstream: StandinUpstream, compact: dict[str
     prices = Prices.of(PRICED_AS[client.name]).model_info()
     settings = None if compact is None else {**dataclasses.asdict(_base(client)), **compact}
     extra = {"compact": settings} if settings is not None else {}
-    if client.wire is ANTHROPIC:
+    if client.wire.format is ANTHROPIC:
         agent = anthropic_deployment(
             client.group, upstream.root_url, client.upstream_model, **extra, **prices
         )
@@ -156,7 +156,7 @@ def main() -> None:
     args = parser.parse_args()
     runs = []
     with tempfile.TemporaryDirectory(prefix="cost-clients-") as scratch:
-        for client in CLIENTS:
+        for client in (c for c in CLIENTS if c.name in PRICED_AS):
             if not client.executable.exists():
                 sys.exit(f"{client.executable} is not installed: run `make clients-install`")
             scripted = dataclasses.replace(

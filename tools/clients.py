@@ -1,10 +1,12 @@
-"""`make clients`: the real Claude Code and Codex CLIs through a real proxy with compact_hook, one table.
+"""`make clients`: the real agent CLIs (Claude Code, Codex CLI, Gemini CLI, Qwen Code, opencode, pi) through a
+real proxy with compact_hook, one table.
 
-    .venv/bin/python tools/clients.py [--client "Claude Code"|"Codex CLI"] [--capture DIR]
+    .venv/bin/python tools/clients.py [--client NAME ...] [--capture DIR]
 
-Each CLI (installed by `make clients-install` at the versions pinned in clients/package.json) runs ~30
+Each CLI (installed by `make clients-install` at the versions pinned in clients/package.json) runs 30
 tool turns against the stand-in's scripted agent through a proxy whose windows are small enough to
-compact several times; the table says what reached the provider. Exit status 1 when anything is wrong
+compact several times; the table says what reached the provider: compaction events (distinct summaries
+forwarded, each one applied) against the summary calls paid for. Exit status 1 when anything is wrong
 (the same checks as tests/integration/test_clients_proxy.py). ``--capture DIR`` also writes the first
 and the last request body each CLI sent (as it sent them, before the proxy) to DIR: that is how the
 captures in tests/data/clients/ were made.
@@ -76,9 +78,9 @@ def _table(runs: list[ClientFacts]) -> Table:
         "exit",
         "turns",
         "requests",
-        "compactions",
+        "summaries applied",
         "summary calls",
-        "largest / window",
+        "first / largest / window",
         "orphans",
         "thinking kept / removed",
         "seconds",
@@ -88,7 +90,9 @@ def _table(runs: list[ClientFacts]) -> Table:
     for facts in runs:
         client = facts.client
         thinking = (
-            f"{facts.thinking_forwarded} / {facts.thinking_removed}" if client.wire.bound_thinking else "—"
+            f"{facts.thinking_forwarded} / {facts.thinking_removed}"
+            if client.wire.format.bound_thinking
+            else "—"
         )
         table.add_row(
             client.name,
@@ -97,9 +101,9 @@ def _table(runs: list[ClientFacts]) -> Table:
             str(facts.completed.exit_code),
             str(facts.turns),
             str(len(facts.sent)),
-            str(facts.compactions),
+            str(facts.applied),
             str(facts.summary_calls),
-            f"{facts.largest:,} / {client.window:,}",
+            f"{facts.first_size:,} / {facts.largest:,} / {client.window:,}",
             str(facts.orphans),
             thinking,
             f"{facts.completed.seconds:.1f}",

@@ -14,8 +14,10 @@ and the turn that reaches the trigger applies it with no summary call on its pat
 - One preparation per conversation: in process the background queue knows it by key; across
   replicas a lock in the prepared store says another replica is on it. The trigger awaits
   one in flight rather than starting its own.
-- A prepared compaction that no longer suffices (the conversation grew past ``prepare_ratio``
-  even with it applied) is prepared again from it: its summary is merged, never stacked.
+- A prepared compaction waits for the trigger even when the conversation has grown past
+  ``prepare_ratio`` with it applied: under the trigger it always leaves the conversation under
+  the trigger, so one prepared again from it would be paid for and never used. The trigger
+  applies it; if it no longer suffices there, the rest is compacted at once, its summary merged.
 - A failed preparation counts toward the summary model's breaker and is not retried for
   ``failure_ttl``; the trigger then compacts as it would without preparation.
 """
@@ -93,22 +95,13 @@ class Preparations:
         return self.setup.store
 
     async def consider(self, run: Run, state: Entry, view: View) -> Preparation | None:
-        """Past ``prepare_ratio``, under the trigger: start preparing unless it is under way or
-        what is prepared still suffices. Never waits for the summary."""
+        """Past ``prepare_ratio``, under the trigger: start preparing unless it is under way or one
+        is prepared already (it is the one the trigger applies). Never waits for the summary."""
         key = LOCK + run.root
         if key in self.setup.background:
             return Preparation.RUNNING
-        found = await self.find(run, state)
-        base, base_view = state, view
-        if found is not None:
-            base, base_view = found, run.tiers.view(found)
-            if await run.tokens(base_view) < run.window.prepare:
-                return Preparation.READY
-            logger.info(
-                "compact_hook: the compaction prepared for session %s no longer suffices; preparing "
-                "the next from it (its summary merged, the call unused)",
-                run.session(),
-            )
+        if await self.find(run, state) is not None:
+            return Preparation.READY
         if await self.store.is_locked(key):  # another replica is on it
             return Preparation.RUNNING
         if self.setup.stopping() or await self.store.get_note(FAILED + key) is not None:
@@ -118,7 +111,7 @@ class Preparations:
             return None
         job = Job(
             run.request.tenant,
-            lambda: self._prepare(key, run, base, base_view, gate is Gate.PROBE),
+            lambda: self._prepare(key, run, state, view, gate is Gate.PROBE),
             self._dropped,
         )
         if not self.setup.background.submit(key, job):

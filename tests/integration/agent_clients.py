@@ -1,14 +1,16 @@
-"""The real agent CLIs — Claude Code and Codex CLI, from npm — through a real proxy with compact_hook.
+"""The real agent CLIs — Claude Code, Codex CLI, Gemini CLI, Qwen Code, opencode and pi, from npm — through
+a real proxy with compact_hook.
 
-Each CLI runs as a user runs it (``claude -p``, ``codex exec``) in a scratch folder, pointed at a
-``Relay`` in front of the proxy, against the stand-in's scripted agent (``tools/agent_script.py``):
-~30 turns of tool calls that make the CLI run a real shell command, then a final answer. The relay
-records what the CLI sent and our response headers; the stand-in records what reached the
-provider. ``facts_of`` reads both; ``problems`` says what is wrong with them. The test suite
-(``test_clients_proxy.py``) asserts there is nothing; ``make clients`` prints the table.
+Each CLI runs as a user runs it (``claude -p``, ``codex exec``, ``gemini -p``, ``qwen -p``, ``opencode
+run``, ``pi -p``) in a scratch home and work folder, pointed at a ``Relay`` in front of the proxy, against
+the stand-in's scripted agent (``tools/agent_script.py``): 30 turns of tool calls that make the CLI run a
+real shell command, then a final answer. The relay records what the CLI sent and our response headers;
+the stand-in records what reached the provider. ``facts_of`` reads both; ``problems`` says what is wrong
+with them. The test suite (``test_clients_proxy.py``) asserts there is nothing; ``make clients`` prints
+the table.
 
-The CLIs are installed by ``npm ci --prefix clients`` at the exact versions of
-``clients/package.json`` (``make clients-install``).
+The CLIs are installed by ``npm ci --prefix clients`` at the exact versions of ``clients/package.json``
+(``make clients-install``).
 """
 
 from __future__ import annotations
@@ -18,24 +20,25 @@ import os
 import subprocess
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from compact_hook.formats import ANTHROPIC, RESPONSES, WireFormat
+from compact_hook.formats import ANTHROPIC, CHAT, GOOGLE, RESPONSES, WireFormat
 from compact_hook.formats.base import positive_int
 from tests.integration.harness import (
     REPO_ROOT,
     ProxyProcess,
     StandinUpstream,
     anthropic_deployment,
+    gemini_deployment,
     standin_deployment,
     standin_upstream,
 )
 from tests.integration.relay import Exchange
-from tests.support import is_summary, pairing_problems, tokens_of
+from tests.support import pairing_problems, summaries_in, tokens_of
 
 agent_script = standin_upstream.agent_script
 
@@ -44,7 +47,90 @@ TOOL_TURNS = 30
 CLIENT_TIMEOUT = 600.0
 PROMPT = "Run each command you are given with your shell tool, one turn at a time, until you are told you are done."
 SUMMARY_WINDOW = 200_000
-AMBIENT = ("ANTHROPIC_", "OPENAI_", "CLAUDE_", "CODEX_", "LITELLM_")
+AMBIENT = (
+    "ANTHROPIC_",
+    "OPENAI_",
+    "CLAUDE_",
+    "CODEX_",
+    "LITELLM_",
+    "GEMINI_",
+    "GOOGLE_",
+    "QWEN_",
+    "OPENCODE_",
+    "PI_",
+)
+KEY_VARIABLE = "COMPACT_CLIENT_KEY"
+
+
+@dataclass(frozen=True)
+class Wire:
+    """What differs between the wires, once: where a request's entries and reserve are, which
+    session the stand-in counts its turns in, how a deployment reaches the stand-in, and which of
+    the client's paths carry conversations."""
+
+    format: WireFormat
+    entries: str
+    reserve: Callable[[dict[str, Any]], int]
+    session: Callable[[dict[str, Any], dict[str, str]], str]
+    deployment: Callable[[str, StandinUpstream, str, dict[str, Any]], dict[str, Any]]
+    carries: Callable[[str, Any, str], bool]
+    """``(relay path, body, model group)``: a conversation request of the client's."""
+
+
+def _names(body: Any, group: str) -> bool:
+    """The request names this model group (the wires that carry the model in the body)."""
+    return isinstance(body, dict) and body.get("model") == group
+
+
+def _google_reserve(body: dict[str, Any]) -> int:
+    config = body.get("generationConfig") or body.get("generation_config") or {}
+    return positive_int(config, "maxOutputTokens", "max_output_tokens") or 0
+
+
+WIRES = {
+    ANTHROPIC.name: Wire(
+        ANTHROPIC,
+        "messages",
+        lambda body: positive_int(body, "max_tokens") or 0,
+        agent_script.anthropic_session,
+        lambda group, up, model, compact: anthropic_deployment(group, up.root_url, model, compact=compact),
+        lambda path, body, group: path == "/v1/messages" and _names(body, group),
+    ),
+    RESPONSES.name: Wire(
+        RESPONSES,
+        "input",
+        lambda body: positive_int(body, "max_output_tokens") or 0,
+        agent_script.responses_session,
+        lambda group, up, model, compact: standin_deployment(group, up.url, model, compact=compact),
+        lambda path, body, group: path == "/v1/responses" and _names(body, group),
+    ),
+    CHAT.name: Wire(
+        CHAT,
+        "messages",
+        lambda body: positive_int(body, "max_completion_tokens", "max_tokens") or 0,
+        agent_script.chat_session,
+        lambda group, up, model, compact: standin_deployment(group, up.url, model, compact=compact),
+        lambda path, body, group: path == "/v1/chat/completions" and _names(body, group),
+    ),
+    GOOGLE.name: Wire(
+        GOOGLE,
+        "contents",
+        _google_reserve,
+        agent_script.google_session,
+        lambda group, up, model, compact: gemini_deployment(group, up.root_url, model, compact=compact),
+        lambda path, body, group: path.endswith(
+            (f"/models/{group}:streamGenerateContent", f"/models/{group}:generateContent")
+        ),
+    ),
+}
+
+
+@dataclass(frozen=True)
+class Launch:
+    """How one CLI is run: its command line, given the scratch home, its environment (to add to),
+    the relay's URL and the proxy key."""
+
+    command: Callable[[AgentClient, Path, dict[str, str], str, str], list[str]]
 
 
 @dataclass(frozen=True)
@@ -52,21 +138,21 @@ class AgentClient:
     """One CLI: how it is installed and run, the model group it talks to and how it is checked.
 
     ``upstream_model`` picks the stand-in's behaviour (``strict``: the provider's validation,
-    ``script30``: the script). ``as_sent``: top-level keys the provider must get exactly as the
-    CLI sent them.
+    ``script30``: the script, ``gemini-3``: thought signatures enforced). ``as_sent``: top-level
+    keys the provider must get exactly as the CLI sent them.
     """
 
     name: str
     package: str
     binary: str
-    wire: WireFormat
+    wire: Wire
     group: str
-    path: str
     upstream_model: str
     summary_model: str
     window: int
     tokenizer: str
     as_sent: tuple[str, ...]
+    launch: Launch
 
     @property
     def version(self) -> str:
@@ -77,57 +163,216 @@ class AgentClient:
     def executable(self) -> Path:
         return CLIENTS_DIR / "node_modules" / ".bin" / self.binary
 
+    @property
+    def path(self) -> str:
+        """The endpoint it sends conversations to (for the table)."""
+        return {
+            "anthropic": "/v1/messages",
+            "responses": "/v1/responses",
+            "chat": "/v1/chat/completions",
+            "google": ":streamGenerateContent",
+        }[self.wire.format.name]
+
     def model_list(self, upstream: StandinUpstream) -> list[dict[str, Any]]:
         compact = {
             "context_window": self.window,
             "summary_model": f"{self.group}-summarizer",
             "summary_max_tokens": 1000,
         }
-        if self.wire is ANTHROPIC:
-            agent = anthropic_deployment(self.group, upstream.root_url, self.upstream_model, compact=compact)
-        else:
-            agent = standin_deployment(self.group, upstream.url, self.upstream_model, compact=compact)
+        agent = self.wire.deployment(self.group, upstream, self.upstream_model, compact)
         summarizer = standin_deployment(
             f"{self.group}-summarizer", upstream.url, self.summary_model, max_input_tokens=SUMMARY_WINDOW
         )
         return [agent, summarizer]
 
-    def session_of(self, body: dict[str, Any]) -> str:
-        if self.wire is ANTHROPIC:
-            return str(agent_script.anthropic_session(body, {}))
-        return str(agent_script.responses_session(body, {}))
 
-    def reserve_of(self, body: dict[str, Any]) -> int:
-        return positive_int(body, "max_tokens" if self.wire is ANTHROPIC else "max_output_tokens") or 0
+# -- how each CLI is run ---------------------------------------------------------------------------------
+
+
+def _claude_code(client: AgentClient, home: Path, env: dict[str, str], base_url: str, key: str) -> list[str]:
+    env.update(
+        {
+            "ANTHROPIC_BASE_URL": base_url,
+            "ANTHROPIC_API_KEY": key,
+            "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
+            "DISABLE_AUTOUPDATER": "1",
+        }
+    )
+    return [str(client.executable), "-p", PROMPT, "--model", client.group, "--allowedTools", "Bash"]
+
+
+def _codex(client: AgentClient, home: Path, env: dict[str, str], base_url: str, key: str) -> list[str]:
+    codex_home = home / ".codex"
+    codex_home.mkdir()
+    (codex_home / "config.toml").write_text(
+        f'model = "{client.group}"\n'
+        'model_provider = "litellm"\n\n'
+        "[model_providers.litellm]\n"
+        'name = "LiteLLM proxy"\n'
+        f'base_url = "{base_url}/v1"\n'
+        f'env_key = "{KEY_VARIABLE}"\n'
+        'wire_api = "responses"\n'
+    )
+    env.update({"CODEX_HOME": str(codex_home), KEY_VARIABLE: key})
+    return [str(client.executable), "exec", "--skip-git-repo-check", PROMPT]
+
+
+def _gemini_cli(client: AgentClient, home: Path, env: dict[str, str], base_url: str, key: str) -> list[str]:
+    """LiteLLM's tutorial (``GOOGLE_GEMINI_BASE_URL``), plus what 0.61.0 needs to run headless: the auth
+    type in its settings (else "Invalid auth method selected", exit 41) and a trusted folder (exit 55)."""
+    settings = {
+        "security": {"auth": {"selectedType": "gemini-api-key"}},
+        "general": {"disableAutoUpdate": True, "disableUpdateNag": True},
+        "privacy": {"usageStatisticsEnabled": False},
+        "telemetry": {"enabled": False},
+    }
+    (home / ".gemini").mkdir()
+    (home / ".gemini" / "settings.json").write_text(json.dumps(settings))
+    env.update(
+        {"GOOGLE_GEMINI_BASE_URL": base_url, "GEMINI_API_KEY": key, "GEMINI_CLI_TRUST_WORKSPACE": "true"}
+    )
+    return [str(client.executable), "-p", PROMPT, "-m", client.group, "--yolo"]
+
+
+def _qwen_code(client: AgentClient, home: Path, env: dict[str, str], base_url: str, key: str) -> list[str]:
+    env.update({"OPENAI_BASE_URL": f"{base_url}/v1", "OPENAI_API_KEY": key, "OPENAI_MODEL": client.group})
+    env["QWEN_CODE_SUPPRESS_YOLO_WARNING"] = "1"
+    return [str(client.executable), "-p", PROMPT, "--yolo"]
+
+
+def _opencode(client: AgentClient, home: Path, env: dict[str, str], base_url: str, key: str) -> list[str]:
+    """The AI SDK's openai-compatible provider pointed at the proxy, bash allowed without asking."""
+    config = {
+        "$schema": "https://opencode.ai/config.json",
+        "provider": {
+            "litellm": {
+                "npm": "@ai-sdk/openai-compatible",
+                "name": "LiteLLM proxy",
+                "options": {"baseURL": f"{base_url}/v1", "apiKey": "{env:" + KEY_VARIABLE + "}"},
+                "models": {client.group: {"name": client.group}},
+            }
+        },
+        "model": f"litellm/{client.group}",
+        "permission": {"bash": "allow", "edit": "allow"},
+        "autoupdate": False,
+        "share": "disabled",
+    }
+    folder = home / ".config" / "opencode"
+    folder.mkdir(parents=True)
+    (folder / "opencode.json").write_text(json.dumps(config))
+    env[KEY_VARIABLE] = key
+    return [str(client.executable), "run", PROMPT]
+
+
+PI_MODEL_WINDOW = 200_000
+"""The window pi is told the model has: it compacts on its own near it, so it must be the model's, not
+the proxy's smaller one (else pi sends its own summary request, one user message we cannot cut)."""
+
+
+def _pi(client: AgentClient, home: Path, env: dict[str, str], base_url: str, key: str) -> list[str]:
+    """A custom provider in ``~/.pi/agent/models.json`` (its ``apiKey`` names the variable holding it)."""
+    provider = {
+        "baseUrl": f"{base_url}/v1",
+        "api": "openai-completions",
+        "apiKey": KEY_VARIABLE,
+        "compat": {"supportsDeveloperRole": False, "supportsReasoningEffort": False},
+        "models": [{"id": client.group, "contextWindow": PI_MODEL_WINDOW, "maxTokens": 4096}],
+    }
+    folder = home / ".pi" / "agent"
+    folder.mkdir(parents=True)
+    (folder / "models.json").write_text(json.dumps({"providers": {"litellm": provider}}))
+    env.update({KEY_VARIABLE: key, "PI_OFFLINE": "1"})
+    return [
+        str(client.executable),
+        "-p",
+        "--no-session",
+        "--provider",
+        "litellm",
+        "--model",
+        client.group,
+        PROMPT,
+    ]
 
 
 CLAUDE_CODE = AgentClient(
     name="Claude Code",
     package="@anthropic-ai/claude-code",
     binary="claude",
-    wire=ANTHROPIC,
+    wire=WIRES["anthropic"],
     group="cc-agent",
-    path="/v1/messages",
     upstream_model=f"claude-fable-5-1-standin-strict-script{TOOL_TURNS}",  # a Claude 5.1 name: LiteLLM keeps `thinking`, the prefix check runs
     summary_model="standin-summarizer-cc",
     window=48_000,
     tokenizer="claude",
     as_sent=("system", "tools", "thinking", "context_management", "output_config", "max_tokens"),
+    launch=Launch(_claude_code),
 )
 CODEX = AgentClient(
     name="Codex CLI",
     package="@openai/codex",
     binary="codex",
-    wire=RESPONSES,
+    wire=WIRES["responses"],
     group="codex-agent",
-    path="/v1/responses",
     upstream_model=f"standin-strict-script{TOOL_TURNS}",
     summary_model="standin-summarizer-codex",
     window=16_000,
     tokenizer="o200k_base",
     as_sent=("instructions", "tools", "reasoning", "include", "tool_choice", "parallel_tool_calls"),
+    launch=Launch(_codex),
 )
-CLIENTS = (CLAUDE_CODE, CODEX)
+GEMINI_CLI = AgentClient(
+    name="Gemini CLI",
+    package="@google/gemini-cli",
+    binary="gemini",
+    wire=WIRES["google"],
+    group="gemini-agent",
+    upstream_model=f"gemini-3-pro-standin-strict-script{TOOL_TURNS}",  # Gemini 3: thought signatures enforced
+    summary_model="standin-summarizer-gemini",
+    window=16_000,
+    tokenizer="o200k_base",
+    as_sent=("systemInstruction",),
+    launch=Launch(_gemini_cli),
+)
+QWEN_CODE = AgentClient(
+    name="Qwen Code",
+    package="@qwen-code/qwen-code",
+    binary="qwen",
+    wire=WIRES["chat"],
+    group="qwen-agent",
+    upstream_model=f"standin-strict-script{TOOL_TURNS}-qwen",
+    summary_model="standin-summarizer-qwen",
+    window=56_000,
+    tokenizer="o200k_base",
+    as_sent=("tools",),
+    launch=Launch(_qwen_code),
+)
+OPENCODE = AgentClient(
+    name="opencode",
+    package="opencode-ai",
+    binary="opencode",
+    wire=WIRES["chat"],
+    group="opencode-agent",
+    upstream_model=f"standin-strict-script{TOOL_TURNS}-opencode",
+    summary_model="standin-summarizer-opencode",
+    window=44_000,
+    tokenizer="o200k_base",
+    as_sent=("tools",),
+    launch=Launch(_opencode),
+)
+PI = AgentClient(
+    name="pi",
+    package="@mariozechner/pi-coding-agent",
+    binary="pi",
+    wire=WIRES["chat"],
+    group="pi-agent",
+    upstream_model=f"standin-strict-script{TOOL_TURNS}-pi",
+    summary_model="standin-summarizer-pi",
+    window=12_000,
+    tokenizer="o200k_base",
+    as_sent=("tools",),
+    launch=Launch(_pi),
+)
+CLIENTS = (CLAUDE_CODE, CODEX, GEMINI_CLI, QWEN_CODE, OPENCODE, PI)
 
 
 def proxy_config(upstream: StandinUpstream, clients: tuple[AgentClient, ...] = CLIENTS) -> dict[str, Any]:
@@ -167,11 +412,7 @@ def run_client(client: AgentClient, base_url: str, key: str) -> Completed:
         work.mkdir()
         env = {k: v for k, v in os.environ.items() if not k.startswith(AMBIENT)}
         env.update({"HOME": str(home), "NO_PROXY": "127.0.0.1,localhost", "no_proxy": "127.0.0.1,localhost"})
-        command = (
-            _claude_code(client, env, base_url, key)
-            if client.binary == CLAUDE_CODE.binary
-            else _codex(env, base_url, key, home)
-        )
+        command = client.launch.command(client, home, env, base_url, key)
         started = time.monotonic()
         done = subprocess.run(
             command,
@@ -190,34 +431,6 @@ def run_client(client: AgentClient, base_url: str, key: str) -> Completed:
         )
 
 
-def _claude_code(client: AgentClient, env: dict[str, str], base_url: str, key: str) -> list[str]:
-    env.update(
-        {
-            "ANTHROPIC_BASE_URL": base_url,
-            "ANTHROPIC_API_KEY": key,
-            "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
-            "DISABLE_AUTOUPDATER": "1",
-        }
-    )
-    return [str(CLAUDE_CODE.executable), "-p", PROMPT, "--model", client.group, "--allowedTools", "Bash"]
-
-
-def _codex(env: dict[str, str], base_url: str, key: str, home: Path) -> list[str]:
-    codex_home = home / ".codex"
-    codex_home.mkdir()
-    (codex_home / "config.toml").write_text(
-        f'model = "{CODEX.group}"\n'
-        'model_provider = "litellm"\n\n'
-        "[model_providers.litellm]\n"
-        'name = "LiteLLM proxy"\n'
-        f'base_url = "{base_url}/v1"\n'
-        'env_key = "COMPACT_CLIENT_KEY"\n'
-        'wire_api = "responses"\n'
-    )
-    env.update({"CODEX_HOME": str(codex_home), "COMPACT_CLIENT_KEY": key})
-    return [str(CODEX.executable), "exec", "--skip-git-repo-check", PROMPT]
-
-
 # -- what happened --------------------------------------------------------------------------------
 
 
@@ -233,8 +446,10 @@ class ClientFacts:
     forwarded: list[dict[str, Any]]
     summary_calls: int
     turns: int
-    compactions: int = 0
+    applied: int = 0
+    """Distinct summaries that reached the provider: each compaction event applied."""
     largest: int = 0
+    first_size: int = 0
     orphans: int = 0
     not_as_sent: list[str] = field(default_factory=list)
     thinking_forwarded: int = 0
@@ -248,7 +463,8 @@ class ClientFacts:
 def facts_of(
     client: AgentClient, completed: Completed, relay: list[Exchange], upstream: StandinUpstream
 ) -> ClientFacts:
-    mine = [e for e in relay if e.method == "POST" and e.path == client.path]
+    wire = client.wire
+    mine = [e for e in relay if e.method == "POST" and wire.carries(e.path, e.body, client.group)]
     recorded = upstream.requests
     forwarded = [
         r["body"]
@@ -259,7 +475,7 @@ def facts_of(
         r for r in recorded if isinstance(r["body"], dict) and r["body"].get("model") == client.summary_model
     ]
     sessions = upstream.agent_turns
-    turns = max((sessions.get(client.session_of(body), 0) for body in forwarded), default=0)
+    turns = max((sessions.get(wire.session(body, {}), 0) for body in forwarded), default=0)
     facts = ClientFacts(
         client,
         completed,
@@ -271,16 +487,19 @@ def facts_of(
         turns,
     )
     seen_summaries: set[str] = set()
-    key = "messages" if client.wire is ANTHROPIC else "input"
     for body in forwarded:
-        entries = body.get(key) or []
-        seen_summaries.update(json.dumps(e, sort_keys=True) for e in entries if is_summary(e, client.wire))
-        facts.orphans += len(pairing_problems(entries, client.wire))
+        entries = body.get(wire.entries) or []
+        seen_summaries.update(summaries_in(entries, wire.format))
+        facts.orphans += len(pairing_problems(entries, wire.format))
         facts.largest = max(
-            facts.largest, tokens_of(body, client.wire, client.tokenizer) + client.reserve_of(body)
+            facts.largest, tokens_of(body, wire.format, client.tokenizer) + wire.reserve(body)
         )
         facts.thinking_forwarded += any(_has_thinking(e) for e in entries)
-    facts.compactions = len(seen_summaries)
+    if facts.sent:
+        facts.first_size = tokens_of(facts.sent[0], wire.format, client.tokenizer) + wire.reserve(
+            facts.sent[0]
+        )
+    facts.applied = len(seen_summaries)
     facts.thinking_removed = sum(int(h.get("x-compact-thinking-removed", 0)) for h in facts.headers)
     for index, (sent, got) in enumerate(zip(facts.sent, forwarded, strict=False)):
         facts.not_as_sent.extend(
@@ -310,7 +529,7 @@ def problems(facts: ClientFacts) -> list[str]:
         found.append(f"answers other than 200: {sorted(set(facts.statuses))}")
     if len(facts.forwarded) != len(facts.sent):
         found.append(f"{len(facts.sent)} requests sent, {len(facts.forwarded)} reached the provider")
-    if facts.compactions == 0:
+    if facts.applied == 0:
         found.append("no summary reached the provider")
     if facts.orphans:
         found.append(f"{facts.orphans} orphaned tool calls or results reached the provider")
@@ -320,6 +539,6 @@ def problems(facts: ClientFacts) -> list[str]:
         )
     if facts.not_as_sent:
         found.append("not forwarded as sent: " + ", ".join(facts.not_as_sent[:5]))
-    if facts.summary_calls > facts.compactions + 1:
-        found.append(f"{facts.summary_calls} summary calls for {facts.compactions} compactions")
+    if facts.summary_calls > facts.applied + 1:
+        found.append(f"{facts.summary_calls} summary calls for {facts.applied} summaries applied")
     return found
