@@ -1,8 +1,11 @@
-"""The real Claude Code and Codex CLIs through a real proxy, ~30 tool turns each, as a user runs them.
+"""The real agent CLIs — Claude Code, Codex CLI, Gemini CLI, Qwen Code, opencode, pi — through a real
+proxy, 30 tool turns each, as a user runs them.
 
 What each CLI sends is whatever its pinned version sends today (mid-conversation ``system`` entries,
-``context_management``, thinking, a dozen tools): nothing here is a shape we wrote. See
-``agent_clients`` for how they run and what is checked; ``make clients`` prints the same as a table.
+``context_management``, thinking, signed Gemini calls, a dozen tools): nothing here is a shape we wrote.
+See ``agent_clients`` for how they run and what is checked — exit 0 and the final answer, compaction
+upstream, no orphan, every forwarded request within the window, what the client sent as sent, summary
+calls no more than summaries applied + 1; ``make clients`` prints the same as a table.
 """
 
 from __future__ import annotations
@@ -15,6 +18,11 @@ from tests.integration.agent_clients import (
     CLAUDE_CODE,
     CLIENTS,
     CODEX,
+    GEMINI_CLI,
+    OPENCODE,
+    PI,
+    QWEN_CODE,
+    AgentClient,
     ClientFacts,
     agent_proxy,
     facts_of,
@@ -64,3 +72,34 @@ def test_codex_runs_30_turns_through_the_proxy_compacted(runs: dict[str, ClientF
     assert problems(facts) == [], _explained(facts)
     reasons = {h.get("x-compact-reason") for h in facts.headers}
     assert not reasons & {"client_managed", "malformed"}, reasons
+
+
+def test_gemini_cli_runs_30_turns_on_generate_content_compacted_with_its_signatures_kept(
+    runs: dict[str, ClientFacts],
+) -> None:
+    """The stand-in is a strict Gemini 3: a turn that lost a call's signature, roles that do not
+    alternate or a call without its response would have been a 400 (every status is a 200)."""
+    facts = runs[GEMINI_CLI.name]
+    assert problems(facts) == [], _explained(facts)
+    assert all("contents" in body and "model" not in body for body in facts.sent)  # the model is in the path
+    assert any(h.get("x-compact-compacted") == "true" for h in facts.headers)  # on its streamed answers
+    signed = [
+        part
+        for body in facts.forwarded
+        for content in body["contents"]
+        for part in content["parts"]
+        if "functionCall" in part and "thoughtSignature" in part
+    ]
+    assert signed
+
+
+@pytest.mark.parametrize("client", [QWEN_CODE, OPENCODE, PI], ids=lambda client: client.name)
+def test_a_chat_completions_cli_runs_30_turns_compacted_with_its_system_prompt_as_sent(
+    runs: dict[str, ClientFacts], client: AgentClient
+) -> None:
+    facts = runs[client.name]
+    assert problems(facts) == [], _explained(facts)
+    for sent, got in zip(facts.sent, facts.forwarded, strict=True):
+        if sent["messages"][0]["role"] == "system":
+            assert got["messages"][0] == sent["messages"][0]
+    assert any(h.get("x-compact-compacted") == "true" for h in facts.headers)

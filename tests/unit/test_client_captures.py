@@ -1,8 +1,8 @@
 """Requests the real CLIs sent, captured before the proxy (``tools/clients.py --capture``), as the
 adapters and the engine see them: what a client sends today is the spec.
 
-``tests/data/clients/<binary>-<version>-{first,last}.json``: Claude Code's and Codex CLI's first
-request and their request after 30 scripted tool turns. Recapture when ``clients/package.json``
+``tests/data/clients/<binary>-<version>-{first,last}.json``: each CLI's first request and its request
+after 30 scripted tool turns (Claude Code, Codex CLI, Gemini CLI, Qwen Code, opencode, pi). Recapture when ``clients/package.json``
 moves: ``.venv/bin/python tools/clients.py --capture tests/data/clients``.
 """
 
@@ -15,13 +15,21 @@ from typing import Any
 import pytest
 
 from compact_hook.core.items import PartKind, Role
-from compact_hook.formats import ANTHROPIC, RESPONSES, Conversation, WireFormat
+from compact_hook.formats import ANTHROPIC, CHAT, GOOGLE, RESPONSES, Conversation, WireFormat
 from tests.compaction import config, run
 from tests.integration.harness import standin_upstream
 from tests.support import pairing_problems
 
 CAPTURES = Path(__file__).resolve().parents[1] / "data" / "clients"
-WIRES = {"claude": ANTHROPIC, "codex": RESPONSES}
+WIRES = {
+    "claude": ANTHROPIC,
+    "codex": RESPONSES,
+    "gemini": GOOGLE,
+    "qwen": CHAT,
+    "opencode": CHAT,
+    "pi": CHAT,
+}
+ENTRIES = {"anthropic": "messages", "responses": "input", "chat": "messages", "google": "contents"}
 
 
 def _captures() -> list[Path]:
@@ -43,8 +51,7 @@ def test_a_captured_request_is_ours_to_compact_and_valid_as_sent(path: Path) -> 
     wire, body = _load(path)
     parsed = wire.parse(body)
     assert isinstance(parsed, Conversation), parsed
-    key = "messages" if wire is ANTHROPIC else "input"
-    assert pairing_problems(body[key], wire) == []
+    assert pairing_problems(body[ENTRIES[wire.name]], wire) == []
 
 
 def test_claude_code_sends_its_environment_as_a_mid_conversation_system_entry_and_32k_of_reserve() -> None:
@@ -57,21 +64,52 @@ def test_claude_code_sends_its_environment_as_a_mid_conversation_system_entry_an
     assert [edit["type"] for edit in body["context_management"]["edits"]] == ["clear_thinking_20251015"]
 
 
-@pytest.mark.parametrize("name", ["claude-2.1.330-last.json", "codex-0.169.0-last.json"])
+def _last_captures() -> list[str]:
+    return sorted(path.name for path in CAPTURES.glob("*-last.json"))
+
+
+@pytest.mark.parametrize("name", _last_captures())
 async def test_a_captured_session_compacts_into_a_request_the_provider_accepts(name: str) -> None:
     wire, body = _load(CAPTURES / name)
-    key = "messages" if wire is ANTHROPIC else "input"
+    key = ENTRIES[wire.name]
     words = sum(len(json.dumps(entry).split()) for entry in body[key])
-    settings = config(context_window=words * 2 // 3 + body.get("max_tokens", 0), summary_max_tokens=200)
+    reserve = body.get("max_tokens") or body.get("max_completion_tokens") or 0
+    settings = config(context_window=words * 2 // 3 + reserve, summary_max_tokens=200)
     result = await run(wire.name, body, settings)
     assert result.compacted and pairing_problems(result.messages, wire) == []
+    forwarded = dict(body)
+    wire.render(forwarded, result.messages)
     if wire is ANTHROPIC:
-        standin_upstream.check_anthropic_messages(
-            {**body, "messages": result.messages}
-        )  # roles, system placement
-        parsed = ANTHROPIC.parse({**body, "messages": result.messages})
+        standin_upstream.check_anthropic_messages(forwarded)  # roles, system placement
+        parsed = ANTHROPIC.parse(forwarded)
         assert isinstance(parsed, Conversation)
         assert not any(part.kind is PartKind.THINKING for item in parsed.items() for part in item.parts)
         assert result.thinking_removed > 0  # every kept turn's block was produced before this change
+    elif wire is RESPONSES:
+        standin_upstream.check_responses_input(forwarded)
+    elif wire is GOOGLE:  # as a Gemini 3 judges it: alternation, pairing, the current turn's signatures
+        standin_upstream.standin_google.check_google_contents(forwarded)
+        assert (
+            standin_upstream.agent_script.google_signature_problem({**forwarded, "model": "gemini-3-pro"})
+            is None
+        )
     else:
-        standin_upstream.check_responses_input({**body, "input": result.messages})
+        standin_upstream.check_chat_messages(forwarded["messages"])
+
+
+def test_gemini_cli_sends_its_calls_signed_and_answers_them_by_ids_of_its_own() -> None:
+    """What Gemini CLI 0.61.0 sends back: the model's signature on each turn's first call, and an
+    ``id`` of its own making on each call and its response (LiteLLM drops the response's on the way)."""
+    _, body = _load(CAPTURES / "gemini-0.61.0-last.json")
+    contents = body["contents"]
+    calls = [p for c in contents if c["role"] == "model" for p in c["parts"] if "functionCall" in p]
+    responses = [p for c in contents if c["role"] == "user" for p in c["parts"] if "functionResponse" in p]
+    assert calls and all(p["functionCall"].get("id") for p in calls)
+    assert [p["functionCall"]["id"] for p in calls] == [p["functionResponse"]["id"] for p in responses]
+    firsts = [
+        next(p for p in c["parts"] if "functionCall" in p)
+        for c in contents
+        if c["role"] == "model" and any("functionCall" in p for p in c["parts"])
+    ]
+    assert all("thoughtSignature" in p for p in firsts)
+    assert "maxOutputTokens" not in body.get("generationConfig", {})  # no reserve asked: the config's applies
