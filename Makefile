@@ -20,7 +20,8 @@ install: $(INSTALLED)
 system-deps:
 	@command -v redis-server >/dev/null 2>&1 || { apt-get update -qq && apt-get install -y -qq redis-server; }
 
-# The real agent CLIs (Claude Code, Codex) at the exact versions of clients/package.json, from npm.
+# The real agent CLIs (Claude Code, Codex, Gemini CLI, Qwen Code, opencode, pi) at the exact versions
+# of clients/package.json, from npm.
 # To bump: edit the versions there, run `npm install --prefix clients`, commit package-lock.json.
 CLIENTS_INSTALLED := clients/node_modules/.installed
 
@@ -30,7 +31,7 @@ $(CLIENTS_INSTALLED): clients/package.json clients/package-lock.json
 
 clients-install: $(CLIENTS_INSTALLED)
 
-# Both CLIs through a real proxy against the stand-in's scripted agent: a per-client table.
+# Every CLI through a real proxy against the stand-in's scripted agent: a per-client table.
 clients: install clients-install
 	$(PY) tools/clients.py
 
