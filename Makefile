@@ -25,8 +25,11 @@ system-deps:
 # To bump: edit the versions there, run `npm install --prefix clients`, commit package-lock.json.
 CLIENTS_INSTALLED := clients/node_modules/.installed
 
+# `npm install`, not `npm ci`: npm 11 leaves other platforms' optional packages (opencode's and Qwen
+# Code's per-OS binaries) out of the lock file and `npm ci` then refuses it; with the lock present,
+# `npm install` installs exactly its versions.
 $(CLIENTS_INSTALLED): clients/package.json clients/package-lock.json
-	npm ci --prefix clients --no-audit --no-fund --loglevel=error
+	npm install --prefix clients --no-audit --no-fund --loglevel=error
 	touch $(CLIENTS_INSTALLED)
 
 clients-install: $(CLIENTS_INSTALLED)
@@ -42,10 +45,10 @@ run: install
 test: install system-deps clients-install lint typecheck
 	$(PY) -m pytest -n 2 --dist loadfile
 
-# The newest LiteLLM of our range in its own venv (uv: it can relax the two requirements this
+# The newest LiteLLM of our range in its own venv (uv: it can relax the requirements this
 # machine's index cannot meet, constraints/newest-overrides.txt): unit tests and the tests marked
 # `edge` (real proxies on every surface, the CLIs, /compact). A DeprecationWarning from our code fails.
-NEWEST_LITELLM ?= 1.109.1
+NEWEST_LITELLM ?= 1.110.2
 NEWEST_VENV := .venv-newest
 NEWEST_INSTALLED := $(NEWEST_VENV)/.installed-$(NEWEST_LITELLM)
 

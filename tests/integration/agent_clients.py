@@ -9,7 +9,7 @@ the stand-in records what reached the provider. ``facts_of`` reads both; ``probl
 with them. The test suite (``test_clients_proxy.py``) asserts there is nothing; ``make clients`` prints
 the table.
 
-The CLIs are installed by ``npm ci --prefix clients`` at the exact versions of ``clients/package.json``
+The CLIs are installed by ``npm install --prefix clients`` at the exact versions of ``clients/package.json``
 (``make clients-install``).
 """
 
