@@ -1,7 +1,8 @@
 """Reading a conversation from a file: a request body, a bare list, or JSONL logs.
 
-The format is told by shape: ``input`` → Responses; messages with Anthropic content blocks
-(``tool_use``, ``tool_result``, ``thinking``) or a top-level ``system`` → Anthropic; else chat.
+The format is told by shape: ``input`` → Responses; ``contents`` → Google generateContent; messages
+with Anthropic content blocks (``tool_use``, ``tool_result``, ``thinking``) or a top-level ``system``
+→ Anthropic; else chat.
 """
 
 from __future__ import annotations
@@ -12,11 +13,17 @@ from pathlib import Path
 from typing import Any
 
 from compact_hook.errors import CompactError
-from compact_hook.formats import ANTHROPIC, CHAT, RESPONSES, WireFormat
+from compact_hook.formats import ANTHROPIC, CHAT, GOOGLE, RESPONSES, WireFormat
 
 ANTHROPIC_BLOCKS = {"tool_use", "tool_result", "thinking", "redacted_thinking"}
 RESPONSES_TYPES = {"function_call", "function_call_output", "reasoning", "message"}
-CALL_TYPES = {"chat": "acompletion", "anthropic": "anthropic_messages", "responses": "aresponses"}
+CALL_TYPES = {
+    "chat": "acompletion",
+    "anthropic": "anthropic_messages",
+    "responses": "aresponses",
+    "google": "agenerate_content",
+}
+ENTRIES_KEYS = {"chat": "messages", "anthropic": "messages", "responses": "input", "google": "contents"}
 
 
 class InputError(CompactError):
@@ -32,8 +39,7 @@ class Loaded:
 
     @property
     def entries(self) -> list[Any]:
-        key = "input" if self.wire is RESPONSES else "messages"
-        value = self.data.get(key)
+        value = self.data.get(ENTRIES_KEYS[self.wire.name])
         return value if isinstance(value, list) else []
 
 
@@ -60,9 +66,11 @@ def detect(value: Any) -> Loaded:
         raise InputError("expected a request body (a JSON object) or a list of messages")
     if isinstance(value.get("input"), list | str):
         return Loaded(RESPONSES, value)
+    if isinstance(value.get("contents"), list):
+        return Loaded(GOOGLE, value)
     messages = value.get("messages")
     if not isinstance(messages, list):
-        raise InputError("no `messages` or `input` list found")
+        raise InputError("no `messages`, `input` or `contents` list found")
     anthropic = "system" in value or any(_has_anthropic_blocks(m) for m in messages)
     return Loaded(ANTHROPIC if anthropic else CHAT, value)
 

@@ -15,8 +15,8 @@ from typing import Any
 from rich.progress import Progress
 from rich.table import Table
 
-from compact_hook.cli.inputs import Loaded
-from compact_hook.formats import ANTHROPIC, RESPONSES
+from compact_hook.cli.inputs import ENTRIES_KEYS, Loaded
+from compact_hook.formats import ANTHROPIC, GOOGLE, RESPONSES
 
 ASSISTANT_TYPES = {"function_call", "reasoning"}
 DEFAULT_MAX_TOKENS = 1024
@@ -46,7 +46,7 @@ def turn_ends(loaded: Loaded) -> list[int]:
 
 def _is_assistant(entry: Any) -> bool:
     return isinstance(entry, dict) and (
-        entry.get("role") == "assistant" or entry.get("type") in ASSISTANT_TYPES
+        entry.get("role") in ("assistant", "model") or entry.get("type") in ASSISTANT_TYPES
     )
 
 
@@ -64,7 +64,10 @@ def _answered(entries: list[Any], end: int) -> bool:
 
 def sender(loaded: Loaded, url: str, key: str, model: str) -> Callable[[list[Any]], dict[str, str]]:
     """A function sending one turn's entries and returning the response headers."""
-    body = {k: v for k, v in loaded.data.items() if k not in ("messages", "input", "model", "stream")}
+    entries_key = ENTRIES_KEYS[loaded.wire.name]
+    body = {k: v for k, v in loaded.data.items() if k not in (entries_key, "model", "stream")}
+    if loaded.wire is GOOGLE:
+        return _gemini_sender(body, url, key, model)
     if loaded.wire is ANTHROPIC:
         import anthropic
 
@@ -83,6 +86,22 @@ def sender(loaded: Loaded, url: str, key: str, model: str) -> Callable[[list[Any
     return lambda entries: dict(
         client.chat.completions.with_raw_response.create(model=model, messages=entries, **body).headers
     )
+
+
+def _gemini_sender(
+    body: dict[str, Any], url: str, key: str, model: str
+) -> Callable[[list[Any]], dict[str, str]]:
+    """Google's REST call as its SDK makes it (``v1beta``: the path LiteLLM routes)."""
+    import httpx
+
+    client = httpx.Client(base_url=url, headers={"Authorization": f"Bearer {key}"}, timeout=600)
+
+    def send(entries: list[Any]) -> dict[str, str]:
+        answer = client.post(f"/v1beta/models/{model}:generateContent", json={**body, "contents": entries})
+        answer.raise_for_status()
+        return dict(answer.headers)
+
+    return send
 
 
 def replay(

@@ -19,7 +19,14 @@ from compact_hook.cli.settings import resolve
 from compact_hook.core.outcomes import Removal, Summarizer
 from compact_hook.state.archive import Audit, FileArchive, Origin, audit_path
 from compact_hook.state.tokenizers import counter_for
-from tests.support import chat_to_responses, load_transcript, replay_points, user
+from tests.support import (
+    chat_to_google,
+    chat_to_responses,
+    google_replay_points,
+    load_transcript,
+    replay_points,
+    user,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 TRANSCRIPT = ROOT / "tests" / "data" / "transcripts" / "openai" / "claude_code_fa812bfe_pre_compact.json"
@@ -54,6 +61,8 @@ def test_count_splits_a_request_into_its_parts_on_every_format(tmp_path: Path) -
     assert (
         anthropic.wire.name == "anthropic" and count_parts(anthropic, counter_for("claude")).tool_outputs > 0
     )
+    gemini = load(write(tmp_path / "g.json", {"contents": chat_to_google(messages)}))
+    assert gemini.wire.name == "google" and count_parts(gemini, counter).tool_outputs > 0
 
 
 def test_jsonl_logs_give_the_longest_request_or_the_line_asked_for(tmp_path: Path) -> None:
@@ -143,6 +152,10 @@ def test_turns_end_where_the_client_would_call_the_model(tmp_path: Path) -> None
     assert turn_ends(load(TRANSCRIPT)) == replay_points(messages)
     responses = turn_ends(load(write(tmp_path / "r.json", chat_to_responses(messages))))
     assert len(responses) == len(replay_points(messages))
+    contents = chat_to_google(messages)
+    assert turn_ends(load(write(tmp_path / "g.json", {"contents": contents}))) == google_replay_points(
+        contents
+    )
 
 
 def test_python_dash_m_runs_the_cli() -> None:
