@@ -2,14 +2,17 @@
 
 The stand-in (``tools/standin_upstream.py``) answers a request whose ``model`` contains ``script`` (e.g.
 ``standin-script``, ``standin-script12`` for 12 tool turns) with this script instead of a canned text, on
-``/v1/messages`` (Anthropic, for Claude Code) and ``/v1/responses`` (for Codex CLI), streaming or not:
+``/v1/messages`` (Anthropic, for Claude Code), ``/v1/responses`` (for Codex CLI), ``/v1/chat/completions``
+(Qwen Code, opencode, pi) and ``generateContent`` (Gemini CLI), streaming or not; the shell tool and its
+arguments are read from the client's own tool schema:
 
 * turns 1..N: a tool call that makes the client run a shell command printing a few KB
   (``seq -f '...' 1 40``); every seventh turn two calls at once (parallel tool use);
 * turn N+1: a final text, ``AGENT_FINAL`` plus the turn count, and the client exits.
 
 Turns are counted per *session* (Claude Code's ``metadata.user_id`` session, Codex's
-``prompt_cache_key``), never from the history: the history the stand-in sees is compacted.
+``prompt_cache_key``, a chat or Gemini client's head: system prompt and first words, which a compaction
+keeps), never from the history: the history the stand-in sees is compacted.
 
 Every Anthropic answer starts with a ``thinking`` block whose signature binds it to the conversation that
 produced it: ``system``, ``tools`` and every earlier message (``cache_control`` markers aside). For a model
@@ -18,7 +21,10 @@ each such block sent back (``stale_thinking``) and answers 400 "The block is bou
 conversation" when what comes before it changed: the prefix check newer Claude models run on preserved
 thinking. For older names with ``thinking`` enabled it answers 400 when the tool turn in progress does not
 open with thinking (``missing_turn_thinking``), as those models do. Both: ``thinking_problem``.
-A Responses answer starts with a ``reasoning`` item carrying ``encrypted_content``, as Codex asks.
+A Responses answer starts with a ``reasoning`` item carrying ``encrypted_content``, as Codex asks. A
+Gemini answer signs its first function call (``signature_of``: a hash of its name and arguments) as Gemini 3
+does, and for a Gemini 3 name the stand-in refuses a current turn whose call lost its signature or carries
+one of ours made for another part (``google_signature_problem``); Google's documented dummy values pass.
 
 Stdlib only, like the stand-in.
 """
@@ -575,7 +581,10 @@ def google_session(body: Mapping[str, Any], headers: Mapping[str, str]) -> str:
 
 
 def signature_of(payload: Any) -> str:
-    """The stand-in's thought signature for a part's payload (a call, or a text)."""
+    """The stand-in's thought signature for a part's payload (a call's name and arguments — clients add
+    their own ``id`` — or a text)."""
+    if isinstance(payload, dict):
+        payload = {"name": payload.get("name"), "args": payload.get("args")}
     digest = hashlib.sha256(json.dumps(payload, sort_keys=True).encode("utf-8", "surrogatepass")).hexdigest()
     return base64.b64encode((SIGNED_PREFIX + digest[:32]).encode()).decode()
 

@@ -1,10 +1,11 @@
 """Send a real 288-message Claude Code session to the `make run` proxy and show what compact_hook did.
 
-    .venv/bin/python tools/demo.py [--api chat|anthropic|responses] [--model M] [--stream]
+    .venv/bin/python tools/demo.py [--api chat|anthropic|responses|google] [--model M] [--stream]
 
 ``chat`` uses the openai SDK's chat.completions (model ``demo``), ``anthropic`` the anthropic SDK's
 messages.create (model ``demo-claude``: the session as Claude Code sent it), ``responses`` the openai
-SDK's responses.create (model ``demo``: the session as Responses input items).
+SDK's responses.create (model ``demo``: the session as Responses input items), ``google`` the
+google-genai SDK's generate_content (model ``demo-gemini``: the session as Gemini contents).
 """
 
 from __future__ import annotations
@@ -22,13 +23,13 @@ import openai
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from tests.support import chat_to_responses  # noqa: E402
+from tests.support import chat_to_google, chat_to_responses  # noqa: E402
 
 DEMO_KEY = "sk-compact-hook-local-demo-key-5f1c2a"  # tools/run_proxy.sh's default
 TRANSCRIPTS = ROOT / "tests/data/transcripts"
 CHAT_TRANSCRIPT = TRANSCRIPTS / "openai/claude_code_fa812bfe_pre_compact.json"
 ANTHROPIC_TRANSCRIPT = TRANSCRIPTS / "anthropic/claude_code_fa812bfe_pre_compact.json"
-DEFAULT_MODELS = {"chat": "demo", "anthropic": "demo-claude", "responses": "demo"}
+DEFAULT_MODELS = {"chat": "demo", "anthropic": "demo-claude", "responses": "demo", "google": "demo-gemini"}
 
 
 def main() -> None:
@@ -43,7 +44,12 @@ def main() -> None:
     parser.add_argument("--session", default="demo-session")
     args = parser.parse_args()
     model = args.model or DEFAULT_MODELS[args.api]
-    send = {"chat": send_chat, "anthropic": send_anthropic, "responses": send_responses}[args.api]
+    send = {
+        "chat": send_chat,
+        "anthropic": send_anthropic,
+        "responses": send_responses,
+        "google": send_google,
+    }[args.api]
     headers, reply = send(args, model)
     for name, value in sorted(headers.items()):
         if name.startswith("x-compact-"):
@@ -103,6 +109,27 @@ def send_responses(args: argparse.Namespace, model: str) -> tuple[dict[str, str]
     else:
         reply = parsed.output_text
     return dict(raw.headers), reply
+
+
+def send_google(args: argparse.Namespace, model: str) -> tuple[dict[str, str], str]:
+    from google import genai
+    from google.genai import types
+
+    contents = chat_to_google(json.loads(CHAT_TRANSCRIPT.read_text(encoding="utf-8")))
+    print(f"sending {len(contents)} Gemini contents to {model}")
+    # api_version v1beta: google-genai defaults to v1, a path LiteLLM does not route
+    client = genai.Client(
+        api_key=args.api_key, http_options=types.HttpOptions(base_url=args.proxy, api_version="v1beta")
+    )
+    config = types.GenerateContentConfig(system_instruction="You are a coding agent.")
+    if args.stream:
+        chunks = list(client.models.generate_content_stream(model=model, contents=contents, config=config))
+        http = chunks[0].sdk_http_response if chunks else None
+        reply = "".join(chunk.text or "" for chunk in chunks)
+    else:
+        answer = client.models.generate_content(model=model, contents=contents, config=config)
+        http, reply = answer.sdk_http_response, answer.text or ""
+    return dict((http.headers or {}) if http is not None else {}), reply
 
 
 if __name__ == "__main__":

@@ -1,4 +1,5 @@
-"""Stand-in LLM provider (OpenAI chat, Anthropic Messages, OpenAI Responses) for end-to-end tests.
+"""Stand-in LLM provider (OpenAI chat, Anthropic Messages, OpenAI Responses, Google generateContent) for
+end-to-end tests.
 
 Stdlib only, so it runs from any interpreter without installing anything, and deterministic, so tests can
 assert on exactly what reached the "provider" and on exactly what it answered.
@@ -27,6 +28,11 @@ Endpoints, each answering natively in its own wire format, streaming (``"stream"
   ``response.completed`` (no ``[DONE]``, like OpenAI). An ``openai/<model>`` deployment with ``api_base =
   up.url`` (litellm posts to ``{api_base}/responses``); litellm also sends ``/v1/messages`` calls for an
   ``openai/`` deployment here.
+* ``POST /{v1beta,v1alpha,v1}/models/<model>:generateContent`` and ``:streamGenerateContent`` (also without
+  the version): Google's Gemini API, the model named in the path (``standin_google.py``: its checks,
+  errors and answers; ``alt=sse`` streams ``data:`` lines, otherwise one JSON array). A ``gemini/<model>``
+  deployment with ``api_base = up.root_url`` (LiteLLM posts to ``/models/<model>:…``). Gemini 3 names
+  (``gemini-3…``) have their current turn's thought signatures checked, strict or not.
 * ``GET /v1/models`` (also ``/models``), and the control endpoints ``GET /health``, ``GET /_recorded`` and
   ``POST /_reset`` (so a test can inspect a script-started instance over HTTP).
 
@@ -41,7 +47,8 @@ Behaviour is chosen by substrings of the request's ``model`` (litellm strips the
 
 * ``strict`` -> validate tool-call pairing like the real provider and answer HTTP 400 in the provider's error
   format when it is broken (see ``check_chat_messages``, ``check_anthropic_messages``,
-  ``check_responses_input``); a valid request is then answered as usual;
+  ``check_responses_input``, ``standin_google.check_google_contents``); a valid request is then answered
+  as usual;
 * ``slow``  -> sleep ``slow_seconds`` (3 s) before answering;
 * ``fail``  -> HTTP 500 with the surface's error body (through a litellm proxy with default settings one
   client request arrives 3 times, ~6 s with back-off; ``router_settings: {num_retries: 0}`` makes it once);
