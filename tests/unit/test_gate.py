@@ -17,10 +17,8 @@ from compact_hook.proxy.recovery import RETRY_KEY
 from compact_hook.proxy.report import report_in
 from compact_hook.proxy.reporting import Reporting
 from compact_hook.proxy.services import Services
+from tests.routers import SpyRouter, request
 from tests.support import is_summary, pairing_problems
-from tests.unit.test_hook import SpyRouter, request
-from tests.unit.test_hook import router as router  # noqa: F401  (fixture)
-from tests.unit.test_hook import upstream as upstream  # noqa: F401  (fixture)
 
 
 def gate(registry: CollectorRegistry | None = None) -> RequestGate:
@@ -46,7 +44,7 @@ def turns(pairs: int, words: int) -> list[dict[str, Any]]:
 
 @pytest.mark.parametrize(("model", "call_type"), [("plain", "acompletion"), ("agent", "aembedding")])
 async def test_the_gate_leaves_what_it_does_not_handle_exactly_as_sent(
-    router: SpyRouter,  # noqa: F811
+    router: SpyRouter,
     model: str,
     call_type: str,
 ) -> None:
@@ -57,8 +55,8 @@ async def test_the_gate_leaves_what_it_does_not_handle_exactly_as_sent(
 
 
 async def test_a_compacted_request_is_rendered_reported_as_its_tenant_and_given_its_retry(
-    router: SpyRouter,  # noqa: F811
-    upstream: respx.Route,  # noqa: F811
+    router: SpyRouter,
+    upstream: respx.Route,
 ) -> None:
     data = request()
     assert await gate().handle(Key(team_id="t-9"), data, "acompletion") is None
@@ -71,7 +69,7 @@ async def test_a_compacted_request_is_rendered_reported_as_its_tenant_and_given_
 
 
 async def test_a_conversation_on_a_call_type_we_have_no_format_for_is_warned_once_and_counted(
-    router: SpyRouter,  # noqa: F811
+    router: SpyRouter,
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     from prometheus_client import generate_latest
@@ -109,7 +107,7 @@ async def test_a_conversation_on_a_call_type_we_have_no_format_for_is_warned_onc
     )
 
 
-async def test_off_forwards_the_messages_as_sent_and_asks_for_no_retry(router: SpyRouter) -> None:  # noqa: F811
+async def test_off_forwards_the_messages_as_sent_and_asks_for_no_retry(router: SpyRouter) -> None:
     data = request(proxy_server_request={"headers": {"x-compact": "off"}})
     messages = data["messages"]
     await gate().handle(Key(), data, "acompletion")
@@ -118,8 +116,8 @@ async def test_off_forwards_the_messages_as_sent_and_asks_for_no_retry(router: S
 
 
 async def test_slash_compact_is_answered_and_the_report_says_so(
-    router: SpyRouter,  # noqa: F811
-    upstream: respx.Route,  # noqa: F811
+    router: SpyRouter,
+    upstream: respx.Route,
 ) -> None:
     data = request(messages=[*turns(6, 300)[:-1], {"role": "user", "content": "/compact keep the ids"}])
     messages = data["messages"]
@@ -132,8 +130,8 @@ async def test_slash_compact_is_answered_and_the_report_says_so(
 
 
 async def test_slash_compact_on_gemini_is_answered_whole_and_compacts_then_goes_on_when_streamed(
-    router: SpyRouter,  # noqa: F811
-    upstream: respx.Route,  # noqa: F811
+    router: SpyRouter,
+    upstream: respx.Route,
 ) -> None:
     from compact_hook.formats import GOOGLE
     from tests.support import chat_to_google
@@ -155,8 +153,8 @@ async def test_slash_compact_on_gemini_is_answered_whole_and_compacts_then_goes_
 
 
 async def test_a_window_a_provider_taught_is_the_window_of_the_next_requests(
-    router: SpyRouter,  # noqa: F811
-    upstream: respx.Route,  # noqa: F811
+    router: SpyRouter,
+    upstream: respx.Route,
 ) -> None:
     the_gate = gate()
     untaught = request(messages=turns(8, 200))

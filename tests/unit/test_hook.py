@@ -2,12 +2,10 @@
 
 import json
 import logging
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import httpx
-import litellm
 import pytest
 import respx
 
@@ -18,6 +16,7 @@ from compact_hook.proxy.hook import CompactHook
 from compact_hook.proxy.models import validate_model_list
 from compact_hook.proxy.report import Report, response_headers
 from compact_hook.proxy.router_summarizer import INTERNAL_TOKEN
+from tests.routers import SUMMARY, UPSTREAM, SpyRouter, deployment, request, spy_router
 from tests.support import (
     ANTHROPIC,
     GOOGLE,
@@ -30,99 +29,6 @@ from tests.support import (
     load_transcript,
     pairing_problems,
 )
-
-UPSTREAM = "http://upstream.test/v1"
-SUMMARY = "## Goal and user constraints\nkeep going\n## Current state\nhalfway"
-
-
-def completion(content: str) -> dict[str, Any]:
-    return {
-        "id": "cmpl",
-        "object": "chat.completion",
-        "created": 1,
-        "model": "m",
-        "choices": [
-            {"index": 0, "message": {"role": "assistant", "content": content}, "finish_reason": "stop"}
-        ],
-        "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
-    }
-
-
-def deployment(name: str, compact: Any = None, model: str = "openai/gpt-4o-mini") -> dict[str, Any]:
-    entry: dict[str, Any] = {
-        "model_name": name,
-        "litellm_params": {"model": model, "api_base": UPSTREAM, "api_key": "sk-test"},
-    }
-    if compact is not None:
-        entry["model_info"] = {"compact": compact}
-    return entry
-
-
-class SpyRouter(litellm.Router):  # type: ignore[misc]
-    """A real router that also remembers the kwargs of every acompletion call."""
-
-    calls: list[dict[str, Any]]
-
-    async def acompletion(self, *args: Any, **kwargs: Any) -> Any:
-        self.calls.append(kwargs)
-        return await super().acompletion(*args, **kwargs)
-
-
-@pytest.fixture
-def router(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> SpyRouter:
-    litellm.disable_aiohttp_transport = True
-    compact = {
-        "context_window": 20_000,
-        "archive_dir": str(tmp_path / "archive"),
-        "retry_backoff_seconds": 0,
-        # issue-2 behaviour in isolation: no cheap tiers, no fitting
-        "tool_output_policy": "none",
-        "clear_tool_results": False,
-        "user_message_budget": 0,
-        "on_overflow": "passthrough",
-    }
-    spy = SpyRouter(
-        model_list=[
-            deployment("agent", compact),
-            deployment("plain"),
-            deployment("tiers", {"context_window": 200_000, "archive_dir": str(tmp_path / "archive")}),
-            deployment(
-                "tiers-20k",
-                {
-                    "context_window": 20_000,
-                    "archive_dir": str(tmp_path / "archive"),
-                    "clear_tool_results": False,
-                    "tool_output_policy": "none",
-                    "retry_backoff_seconds": 0,
-                },
-            ),
-            deployment("off", {"enabled": False}),
-        ]
-    )
-    spy.calls = []
-    monkeypatch.setattr(server, "proxy_router", lambda: spy)
-    return spy
-
-
-@pytest.fixture
-def upstream() -> Iterator[respx.Route]:
-    with respx.mock(assert_all_called=False) as mock:
-        yield mock.post(f"{UPSTREAM}/chat/completions").mock(
-            return_value=httpx.Response(200, json=completion(SUMMARY))
-        )
-
-
-def request(model: str = "agent", messages: Any = None, **extra: Any) -> dict[str, Any]:
-    data: dict[str, Any] = {
-        "model": model,
-        "messages": load_transcript("claude_code_fa812bfe_pre_compact.json")
-        if messages is None
-        else messages,
-        "metadata": {"user_api_key": "hashed-key", "user_api_key_team_id": "team-1", "other": "x"},
-        "litellm_call_id": "call-123",
-    }
-    data.update(extra)
-    return data
 
 
 async def run(data: dict[str, Any], call_type: str = "acompletion") -> dict[str, Any]:
@@ -320,8 +226,7 @@ def test_a_bad_compact_block_names_the_model_and_key() -> None:
 async def test_a_group_without_a_known_window_warns_once(
     monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
-    spy = SpyRouter(model_list=[deployment("custom", {}, model="openai/my-own-finetune")])
-    spy.calls = []
+    spy = spy_router([deployment("custom", {}, model="openai/my-own-finetune")])
     monkeypatch.setattr(server, "proxy_router", lambda: spy)
     hook = CompactHook(CompactConfig())
     for _ in range(3):
@@ -332,7 +237,7 @@ async def test_a_group_without_a_known_window_warns_once(
 
 
 async def test_the_window_defaults_to_the_routers_max_input_tokens(monkeypatch: pytest.MonkeyPatch) -> None:
-    spy = SpyRouter(model_list=[deployment("known", {})])
+    spy = spy_router([deployment("known", {})])
     monkeypatch.setattr(server, "proxy_router", lambda: spy)
     hook = CompactHook(CompactConfig())
     config = hook.models.resolve(spy, "known")
@@ -551,8 +456,8 @@ def test_the_session_id_comes_from_each_formats_own_field() -> None:
 
 
 async def test_the_summary_window_is_the_summary_groups_own(monkeypatch: pytest.MonkeyPatch) -> None:
-    spy = SpyRouter(
-        model_list=[
+    spy = spy_router(
+        [
             deployment("small", {"context_window": 16_000, "summary_model": "reader"}),
             {**deployment("reader"), "model_info": {"max_input_tokens": 200_000}},
         ]
@@ -567,8 +472,7 @@ async def test_an_archive_that_cannot_be_written_is_a_header_and_a_log_line_with
 ) -> None:
     blocked = tmp_path / "not-a-directory"
     blocked.write_text("a file in the way")
-    spy = SpyRouter(model_list=[deployment("agent", {"context_window": 20_000, "archive_dir": str(blocked)})])
-    spy.calls = []
+    spy = spy_router([deployment("agent", {"context_window": 20_000, "archive_dir": str(blocked)})])
     monkeypatch.setattr(server, "proxy_router", lambda: spy)
     hook = CompactHook(CompactConfig())
     data = request(metadata={"session_id": "session-xyz"})

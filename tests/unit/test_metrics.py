@@ -13,10 +13,8 @@ from compact_hook.engine.prepare import PrepareSetup
 from compact_hook.proxy.hook import CompactHook
 from compact_hook.proxy.metrics import Metrics
 from compact_hook.state.store import MemoryStore, TieredStore
+from tests.routers import SpyRouter, request
 from tests.support import Samples, metric_samples, metric_value
-from tests.unit.test_hook import SpyRouter, request
-from tests.unit.test_hook import router as router  # noqa: F401  (fixture)
-from tests.unit.test_hook import upstream as upstream  # noqa: F401  (fixture)
 from tests.unit.test_store import BrokenStore
 
 
@@ -34,8 +32,8 @@ def hook_with_registry() -> tuple[CompactHook, CollectorRegistry]:
 
 
 async def test_a_compaction_is_counted_by_model_group_format_and_outcome(
-    router: SpyRouter,  # noqa: F811
-    upstream: respx.Route,  # noqa: F811
+    router: SpyRouter,
+    upstream: respx.Route,
 ) -> None:
     hook, registry = hook_with_registry()
     data = request()
@@ -75,7 +73,7 @@ async def test_a_compaction_is_counted_by_model_group_format_and_outcome(
 
 
 async def test_model_names_the_operator_did_not_configure_are_never_labels(
-    router: SpyRouter,  # noqa: F811
+    router: SpyRouter,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     hook, registry = hook_with_registry()
@@ -97,7 +95,7 @@ async def test_model_names_the_operator_did_not_configure_are_never_labels(
     assert failed == 1
 
 
-async def test_a_clients_claim_of_compression_savings_is_removed(router: SpyRouter) -> None:  # noqa: F811
+async def test_a_clients_claim_of_compression_savings_is_removed(router: SpyRouter) -> None:
     hook, _ = hook_with_registry()
     forged = {"tokens_before": 10**9, "tokens_after": 0, "tokens_saved": 10**9, "source": "compact_hook"}
     for model in ("plain", "agent"):

@@ -14,10 +14,8 @@ from compact_hook.proxy.recovery import RETRY_KEY, Recovery
 from compact_hook.proxy.report import Report, record, report_in
 from compact_hook.proxy.router_summarizer import INTERNAL_TOKEN
 from compact_hook.proxy.services import Services
+from tests.routers import SpyRouter
 from tests.support import is_summary, load_transcript, pairing_problems
-from tests.unit.test_hook import SpyRouter
-from tests.unit.test_hook import router as router  # noqa: F401  (fixture)
-from tests.unit.test_hook import upstream as upstream  # noqa: F401  (fixture)
 
 TOO_LONG = (
     "This model's maximum context length is 9000 tokens. However, your messages resulted in 12000 tokens."
@@ -54,7 +52,7 @@ async def test_a_first_attempt_is_left_alone_and_a_forged_mark_never_reaches_the
     assert await recovery().before_attempt(forged, "acompletion") is forged and RETRY_KEY not in forged
 
 
-async def test_a_context_error_teaches_the_group_its_window_in_our_tokens(router: SpyRouter) -> None:  # noqa: F811
+async def test_a_context_error_teaches_the_group_its_window_in_our_tokens(router: SpyRouter) -> None:
     healer = recovery()
     failed = attempt([], TOO_LONG, tokens_after=10_000)
     await healer.after_failure(failed, RuntimeError(TOO_LONG), "acompletion")
@@ -63,8 +61,8 @@ async def test_a_context_error_teaches_the_group_its_window_in_our_tokens(router
 
 
 async def test_the_retry_is_compacted_to_the_learned_window_as_the_same_tenant_and_session(
-    router: SpyRouter,  # noqa: F811
-    upstream: respx.Route,  # noqa: F811
+    router: SpyRouter,
+    upstream: respx.Route,
 ) -> None:
     healer = recovery()
     messages = load_transcript("claude_code_fa812bfe_pre_compact.json")
@@ -79,7 +77,7 @@ async def test_the_retry_is_compacted_to_the_learned_window_as_the_same_tenant_a
     assert router.calls[0]["metadata"]["compact_hook_internal"] == INTERNAL_TOKEN
 
 
-async def test_a_retry_that_follows_another_error_raises_that_error(router: SpyRouter) -> None:  # noqa: F811
+async def test_a_retry_that_follows_another_error_raises_that_error(router: SpyRouter) -> None:
     healer = recovery()
     kwargs = attempt([{"role": "user", "content": "hi"}], "rate limited", **{RETRY_KEY: INTERNAL_TOKEN})
     original = ValueError("rate limited")
