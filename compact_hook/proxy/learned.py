@@ -32,12 +32,17 @@ CONTEXT_PHRASES = (
     "context limit",
     "input is too long",
     "too many tokens",
+    "exceeds the maximum number of tokens",
+    "contextwindowexceedederror",
 )
 LIMIT_PATTERNS = (
     re.compile(
         r"maximum context length is (?P<limit>\d+) tokens.*?(?:resulted in|requested) (?P<sent>\d+) tokens"
     ),
     re.compile(r"prompt is too long: (?P<sent>\d+) tokens > (?P<limit>\d+) maximum"),
+    re.compile(
+        r"input token count \((?P<sent>\d+)\) exceeds the maximum number of tokens allowed \((?P<limit>\d+)\)"
+    ),
     re.compile(r"(?P<sent>\d+) \+ \d+ > (?P<limit>\d+)"),
     re.compile(r"maximum context length is (?P<limit>\d+) tokens"),
 )

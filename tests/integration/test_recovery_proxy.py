@@ -1,4 +1,4 @@
-"""Recovery and control through a real proxy, with the official SDKs, on all three surfaces.
+"""Recovery and control through a real proxy, with the official SDKs, on all four surfaces.
 
 A stand-in provider whose real limit (9,000 of its tokens) is far below the window we are
 configured with (16,384) refuses long requests with its own context-length 400; the proxy
@@ -20,6 +20,7 @@ from tests.integration.harness import (
     SUMMARY_MARKER,
     ProxyProcess,
     anthropic_deployment,
+    gemini_deployment,
     standin_deployment,
     standin_upstream,
 )
@@ -27,9 +28,12 @@ from tests.integration.wire_clients import call
 from tests.support import (
     ANTHROPIC,
     CHAT,
+    GOOGLE,
     RESPONSES,
     anthropic_replay_points,
+    chat_to_google,
     chat_to_responses,
+    google_replay_points,
     load_transcript,
     pairing_problems,
     replay_points,
@@ -42,20 +46,33 @@ LIMIT = 9_000
 CHAT_MESSAGES = load_transcript("claude_code_fa812bfe_pre_compact.json")
 ANTHROPIC_MESSAGES = load_transcript("claude_code_fa812bfe_pre_compact.json", "anthropic")["messages"]
 RESPONSES_ITEMS = chat_to_responses(CHAT_MESSAGES)
+GEMINI_CONTENTS = chat_to_google(CHAT_MESSAGES)
 REPLAYS = {
     "chat": (CHAT_MESSAGES, replay_points(CHAT_MESSAGES)),
     "anthropic": (ANTHROPIC_MESSAGES, anthropic_replay_points(ANTHROPIC_MESSAGES)),
     "responses": (RESPONSES_ITEMS, responses_replay_points(RESPONSES_ITEMS)),
+    "google": (GEMINI_CONTENTS, google_replay_points(GEMINI_CONTENTS)),
 }
 SURFACES = {
     "chat": standin_upstream.CHAT,
     "anthropic": standin_upstream.MESSAGES,
     "responses": standin_upstream.RESPONSES,
+    "google": standin_upstream.GOOGLE,
 }
-PATHS = {"chat": "/v1/chat/completions", "anthropic": "/v1/messages", "responses": "/v1/responses"}
-LIMITED = {"chat": "chat-limited", "anthropic": "claude-limited", "responses": "codex-limited"}
-FORMATS = {"chat": CHAT, "anthropic": ANTHROPIC, "responses": RESPONSES}
-ENTRIES = {"chat": "messages", "anthropic": "messages", "responses": "input"}
+PATHS = {
+    "chat": "/v1/chat/completions",
+    "anthropic": "/v1/messages",
+    "responses": "/v1/responses",
+    "google": "GenerateContent",  # :generateContent and :streamGenerateContent
+}
+LIMITED = {
+    "chat": "chat-limited",
+    "anthropic": "claude-limited",
+    "responses": "codex-limited",
+    "google": "gemini-limited",
+}
+FORMATS = {"chat": CHAT, "anthropic": ANTHROPIC, "responses": RESPONSES, "google": GOOGLE}
+ENTRIES = {"chat": "messages", "anthropic": "messages", "responses": "input", "google": "contents"}
 TIERS_OFF = {"tool_output_policy": "none", "clear_tool_results": False, "user_message_budget": 0}
 """Control is about the summary: without the cheap tiers a conversation's size is what it sent."""
 
@@ -90,8 +107,20 @@ def proxy(standin: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Pr
             standin_deployment(
                 "codex-limited", url, f"standin-strict-limit{LIMIT}-codex", **compact(archive, "gpt-sum")
             ),
+            gemini_deployment(
+                "gemini-limited",
+                root,
+                f"gemini-3-standin-strict-limit{LIMIT}-gemini",
+                **compact(archive, "gpt-sum"),
+            ),
             standin_deployment(
                 "chat-agent", url, "standin-strict-chat-agent", **compact(archive, "gpt-sum", **TIERS_OFF)
+            ),
+            gemini_deployment(
+                "gemini-agent",
+                root,
+                "gemini-3-standin-strict-gemini-agent",
+                **compact(archive, "gpt-sum", **TIERS_OFF),
             ),
             anthropic_deployment(
                 "claude-agent",
@@ -126,7 +155,7 @@ def summary_calls(standin: Any, since: int) -> list[dict[str, Any]]:
     return [r["body"] for r in standin.requests[since:] if SUMMARY_MARKER in json.dumps(r["body"] or {})]
 
 
-@pytest.mark.parametrize("wire", ["chat", "anthropic", "responses"])
+@pytest.mark.parametrize("wire", ["chat", "anthropic", "responses", "google"])
 def test_a_provider_with_a_lower_real_limit_answers_every_turn(
     standin: Any, proxy: ProxyProcess, wire: str
 ) -> None:
@@ -140,7 +169,8 @@ def test_a_provider_with_a_lower_real_limit_answers_every_turn(
     upstream = [
         r["body"]
         for r in standin.requests[since:]
-        if r["path"] == PATHS[wire] and f"limit{LIMIT}" in (r["body"] or {}).get("model", "")
+        if r["path"].split("?")[0].endswith(PATHS[wire])
+        and f"limit{LIMIT}" in (r["body"] or {}).get("model", "")
     ]
     refused = [body for body in upstream if provider_tokens(wire, body) > LIMIT]
     assert len(headers) == len(points)  # every turn answered (the SDK raises on a 400)
@@ -228,6 +258,8 @@ def test_a_keys_and_a_teams_metadata_control_their_requests(standin: Any, proxy:
 def with_command(wire: str, entries: list[Any], command: str) -> list[Any]:
     if wire == "responses":
         return [*entries, {"type": "message", "role": "user", "content": command}]
+    if wire == "google":
+        return [*entries, {"role": "user", "parts": [{"text": command}]}]
     return [*entries, {"role": "user", "content": command}]
 
 
@@ -235,6 +267,12 @@ def with_reply(wire: str, entries: list[Any], reply: str, question: str) -> list
     if wire == "responses":
         answer = {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": reply}]}
         return [*entries, answer, {"type": "message", "role": "user", "content": question}]
+    if wire == "google":
+        return [
+            *entries,
+            {"role": "model", "parts": [{"text": reply}]},
+            {"role": "user", "parts": [{"text": question}]},
+        ]
     return [*entries, {"role": "assistant", "content": reply}, {"role": "user", "content": question}]
 
 
@@ -248,13 +286,14 @@ def with_reply(wire: str, entries: list[Any], reply: str, question: str) -> list
         ("anthropic", True),
         ("responses", False),
         ("responses", True),
+        ("google", False),  # streamed, LiteLLM calls the provider whatever we say (see the test below)
     ],
 )
 def test_slash_compact_is_answered_by_the_proxy_and_the_next_turn_continues_from_it(
     standin: Any, proxy: ProxyProcess, wire: str, stream: bool
 ) -> None:
     entries, points = REPLAYS[wire]
-    model = "claude-agent" if wire == "anthropic" else "chat-agent"
+    model = {"anthropic": "claude-agent", "google": "gemini-agent"}.get(wire, "chat-agent")
     history = prefix(wire, 13_500, 14_000) if stream else prefix(wire, 12_000, 13_000)
     key = f"sk-tenant-command-{wire}-{stream}"  # a tenant of its own: nothing stored by the other tests
     since = len(standin.requests)
@@ -263,7 +302,11 @@ def test_slash_compact_is_answered_by_the_proxy_and_the_next_turn_continues_from
     )
     made = standin.requests[since:]
     assert reply.startswith("Compacted: ") and "messages summarized" in reply
-    assert [r for r in made if r["path"] == PATHS[wire] and SUMMARY_MARKER not in json.dumps(r["body"])] == []
+    assert [
+        r
+        for r in made
+        if r["path"].split("?")[0].endswith(PATHS[wire]) and SUMMARY_MARKER not in json.dumps(r["body"])
+    ] == []
     [summary_request] = summary_calls(standin, since)  # one summary call, and no call of the model
     assert "Pay particular attention to: keep the bead ids" in json.dumps(summary_request)
     since = len(standin.requests)
@@ -271,6 +314,31 @@ def test_slash_compact_is_answered_by_the_proxy_and_the_next_turn_continues_from
     headers, _ = call(proxy, wire, model, following, stream=stream, key=key)
     assert summary_calls(standin, since) == []
     assert headers["x-compact-compacted"] == "true" and headers["x-compact-cache"] == "hit"
+
+
+@pytest.mark.edge
+def test_slash_compact_on_a_gemini_stream_compacts_now_and_goes_on_to_the_model(
+    standin: Any, proxy: ProxyProcess
+) -> None:
+    history = prefix("google", 12_000, 13_000)  # under the trigger: compacted only because asked
+    since = len(standin.requests)
+    headers, reply = call(
+        proxy,
+        "google",
+        "gemini-agent",
+        with_command("google", history, "/compact keep the bead ids"),
+        stream=True,
+        key="sk-tenant-gemini-stream",
+    )
+    assert reply.startswith("stand-in reply") and headers["x-compact-compacted"] == "true"
+    [forwarded] = [
+        r["body"]
+        for r in standin.requests[since:]
+        if r["path"].split("?")[0].endswith(":streamGenerateContent")
+    ]
+    assert forwarded["contents"][-1]["parts"][-1]["text"] == "/compact keep the bead ids"
+    [summary_request] = summary_calls(standin, since)
+    assert "Pay particular attention to: keep the bead ids" in json.dumps(summary_request)
 
 
 # -- the breaker -----------------------------------------------------------------------------------------

@@ -41,6 +41,12 @@ from tests.support import load_transcript, openai_transcripts, replay_points
         ),
         ("input length and `max_tokens` exceed context limit: 198000 + 8192 > 200000", 200000, 198000),
         ("Your input exceeds the context window of this model. Please adjust your input.", None, None),
+        (  # Gemini, as LiteLLM passes it on
+            'GeminiException - {"error": {"code": 400, "message": "The input token count (12156) exceeds the '
+            'maximum number of tokens allowed (9000).", "status": "INVALID_ARGUMENT"}}',
+            9000,
+            12156,
+        ),
     ],
 )
 def test_a_context_length_error_says_the_limit_and_the_size_when_it_knows_them(
