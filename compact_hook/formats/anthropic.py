@@ -37,6 +37,7 @@ from compact_hook.core.outcomes import Reason
 from compact_hook.formats.base import (
     Conversation,
     Rejected,
+    answers_after,
     compact_json,
     media_location,
     positive_int,
@@ -179,24 +180,12 @@ class AnthropicFormat:
                 "is_error": True,
             }
             by_turn.setdefault(offset, []).append(block)
-        out: list[Item] = []
-        index = 0
-        while index < len(unit):
-            item = unit[index]
-            out.append(item)
-            missing = by_turn.get(index)
-            index += 1
-            if not missing:
-                continue
-            following = unit[index] if index < len(unit) else None
-            if following is not None and following.role is Role.USER:
-                out.append(
-                    self.item({**following.raw, "content": _with_results_first(following.raw, missing)})
-                )
-                index += 1
-            else:
-                out.append(self.item({"role": "user", "content": missing}))
-        return out
+        return answers_after(unit, by_turn, self._carry)
+
+    def _carry(self, model: Item, following: Item | None, results: list[dict[str, Any]]) -> Item:
+        if following is None:
+            return self.item({"role": "user", "content": results})
+        return self.item({**following.raw, "content": _with_results_first(following.raw, results)})
 
 
 MAX_BREAKPOINTS = 4

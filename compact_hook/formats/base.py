@@ -11,15 +11,15 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol, overload
+from typing import Any, Protocol, TypeVar, overload
 
 import orjson
 
 from compact_hook.core.counting import Strings
 from compact_hook.core.fingerprint import Fingerprint, fingerprint
-from compact_hook.core.items import Builder, Item, Placement
+from compact_hook.core.items import Builder, Item, Placement, Role
 from compact_hook.core.outcomes import Reason
 from compact_hook.errors import MalformedError
 
@@ -147,6 +147,32 @@ class LazyItems(Sequence[Item]):
         if isinstance(index, slice):
             return [self.conversation.item(i) for i in range(len(self))[index]]
         return self.conversation.item(index if index >= 0 else len(self) + index)
+
+
+Missing = TypeVar("Missing")
+
+
+def answers_after(
+    unit: Sequence[Item],
+    missing: Mapping[int, Missing],
+    carry: Callable[[Item, Item | None, Missing], Item],
+) -> list[Item]:
+    """The unit's items, each model item with unanswered calls (``missing``, by offset) followed by
+    the user item that answers them: ``carry(model item, the user item after it or None, what is
+    missing)`` — the next item rebuilt with the answers, or a new one (the formats whose results
+    travel in the user's next message: Anthropic, Google)."""
+    out: list[Item] = []
+    index = 0
+    while index < len(unit):
+        item = unit[index]
+        out.append(item)
+        index += 1
+        if index - 1 not in missing:
+            continue
+        following = unit[index] if index < len(unit) and unit[index].role is not Role.ASSISTANT else None
+        out.append(carry(item, following, missing[index - 1]))
+        index += following is not None
+    return out
 
 
 def context_strings(value: Any) -> Strings:

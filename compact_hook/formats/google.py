@@ -36,7 +36,14 @@ from typing import Any, Literal, Required, TypedDict
 from compact_hook.core.items import Item, Part, PartKind, Placement, Role, summary_body
 from compact_hook.core.normalize import ABORTED_RESULT
 from compact_hook.core.outcomes import Reason
-from compact_hook.formats.base import Conversation, Rejected, compact_json, positive_int, problem_in
+from compact_hook.formats.base import (
+    Conversation,
+    Rejected,
+    answers_after,
+    compact_json,
+    positive_int,
+    problem_in,
+)
 
 
 class FunctionCall(TypedDict, total=False):
@@ -143,20 +150,11 @@ class GoogleFormat:
         missing: dict[int, list[int]] = {}
         for offset, position in calls:
             missing.setdefault(offset, []).append(position)
-        out: list[Item] = []
-        index = 0
-        while index < len(unit):
-            item = unit[index]
-            out.append(item)
-            positions = missing.get(index)
-            index += 1
-            if not positions:
-                continue
-            following = unit[index] if index < len(unit) and unit[index].role is not Role.ASSISTANT else None
-            parts = _answered_parts(item, positions, following.raw["parts"] if following else [])
-            out.append(self.item({**(following.raw if following else {"role": "user"}), "parts": parts}))
-            index += following is not None
-        return out
+        return answers_after(unit, missing, self._carry)
+
+    def _carry(self, model: Item, following: Item | None, positions: list[int]) -> Item:
+        raw: dict[str, Any] = following.raw if following is not None else {"role": "user", "parts": []}
+        return self.item({**raw, "parts": _answered_parts(model, positions, raw["parts"])})
 
 
 def joined(entries: Sequence[Any]) -> list[Any]:
