@@ -25,9 +25,9 @@ system-deps:
 # To bump: edit the versions there, run `npm install --prefix clients`, commit package-lock.json.
 CLIENTS_INSTALLED := clients/node_modules/.installed
 
-# `npm install`, not `npm ci`: npm 11 leaves other platforms' optional packages (opencode's and Qwen
-# Code's per-OS binaries) out of the lock file and `npm ci` then refuses it; with the lock present,
-# `npm install` installs exactly its versions.
+# `npm install`, not `npm ci`: this machine's registry answers 404 for other platforms' optional
+# packages (opencode's and Qwen Code's per-OS binaries), so they are missing from the lock file and
+# `npm ci` refuses it; with the lock present, `npm install` installs exactly its versions.
 $(CLIENTS_INSTALLED): clients/package.json clients/package-lock.json
 	npm install --prefix clients --no-audit --no-fund --loglevel=error
 	touch $(CLIENTS_INSTALLED)

@@ -28,7 +28,7 @@ sys.path.insert(0, str(ROOT))
 from tests.integration.agent_clients import CLIENTS, ClientFacts, agent_proxy, facts_of, problems, run_client  # noqa: E402
 from tests.integration.relay import Relay  # noqa: E402
 
-PIPED_WIDTH = 170
+PIPED_WIDTH = 200
 
 
 def main() -> int:

@@ -219,10 +219,16 @@ def _codex(client: AgentClient, home: Path, env: dict[str, str], base_url: str, 
 
 def _gemini_cli(client: AgentClient, home: Path, env: dict[str, str], base_url: str, key: str) -> list[str]:
     """LiteLLM's tutorial (``GOOGLE_GEMINI_BASE_URL``), plus what 0.61.0 needs to run headless: the auth
-    type in its settings (else "Invalid auth method selected", exit 41) and a trusted folder (exit 55)."""
+    type in its settings (else "Invalid auth method selected", exit 41) and a trusted folder (exit 55).
+
+    No update check, usage statistics, telemetry or IDE. Loop detection off: after 30 turns it asks
+    ``gemini-3-flash-preview`` (its ``loop-detection`` alias), a model the proxy does not serve (a 400
+    and a stack trace on stderr, the run goes on)."""
     settings = {
         "security": {"auth": {"selectedType": "gemini-api-key"}},
-        "general": {"disableAutoUpdate": True, "disableUpdateNag": True},
+        "general": {"enableAutoUpdate": False, "enableAutoUpdateNotification": False},
+        "model": {"disableLoopDetection": True},
+        "ide": {"enabled": False},
         "privacy": {"usageStatisticsEnabled": False},
         "telemetry": {"enabled": False},
     }
@@ -235,13 +241,22 @@ def _gemini_cli(client: AgentClient, home: Path, env: dict[str, str], base_url: 
 
 
 def _qwen_code(client: AgentClient, home: Path, env: dict[str, str], base_url: str, key: str) -> list[str]:
+    """Its OpenAI variables; no usage statistics (else it resolves Alibaba's RUM host), no headless-yolo
+    warning on stderr."""
     env.update({"OPENAI_BASE_URL": f"{base_url}/v1", "OPENAI_API_KEY": key, "OPENAI_MODEL": client.group})
-    env["QWEN_CODE_SUPPRESS_YOLO_WARNING"] = "1"
+    env.update({"QWEN_USAGE_STATISTICS_ENABLED": "false", "QWEN_CODE_SUPPRESS_YOLO_WARNING": "1"})
     return [str(client.executable), "-p", PROMPT, "--yolo"]
 
 
 def _opencode(client: AgentClient, home: Path, env: dict[str, str], base_url: str, key: str) -> list[str]:
-    """The AI SDK's openai-compatible provider pointed at the proxy, bash allowed without asking."""
+    """The AI SDK's openai-compatible provider (bundled in the binary) pointed at the proxy, bash allowed
+    without asking.
+
+    Offline: no models.dev refresh (``OPENCODE_DISABLE_MODELS_FETCH``: its bundled snapshot and our
+    provider's model are enough), and its config folder already looks installed. At start it
+    ``npm install``s ``@opencode-ai/plugin`` (for plugins and custom tools, which we have none of) into
+    ``~/.config/opencode`` from the npm registry unless that folder has a ``node_modules`` and a
+    ``package-lock.json`` whose root lists it."""
     config = {
         "$schema": "https://opencode.ai/config.json",
         "provider": {
@@ -258,9 +273,13 @@ def _opencode(client: AgentClient, home: Path, env: dict[str, str], base_url: st
         "share": "disabled",
     }
     folder = home / ".config" / "opencode"
-    folder.mkdir(parents=True)
+    (folder / "node_modules").mkdir(parents=True)
     (folder / "opencode.json").write_text(json.dumps(config))
-    env[KEY_VARIABLE] = key
+    plugin = {"@opencode-ai/plugin": client.version}
+    lock = {"lockfileVersion": 3, "packages": {"": {"dependencies": plugin}}}
+    (folder / "package.json").write_text(json.dumps({"dependencies": plugin}))
+    (folder / "package-lock.json").write_text(json.dumps(lock))
+    env.update({KEY_VARIABLE: key, "OPENCODE_DISABLE_MODELS_FETCH": "1"})
     return [str(client.executable), "run", PROMPT]
 
 
@@ -412,6 +431,7 @@ def run_client(client: AgentClient, base_url: str, key: str) -> Completed:
         work.mkdir()
         env = {k: v for k, v in os.environ.items() if not k.startswith(AMBIENT)}
         env.update({"HOME": str(home), "NO_PROXY": "127.0.0.1,localhost", "no_proxy": "127.0.0.1,localhost"})
+        env["PWD"] = str(work)  # opencode takes its project folder from PWD, not from its working directory
         command = client.launch.command(client, home, env, base_url, key)
         started = time.monotonic()
         done = subprocess.run(
