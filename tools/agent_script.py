@@ -2,29 +2,57 @@
 
 The stand-in (``tools/standin_upstream.py``) answers a request whose ``model`` contains ``script`` (e.g.
 ``standin-script``, ``standin-script12`` for 12 tool turns) with this script instead of a canned text, on
-``/v1/messages`` (Anthropic, for Claude Code), ``/v1/responses`` (for Codex CLI), ``/v1/chat/completions``
-(Qwen Code, opencode, pi) and ``generateContent`` (Gemini CLI), streaming or not; the shell tool and its
-arguments are read from the client's own tool schema:
+every surface, streaming or not: ``/v1/messages`` (Claude Code), ``/v1/responses`` (Codex CLI),
+``/v1/chat/completions`` (Qwen Code, opencode, pi) and ``generateContent`` (Gemini CLI).
 
 * turns 1..N: a tool call that makes the client run a shell command printing a few KB
   (``seq -f '...' 1 40``); every seventh turn two calls at once (parallel tool use);
 * turn N+1: a final text, ``AGENT_FINAL`` plus the turn count, and the client exits.
 
-Turns are counted per *session* (Claude Code's ``metadata.user_id`` session, Codex's
-``prompt_cache_key``, a chat or Gemini client's head: system prompt and first words, which a compaction
-keeps), never from the history: the history the stand-in sees is compacted.
+Turns are counted per *session*, never from the history (the history the stand-in sees is compacted):
 
-Every Anthropic answer starts with a ``thinking`` block whose signature binds it to the conversation that
-produced it: ``system``, ``tools`` and every earlier message (``cache_control`` markers aside). For a model
-named like one that runs the prefix check (``claude-fable-5…``, ``claude-opus-5-5``…) the stand-in checks
-each such block sent back (``stale_thinking``) and answers 400 "The block is bound to a different
-conversation" when what comes before it changed: the prefix check newer Claude models run on preserved
-thinking. For older names with ``thinking`` enabled it answers 400 when the tool turn in progress does not
-open with thinking (``missing_turn_thinking``), as those models do. Both: ``thinking_problem``.
-A Responses answer starts with a ``reasoning`` item carrying ``encrypted_content``, as Codex asks. A
-Gemini answer signs its first function call (``signature_of``: a hash of its name and arguments) as Gemini 3
-does, and for a Gemini 3 name the stand-in refuses a current turn whose call lost its signature or carries
-one of ours made for another part (``google_signature_problem``); Google's documented dummy values pass.
+* Anthropic (``anthropic_session``): Claude Code's ``metadata.user_id`` session, else its
+  ``x-claude-code-session-id`` header, else a hash of the first message;
+* Responses (``responses_session``): Codex's ``prompt_cache_key``, else its ``session-id`` header, else a
+  hash of the first input item;
+* chat (``chat_session``): ``prompt_cache_key``, else ``user``, else an ``x-session-id`` / ``session_id``
+  header, else a hash of the client's head — its first system message and its first user message, which
+  a compaction keeps verbatim;
+* Google (``google_session``): an ``x-session-id`` / ``x-gemini-session-id`` header (no Gemini client puts a
+  session in the body), else a hash of the system instruction and the first part of the first content.
+
+The shell tool is the client's own (``shell_tool``, for every wire's tool shape: the first of a preferred
+list it offers, else its first tool) and its arguments follow that tool's schema (``shell_arguments``:
+``command``, or ``cmd`` when the schema has ``cmd`` and no ``command``; a ``description`` when the schema
+has one): ``Bash``/``bash`` on Anthropic, ``exec_command``/``shell`` on Responses, and ``SHELL_TOOLS``
+(``run_shell_command``, ``bash``, ``Bash``, ``shell``, ``exec_command``) on chat and Google.
+
+What each wire answers:
+
+* Anthropic (``anthropic_blocks``): a ``thinking`` block whose signature binds it to the conversation that
+  produced it (``system``, ``tools`` and every earlier message, ``cache_control`` markers aside), a text,
+  then ``tool_use`` blocks (``stop_reason: tool_use``). For a model named like one that runs the prefix
+  check (``claude-fable-5…``, ``claude-opus-5-5``…) the stand-in checks each such block sent back
+  (``stale_thinking``) and answers 400 "The block is bound to a different conversation" when what comes
+  before it changed; for older names with ``thinking`` enabled it answers 400 when the tool turn in
+  progress does not open with thinking (``missing_turn_thinking``). Both: ``thinking_problem``.
+* Responses (``responses_output``): a ``reasoning`` item carrying ``encrypted_content``, as Codex asks,
+  then ``function_call`` items.
+* chat (``chat_message``, ``chat_chunks``): ``message.tool_calls`` (``content: null``, ``finish_reason:
+  tool_calls``); streamed, each call opens with a chunk carrying its ``id``, ``type`` and
+  ``function.name`` with empty ``arguments``, then chunks of argument pieces, then the ``finish_reason``
+  chunk, a usage chunk when ``stream_options.include_usage``, and ``data: [DONE]``. The final turn is a
+  plain assistant text.
+* Google (``google_parts``): a thought part (``{"text": "Turn N: …", "thought": true}``) only when
+  ``generationConfig.thinkingConfig.includeThoughts`` is set, then ``functionCall`` parts without ``id``
+  (the Gemini API returns none), only the first signed (``thoughtSignature``: ``signature_of`` its name and
+  arguments, base64 of ``standin-sig:`` and a sha256 prefix) as Gemini 3 signs only the first of parallel
+  calls; the final text is signed too. For a Gemini 3 or later name (``gemini-3…``, strict or not) the
+  stand-in refuses, as Google does, a current turn (every content after the last user content that is not
+  only function responses) where a model content's first call lost its signature (Google's "Function call
+  is missing a thought_signature …, position <n>") or where a signature of ours sits on a part it was not
+  made for ("Corrupted thought signature."): ``google_signature_problem``. Google's documented dummy
+  values (``DUMMY_SIGNATURES``) and signatures not of our making pass; earlier turns are not checked.
 
 Stdlib only, like the stand-in.
 """
@@ -299,7 +327,7 @@ def anthropic_blocks(plan: Plan, body: Mapping[str, Any]) -> list[dict[str, Any]
     }
     if plan.final:
         return [thinking, {"type": "text", "text": plan.final}]
-    tool = _tool_named(body.get("tools"), ("Bash", "bash"))
+    tool, _ = shell_tool(body.get("tools"), ("Bash", "bash"))
     uses = [
         {
             "type": "tool_use",
@@ -389,7 +417,7 @@ def responses_output(plan: Plan, body: Mapping[str, Any]) -> list[dict[str, Any]
             "content": [{"type": "output_text", "text": plan.final, "annotations": [], "logprobs": []}],
         }
         return [reasoning, message]
-    tool = _tool_named(body.get("tools"), ("exec_command", "shell", "local_shell"))
+    tool, _ = shell_tool(body.get("tools"), ("exec_command", "shell", "local_shell"))
     calls = []
     for command in plan.commands:
         arguments = {"cmd": command.command} if tool == "exec_command" else {"command": command.command}
@@ -569,15 +597,17 @@ CORRUPTED_SIGNATURE = "Corrupted thought signature."
 
 
 def google_session(body: Mapping[str, Any], headers: Mapping[str, str]) -> str:
-    """A Gemini client's session: a session header where it sends one, else its head (the system
-    instruction and the first words of its first content, which a compaction keeps)."""
+    """A Gemini client's session: a session header where it sends one (no Gemini client puts one in the
+    body), else its head: the system instruction and the first words of the first part of its first
+    content — what a compaction keeps, even when it joins a summary into that content (roles alternate)."""
     named = headers.get("x-session-id") or headers.get("x-gemini-session-id")
     if named:
         return named
-    system = body.get("systemInstruction") or body.get("system_instruction")
+    system = body.get("systemInstruction", body.get("system_instruction"))
     contents = [c for c in body.get("contents") or [] if isinstance(c, dict)]
-    first = json.dumps(contents[0].get("parts"), sort_keys=True)[:300] if contents else ""
-    return _head_hash([json.dumps(system, sort_keys=True)], first)
+    parts = contents[0].get("parts") if contents else None
+    first = parts[0] if isinstance(parts, list) and parts else None
+    return _head_hash([json.dumps(system, sort_keys=True)], json.dumps(first, sort_keys=True)[:300])
 
 
 def signature_of(payload: Any) -> str:
@@ -629,23 +659,38 @@ def google_signature_problem(body: Mapping[str, Any]) -> str | None:
     contents = [c for c in body.get("contents") or [] if isinstance(c, dict)]
     start = 0
     for index, content in enumerate(contents):
-        parts = [p for p in content.get("parts") or [] if isinstance(p, dict)]
-        if content.get("role") == "user" and not all("functionResponse" in p for p in parts):
+        parts = _parts(content)
+        if content.get("role") == "user" and not all(
+            isinstance(_part_of(p, "functionResponse"), dict) for p in parts
+        ):
             start = index + 1
     for index in range(start, len(contents)):
-        parts = [p for p in contents[index].get("parts") or [] if isinstance(p, dict)]
-        calls = [p for p in parts if isinstance(p.get("functionCall"), dict)]
-        if contents[index].get("role") == "model" and calls and not calls[0].get("thoughtSignature"):
-            return MISSING_SIGNATURE.format(name=calls[0]["functionCall"].get("name"), position=index + 1)
+        parts = _parts(contents[index])
+        calls = [p for p in parts if isinstance(_part_of(p, "functionCall"), dict)]
+        if contents[index].get("role") == "model" and calls and not _part_of(calls[0], "thoughtSignature"):
+            name = _part_of(calls[0], "functionCall").get("name")
+            return MISSING_SIGNATURE.format(name=name, position=index + 1)
         for part in parts:
             if _forged(part):
                 return CORRUPTED_SIGNATURE
     return None
 
 
+def _parts(content: Mapping[str, Any]) -> list[dict[str, Any]]:
+    parts = content.get("parts")
+    return [p for p in parts if isinstance(p, dict)] if isinstance(parts, list) else []
+
+
+def _part_of(part: Mapping[str, Any], camel: str) -> Any:
+    """A part's field under its REST (camelCase) name or the snake_case one the API also accepts."""
+    if camel in part:
+        return part[camel]
+    return part.get(re.sub(r"(?<!^)(?=[A-Z])", "_", camel).lower())
+
+
 def _forged(part: Mapping[str, Any]) -> bool:
     """A signature of ours on a part it was not made for (a signature we did not make is the API's)."""
-    signature = part.get("thoughtSignature")
+    signature = _part_of(part, "thoughtSignature")
     if not isinstance(signature, str) or signature in DUMMY_SIGNATURES:
         return False
     try:
@@ -654,23 +699,30 @@ def _forged(part: Mapping[str, Any]) -> bool:
         return False
     if not decoded.startswith(SIGNED_PREFIX):
         return False
-    payload = part["functionCall"] if isinstance(part.get("functionCall"), dict) else part.get("text")
-    return signature != signature_of(payload)
+    call = _part_of(part, "functionCall")
+    return signature != signature_of(call if isinstance(call, dict) else part.get("text"))
 
 
 # -- helpers ---------------------------------------------------------------------------------------
 
 
+SCHEMA_KEYS = ("parameters", "parametersJsonSchema", "parameters_json_schema", "input_schema")
+"""Where a tool keeps its parameters' JSON schema: chat, Responses and Google; Google's JSON-schema form;
+its snake_case spelling; Anthropic."""
+
+
 def shell_tool(tools: Any, preferred: tuple[str, ...]) -> tuple[str, dict[str, Any]]:
-    """The client's shell tool — the first of ``preferred`` it offers, else its first tool — and the
-    properties of its parameter schema, in any wire's shape (chat ``function``, Google declarations)."""
+    """The client's shell tool — the first of ``preferred`` it offers, else its first named tool, else
+    ``preferred[0]`` — and the properties of its parameter schema (``{}`` without one), whatever the wire's
+    shape: chat's ``{"type": "function", "function": {...}}``, a Responses or Anthropic tool, a Google
+    function declaration."""
     offered: dict[str, dict[str, Any]] = {}
     for tool in tools or []:
         if not isinstance(tool, dict):
             continue
         spec = tool.get("function") if isinstance(tool.get("function"), dict) else tool
         name = spec.get("name")
-        schema = spec.get("parameters") or spec.get("parametersJsonSchema") or spec.get("input_schema") or {}
+        schema = next((spec[key] for key in SCHEMA_KEYS if isinstance(spec.get(key), dict)), {})
         properties = schema.get("properties") if isinstance(schema, dict) else None
         if isinstance(name, str) and name not in offered:
             offered[name] = properties if isinstance(properties, dict) else {}
@@ -689,16 +741,6 @@ def shell_arguments(command: Command, plan: Plan, properties: Mapping[str, Any])
 
 def _head_hash(system: list[str], first: str) -> str:
     return hashlib.sha256(json.dumps([system, first]).encode("utf-8", "surrogatepass")).hexdigest()[:16]
-
-
-def _tool_named(tools: Any, preferred: tuple[str, ...]) -> str:
-    """The client's shell tool: the first of ``preferred`` it offers, else its first tool."""
-    names = [tool.get("name") for tool in tools or [] if isinstance(tool, dict)]
-    for name in preferred:
-        if name in names:
-            return name
-    first = next((name for name in names if isinstance(name, str)), None)
-    return first or preferred[0]
 
 
 def _approx(text: str) -> int:

@@ -89,6 +89,9 @@ Simplifications (all deliberate)
   counts segments, which for messages are content blocks (a string content is one text block). Web search,
   citations and speed toggles, thinking-block stripping and concurrent-request timing ("available after the
   first response begins") are not simulated: under the lock, each request is looked up and written at once.
+* Google (``generateContent``): not simulated. ``google_content_text`` / ``google_part_text`` say what the
+  stand-in counts of a Gemini request, but its answers report no ``cachedContentTokenCount`` (a Gemini
+  deployment's cache reads are always 0, so the hook's economics see every Gemini request uncached).
 * Memory: at most ``max_entries`` prefixes across all deployments; expired entries are dropped when met and
   the least recently used entry goes first when full.
 """
@@ -502,6 +505,44 @@ def responses_segments(body: Mapping[str, Any], *, count_tools: bool = True) -> 
         marked, ttl = _marker(item)
         parts.append(Part(("item", _openai_identity(item)), responses_item_text(item), marked, ttl))
     return segments_from_parts(parts)
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Google generateContent: text extraction only (no implicit cache is simulated for it)
+# ----------------------------------------------------------------------------------------------------------
+
+
+def _google_payload(part: Mapping[str, Any], camel: str, snake: str) -> Any:
+    """A part's payload under its REST (camelCase) name or the snake_case one the API also accepts."""
+    return part[camel] if camel in part else part.get(snake)
+
+
+def google_part_text(part: Any) -> str:
+    """What the stand-in counts of one Gemini part: its text (a thought's too), a function call's or a
+    function response's JSON (name included, keys sorted), executable code and its result; media 0."""
+    if not isinstance(part, dict):
+        return ""
+    if isinstance(part.get("text"), str):
+        return part["text"]
+    for camel, snake in (("functionCall", "function_call"), ("functionResponse", "function_response")):
+        payload = _google_payload(part, camel, snake)
+        if isinstance(payload, dict):
+            return json.dumps(payload, sort_keys=True)
+    code = _google_payload(part, "executableCode", "executable_code")
+    if isinstance(code, dict):
+        return str(code.get("code", ""))
+    result = _google_payload(part, "codeExecutionResult", "code_execution_result")
+    if isinstance(result, dict):
+        return str(result.get("output", ""))
+    return ""
+
+
+def google_content_text(content: Any) -> str:
+    """What the stand-in counts of one Gemini ``Content`` (or a ``systemInstruction``): its parts' text."""
+    if isinstance(content, str):
+        return content
+    parts = content.get("parts") if isinstance(content, dict) else None
+    return "".join(google_part_text(part) for part in _as_list(parts))
 
 
 # ----------------------------------------------------------------------------------------------------------

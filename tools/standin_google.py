@@ -1,22 +1,33 @@
 """The stand-in's Google GenAI surface (``generateContent``): what it reads, checks, refuses and answers.
 
-Stdlib only, like the stand-in (``standin_upstream.py`` routes ``/{v1beta,v1alpha,v1}/models/<model>:
-generateContent`` and ``:streamGenerateContent`` here, and the same paths without the version). What the
-Gemini API does, as far as a test can fail on it:
+Stdlib only, like the stand-in (``standin_upstream.py`` routes ``POST /{v1beta,v1alpha,v1}/models/<model>:
+generateContent`` and ``:streamGenerateContent`` here, and the same paths without the version, which is
+what LiteLLM posts to for a ``gemini/`` deployment with an ``api_base``). What the Gemini API does, as far
+as a test can fail on it:
 
-* a request is ``contents`` (``{role: "user" | "model", parts: [...]}``), ``systemInstruction`` (or
-  ``system_instruction``), ``tools`` (``functionDeclarations``) and ``generationConfig``; the model is named
-  in the path (LiteLLM also puts it in the body);
-* ``strict`` (``check_google_contents``): roles alternate, beginning and ending with the user's; a model
-  content's ``functionCall`` parts are answered, one ``functionResponse`` each (by ``id`` where both carry
-  one, else by name), by the user content right after it; no response without its call;
-* Gemini 3 and later (``agent_script.google_signature_problem``, strict or not): a function call of the
-  current turn must come back with its thought signature;
-* errors are Google's ``{"error": {"code", "message", "status"}}``; a request over ``limit<N>`` gets the
-  sentence LiteLLM maps to its context-window error;
-* a whole answer is a ``GenerateContentResponse``; a streamed one (``alt=sse``) is ``data:`` lines of
-  partial responses, the last with ``finishReason`` and ``usageMetadata`` (without ``alt=sse``: one JSON
-  array of them).
+* a request is ``contents`` (``{role: "user" | "model", parts: [...]}``; parts ``text`` (``thought``),
+  ``functionCall``, ``functionResponse``, ``inlineData``, ``fileData``, ``executableCode``,
+  ``codeExecutionResult``, any with a ``thoughtSignature``), ``systemInstruction`` (or
+  ``system_instruction``), ``tools`` (``functionDeclarations``) and ``generationConfig``, camelCase or the
+  snake_case the API also accepts; the model is the one named in the path (``parse_google_request``);
+* what the model reads (the usage, ``SUMMARY_MARKER``): ``google_texts`` — the system instruction, the
+  tools' JSON, then each content's text, thoughts, calls' and responses' JSON, code and its output
+  (``prompt_cache.google_content_text``);
+* ``strict`` (``check_google_contents``): a non-empty ``contents`` of user and model contents with
+  non-empty parts; roles alternate, beginning and ending with the user's; a model content's function calls
+  are answered by the user content right after it, one ``functionResponse`` each (by ``id`` where every
+  call and response carries one, else in order), each named as its call; no response without its call;
+* Gemini 3 and later (``agent_script.google_signature_problem``, strict or not): the first function call
+  of each model content of the current turn must come back with its thought signature;
+* errors are Google's ``{"error": {"code", "message", "status"}}`` (``error``): 400 ``INVALID_ARGUMENT``,
+  500 ``INTERNAL``; a request over ``limit<N>`` gets Gemini's sentence ``The input token count (M) exceeds
+  the maximum number of tokens allowed (N).`` (``too_long``), which LiteLLM maps to its
+  ``ContextWindowExceededError``;
+* a whole answer is a ``GenerateContentResponse`` (``response``: ``candidates[0].content.parts``,
+  ``finishReason: STOP``, ``usageMetadata``, ``modelVersion``, ``responseId``); a streamed one
+  (``stream_chunks``) is partial responses — text in a few pieces, every other part (a function call)
+  whole in one — the last with ``finishReason`` and ``usageMetadata``: ``data: <json>\\r\\n\\r\\n`` lines
+  with ``alt=sse`` (no ``[DONE]``), else one JSON array of them.
 """
 
 from __future__ import annotations
@@ -27,7 +38,7 @@ import uuid
 from collections.abc import Iterator
 from typing import Any
 
-from prompt_cache import approx_tokens
+from prompt_cache import approx_tokens, google_content_text, google_part_text
 
 STREAM_PIECES = 4
 PATH = re.compile(
@@ -74,32 +85,21 @@ def contents_of(body: dict[str, Any]) -> list[Any]:
 
 def parts_of(content: Any) -> list[dict[str, Any]]:
     parts = content.get("parts") if isinstance(content, dict) else None
-    return [part for part in parts or [] if isinstance(part, dict)]
+    return [part for part in parts if isinstance(part, dict)] if isinstance(parts, list) else []
 
 
-def part_text(part: dict[str, Any]) -> str:
-    """What the model reads of a part: its text, a call's arguments, a response's JSON."""
-    if isinstance(part.get("text"), str):
-        return part["text"]
-    for key in ("functionCall", "function_call", "functionResponse", "function_response"):
-        if isinstance(part.get(key), dict):
-            return json.dumps(part[key], sort_keys=True)
-    return ""
-
-
-def content_text(content: Any) -> str:
-    return "".join(part_text(part) for part in parts_of(content))
+part_text = google_part_text
+content_text = google_content_text
 
 
 def system_text(body: dict[str, Any]) -> str:
-    system = body.get("systemInstruction") or body.get("system_instruction")
-    if isinstance(system, str):
-        return system
-    return content_text(system) if isinstance(system, dict) else ""
+    system = body.get("systemInstruction", body.get("system_instruction"))
+    return google_content_text(system) if isinstance(system, str | dict) else ""
 
 
 def google_texts(body: dict[str, Any]) -> list[str]:
-    """The system instruction (when given) followed by the text of each content; tools as JSON."""
+    """The system instruction (when given), the tools as JSON (when given), then the text of each
+    content: what the usage counts and where ``SUMMARY_MARKER`` is looked for."""
     texts = [system_text(body)] if system_text(body) else []
     if body.get("tools"):
         texts.append(json.dumps(body["tools"], sort_keys=True))
@@ -107,14 +107,15 @@ def google_texts(body: dict[str, Any]) -> list[str]:
 
 
 def parse_google_request(raw: bytes, model: str) -> dict[str, Any]:
-    """The body, with the path's model where the body names none (400 when it is not a request)."""
+    """The body, its ``model`` the path's (a body names none; LiteLLM's may, the API ignores it), or a 400
+    when it is not a request."""
     try:
         body = json.loads(raw)
     except (ValueError, UnicodeDecodeError) as exc:
         raise GoogleBadRequest(f"Invalid JSON payload received. {exc}") from exc
     if not isinstance(body, dict) or not isinstance(body.get("contents"), list):
         raise GoogleBadRequest("* GenerateContentRequest.contents: contents is not specified")
-    if not isinstance(body.get("model"), str):
+    if model or not isinstance(body.get("model"), str):
         body["model"] = model
     return body
 
@@ -122,61 +123,104 @@ def parse_google_request(raw: bytes, model: str) -> dict[str, Any]:
 # -- strict checks ------------------------------------------------------------------------------------------
 
 
-def _calls(content: Any) -> list[dict[str, Any]]:
-    return [p["functionCall"] for p in parts_of(content) if isinstance(p.get("functionCall"), dict)]
+def function_calls(content: Any) -> list[tuple[int, dict[str, Any]]]:
+    """``(part index, functionCall)`` of each call in a content (``function_call`` accepted too)."""
+    return _payloads(content, "functionCall", "function_call")
 
 
-def _responses(content: Any) -> list[dict[str, Any]]:
-    return [p["functionResponse"] for p in parts_of(content) if isinstance(p.get("functionResponse"), dict)]
+def function_responses(content: Any) -> list[tuple[int, dict[str, Any]]]:
+    """``(part index, functionResponse)`` of each response in a content (``function_response`` too)."""
+    return _payloads(content, "functionResponse", "function_response")
+
+
+def _payloads(content: Any, camel: str, snake: str) -> list[tuple[int, dict[str, Any]]]:
+    found = []
+    for index, part in enumerate(parts_of(content)):
+        payload = part[camel] if camel in part else part.get(snake)
+        if isinstance(payload, dict):
+            found.append((index, payload))
+    return found
 
 
 def check_google_contents(body: dict[str, Any]) -> None:
-    """Strict mode: Gemini's structural rules, raising ``GoogleBadRequest`` with its wording."""
+    """Strict mode: Gemini's structural rules, raising ``GoogleBadRequest`` with its wording.
+
+    ``contents`` is a non-empty list of ``user`` / ``model`` contents with non-empty ``parts``; the first
+    is the user's, roles alternate and the last is the user's; a model content's function calls are
+    answered by the user content right after it, one ``functionResponse`` each, paired by ``id`` where
+    every call and response has one, else in order, each response named as its call; a response answers
+    a call of the model content right before it.
+    """
     contents = contents_of(body)
+    if not contents:
+        raise GoogleBadRequest("* GenerateContentRequest.contents: contents is not specified")
     for index, content in enumerate(contents):
         if not isinstance(content, dict) or content.get("role") not in ("user", "model"):
             raise GoogleBadRequest(f"* GenerateContentRequest.contents[{index}].role: must be user or model")
-        if not parts_of(content):
+        parts = content.get("parts")
+        if not isinstance(parts, list) or not parts or not all(isinstance(part, dict) for part in parts):
             raise GoogleBadRequest(
                 f"* GenerateContentRequest.contents[{index}].parts: contents.parts must not be empty."
             )
     roles = [content["role"] for content in contents]
-    if roles and roles[0] != "user":
+    if roles[0] != "user":
         raise GoogleBadRequest(STARTS_WITH_USER)
     if any(a == b for a, b in zip(roles, roles[1:], strict=False)):
         raise GoogleBadRequest(ALTERNATE)
-    if roles and roles[-1] != "user":
+    if roles[-1] != "user":
         raise GoogleBadRequest(ENDS_WITH_USER)
     for index, content in enumerate(contents):
-        calls = _calls(content)
-        answers = _responses(contents[index + 1]) if calls and index + 1 < len(contents) else []
-        if calls and not _answered(calls, answers):
-            raise GoogleBadRequest(
-                "Please ensure that the number of function response parts is equal to the number of function "
-                f"call parts of the function call turn (contents[{index}])."
-            )
-        asked = _calls(contents[index - 1]) if index > 0 else []
-        if _responses(content) and not asked:
+        calls = function_calls(content)
+        if calls:
+            following = contents[index + 1] if index + 1 < len(contents) else None
+            problem = _pairing_problem(calls, function_responses(following), index)
+            if problem is not None:
+                raise GoogleBadRequest(problem)
+        if function_responses(content) and (index == 0 or not function_calls(contents[index - 1])):
             raise GoogleBadRequest(
                 f"* contents[{index}]: a function response must answer a function call of the previous turn."
             )
 
 
-def _answered(calls: list[dict[str, Any]], answers: list[dict[str, Any]]) -> bool:
+def _pairing_problem(
+    calls: list[tuple[int, dict[str, Any]]], answers: list[tuple[int, dict[str, Any]]], index: int
+) -> str | None:
+    """Why the responses in ``contents[index + 1]`` do not answer the calls of ``contents[index]``."""
     if len(calls) != len(answers):
-        return False
-    ids = [call.get("id") for call in calls]
-    if all(ids) and all(answer.get("id") for answer in answers):
-        return sorted(map(str, ids)) == sorted(str(answer.get("id")) for answer in answers)
-    return sorted(str(c.get("name")) for c in calls) == sorted(str(a.get("name")) for a in answers)
+        return (
+            "Please ensure that the number of function response parts is equal to the number of function "
+            f"call parts of the function call turn (contents[{index}])."
+        )
+    by_id = {call.get("id"): (position, call) for position, call in calls}
+    paired_by_id = all(call.get("id") for _, call in calls) and all(answer.get("id") for _, answer in answers)
+    for order, (position, answer) in enumerate(answers):
+        if paired_by_id:
+            if answer.get("id") not in by_id:
+                return (
+                    f"* contents[{index + 1}].parts[{position}].function_response.id: {answer.get('id')} "
+                    f"answers no function call of contents[{index}]."
+                )
+            _, call = by_id[answer.get("id")]
+        else:
+            call = calls[order][1]
+        if answer.get("name") != call.get("name"):
+            return (
+                f"* contents[{index + 1}].parts[{position}].function_response.name: {answer.get('name')} "
+                f"does not match the function call it answers ({call.get('name')}, contents[{index}])."
+            )
+    return None
 
 
 # -- answering ----------------------------------------------------------------------------------------------
 
 
-def usage(body: dict[str, Any], parts: list[dict[str, Any]]) -> dict[str, int]:
+def usage(
+    body: dict[str, Any], parts: list[dict[str, Any]], output_tokens: int | None = None
+) -> dict[str, int]:
+    """``usageMetadata``: the request's text (``google_texts``) and the answer's (``output_tokens``, else
+    its parts' JSON) in the stand-in's estimate."""
     prompt = approx_tokens(sum(len(text) for text in google_texts(body)))
-    produced = approx_tokens(len(json.dumps(parts)))
+    produced = approx_tokens(len(json.dumps(parts))) if output_tokens is None else output_tokens
     return {
         "promptTokenCount": prompt,
         "candidatesTokenCount": produced,
@@ -184,18 +228,21 @@ def usage(body: dict[str, Any], parts: list[dict[str, Any]]) -> dict[str, int]:
     }
 
 
-def response(model: str, body: dict[str, Any], parts: list[dict[str, Any]]) -> dict[str, Any]:
+def response(
+    model: str, body: dict[str, Any], parts: list[dict[str, Any]], output_tokens: int | None = None
+) -> dict[str, Any]:
     """A whole ``GenerateContentResponse`` with these parts."""
     return {
         "candidates": [{"content": {"role": "model", "parts": parts}, "finishReason": "STOP", "index": 0}],
-        "usageMetadata": usage(body, parts),
+        "usageMetadata": usage(body, parts, output_tokens),
         "modelVersion": model,
         "responseId": uuid.uuid4().hex[:22],
     }
 
 
 def text_response(model: str, body: dict[str, Any], reply: str) -> dict[str, Any]:
-    return response(model, body, [{"text": reply}])
+    """A plain reply: one text part, its output tokens ``ceil(len(reply) / 4)`` as on every surface."""
+    return response(model, body, [{"text": reply}], approx_tokens(len(reply)))
 
 
 def stream_chunks(whole: dict[str, Any]) -> Iterator[dict[str, Any]]:

@@ -8,7 +8,8 @@ Two ways to use it:
 
 * script: ``python tools/standin_upstream.py --host 127.0.0.1 --port 4001``
 * library: ``with StandinUpstream() as up: ...`` then point a litellm deployment at it and inspect
-  ``up.requests`` (or ``up.chat_requests``, ``up.messages_requests``, ``up.responses_requests``).
+  ``up.requests`` (or ``up.chat_requests``, ``up.messages_requests``, ``up.responses_requests``,
+  ``up.google_requests``) and ``up.agent_turns``.
 
 Endpoints, each answering natively in its own wire format, streaming (``"stream": true``) and not:
 
@@ -29,10 +30,17 @@ Endpoints, each answering natively in its own wire format, streaming (``"stream"
   up.url`` (litellm posts to ``{api_base}/responses``); litellm also sends ``/v1/messages`` calls for an
   ``openai/`` deployment here.
 * ``POST /{v1beta,v1alpha,v1}/models/<model>:generateContent`` and ``:streamGenerateContent`` (also without
-  the version): Google's Gemini API, the model named in the path (``standin_google.py``: its checks,
-  errors and answers; ``alt=sse`` streams ``data:`` lines, otherwise one JSON array). A ``gemini/<model>``
-  deployment with ``api_base = up.root_url`` (LiteLLM posts to ``/models/<model>:…``). Gemini 3 names
-  (``gemini-3…``) have their current turn's thought signatures checked, strict or not.
+  the version): Google's Gemini API (``standin_google.py``: what it reads, checks, refuses and answers).
+  The model is the one named in the path (a body's ``model`` is ignored) and is put in the recorded
+  request as ``"model"``. Streams asked with ``alt=sse`` are ``data: <GenerateContentResponse>`` events
+  ending in CRLF CRLF, as Google's (no ``[DONE]``): text in a few pieces, each function call whole, the last
+  chunk with ``finishReason`` and ``usageMetadata``; without ``alt=sse`` one JSON array of those chunks.
+  A ``gemini/<model>`` deployment with ``api_base = up.root_url``: LiteLLM 1.106 posts to
+  ``{api_base}/models/<model>:generateContent`` and ``:streamGenerateContent?alt=sse`` for Gemini 2.x and 3
+  names alike (its ``v1beta`` / ``v1alpha`` choice applies only to Google's own host), whether the client
+  came in on the proxy's Google route or on chat completions; the google-genai SDK pointed here posts to
+  ``/{api_version}/models/…`` (``v1`` unless told). Gemini 3 and later names (``gemini-3…``) have their
+  current turn's thought signatures checked, strict or not (``agent_script.google_signature_problem``).
 * ``GET /v1/models`` (also ``/models``), and the control endpoints ``GET /health``, ``GET /_recorded`` and
   ``POST /_reset`` (so a test can inspect a script-started instance over HTTP).
 
@@ -42,15 +50,16 @@ exact request bytes decoded as UTF-8); once answered, ``"cache"`` (the prompt ca
 ``input_tokens``, ``cache_creation_input_tokens``, ``cache_read_input_tokens`` on /v1/messages,
 ``prompt_tokens``, ``cached_tokens`` otherwise) and ``"output_tokens"`` are added to it.
 
-Behaviour is chosen by substrings of the request's ``model`` (litellm strips the ``openai/`` or
-``anthropic/`` prefix), and the modes compose:
+Behaviour is chosen by substrings of the request's ``model`` (litellm strips the ``openai/``, ``anthropic/``
+or ``gemini/`` prefix; Google's is the path's), and the modes compose:
 
 * ``strict`` -> validate tool-call pairing like the real provider and answer HTTP 400 in the provider's error
   format when it is broken (see ``check_chat_messages``, ``check_anthropic_messages``,
-  ``check_responses_input``, ``standin_google.check_google_contents``); a valid request is then answered
-  as usual;
+  ``check_responses_input``, ``standin_google.check_google_contents``: Google's ``{"error": {"code": 400,
+  "message", "status": "INVALID_ARGUMENT"}}``); a valid request is then answered as usual;
 * ``slow``  -> sleep ``slow_seconds`` (3 s) before answering;
-* ``fail``  -> HTTP 500 with the surface's error body (through a litellm proxy with default settings one
+* ``fail``  -> HTTP 500 with the surface's error body (Google's: ``{"error": {"code": 500, "message",
+  "status": "INTERNAL"}}``; through a litellm proxy with default settings one
   client request arrives 3 times, ~6 s with back-off; ``router_settings: {num_retries: 0}`` makes it once);
 * ``flaky`` -> by a hash of the body: ~10% of requests fail as ``fail``, ~10% are slow as ``slow``;
 * ``empty`` -> HTTP 200 with ``""`` as the reply text;
@@ -58,23 +67,33 @@ Behaviour is chosen by substrings of the request's ``model`` (litellm strips the
   below) gets the provider's own context-length 400: chat names the limit and the size (``maximum context
   length is N tokens ... resulted in M tokens``), Anthropic ``prompt is too long: M tokens > N maximum``,
   Responses neither (``Your input exceeds the context window of this model``, code
-  ``context_length_exceeded``);
+  ``context_length_exceeded``), Google ``The input token count (M) exceeds the maximum number of tokens
+  allowed (N).`` (``INVALID_ARGUMENT``, which LiteLLM maps to its ``ContextWindowExceededError``: a proxy
+  client receives an HTTP 400, OpenAI-shaped, whose message starts ``litellm.ContextWindowExceededError``
+  and quotes Google's body);
+* ``script`` (e.g. ``standin-script``, ``gemini-3-pro-script12``) -> the scripted agent (``agent_script``)
+  answers instead of a text, on every surface: shell tool calls for N turns (30 by default, every seventh
+  two in parallel), then ``AGENT_FINAL``; turns are counted per session (``up.agent_turns``);
 * otherwise HTTP 200. If any text the request carries (messages, tool calls and results, the chat system
-  message, the Anthropic ``system`` field, the Responses ``instructions``) contains ``SUMMARY_MARKER`` the
-  reply is a deterministic markdown summary (see ``summary_from_texts``); else it is ``stand-in reply to N
-  messages``, N being the length of ``messages`` (chat, Anthropic: ``system`` is not a message there) or of
-  the Responses ``input`` list (1 for a string ``input``).
+  message, the Anthropic ``system`` field, the Responses ``instructions``, Google's ``systemInstruction``)
+  contains ``SUMMARY_MARKER`` the reply is a deterministic markdown summary (see ``summary_from_texts``);
+  else it is ``stand-in reply to N messages``, N being the length of ``messages`` (chat, Anthropic:
+  ``system`` is not a message there), of the Responses ``input`` list (1 for a string ``input``) or of
+  Google's ``contents``.
 
 Usage is ``ceil(request text chars / 4)`` input tokens and ``ceil(reply chars / 4)`` output tokens, where the
-request text is what ``chat_texts`` / ``anthropic_texts`` / ``responses_texts`` extract (tool definitions
-count too, as their JSON). Prompt caching is simulated as the real providers do it (``prompt_cache``, keyed
+request text is what ``chat_texts`` / ``anthropic_texts`` / ``responses_texts`` /
+``standin_google.google_texts`` extract (tool definitions count too, as their JSON; Google reports them as
+``usageMetadata.promptTokenCount`` / ``candidatesTokenCount``; a scripted agent's output counts its
+answer's JSON). Prompt caching is simulated as the real providers do it (``prompt_cache``, keyed
 by the request's ``model``): ``/v1/messages`` caches up to each ``cache_control`` breakpoint (and a top-level
 ``cache_control``) and reports ``cache_creation_input_tokens`` / ``cache_read_input_tokens``, with
 ``input_tokens`` the part after the last breakpoint; chat and Responses cache every prefix of 1,024 tokens or
 more and report ``prompt_tokens_details.cached_tokens`` / ``input_tokens_details.cached_tokens`` (in 128-token
-steps). The cache's clock is the stand-in's: ``advance(seconds)`` (or ``POST /_clock`` with
-``{"advance": seconds}``) moves it, so a replay can take an agent's pauses without waiting them out;
-``cache_ttl`` (``--cache-ttl``) sets the 5-minute lifetime.
+steps); Google's implicit cache is not simulated (no ``cachedContentTokenCount``). The cache's clock is the
+stand-in's: ``advance(seconds)`` (or ``POST /_clock`` with ``{"advance": seconds}``) moves it, so a replay
+can take an agent's pauses without waiting them out; ``cache_ttl`` (``--cache-ttl``) sets the 5-minute
+lifetime.
 """
 
 from __future__ import annotations
@@ -1220,13 +1239,16 @@ class _Handler(BaseHTTPRequestHandler):
         self.wfile.write(data)
 
     def _send_stream(self, surface: Surface, events: Iterable[SSEEvent]) -> None:
-        """A streamed answer: SSE, but for Google's stream asked without ``alt=sse`` (a JSON array)."""
+        """A streamed answer: SSE; Google's ends its events with CRLF as the Gemini API does, and a Google
+        stream asked without ``alt=sse`` is one JSON array of the chunks."""
         if surface.name == GOOGLE.name and "alt=sse" not in self.path:
             self._send_json(200, [payload for _, payload in events])
+        elif surface.name == GOOGLE.name:
+            self._send_sse(events, end=b"\r\n\r\n")
         else:
             self._send_sse(events, done_marker=surface.done_marker)
 
-    def _send_sse(self, events: Iterable[SSEEvent], done_marker: bool = False) -> None:
+    def _send_sse(self, events: Iterable[SSEEvent], done_marker: bool = False, end: bytes = b"\n\n") -> None:
         """Server-sent events: ``event:`` lines when the event has a name, ``data: [DONE]`` if asked."""
         self.send_response(200)
         self.send_header("Content-Type", "text/event-stream")
@@ -1234,7 +1256,7 @@ class _Handler(BaseHTTPRequestHandler):
         self.end_headers()
         for name, payload in events:
             prefix = f"event: {name}\n".encode() if name else b""
-            self.wfile.write(prefix + b"data: " + json_bytes(payload) + b"\n\n")
+            self.wfile.write(prefix + b"data: " + json_bytes(payload) + end)
             self.wfile.flush()
         if done_marker:
             self.wfile.write(b"data: [DONE]\n\n")

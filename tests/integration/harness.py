@@ -107,7 +107,9 @@ def gemini_deployment(
     """A ``model_list`` entry routing ``model_name`` to the stand-in's Google ``generateContent``.
 
     A ``gemini/`` deployment with ``api_base`` ``http://host:port`` (``StandinUpstream.root_url``):
-    LiteLLM posts to ``{api_base}/models/<model>:generateContent`` (``:streamGenerateContent?alt=sse``).
+    LiteLLM posts to ``{api_base}/models/<model>:generateContent`` (``:streamGenerateContent?alt=sse``),
+    for Gemini 2.x and 3 names alike (its ``v1beta`` / ``v1alpha`` are for Google's own host only).
+    ``model_info`` as for the other deployments (``compact=...``, ``max_input_tokens=...``).
     """
     entry: dict[str, Any] = {
         "model_name": model_name,

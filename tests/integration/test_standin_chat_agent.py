@@ -1,13 +1,13 @@
 """The stand-in's scripted agent on chat completions (``tools/agent_script.py``), with the official
-``openai`` SDK: what Qwen Code, opencode and pi meet through the proxy. Tool calls by the client's own
-schema, streamed and not, turns counted per session, then the final answer."""
+``openai`` SDK against the stand-in directly: what Qwen Code, opencode and pi meet through the proxy. Tool
+calls by the client's own schema, streamed and not, turns counted per session, then the final answer."""
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from typing import Any
 
+import httpx
 import openai
 import pytest
 
@@ -24,26 +24,24 @@ def _tools(name: str, *properties: str) -> list[dict[str, Any]]:
     ]
 
 
-@pytest.fixture
-def upstream() -> Iterator[StandinUpstream]:
-    with StandinUpstream() as up:
-        yield up
+def _client(upstream: StandinUpstream) -> openai.OpenAI:
+    return openai.OpenAI(api_key="none", base_url=upstream.url, max_retries=0)
 
 
-def _turn(client: openai.OpenAI, messages: list[Any], tools: list[Any], stream: bool) -> dict[str, Any]:
+def _turn(
+    client: openai.OpenAI,
+    messages: list[Any],
+    tools: list[Any],
+    stream: bool,
+    model: str = "standin-strict-script8",
+) -> dict[str, Any]:
     if not stream:
-        answer = client.chat.completions.create(
-            model="standin-strict-script8", messages=messages, tools=tools
-        )
+        answer = client.chat.completions.create(model=model, messages=messages, tools=tools)
         return answer.choices[0].message.model_dump(exclude_none=True)
     calls: dict[int, dict[str, Any]] = {}
     text = ""
     chunks = client.chat.completions.create(
-        model="standin-strict-script8",
-        messages=messages,
-        tools=tools,
-        stream=True,
-        stream_options={"include_usage": True},
+        model=model, messages=messages, tools=tools, stream=True, stream_options={"include_usage": True}
     )
     for chunk in chunks:
         for choice in chunk.choices:
@@ -61,12 +59,17 @@ def _turn(client: openai.OpenAI, messages: list[Any], tools: list[Any], stream: 
 
 @pytest.mark.parametrize(
     ("name", "properties", "key"),
-    [("bash", ("command", "description"), "command"), ("exec_command", ("cmd",), "cmd")],
+    [
+        ("run_shell_command", ("command", "description"), "command"),  # Qwen Code
+        ("bash", ("command", "description"), "command"),  # opencode
+        ("bash", ("command", "timeout"), "command"),  # pi
+        ("exec_command", ("cmd",), "cmd"),
+    ],
 )
 def test_a_chat_client_runs_the_scripted_loop_streamed_and_not_with_its_own_shell_tool(
     upstream: StandinUpstream, name: str, properties: tuple[str, ...], key: str
 ) -> None:
-    client = openai.OpenAI(api_key="none", base_url=upstream.url, max_retries=0)
+    client = _client(upstream)
     tools = _tools(name, *properties)
     messages: list[Any] = [
         {"role": "system", "content": "You are an agent."},
@@ -80,10 +83,90 @@ def test_a_chat_client_runs_the_scripted_loop_streamed_and_not_with_its_own_shel
         for call in answer.get("tool_calls", []):
             arguments = json.loads(call["function"]["arguments"])
             assert call["function"]["name"] == name and arguments[key].startswith("seq -f")
-            assert ("description" in arguments) is ("description" in properties)
+            assert set(arguments) == {key} | ({"description"} & set(properties))
             messages.append({"role": "tool", "tool_call_id": call["id"], "content": "ok"})
         if "tool_calls" not in answer:
             break
     assert len(answers) == 9 and agent_script.AGENT_FINAL in answers[-1]["content"]
-    assert len(answers[6]["tool_calls"]) == 2  # every seventh turn: two calls at once
+    assert [len(a.get("tool_calls", [])) for a in answers] == [1, 1, 1, 1, 1, 1, 2, 1, 0]  # 7th: two at once
+    assert all(a.get("content") is None for a in answers[:-1])
     assert list(upstream.agent_turns.values()) == [9]  # one session: the client's head
+
+
+def test_the_stream_opens_each_call_with_its_name_then_streams_its_arguments(
+    upstream: StandinUpstream,
+) -> None:
+    body = {
+        "model": "standin-script",
+        "messages": [{"role": "user", "content": "stream it"}],
+        "tools": _tools("bash", "command"),
+        "stream": True,
+        "stream_options": {"include_usage": True},
+    }
+    response = httpx.post(f"{upstream.url}/chat/completions", json=body, timeout=30)
+    lines = [line.removeprefix("data: ") for line in response.text.split("\n\n") if line]
+    assert lines[-1] == "[DONE]"
+    chunks = [json.loads(line) for line in lines[:-1]]
+    assert {c["object"] for c in chunks} == {"chat.completion.chunk"} and len({c["id"] for c in chunks}) == 1
+    deltas = [c["choices"][0]["delta"] for c in chunks if c["choices"]]
+    assert deltas[0] == {"role": "assistant", "content": None}
+    opening = deltas[1]["tool_calls"][0]
+    assert opening["id"].startswith("call_") and opening["type"] == "function"
+    assert opening["function"] == {"name": "bash", "arguments": ""}
+    pieces = [d["tool_calls"][0] for d in deltas[2:] if d.get("tool_calls")]
+    assert len(pieces) == 2 and all(set(p) == {"index", "function"} for p in pieces)
+    assert json.loads("".join(p["function"]["arguments"] for p in pieces))["command"].startswith("seq -f")
+    finishes = [c["choices"][0]["finish_reason"] for c in chunks if c["choices"]]
+    assert finishes[-1] == "tool_calls" and set(finishes[:-1]) == {None}
+    assert chunks[-1]["choices"] == [] and chunks[-1]["usage"]["completion_tokens"] > 0
+    assert upstream.chat_requests[-1]["output_tokens"] == chunks[-1]["usage"]["completion_tokens"]
+    whole = httpx.post(f"{upstream.url}/chat/completions", json={**body, "stream": False}, timeout=30).json()
+    assert whole["choices"][0]["finish_reason"] == "tool_calls"
+    assert whole["choices"][0]["message"]["content"] is None
+    assert whole["choices"][0]["message"]["tool_calls"][0]["function"]["name"] == "bash"
+
+
+def test_sessions_are_the_cache_key_the_user_a_header_or_the_head(upstream: StandinUpstream) -> None:
+    client = _client(upstream)
+    tools = _tools("bash", "command")
+
+    def turn(messages: list[Any], **extra: Any) -> Any:
+        return client.chat.completions.create(
+            model="standin-script2", messages=messages, tools=tools, **extra
+        ).choices[0]
+
+    head = [{"role": "system", "content": "You are an agent."}, {"role": "user", "content": "task A"}]
+    compacted = [*head, {"role": "user", "content": "summary of what was done"}]
+    assert turn(head).finish_reason == "tool_calls"
+    assert turn(compacted).finish_reason == "tool_calls"  # the head is kept by a compaction: turn 2
+    assert turn(compacted).message.content.startswith(agent_script.AGENT_FINAL)  # type: ignore[union-attr]
+    turn([{"role": "user", "content": "task A"}])  # another client's head (no system prompt)
+    turn([{"role": "user", "content": "task B"}])
+    turn(head, extra_body={"prompt_cache_key": "conversation-1"})
+    turn(head, user="someone")
+    turn(head, extra_headers={"x-session-id": "header-session"})
+    turn([{"role": "user", "content": "task C"}], extra_headers={"x-session-id": "header-session"})
+    assert sorted(upstream.agent_turns.values()) == [1, 1, 1, 1, 2, 3]  # head A: 3, header: 2
+    assert {"conversation-1", "someone", "header-session"} <= set(upstream.agent_turns)
+    assert upstream.agent_turns["header-session"] == 2
+
+
+@pytest.mark.parametrize(
+    ("tools", "name", "arguments"),
+    [
+        (
+            _tools("bash", "command") + _tools("run_shell_command", "command"),
+            "run_shell_command",
+            {"command"},
+        ),
+        (_tools("shell", "command") + _tools("Bash", "command"), "Bash", {"command"}),
+        (_tools("exec_command", "cmd", "workdir"), "exec_command", {"cmd"}),
+        (_tools("terminal", "cmd", "command"), "read", {"command"}),  # no shell tool: the first tool
+        ([], "run_shell_command", {"command"}),  # no tools at all
+    ],
+)
+def test_the_tool_and_its_arguments_follow_the_clients_schema(
+    upstream: StandinUpstream, tools: list[Any], name: str, arguments: set[str]
+) -> None:
+    call = _turn(_client(upstream), [{"role": "user", "content": "go"}], tools, stream=False)["tool_calls"][0]
+    assert call["function"]["name"] == name and set(json.loads(call["function"]["arguments"])) == arguments
