@@ -40,3 +40,14 @@ def _saving(run: Run, index: int) -> int:
     pair = [item, cleared]
     before, after = run.counter.count([print_, cleared_print], lambda i: item_strings(pair[i]))
     return max(0, before - after)
+
+
+async def before_a_summary(run: Run, state: Entry) -> Entry | None:
+    """Past ``prepare_ratio``: every result clearing may clear now, as one batch, when that alone
+    brings the conversation back under ``prepare_ratio`` — a rule about tokens, for every model.
+    A summary prepared instead would be left unused by the next batch, and outgrown by the time the
+    trigger comes; clearing it now costs no model call."""
+    advanced = advance_clearing(run, state, at_least=1)
+    if advanced is None or await run.tokens(run.tiers.view(advanced)) >= run.window.prepare:
+        return None
+    return advanced

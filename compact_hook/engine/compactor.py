@@ -40,7 +40,7 @@ from compact_hook.core.outcomes import (
 from compact_hook.core.partition import Partition
 from compact_hook.engine.archiving import archive_pending, keep
 from compact_hook.engine.breaker import Breaker
-from compact_hook.engine.clearing import advance_clearing
+from compact_hook.engine.clearing import advance_clearing, before_a_summary
 from compact_hook.engine.compaction import Failed, Made, Making, compaction_key, make, plan
 from compact_hook.engine.costs import change_pays_now, clearing_waits, early_plan, economy_of, prepares
 from compact_hook.engine.finish import Outcome, finish, untouched
@@ -165,6 +165,10 @@ class Compactor:
             return None
         return ready if change_pays_now(run, tokens, await run.tokens(run.tiers.view(ready))) else None
 
+    async def _prepared(self, run: Run, state: Entry) -> bool:
+        """A compaction prepared for this conversation waits for the trigger."""
+        return self.preparations is not None and await self.preparations.find(run, state) is not None
+
     def _prepares(self, run: Run) -> bool:
         return self.preparations is not None and run.config.prepare and not run.config.uses_digest
 
@@ -225,11 +229,19 @@ class Compactor:
         return await self._fit(run, view, outcome)
 
     async def _clear(self, run: Run, state: Entry) -> Entry:
-        """Tier 2: advance the clearing boundary by a batch when the request is past the clear ratio."""
+        """Tier 2: advance the clearing boundary by a batch when the request is past the clear ratio;
+        past ``prepare_ratio``, by whatever gets it back under, before any summary is prepared. Not
+        while a prepared compaction waits for the trigger: it takes the old results out there, and
+        clearing them first would only leave it short when applied (a second summary then)."""
         now = run.tiers.view(state)
-        if not run.config.clear_tool_results or await run.tokens(now) < run.window.clear:
+        tokens = await run.tokens(now)
+        if not run.config.clear_tool_results or tokens < run.window.clear:
+            return state
+        if tokens >= run.window.prepare and await self._prepared(run, state):
             return state
         advanced = advance_clearing(run, state)
+        if advanced is None and tokens >= run.window.prepare:
+            advanced = await before_a_summary(run, state)
         if advanced is None or await clearing_waits(run, now, advanced):
             return state
         await self._put(run, advanced)

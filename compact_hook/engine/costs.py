@@ -94,37 +94,24 @@ async def early_plan(run: Run, view: View, tokens: int) -> Partition | None:
 
 
 async def prepares(run: Run, state: Entry, view: View, tokens: int) -> bool:
-    """Whether a summary prepared now is likely to be applied. A rule about tokens, for every
-    model: not while clearing alone will bring the conversation back under the point where
-    preparing starts — what it can clear now does, and the batch can reach ``clear_at_least``
-    before the trigger — for the clearing would leave the summary unused. Priced, prices refine
-    it: a batch that waits counts too when clearing costs less than the compaction (a summary
-    reads the middle with every cleared result), and the trigger must be near enough."""
-    cleared = await _cleared_under_prepare(run, state)
+    """Whether a summary prepared now is likely to be applied. Unpriced, yes: clearing has already
+    done what it can (``engine.clearing.before_a_summary``: past ``prepare_ratio`` every result it
+    may clear goes, when that gets back under it). Priced, prices refine it: not while a clearing
+    batch that waits, or the next one, would bring the conversation back under ``prepare_ratio``
+    and costs less than the compaction (a summary reads the middle with every cleared result), nor
+    for a trigger it is unlikely to reach soon."""
     economy = run.economy
     if economy is None or not economy.known:
-        return cleared is None or not _batch_comes(run, tokens, await run.tokens(cleared))
-    if cleared is not None:
-        part, size = await asyncio.to_thread(sized_plan, run, view)
-        compaction = economy.summary_cost(_read(run, view, part)) + economy.premium * size
-        if economy.premium * rewritten(run, view, cleared) <= compaction:
-            return False
-    return worth_preparing(economy, tokens, run.window.compact)
-
-
-async def _cleared_under_prepare(run: Run, state: Entry) -> View | None:
-    """The view clearing every result it may clear now leaves, when that is under ``prepare_ratio``."""
+        return True
     advanced = advance_clearing(run, state, at_least=1) if run.config.clear_tool_results else None
-    if advanced is None:
-        return None
-    cleared = run.tiers.view(advanced)
-    return cleared if await run.tokens(cleared) < run.window.prepare else None
-
-
-def _batch_comes(run: Run, tokens: int, cleared: int) -> bool:
-    """The clearing batch reaches ``clear_at_least`` before the trigger: what it saves now plus
-    what is still to arrive (results age into it as the conversation grows)."""
-    return (tokens - cleared) + max(0, run.window.compact - tokens) >= run.config.clear_at_least
+    if advanced is not None:
+        cleared = run.tiers.view(advanced)
+        if await run.tokens(cleared) < run.window.prepare:
+            part, size = await asyncio.to_thread(sized_plan, run, view)
+            compaction = economy.summary_cost(_read(run, view, part)) + economy.premium * size
+            if economy.premium * rewritten(run, view, cleared) <= compaction:
+                return False
+    return worth_preparing(economy, tokens, run.window.compact)
 
 
 def rewritten(run: Run, before: View, after: View) -> int:

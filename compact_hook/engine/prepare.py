@@ -14,10 +14,11 @@ and the turn that reaches the trigger applies it with no summary call on its pat
 - One preparation per conversation: in process the background queue knows it by key; across
   replicas a lock in the prepared store says another replica is on it. The trigger awaits
   one in flight rather than starting its own.
-- A prepared compaction waits for the trigger even when the conversation has grown past
-  ``prepare_ratio`` with it applied: under the trigger it always leaves the conversation under
-  the trigger, so one prepared again from it would be paid for and never used. The trigger
-  applies it; if it no longer suffices there, the rest is compacted at once, its summary merged.
+- A prepared compaction is extended (prepared again from it, its summary merged) only when it
+  will not suffice at the trigger: applied now it leaves no less than the conversation holds
+  without it (a clearing batch since took out what it summarizes), so by the trigger it would
+  leave the conversation past it. Otherwise it waits for the trigger, even past
+  ``prepare_ratio``: one prepared again from it would be paid for and never used.
 - A failed preparation counts toward the summary model's breaker and is not retried for
   ``failure_ttl``; the trigger then compacts as it would without preparation.
 """
@@ -95,13 +96,22 @@ class Preparations:
         return self.setup.store
 
     async def consider(self, run: Run, state: Entry, view: View) -> Preparation | None:
-        """Past ``prepare_ratio``, under the trigger: start preparing unless it is under way or one
-        is prepared already (it is the one the trigger applies). Never waits for the summary."""
+        """Past ``prepare_ratio``, under the trigger: start preparing unless it is under way or what
+        is prepared will suffice at the trigger. Never waits for the summary."""
         key = LOCK + run.root
         if key in self.setup.background:
             return Preparation.RUNNING
-        if await self.find(run, state) is not None:
-            return Preparation.READY
+        found = await self.find(run, state)
+        base, base_view = state, view
+        if found is not None:
+            base, base_view = found, run.tiers.view(found)
+            if await run.tokens(base_view) < await run.tokens(view):
+                return Preparation.READY
+            logger.info(
+                "compact_hook: the compaction prepared for session %s would not suffice at the trigger; "
+                "preparing the next from it (its summary merged)",
+                run.session(),
+            )
         if await self.store.is_locked(key):  # another replica is on it
             return Preparation.RUNNING
         if self.setup.stopping() or await self.store.get_note(FAILED + key) is not None:
@@ -111,7 +121,7 @@ class Preparations:
             return None
         job = Job(
             run.request.tenant,
-            lambda: self._prepare(key, run, state, view, gate is Gate.PROBE),
+            lambda: self._prepare(key, run, base, base_view, gate is Gate.PROBE),
             self._dropped,
         )
         if not self.setup.background.submit(key, job):

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import json
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -23,10 +24,17 @@ from compact_hook.engine.background import Background, Job
 from compact_hook.engine.breaker import Breaker
 from compact_hook.engine.library import parse_chat
 from compact_hook.engine.prepare import PrepareSetup
-from compact_hook.formats import Conversation
+from compact_hook.formats import GOOGLE, Conversation
 from compact_hook.state.store import MemoryStore
 from tests.fakes import FakeSummarizer, InMemoryArchive, LockingMemoryStore
-from tests.support import is_prefix, is_summary, pairing_problems, replay_points
+from tests.support import (
+    google_replay_points,
+    is_prefix,
+    is_summary,
+    pairing_problems,
+    replay_points,
+    summaries_in,
+)
 from tests.unit.test_compactor import CONFIG, SCOPE, TRANSCRIPT  # the store's: 20K, tiers off
 
 
@@ -363,3 +371,49 @@ async def test_every_hooks_cleanup_is_chained_once_after_the_proxys_drain_at_shu
         GracefulShutdownManager.wait_for_drain = original  # type: ignore[method-assign]
         GracefulShutdownManager._drain_performed = False
         shutdown._cleanups[:] = registered
+
+
+GEMINI_CLI_SESSION = json.loads(
+    (Path(__file__).parents[1] / "data/clients/gemini-0.61.0-last.json").read_text()
+)
+"""Gemini CLI's 30-turn loop as it sent it (its head is over half of a 16K window)."""
+
+
+@pytest.mark.parametrize("window", [14_000, 16_000, 18_000, 20_000])
+async def test_with_clearing_on_and_no_prices_every_summary_paid_for_is_applied_but_the_last(
+    window: int,
+) -> None:
+    """Tokens before money: unpriced, with the cheap tiers on, nothing is prepared that a clearing
+    batch about to come would leave unused, and a prepared compaction waits for the trigger unless
+    it will not suffice there (Gemini CLI's loop at 16K used to pay 14 calls for 7 compactions)."""
+    config = dataclasses.replace(
+        CONFIG,
+        context_window=window,
+        summary_context_window=400_000,
+        clear_tool_results=True,
+        tool_output_policy="tokens",
+        on_overflow="fit",
+    )
+    node = replica()
+    summarizer = FakeSummarizer(*(f"summary number {n}" for n in range(100)))
+    contents = GEMINI_CLI_SESSION["contents"]
+    applied: set[str] = set()
+    for end in google_replay_points(contents):
+        body = {**GEMINI_CLI_SESSION, "contents": contents[:end]}
+        parsed = GOOGLE.parse(body)
+        assert isinstance(parsed, Conversation)
+        request = CompactRequest(parsed, config, summarizer, "s", SCOPE, InMemoryArchive())
+        result = await node.compactor.compact(request)
+        applied.update(summaries_in(result.messages, GOOGLE))
+        await idle(node.background)
+    assert len(summarizer.requests) <= len(applied) + 1
+
+
+async def test_a_prepared_compaction_that_suffices_at_the_trigger_is_not_prepared_again() -> None:
+    node, summarizer = replica(), FakeSummarizer()
+    zone = [end for end in POINTS if LIMITS.prepare <= count_tokens(TRANSCRIPT[:end]) < LIMITS.compact]
+    assert zone
+    for end in zone:  # every turn past prepare_ratio, under the trigger
+        await compact(node.compactor, TRANSCRIPT[:end], summarizer)
+        await idle(node.background)
+    assert len(summarizer.requests) == 1  # prepared once; it still suffices at the trigger
