@@ -87,6 +87,13 @@ def model_groups(archive: Path) -> list[dict[str, Any]]:
     ]
 
 
+class Key:
+    """The caller's key as LiteLLM's auth hands it to the hook (its metadata and its team's)."""
+
+    def __init__(self, team_id: str | None = None, token: str | None = None, metadata: Any = None) -> None:
+        self.team_id, self.token, self.metadata, self.team_metadata = team_id, token, metadata, None
+
+
 def request(model: str = "agent", messages: Any = None, **extra: Any) -> dict[str, Any]:
     """A chat request as the proxy hands it to the hook (a Claude Code session by default)."""
     data: dict[str, Any] = {

@@ -10,23 +10,22 @@ group, should the provider still find them too long (``proxy.recovery``).
 
 from __future__ import annotations
 
-import dataclasses
 from typing import Any
 
-from compact_hook.config import CompactConfig
 from compact_hook.core.outcomes import Mode
 from compact_hook.formats import Rejected, carries_conversation, format_for
 from compact_hook.formats.command import command_in
 from compact_hook.proxy import server
 from compact_hook.proxy.answer import ANSWERED, answer_text, answerable
-from compact_hook.proxy.caller import Engaged, Pricing, engine_request, session_id_of, tenant_of
-from compact_hook.proxy.control import Control, control_of, with_command
+from compact_hook.proxy.caller import Engaged, engine_request, session_id_of, tenant_of
+from compact_hook.proxy.control import control_of, with_command
 from compact_hook.proxy.logs import for_model_group
 from compact_hook.proxy.recovery import attach_fallbacks
 from compact_hook.proxy.report import record_summary_cost
 from compact_hook.proxy.reporting import Reporting, log_reshaped
 from compact_hook.proxy.router_summarizer import RouterSummarizer
 from compact_hook.proxy.services import Services
+from compact_hook.proxy.settings import settle
 
 
 class RequestGate:
@@ -42,8 +41,7 @@ class RequestGate:
         model = data.get("model")
         if router is None or not isinstance(model, str):
             return None
-        resolved = self.services.models.resolve(router, model)
-        if resolved is None:
+        if self.services.models.resolve(router, model) is None:
             return None
         self.services.metrics.known_group(model)
         for_model_group(model)
@@ -53,7 +51,10 @@ class RequestGate:
                 self.reporting.unhandled(call_type, model)
             return None
         control = control_of(data, wire.metadata_key, user_api_key_dict)
-        config = await self._settings(resolved, model, control)
+        settled = await settle(self.services, router, model, control)
+        if settled is None:
+            return None
+        config = settled.config
         parsed = wire.parse(data)
         if isinstance(parsed, Rejected):
             self.reporting.rejected(data, wire, model, parsed)
@@ -66,12 +67,12 @@ class RequestGate:
             else:  # compacted now, and the model answers the command (see ``proxy.answer``)
                 command = None
         who = Engaged(model, session_id_of(data, parsed.entries), tenant_of(user_api_key_dict), control)
-        request = engine_request(data, wire, parsed, config, who, self._pricing(router, model, config))
+        request = engine_request(data, wire, parsed, config, who, settled.pricing)
         summarizer = request.summarize
         if isinstance(summarizer, RouterSummarizer):
             summarizer.on_spent = self.reporting.spender(model, wire)
         result = await self.services.compactor.compact(request)
-        report = self.reporting.compacted(data, wire, result, who.session_id, who.tenant)
+        report = self.reporting.compacted(data, wire, result, who)
         if isinstance(summarizer, RouterSummarizer):
             record_summary_cost(data, wire.metadata_key, report, summarizer.spent)
         if command is not None:
@@ -83,22 +84,3 @@ class RequestGate:
         if config.recover and control.mode is not Mode.OFF:
             attach_fallbacks(data, model, router, call_type)
         return None
-
-    def _pricing(self, router: Any, model: str, config: CompactConfig) -> Pricing:
-        """The model's prices and its summary model's (the digest costs nothing)."""
-        models = self.services.models
-        prices = models.prices(router, model, config)
-        if config.uses_digest:
-            return Pricing(prices, None)
-        summary_group = config.summary_model or model
-        return Pricing(
-            prices, models.prices(router, summary_group, config) if summary_group != model else prices
-        )
-
-    async def _settings(self, config: CompactConfig, model: str, control: Control) -> CompactConfig:
-        """The model's settings, the key's and team's overrides, and a window a provider taught us."""
-        config = control.settings(config)
-        learned = await self.services.learned.get(model) if config.recover else None
-        if learned is not None and (config.context_window is None or learned < config.context_window):
-            config = dataclasses.replace(config, context_window=learned)
-        return config

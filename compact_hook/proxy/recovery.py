@@ -24,12 +24,12 @@ from compact_hook.core.outcomes import Mode
 from compact_hook.formats import Rejected, format_for
 from compact_hook.proxy import server
 from compact_hook.proxy.caller import Engaged, call_type_name, engine_request, group_of, session_id_of
-from compact_hook.proxy.control import Control
 from compact_hook.proxy.learned import Overflow, is_context_error
 from compact_hook.proxy.logs import for_model_group
 from compact_hook.proxy.report import record_savings, report_in, report_of
 from compact_hook.proxy.router_summarizer import INTERNAL_TOKEN
 from compact_hook.proxy.services import Services
+from compact_hook.proxy.settings import settle
 
 logger = logging.getLogger(__name__)
 
@@ -143,18 +143,18 @@ class Recovery:
         )
         if wire is None or router is None or group is None or previous is None:
             return
-        config = self.services.models.resolve(router, group)
-        if config is not None:
+        settled = await settle(self.services, router, group, previous.control)
+        if settled is not None:
             for_model_group(group)
-        parsed = wire.parse(kwargs) if config is not None else None
+        parsed = wire.parse(kwargs) if settled is not None else None
         window = await self._learn(kwargs, overflow)
-        if config is None or parsed is None or isinstance(parsed, Rejected) or window is None:
+        if settled is None or parsed is None or isinstance(parsed, Rejected) or window is None:
             return
         session_id = str(previous.get("session_id") or session_id_of(kwargs, parsed.entries))
-        who = Engaged(group, session_id, previous.tenant, Control(Mode.FORCE))
-        request = engine_request(
-            kwargs, wire, parsed, dataclasses.replace(config, context_window=window), who
-        )
+        control = dataclasses.replace(previous.control, mode=Mode.FORCE)
+        who = Engaged(group, session_id, previous.tenant, control)
+        config = dataclasses.replace(settled.config, context_window=window)
+        request = engine_request(kwargs, wire, parsed, config, who, settled.pricing)
         result = await self.services.compactor.compact(request)
         previous.update(
             report_of(result, session_id, wire.name), recovered=True
@@ -177,11 +177,12 @@ class Recovery:
         requests we reported on); None when there is nothing to learn from.
         """
         report, group, router = report_in(request), group_of(request), server.proxy_router()
-        config = (
-            self.services.models.resolve(router, group) if router is not None and group is not None else None
-        )
-        counted = report.get("tokens_after") if report is not None else None
-        if group is None or config is None or not config.recover or not isinstance(counted, int):
+        if report is None or group is None or router is None:
             return None
+        settled = await settle(self.services, router, group, report.control)
+        counted = report.get("tokens_after")
+        if settled is None or not settled.config.recover or not isinstance(counted, int):
+            return None
+        config = settled.config
         learned = self.services.learned
         return await learned.learn(group, overflow.window(counted), config.learned_window_ttl_seconds)

@@ -13,6 +13,7 @@ from typing import Any
 
 from compact_hook.engine.result import CompactResult
 from compact_hook.formats.base import Rejected
+from compact_hook.proxy.control import Control
 
 REPORT_KEY = "compact_hook"
 HEADER_PREFIX = "x-compact-"
@@ -49,12 +50,14 @@ MAX_HEADER_CHARS = 200
 class Report(dict[str, Any]):
     """Our report. A ``dict`` (spend logs and callbacks serialize it as one), but its own type.
 
-    ``tenant`` is an attribute, not a key: the retry after a provider's "too long" must compact
-    as the same tenant, and that is nothing for spend logs to carry. Nor is ``conversation``: the
-    key the provider's cache report for this request is kept under (``engine.ledger``).
+    ``tenant`` and ``control`` are attributes, not keys: the retry after a provider's "too long"
+    must compact as the same tenant under the same key's and team's settings, and that is nothing
+    for spend logs to carry. Nor is ``conversation``: the key the provider's cache report for this
+    request is kept under (``engine.ledger``).
     """
 
     tenant: str = ""
+    control: Control = Control()
     conversation: bytes = b""
 
 

@@ -17,6 +17,7 @@ from compact_hook.core.outcomes import Reason
 from compact_hook.engine.notices import Notices
 from compact_hook.engine.result import CompactResult
 from compact_hook.formats import Rejected, WireFormat, format_for
+from compact_hook.proxy.caller import Engaged
 from compact_hook.proxy.metrics import Labels, Metrics, Outcome
 from compact_hook.proxy.report import (
     Report,
@@ -88,12 +89,12 @@ class Reporting:
         self.metrics.outcome(rejected.reason, self.metrics.labels(group, wire.name))
 
     def compacted(
-        self, data: dict[str, Any], wire: WireFormat, result: CompactResult, session_id: str, tenant: str
+        self, data: dict[str, Any], wire: WireFormat, result: CompactResult, who: Engaged
     ) -> Report:
         """What the engine did, in the request's metadata (its report, LiteLLM's savings) and metrics."""
         self.metrics.observe(result, self.metrics.labels(str(data.get("model")), wire.name))
-        report = report_of(result, session_id, wire.name)
-        report.tenant = tenant
+        report = report_of(result, who.session_id, wire.name)
+        report.tenant, report.control = who.tenant, who.control
         record(data, wire.metadata_key, report)
         record_savings(data, wire.metadata_key, result)
         return report

@@ -17,20 +17,13 @@ from compact_hook.proxy.recovery import RETRY_KEY
 from compact_hook.proxy.report import report_in
 from compact_hook.proxy.reporting import Reporting
 from compact_hook.proxy.services import Services
-from tests.routers import SpyRouter, request
+from tests.routers import Key, SpyRouter, request
 from tests.support import is_summary, pairing_problems
 
 
 def gate(registry: CollectorRegistry | None = None) -> RequestGate:
     services = Services(CompactConfig(), ProcessConfig(), Metrics(registry or CollectorRegistry()))
     return RequestGate(services, Reporting(services.metrics, lambda: services.compactor.memory.notices))
-
-
-class Key:
-    """The caller's key as LiteLLM's auth hands it to the hook."""
-
-    def __init__(self, team_id: str | None = None, token: str | None = None) -> None:
-        self.team_id, self.token, self.metadata, self.team_metadata = team_id, token, None, None
 
 
 def turns(pairs: int, words: int) -> list[dict[str, Any]]:

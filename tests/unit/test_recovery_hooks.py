@@ -9,12 +9,14 @@ import respx
 from prometheus_client import CollectorRegistry
 
 from compact_hook.config import CompactConfig, ProcessConfig
+from compact_hook.proxy.gate import RequestGate
 from compact_hook.proxy.metrics import Metrics
 from compact_hook.proxy.recovery import RETRY_KEY, Recovery
 from compact_hook.proxy.report import Report, record, report_in
+from compact_hook.proxy.reporting import Reporting
 from compact_hook.proxy.router_summarizer import INTERNAL_TOKEN
 from compact_hook.proxy.services import Services
-from tests.routers import SpyRouter
+from tests.routers import Key, SpyRouter, request
 from tests.support import is_summary, load_transcript, pairing_problems
 
 TOO_LONG = (
@@ -88,3 +90,29 @@ async def test_a_retry_that_follows_another_error_raises_that_error(router: SpyR
     again = attempt([], "upstream 502", **{RETRY_KEY: INTERNAL_TOKEN})
     with pytest.raises(RuntimeError, match="upstream 502"):  # no snapshot: the breadcrumb's words
         await healer.before_attempt(again, "acompletion")
+
+
+async def test_the_retry_is_compacted_under_the_settings_of_its_first_attempt(
+    router: SpyRouter,
+    upstream: respx.Route,
+) -> None:
+    """The key's overrides (here: summaries made by ``plain``, at most 1,000 tokens) hold for the retry after a
+    provider's "too long" as they did for the first attempt: both resolve settings one way."""
+    services = Services(CompactConfig(), ProcessConfig(), Metrics(CollectorRegistry()))
+    gate = RequestGate(services, Reporting(services.metrics, lambda: services.compactor.memory.notices))
+    data = request("agent")
+    key = Key(team_id="t", metadata={"compact": {"summary_model": "plain", "summary_max_tokens": 1000}})
+    assert await gate.handle(key, data, "acompletion") is None
+    first = report_in(data)
+    assert first is not None and first["compacted"] is True
+    first_calls = len(router.calls)
+    assert first_calls >= 1 and {call["model"] for call in router.calls} == {"plain"}
+    data["metadata"]["previous_models"] = [{"exception_string": TOO_LONG}]
+    data[RETRY_KEY] = INTERNAL_TOKEN
+    healer = Recovery(services)
+    await healer.after_failure(data, RuntimeError(TOO_LONG), "acompletion")
+    assert await healer.before_attempt(data, "acompletion") is data
+    retried = report_in(data)
+    assert retried is not None and retried["recovered"] is True and retried["summary_calls"] >= 1
+    assert len(router.calls) > first_calls and {call["model"] for call in router.calls} == {"plain"}
+    assert pairing_problems(data["messages"]) == []

@@ -12,6 +12,8 @@ from compact_hook.engine.result import CompactResult
 from compact_hook.formats import CHAT, RESPONSES
 from compact_hook.formats.base import Rejected
 from compact_hook.proxy import reporting as reporting_module
+from compact_hook.proxy.caller import Engaged
+from compact_hook.proxy.control import Control
 from compact_hook.proxy.metrics import Metrics, Outcome
 from compact_hook.proxy.report import Report, record, report_in
 from compact_hook.proxy.reporting import Reporting
@@ -70,7 +72,7 @@ def test_a_compaction_is_recorded_with_its_tenant_and_litellms_savings() -> None
     told, _ = reporting()
     data: dict[str, Any] = {"model": "agent", "metadata": {}}
     result = CompactResult([], True, input_tokens=9_000, output_tokens=3_000)
-    report = told.compacted(data, CHAT, result, "session-1", "key:abc")
+    report = told.compacted(data, CHAT, result, Engaged("agent", "session-1", "key:abc", Control()))
     assert report_in(data) is report and report.tenant == "key:abc" and report["session_id"] == "session-1"
     assert data["metadata"]["compression_savings"]["tokens_saved"] == 6_000
     assert "tenant" not in report  # an attribute, never a key spend logs would carry

@@ -1,0 +1,49 @@
+"""A request's settings and prices, resolved in one place for every attempt.
+
+The pre-call path and the retry after a provider's "too long" (``proxy.recovery``) must compact
+under the same settings: the model group's, the key's and team's overrides (``Control``), a
+window a provider taught us, and the model's and summary model's prices. Both resolve them
+here, so a retry cannot drift from its first attempt.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Any
+
+from compact_hook.config import CompactConfig
+from compact_hook.proxy.caller import Pricing
+from compact_hook.proxy.control import Control
+from compact_hook.proxy.services import Services
+
+
+@dataclass(frozen=True, slots=True)
+class Settled:
+    """What a request to a compacting model group is compacted under."""
+
+    config: CompactConfig
+    pricing: Pricing
+
+
+async def settle(services: Services, router: Any, group: str, control: Control) -> Settled | None:
+    """The group's settings with the key's and team's overrides, the learned window and the
+    prices; None when the group does not compact."""
+    resolved = services.models.resolve(router, group)
+    if resolved is None:
+        return None
+    config = control.settings(resolved)
+    learned = await services.learned.get(group) if config.recover else None
+    if learned is not None and (config.context_window is None or learned < config.context_window):
+        config = dataclasses.replace(config, context_window=learned)
+    return Settled(config, _pricing(services, router, group, config))
+
+
+def _pricing(services: Services, router: Any, group: str, config: CompactConfig) -> Pricing:
+    """The model's prices and its summary model's (the digest costs nothing)."""
+    prices = services.models.prices(router, group, config)
+    if config.uses_digest:
+        return Pricing(prices, None)
+    summary_group = config.summary_model or group
+    summary = services.models.prices(router, summary_group, config) if summary_group != group else prices
+    return Pricing(prices, summary)
