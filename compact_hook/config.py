@@ -82,7 +82,7 @@ class CompactConfig:
     ``thinking_prefix_check`` ``None`` means "by the deployment's model name" in the proxy
     (``formats.anthropic.runs_prefix_check``) and "yes" used directly.
     The cheap tiers (truncation, clearing), protected content and the fit guarantee are
-    documented with their keys in the README.
+    documented with their keys in docs/configuration.md.
     """
 
     enabled: bool = True

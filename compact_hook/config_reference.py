@@ -1,7 +1,7 @@
-"""The configuration reference: what each setting means, for README.md's two tables.
+"""The configuration reference: what each setting means, for the two tables of docs/configuration.md.
 
 Defaults come from ``CompactConfig`` and ``ProcessConfig`` themselves; ``unset`` says what a
-``None`` default means. ``scripts/config_reference.py`` writes the tables into the README
+``None`` default means. ``scripts/config_reference.py`` writes the tables into docs/configuration.md
 between their markers, and a test fails when the README, this file and the code disagree.
 """
 

@@ -1,4 +1,4 @@
-"""Write README.md's configuration tables from the code (``compact_hook.config_reference``).
+"""Write docs/configuration.md's tables from the code (``compact_hook.config_reference``).
 
 .venv/bin/python scripts/config_reference.py          # rewrite the tables
 .venv/bin/python scripts/config_reference.py --check  # exit 1 if they are stale
@@ -12,7 +12,7 @@ from pathlib import Path
 
 from compact_hook.config_reference import with_tables, write_readme
 
-README = Path(__file__).resolve().parents[1] / "README.md"
+README = Path(__file__).resolve().parents[1] / "docs" / "configuration.md"
 
 
 def main() -> int:
@@ -22,9 +22,9 @@ def main() -> int:
     if args.check:
         text = README.read_text(encoding="utf-8")
         stale = with_tables(text) != text
-        print("README.md configuration tables are stale" if stale else "README.md is up to date")
+        print("docs/configuration.md tables are stale" if stale else "docs/configuration.md is up to date")
         return 1 if stale else 0
-    print("README.md updated" if write_readme(README) else "README.md already up to date")
+    print("docs/configuration.md updated" if write_readme(README) else "docs/configuration.md already up to date")
     return 0
 
 

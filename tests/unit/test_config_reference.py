@@ -1,4 +1,4 @@
-"""README.md's configuration tables are generated from the code: they cannot drift apart."""
+"""docs/configuration.md's tables are generated from the code: they cannot drift apart."""
 
 import dataclasses
 import re
@@ -15,7 +15,7 @@ from compact_hook.config_reference import (
     with_tables,
 )
 
-README = Path(__file__).resolve().parents[2] / "README.md"
+README = Path(__file__).resolve().parents[2] / "docs" / "configuration.md"
 
 
 def test_every_setting_is_documented_and_nothing_else() -> None:
