@@ -16,6 +16,8 @@ because they are the caller's programming error, not a runtime condition.
 
 from __future__ import annotations
 
+from compact_hook.core.failures import SummaryFailure
+
 
 class CompactError(Exception):
     """Root of every error compact_hook raises on purpose."""
@@ -26,7 +28,12 @@ class TokenizerError(CompactError):
 
 
 class SummarizerError(CompactError):
-    """A summary attempt failed: error from the model, timeout, or an empty answer."""
+    """A summary could not be made; ``kind`` says why, and so which rule applied
+    (``core.failures.SummaryFailure``)."""
+
+    def __init__(self, message: str, kind: SummaryFailure = SummaryFailure.UNAVAILABLE) -> None:
+        super().__init__(message)
+        self.kind = kind
 
 
 class ArchiveError(CompactError):

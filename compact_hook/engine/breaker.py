@@ -22,6 +22,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from compact_hook.config import CompactConfig
+from compact_hook.core.failures import SummaryFailure
 from compact_hook.state.store import CompactionStore
 
 logger = logging.getLogger(__name__)
@@ -82,12 +83,13 @@ class Breaker:
             return Gate.CLOSED
         return Gate.OPEN if self.clock() < state.open_until else Gate.PROBE
 
-    async def heard(self, key: bytes, config: CompactConfig, *, succeeded: bool) -> None:
-        """A model summary was attempted: close the breaker, or count a failure."""
-        if succeeded:
+    async def heard(self, key: bytes, config: CompactConfig, failure: SummaryFailure | None) -> None:
+        """A model summary was attempted: close the breaker (``failure`` None), or count a failure;
+        a refusal (auth, other 4xx) opens it at once: the next call would be refused the same way."""
+        if failure is None:
             await self.succeeded(key)
         else:
-            await self.failed(key, config)
+            await self.failed(key, config, at_once=failure is SummaryFailure.REFUSED)
 
     async def succeeded(self, key: bytes) -> None:
         if self.store is None:
@@ -97,11 +99,11 @@ class Breaker:
             self.closed += 1 if state.open_until else 0  # it had opened: a probe succeeded
             await self.store.set_note(key, State().dumps(), 1)
 
-    async def failed(self, key: bytes, config: CompactConfig) -> None:
+    async def failed(self, key: bytes, config: CompactConfig, at_once: bool = False) -> None:
         if self.store is None:
             return
         state = await self._state(key)
-        failures = state.failures + 1
+        failures = max(state.failures + 1, config.breaker_failures if at_once else 0)
         if failures < config.breaker_failures:
             await self.store.set_note(key, State(failures).dumps(), config.breaker_max_cooldown_seconds * 2)
             return
@@ -111,8 +113,8 @@ class Breaker:
             else min(state.cooldown * 2, config.breaker_max_cooldown_seconds)
         )
         logger.error(
-            "compact_hook: summary model failed %d times in a row; not calling it for %.0f s",
-            failures,
+            "compact_hook: summary model %s; not calling it for %.0f s",
+            "refused a call" if at_once else f"failed {failures} times in a row",
             cooldown,
         )
         self.opened += 1

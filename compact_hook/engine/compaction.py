@@ -17,6 +17,7 @@ from compact_hook.core.assemble import assemble_order
 from compact_hook.core.chain import Entry
 from compact_hook.core.counting import item_strings, request_total
 from compact_hook.core.digest import digest
+from compact_hook.core.failures import SummaryFailure
 from compact_hook.core.items import Item
 from compact_hook.core.limits import MIN_TAIL_BUDGET
 from compact_hook.core.outcomes import CacheStatus, Reason, Removal, Summarizer
@@ -48,6 +49,7 @@ class Failed:
 
     error: str
     summary_calls: int
+    kind: SummaryFailure = SummaryFailure.UNAVAILABLE
     reason: Reason = Reason.SUMMARY_FAILED
 
 
@@ -157,7 +159,7 @@ async def make(run: Run, view: View, part: Partition, state: Entry, making: Maki
                 middle, config, making.model, run.counter, budget, run.request.focus
             )
         except SummarizerError as exc:
-            return Failed(str(exc), budget.calls)
+            return Failed(str(exc), budget.calls, exc.kind)
         summarizer = Summarizer.MODEL
     order = assemble_order(view.items, part)
     prefix = order[: len(order) - (len(view.items) - part.tail_start)]

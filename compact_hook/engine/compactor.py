@@ -284,7 +284,9 @@ class Compactor:
         """No summary: forwarded with the cheap tiers; over the window the digest stands in, then the fit."""
         logger.error("compact_hook: compaction failed: %s", failed.error)
         if run.config.on_overflow != "fit" or await run.tokens(view) <= run.window.window:
-            return await self._fit(run, view, Outcome(state, cache, failed.reason, calls))
+            return await self._fit(
+                run, view, Outcome(state, cache, failed.reason, calls, summary_failure=failed.kind)
+            )
         digested = await make(run, view, part, state, Making(None))
         assert isinstance(digested, Made)
         run.prefix_changed = True
@@ -296,6 +298,7 @@ class Compactor:
             calls,
             digested.archive_path,
             summarizer=Summarizer.DIGEST,
+            summary_failure=failed.kind,
         )
         return await self._fit(run, run.tiers.view(digested.entry), outcome)
 

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from compact_hook.core.chain import Entry
+from compact_hook.core.failures import SummaryFailure
 from compact_hook.core.outcomes import CacheStatus, Preparation, Reason, Summarizer
 from compact_hook.engine.costs import saving
 from compact_hook.engine.guarantee import normalized
@@ -28,6 +30,7 @@ class Outcome:
     summarizer: Summarizer | None = None
     normalized: int = 0
     preparation: Preparation | None = None
+    summary_failure: SummaryFailure | None = None
 
 
 async def finish(run: Run, view: View, outcome: Outcome) -> CompactResult:
@@ -37,7 +40,8 @@ async def finish(run: Run, view: View, outcome: Outcome) -> CompactResult:
     items = view.items
     after = await run.tokens(view)
     if run.limits is not None and after > run.limits.window and config.on_overflow == "passthrough":
-        return untouched(run, outcome.reason or Reason.OVER_WINDOW, summary_calls=outcome.summary_calls)
+        sent = untouched(run, outcome.reason or Reason.OVER_WINDOW, summary_calls=outcome.summary_calls)
+        return dataclasses.replace(sent, summary_failure=outcome.summary_failure)
     compacted = outcome.state.summary is not None
     entries = [item.raw for item in items]
     return CompactResult(
@@ -57,6 +61,7 @@ async def finish(run: Run, view: View, outcome: Outcome) -> CompactResult:
         summarizer=outcome.summarizer or (outcome.state.summarizer if compacted else None),
         archive_status=run.archive_status,
         preparation=outcome.preparation,
+        summary_failure=outcome.summary_failure,
         thinking_removed=thinking_removed(view, outcome.state.stale_thinking, run.request.conversation),
         conversation=run.watched,
         cost_saved=saving(run, run.total - after, after if run.prefix_changed else 0),

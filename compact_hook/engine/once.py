@@ -12,6 +12,7 @@ import logging
 import time
 
 from compact_hook.core.chain import Entry
+from compact_hook.core.failures import SummaryFailure
 from compact_hook.core.outcomes import CacheStatus, Reason
 from compact_hook.core.partition import Partition
 from compact_hook.engine.breaker import Breaker, Gate
@@ -39,9 +40,14 @@ class SummaryOnce:
         """The compaction stored under ``key``, and whether another request made it (shared)."""
         gate = await self._gate(run)
         if gate is Gate.OPEN:
-            return Failed("the summary model's breaker is open", 0, Reason.BREAKER_OPEN), False
-        if await self._recently_failed(run.root):
-            return Failed("a summary for this conversation failed moments ago", 0), False
+            return Failed(
+                "the summary model's breaker is open", 0, SummaryFailure.BREAKER_OPEN, Reason.BREAKER_OPEN
+            ), False
+        recent = await self._recent_failure(run.root)
+        if recent is not None:
+            return Failed(
+                f"a summary for this conversation failed moments ago ({recent.value})", 0, recent
+            ), False
         model = None if run.config.uses_digest else run.request.summarize
         making = Making(model, probe=gate is Gate.PROBE)
         return await self.flights.run(key, lambda: self._make_once(key, run, view, part, state, making))
@@ -57,7 +63,9 @@ class SummaryOnce:
         """Once per compaction across requests; the breaker hears of every model summary made."""
         made = await self._made_or_awaited(key, run, view, part, state, making)
         if making.model is not None and made.summary_calls:
-            await self.breaker.heard(run.breaker_key, run.config, succeeded=isinstance(made, Made))
+            await self.breaker.heard(
+                run.breaker_key, run.config, None if isinstance(made, Made) else made.kind
+            )
         return made
 
     async def _made_or_awaited(
@@ -78,20 +86,18 @@ class SummaryOnce:
             if isinstance(made, Made):
                 await self.store.put(run.root, key, made.entry)
             else:  # before unlocking: a waiting replica must not repeat what just failed
-                await self.store.set_note(FAILED + key, "1", self.leases.failure_ttl)
-                await self.store.set_note(FAILED + run.root, "1", self.leases.failure_ttl)
+                await self.store.set_note(FAILED + key, made.kind.value, self.leases.failure_ttl)
+                await self.store.set_note(FAILED + run.root, made.kind.value, self.leases.failure_ttl)
             return made
         finally:
             if token is not None:
                 await self.store.unlock(key, token)
 
-    async def _recently_failed(self, root: bytes) -> bool:
-        """A summary for this conversation failed within ``failure_ttl``: do not repeat it yet."""
-        return (
-            self.store is not None
-            and self.leases.failure_ttl > 0
-            and await self.store.get_note(FAILED + root) is not None
-        )
+    async def _recent_failure(self, root: bytes) -> SummaryFailure | None:
+        """A summary for this conversation failed within ``failure_ttl`` (its kind): do not repeat it yet."""
+        if self.store is None or self.leases.failure_ttl <= 0:
+            return None
+        return failure_noted(await self.store.get_note(FAILED + root))
 
     async def _wait_for(self, key: bytes, patience: float) -> Made | Failed | None:
         """Poll for another replica's entry (or its failure); None when its lock is gone or we
@@ -105,10 +111,23 @@ class SummaryOnce:
             entry = await self.store.get(key)
             if entry is not None:
                 return Made(entry, CacheStatus.SHARED)
-            if await self.store.get_note(FAILED + key) is not None:
-                return Failed("another replica's summary for this compaction failed", 0)
+            failed = failure_noted(await self.store.get_note(FAILED + key))
+            if failed is not None:
+                return Failed(
+                    f"another replica's summary for this compaction failed ({failed.value})", 0, failed
+                )
             if not await self.store.is_locked(key):
                 entry = await self.store.get(key)
                 return Made(entry, CacheStatus.SHARED) if entry is not None else None
         logger.warning("compact_hook: waited %.0f s for another replica's summary; making it", patience)
         return None
+
+
+def failure_noted(note: str | None) -> SummaryFailure | None:
+    """The kind of failure a replica noted (an older replica's note, "1", reads as unavailable)."""
+    if note is None:
+        return None
+    try:
+        return SummaryFailure(note)
+    except ValueError:
+        return SummaryFailure.UNAVAILABLE

@@ -168,7 +168,7 @@ class Preparations:
             made = await make(run, view, part, base, Making(run.request.summarize, probe, archive=False))
             self.stats.summary_calls += made.summary_calls
             if isinstance(made, Made):
-                await self.breaker.heard(run.breaker_key, run.config, succeeded=True)
+                await self.breaker.heard(run.breaker_key, run.config, None)
                 await self.store.put(run.root, run.chain[made.entry.span], made.entry)
                 self.stats.made += 1
                 logger.info(
@@ -182,8 +182,8 @@ class Preparations:
                 self.stats.cancelled += 1
             else:
                 self.stats.failed += 1
-                await self.breaker.heard(run.breaker_key, run.config, succeeded=False)
-                await self.store.set_note(FAILED + key, "1", self.leases.failure_ttl)
+                await self.breaker.heard(run.breaker_key, run.config, made.kind)
+                await self.store.set_note(FAILED + key, made.kind.value, self.leases.failure_ttl)
                 logger.warning("compact_hook: preparing a compaction failed: %s", made.error)
         except asyncio.CancelledError:
             self.stats.cancelled += 1

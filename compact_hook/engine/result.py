@@ -8,6 +8,7 @@ from typing import Any
 
 from compact_hook.config import CompactConfig
 from compact_hook.core.counting import TokenCounter
+from compact_hook.core.failures import SummaryFailure
 from compact_hook.core.outcomes import ArchiveStatus, CacheStatus, Mode, Preparation, Reason, Summarizer
 from compact_hook.core.pricing import Prices
 from compact_hook.engine.summarize import Summarize
@@ -74,6 +75,7 @@ class CompactResult:
     what the cheap tiers, the fit guarantee and normalization changed; ``summary_calls``
     counts every summary attempt this request made, failed ones included. ``archive_status``:
     whether what this request took out of the model's view was archived (None: nothing was).
+    ``summary_failure``: why the summary could not be made, when it could not.
     ``preparation``: where the next compaction stands, past ``prepare_ratio`` (see
     ``engine.prepare``). ``thinking_removed``: thinking blocks not forwarded because we changed
     what precedes them since they were produced (Anthropic checks; see ``core.chain.unbind``).
@@ -99,6 +101,7 @@ class CompactResult:
     summarizer: Summarizer | None = None
     archive_status: ArchiveStatus | None = None
     preparation: Preparation | None = None
+    summary_failure: SummaryFailure | None = None
     thinking_removed: int = 0
     conversation: bytes = b""
     cost_saved: float | None = None

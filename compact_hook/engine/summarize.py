@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import re
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
@@ -22,6 +23,7 @@ from typing import Any
 from compact_hook.config import CompactConfig
 from compact_hook.core.counting import TokenCounter
 from compact_hook.core.digest import digest
+from compact_hook.core.failures import SummaryFailure, failure_of
 from compact_hook.core.items import Item
 from compact_hook.core.transcript import transcript_entries
 from compact_hook.errors import SummarizerError
@@ -36,6 +38,8 @@ PROMPT_VERSION = "2"
 """Bump when prompts/summarize.md changes meaningfully: stored summaries are keyed by it."""
 
 MIN_CHUNK_TOKENS = 512
+MIN_CHUNK_CHARS = 2 * MIN_CHUNK_TOKENS
+"""A chunk shorter than this is not halved again (a too-long answer then stands)."""
 SAFETY_MARGIN = 0.05
 ENTRY_SEPARATOR = "\n\n"
 DIGEST_CHARS_PER_TOKEN = 3
@@ -73,13 +77,14 @@ def input_budget(config: CompactConfig, counter: TokenCounter) -> int:
     """Transcript tokens one summary call can carry beside the prompt and a running summary."""
     window = config.summary_context_window or config.context_window
     if window is None:
-        raise SummarizerError("summary model context window unknown")
+        raise SummarizerError("summary model context window unknown", SummaryFailure.TOO_LONG)
     reserved = counter.count_text(summary_prompt()) + 2 * config.summary_max_tokens
     budget = int(window * (1 - SAFETY_MARGIN)) - reserved - 64
     if budget < MIN_CHUNK_TOKENS:
         raise SummarizerError(
             f"summary model window ({window} tokens) leaves only {budget} tokens for the transcript "
-            f"beside the prompt and summary_max_tokens={config.summary_max_tokens}"
+            f"beside the prompt and summary_max_tokens={config.summary_max_tokens}",
+            SummaryFailure.TOO_LONG,
         )
     return budget
 
@@ -173,7 +178,8 @@ class Budget:
 
     ``calls`` counts every attempt, failed ones included (they are reported too). Each call's
     timeout is ``summary_timeout_seconds`` or what is left of ``summary_deadline_seconds``,
-    whichever is shorter; retries (``max_retries``) are shared by all the chunks of one middle.
+    whichever is shorter; retries (``max_retries``) are shared by all the chunks of one middle,
+    and an unusable answer is retried once in all.
     """
 
     def __init__(self, config: CompactConfig, clock: Callable[[], float] = time.monotonic) -> None:
@@ -181,6 +187,7 @@ class Budget:
         self.deadline = clock() + config.summary_deadline_seconds
         self.retries_left = config.max_retries
         self.calls = 0
+        self.unusable_retried = False
 
     def remaining(self) -> float:
         return self.deadline - self.clock()
@@ -196,7 +203,10 @@ async def summarize_middle(
 ) -> str:
     """One summary covering every item of ``middle``: in chunks when needed, at most
     ``max_summary_calls`` of them — the oldest items beyond that are digested and the digest
-    goes in as the summary so far. Planning (tokenizing the whole middle) runs off the event loop."""
+    goes in as the summary so far. Planning (tokenizing the whole middle) runs off the event loop.
+
+    A chunk the summary model finds too long is split in two and each half sent in its turn
+    (one retry each time; never resent unchanged)."""
     start, chunks = await asyncio.to_thread(_plan, middle, config, counter)
     running = digest(middle[:start], config.summary_max_tokens * DIGEST_CHARS_PER_TOKEN) if start else None
     if start:
@@ -205,13 +215,41 @@ async def summarize_middle(
             config.max_summary_calls,
             start,
         )
-    for part, chunk in enumerate(chunks, start=1):
-        running = await call_with_retries(
-            summarize, summary_request(chunk, running, part, len(chunks), focus), config, budget
-        )
+    pending, part, parts = list(reversed(chunks)), 0, len(chunks)
+    while pending:
+        chunk = pending.pop()
+        part += 1
+        try:
+            running = await call_with_retries(
+                summarize, summary_request(chunk, running, part, parts, focus), config, budget
+            )
+        except SummarizerError as exc:
+            halves = _halved(exc, chunk, budget)
+            pending.extend(reversed(halves))
+            part, parts = part - 1, parts + len(halves) - 1
     if running is None:
-        raise SummarizerError("nothing to summarize")
+        raise SummarizerError("nothing to summarize", SummaryFailure.UNUSABLE)
     return running
+
+
+def _halved(failure: SummarizerError, chunk: str, budget: Budget) -> list[str]:
+    """A chunk the summary model refused as too long, in two halves (cut at the entry boundary
+    nearest its middle); any other failure, no retry left, or a chunk too small to halve: the
+    failure stands."""
+    if (
+        failure.kind is not SummaryFailure.TOO_LONG
+        or budget.retries_left <= 0
+        or len(chunk) < MIN_CHUNK_CHARS
+    ):
+        raise failure
+    budget.retries_left -= 1
+    middle = len(chunk) // 2
+    boundaries = [m.start() for m in re.finditer(re.escape(ENTRY_SEPARATOR), chunk)]
+    cut = min(boundaries, key=lambda at: abs(at - middle), default=None)
+    logger.warning("compact_hook: summary call too long for the summary model; its transcript sent in two")
+    if cut is None or not 0 < cut < len(chunk) - len(ENTRY_SEPARATOR):
+        return [chunk[:middle], chunk[middle:]]
+    return [chunk[:cut], chunk[cut + len(ENTRY_SEPARATOR) :]]
 
 
 def _plan(middle: Sequence[Item], config: CompactConfig, counter: TokenCounter) -> tuple[int, list[str]]:
@@ -222,24 +260,46 @@ def _plan(middle: Sequence[Item], config: CompactConfig, counter: TokenCounter) 
 async def call_with_retries(
     summarize: Summarize, request: list[Message], config: CompactConfig, budget: Budget
 ) -> str:
-    """Attempts with exponential backoff until one answers, the retries are spent or the deadline
-    passes; an empty answer is a failure."""
+    """Attempts until one answers, by the rule of each failure's kind: a timeout or an
+    unavailable model retried with exponential backoff while retries and the deadline last; an
+    unusable (empty) answer retried once; a refusal (auth, other 4xx) or a too-long call not
+    retried here (the caller re-plans a too-long one)."""
     while True:
         remaining = budget.remaining()
         if remaining <= 0:
-            raise SummarizerError(f"summary deadline of {config.summary_deadline_seconds:g} s reached")
+            raise SummarizerError(
+                f"summary deadline of {config.summary_deadline_seconds:g} s reached", SummaryFailure.DEADLINE
+            )
         budget.calls += 1
+        logger.info("compact_hook: summary call (attempt %d)", budget.calls)
         try:
-            logger.info("compact_hook: summary call (attempt %d)", budget.calls)
-            timeout = min(config.summary_timeout_seconds, remaining)
-            answer = await asyncio.wait_for(summarize(request), timeout=timeout)
-            if not isinstance(answer, str) or not answer.strip():
-                raise SummarizerError("summary model returned an empty answer")
-            return answer.strip()
-        except Exception as exc:  # any failure of the summary call is retried, then reported
-            logger.warning("compact_hook: summary attempt %d failed: %r", budget.calls, exc)
-            if budget.retries_left <= 0:
-                raise SummarizerError(f"summary failed after {budget.calls} attempts: {exc!r}") from exc
-            budget.retries_left -= 1
-            backoff = config.retry_backoff_seconds * 2 ** (config.max_retries - budget.retries_left - 1)
-            await asyncio.sleep(min(backoff, max(0.0, budget.remaining())))
+            answer = await asyncio.wait_for(
+                summarize(request), timeout=min(config.summary_timeout_seconds, remaining)
+            )
+        except Exception as exc:  # every failure of the call is placed by kind, then retried or reported
+            kind, error = failure_of(exc), repr(exc)
+        else:
+            if isinstance(answer, str) and answer.strip():
+                return answer.strip()
+            kind, error = SummaryFailure.UNUSABLE, "summary model returned an empty answer"
+        logger.warning("compact_hook: summary attempt %d failed (%s): %s", budget.calls, kind.value, error)
+        if not _retries(kind, budget):
+            raise SummarizerError(
+                f"summary failed ({kind.value}) after {budget.calls} attempts: {error}", kind
+            )
+        budget.retries_left -= 1
+        if kind is SummaryFailure.UNUSABLE:
+            continue
+        backoff = config.retry_backoff_seconds * 2 ** (config.max_retries - budget.retries_left - 1)
+        await asyncio.sleep(min(backoff, max(0.0, budget.remaining())))
+
+
+def _retries(kind: SummaryFailure, budget: Budget) -> bool:
+    """Whether a failure of this kind is tried again (and the budget allows it)."""
+    if budget.retries_left <= 0 or kind in (SummaryFailure.REFUSED, SummaryFailure.TOO_LONG):
+        return False
+    if kind is SummaryFailure.UNUSABLE:
+        if budget.unusable_retried:
+            return False
+        budget.unusable_retried = True
+    return True

@@ -22,6 +22,7 @@ from prometheus_client import REGISTRY, CollectorRegistry, Counter, Histogram, s
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from compact_hook.core.failures import SummaryFailure
 from compact_hook.core.outcomes import CacheStatus, Reason
 from compact_hook.engine.compactor import Compactor
 from compact_hook.engine.result import CompactResult
@@ -87,7 +88,11 @@ class Metrics:
             "compactions", "Compactions applied: made now (miss), shared, or prepared ahead", outcome=True
         )
         self.summary_calls = counter("summary_calls", "Summary model calls on the request path")
-        self.summary_failures = counter("summary_failures", "Requests whose summary could not be made")
+        self.summary_failures = counter(
+            "summary_failures",
+            "Requests whose summary could not be made, by kind (timeout, refused, …)",
+            outcome=True,
+        )
         self.tokens_before = counter("tokens_before", "Tokens the clients sent (everything the model reads)")
         self.tokens_after = counter("tokens_after", "Tokens forwarded")
         self.cost_saved = counter(
@@ -121,7 +126,8 @@ class Metrics:
         if result.summary_calls:
             self.summary_calls.labels(group, wire).inc(result.summary_calls)
         if result.reason is Reason.SUMMARY_FAILED:
-            self.summary_failures.labels(group, wire).inc()
+            kind = result.summary_failure or SummaryFailure.UNAVAILABLE
+            self.summary_failures.labels(group, wire, kind.value).inc()
         if result.compacted and result.cache in (CacheStatus.MISS, CacheStatus.SHARED, CacheStatus.PREPARED):
             self.compactions.labels(group, wire, result.cache.value).inc()
         if result.cache is CacheStatus.HIT:

@@ -94,6 +94,8 @@ def report_of(result: CompactResult, session_id: str, wire: str) -> Report:
         report["reason"] = result.reason.value
     if result.preparation is not None:
         report["prepare"] = result.preparation.value
+    if result.summary_failure is not None:
+        report["summary_failure"] = result.summary_failure.value
     if result.thinking_removed:
         report["thinking_removed"] = result.thinking_removed
     if result.cost_saved is not None:

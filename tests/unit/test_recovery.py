@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from compact_hook import CompactConfig
+from compact_hook.core.failures import Overflow, SummaryFailure, is_context_error
 from compact_hook.core.outcomes import CacheStatus, Mode, Reason
 from compact_hook.engine import Compactor, CompactRequest
 from compact_hook.engine.breaker import Breaker, Gate
@@ -16,7 +17,7 @@ from compact_hook.engine.library import parse_chat
 from compact_hook.formats import Conversation
 from compact_hook.formats.command import command_in, ran_command
 from compact_hook.proxy.control import Control, control_of, with_command
-from compact_hook.proxy.learned import LearnedWindows, Overflow, is_context_error
+from compact_hook.proxy.learned import LearnedWindows
 from compact_hook.proxy.recovery import RETRY_KEY, attach_fallbacks, is_retry
 from compact_hook.proxy.router_summarizer import INTERNAL_TOKEN
 from compact_hook.state.store import MemoryStore
@@ -240,6 +241,44 @@ async def test_a_failing_summary_model_opens_the_breaker_for_the_next_conversati
         reasons.append((await compactor.compact(made)).reason)
     assert reasons == [Reason.SUMMARY_FAILED] * 3 + [Reason.BREAKER_OPEN] * 2
     assert len(summarizer.requests) == 3
+
+
+class Unauthorized(Exception):
+    status_code = 401
+
+
+async def test_a_refused_summary_opens_the_breaker_at_once_and_says_why() -> None:
+    """A bad key for the summary model is refused the same way every time: one call, not
+    ``breaker_failures`` of them, and the report names the kind."""
+    config = CompactConfig(**{**CONFIG.__dict__, "max_retries": 2, "retry_backoff_seconds": 0})
+    summarizer = FakeSummarizer(default="")
+    summarizer.answers = [Unauthorized("invalid x-api-key")] * 5
+    compactor = Compactor(MemoryStore(100, 60))
+    results = []
+    for number in range(3):
+        messages = [{"role": "user", "content": f"conversation {number}"}, *TRANSCRIPT[1:]]
+        made = CompactRequest(conversation(messages), config, summarizer, archive=InMemoryArchive())
+        results.append(await compactor.compact(made))
+    assert [r.reason for r in results] == [Reason.SUMMARY_FAILED, Reason.BREAKER_OPEN, Reason.BREAKER_OPEN]
+    assert [r.summary_failure for r in results] == [SummaryFailure.REFUSED] + [
+        SummaryFailure.BREAKER_OPEN
+    ] * 2
+    assert len(summarizer.requests) == 1 and results[0].summary_calls == 1
+
+
+async def test_a_failure_noted_by_a_peer_carries_its_kind_to_the_next_turn() -> None:
+    store = MemoryStore(100, 60)
+    config = CompactConfig(**{**CONFIG.__dict__, "max_retries": 0, "on_overflow": "passthrough"})
+    timing_out = FakeSummarizer(TimeoutError())
+    first = await Compactor(store).compact(
+        CompactRequest(conversation(TRANSCRIPT), config, timing_out, archive=InMemoryArchive())
+    )
+    peer = FakeSummarizer()
+    later = await Compactor(store).compact(  # another replica, sharing the store
+        CompactRequest(conversation(TRANSCRIPT), config, peer, archive=InMemoryArchive())
+    )
+    assert first.summary_failure is SummaryFailure.TIMEOUT and first.reason is Reason.SUMMARY_FAILED
+    assert later.summary_failure is SummaryFailure.TIMEOUT and peer.requests == []
 
 
 @pytest.mark.parametrize("name", openai_transcripts())

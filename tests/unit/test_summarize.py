@@ -7,6 +7,7 @@ import time
 import pytest
 
 from compact_hook.config import CompactConfig
+from compact_hook.core.failures import SummaryFailure, failure_of
 from compact_hook.core.transcript import transcript_entries
 from compact_hook.engine.summarize import (
     PROMPT_VERSION,
@@ -159,12 +160,93 @@ async def test_retries_back_off_exponentially() -> None:
     assert budget.calls == 3  # the failed attempts are counted too
 
 
-async def test_an_empty_answer_counts_as_a_failure() -> None:
-    config = CompactConfig(max_retries=1, retry_backoff_seconds=0)
+async def test_an_empty_answer_is_retried_once_however_many_retries_are_left() -> None:
+    config = CompactConfig(max_retries=5, retry_backoff_seconds=0)
     budget = Budget(config)
-    with pytest.raises(SummarizerError, match="empty"):
-        await call_with_retries(FakeSummarizer("", "   "), [user("x")], config, budget)
-    assert budget.calls == 2
+    with pytest.raises(SummarizerError, match="empty") as raised:
+        await call_with_retries(FakeSummarizer("", "   ", "late"), [user("x")], config, budget)
+    assert budget.calls == 2 and raised.value.kind is SummaryFailure.UNUSABLE
+    assert await call_with_retries(FakeSummarizer("", "fine"), [user("x")], config, Budget(config)) == "fine"
+
+
+class StatusError(Exception):
+    """An error as LiteLLM and the provider SDKs raise them: a class name and a ``status_code``."""
+
+    def __init__(self, status_code: int, message: str = "") -> None:
+        super().__init__(message or f"status {status_code}")
+        self.status_code = status_code
+
+
+@pytest.mark.parametrize(
+    ("error", "kind"),
+    [
+        (StatusError(401, "invalid api key"), SummaryFailure.REFUSED),
+        (StatusError(404, "model not found"), SummaryFailure.REFUSED),
+        (type("AuthenticationError", (Exception,), {})("bad key"), SummaryFailure.REFUSED),
+    ],
+)
+async def test_a_refusal_is_not_retried(error: Exception, kind: SummaryFailure) -> None:
+    config = CompactConfig(max_retries=3, retry_backoff_seconds=0)
+    budget = Budget(config)
+    with pytest.raises(SummarizerError) as raised:
+        await call_with_retries(FakeSummarizer(error, "ok"), [user("x")], config, budget)
+    assert raised.value.kind is kind and budget.calls == 1 and budget.retries_left == 3
+
+
+@pytest.mark.parametrize(
+    "error",
+    [StatusError(429, "rate limited"), StatusError(503, "overloaded"), RuntimeError("connection reset")],
+)
+async def test_a_rate_limit_an_outage_or_an_unknown_error_is_retried_with_backoff(error: Exception) -> None:
+    config = CompactConfig(max_retries=2, retry_backoff_seconds=0.02)
+    budget = Budget(config)
+    start = time.monotonic()
+    assert await call_with_retries(FakeSummarizer(error, error, "ok"), [user("x")], config, budget) == "ok"
+    assert budget.calls == 3 and time.monotonic() - start >= 0.02 + 0.04
+
+
+@pytest.mark.parametrize(
+    ("error", "kind"),
+    [
+        (TimeoutError(), SummaryFailure.TIMEOUT),
+        (type("Timeout", (Exception,), {})("litellm.Timeout"), SummaryFailure.TIMEOUT),
+        (StatusError(400, "This model's maximum context length is 8192 tokens"), SummaryFailure.TOO_LONG),
+        (type("ContextWindowExceededError", (Exception,), {})("x"), SummaryFailure.TOO_LONG),
+        (StatusError(500), SummaryFailure.UNAVAILABLE),
+        (StatusError(408), SummaryFailure.UNAVAILABLE),
+        (StatusError(422, "schema"), SummaryFailure.REFUSED),
+        (ValueError("anything else"), SummaryFailure.UNAVAILABLE),
+    ],
+)
+def test_each_failure_is_placed_by_its_type_status_and_words(error: Exception, kind: SummaryFailure) -> None:
+    assert failure_of(error) is kind
+
+
+async def test_a_chunk_too_long_for_the_summary_model_is_sent_again_in_halves_never_unchanged() -> None:
+    middle = items_of([user(f"fact number {i} " + "x " * 300) for i in range(6)])
+    config = CompactConfig(
+        context_window=200_000, summary_context_window=8000, summary_max_tokens=300, retry_backoff_seconds=0
+    )
+    too_long = StatusError(400, "prompt is too long: 9000 tokens > 8000 maximum")
+    summarizer = FakeSummarizer(too_long, "first half", "second half")
+    budget = Budget(config)
+    text = await summarize_middle(middle, config, summarizer, WordCounter(), budget)
+    first, *again = summarizer.transcripts
+    assert text == "second half" and len(again) == 2
+    assert all(len(retry) < len(first) * 0.7 for retry in again)  # smaller each time, never the same
+    assert "fact number 0" in again[0] and "fact number 5" in again[1]
+    assert "<summary-so-far>\nfirst half" in again[1]
+
+
+async def test_a_too_long_chunk_with_no_retries_left_fails_as_too_long() -> None:
+    middle = items_of([user(f"fact {i} " + "x " * 300) for i in range(6)])
+    config = CompactConfig(
+        context_window=200_000, summary_context_window=8000, summary_max_tokens=300, max_retries=0
+    )
+    summarizer = FakeSummarizer(StatusError(400, "input is too long"))
+    with pytest.raises(SummarizerError) as raised:
+        await summarize_middle(middle, config, summarizer, WordCounter(), Budget(config))
+    assert raised.value.kind is SummaryFailure.TOO_LONG and len(summarizer.requests) == 1
 
 
 async def test_a_hanging_summary_call_times_out() -> None:
@@ -201,7 +283,7 @@ async def test_retries_are_shared_by_the_chunks_of_one_middle() -> None:
         max_retries=2,
         retry_backoff_seconds=0,
     )
-    failing = FakeSummarizer(default="")  # every answer empty: a failure
+    failing = FakeSummarizer(*[RuntimeError("upstream 503")] * 9)  # unavailable: retried
     budget = Budget(config)
     with pytest.raises(SummarizerError):
         await summarize_middle(middle, config, failing, WordCounter(), budget)
