@@ -61,7 +61,7 @@ $(NEWEST_INSTALLED): pyproject.toml constraints/newest-overrides.txt
 
 test-newest: $(NEWEST_INSTALLED) system-deps clients-install
 	$(NEWEST_VENV)/bin/python -c 'import importlib.metadata as m; print("litellm", m.version("litellm"))'
-	$(NEWEST_VENV)/bin/python -m pytest -n 2 --dist loadfile -m "not integration or edge"
+	$(NEWEST_VENV)/bin/python -m pytest -n 2 --dist loadfile -m edge
 
 unit: install
 	$(PY) -m pytest -m "not integration"
