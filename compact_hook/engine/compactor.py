@@ -151,7 +151,14 @@ class Compactor:
             return await self._apply(run, ready)
         due = early or (tokens >= run.window.prepare and await prepares(run, state, view, tokens))
         preparation = await self._prepare(run, state, view) if due else None
-        return await self._fit(run, view, Outcome(state, cache, preparation=preparation))
+        unused = await self._unused(run) if preparation is not None else None
+        return await self._fit(
+            run, view, Outcome(state, cache, preparation=preparation, prepared_unused=unused)
+        )
+
+    async def _unused(self, run: Run) -> int | None:
+        """This conversation's summaries prepared ahead and not applied (for its report)."""
+        return None if self.preparations is None else (await self.preparations.tally.get(run.root)).unused
 
     async def _ready_to_apply(self, run: Run, state: Entry, tokens: int, early: bool) -> Entry | None:
         """Cost-aware, a prepared compaction is applied before the trigger as soon as it is ready
@@ -216,6 +223,7 @@ class Compactor:
         entry, path = await archive_pending(run, run.applied(prepared))
         await self._put(run, entry)
         self.preparations.stats.applied += 1
+        tally = await self.preparations.tally.count(run.root, applied=1)
         run.prefix_changed = True
         view = run.tiers.view(entry)
         tokens = await run.tokens(view)
@@ -225,7 +233,13 @@ class Compactor:
         # leaves the conversation past prepare_ratio, so the next one is prepared right away
         due = tokens >= run.window.prepare and await prepares(run, entry, view, tokens)
         preparation = await self._prepare(run, entry, view) if due else None
-        outcome = Outcome(entry, CacheStatus.PREPARED, archive_path=path, preparation=preparation)
+        outcome = Outcome(
+            entry,
+            CacheStatus.PREPARED,
+            archive_path=path,
+            preparation=preparation,
+            prepared_unused=tally.unused,
+        )
         return await self._fit(run, view, outcome)
 
     async def _clear(self, run: Run, state: Entry) -> Entry:

@@ -31,6 +31,7 @@ class Outcome:
     normalized: int = 0
     preparation: Preparation | None = None
     summary_failure: SummaryFailure | None = None
+    prepared_unused: int | None = None
 
 
 async def finish(run: Run, view: View, outcome: Outcome) -> CompactResult:
@@ -62,6 +63,7 @@ async def finish(run: Run, view: View, outcome: Outcome) -> CompactResult:
         archive_status=run.archive_status,
         preparation=outcome.preparation,
         summary_failure=outcome.summary_failure,
+        prepared_unused=outcome.prepared_unused,
         thinking_removed=thinking_removed(view, outcome.state.stale_thinking, run.request.conversation),
         conversation=run.watched,
         cost_saved=saving(run, run.total - after, after if run.prefix_changed else 0),

@@ -40,6 +40,7 @@ from compact_hook.engine.compaction import Made, Making, make, plan
 from compact_hook.engine.costs import turns_ahead
 from compact_hook.engine.flight import Leases, pause
 from compact_hook.engine.run import Run
+from compact_hook.engine.tally import SessionTally
 from compact_hook.engine.view import View
 from compact_hook.state.store import CompactionStore
 
@@ -94,6 +95,11 @@ class Preparations:
     @property
     def store(self) -> CompactionStore:
         return self.setup.store
+
+    @property
+    def tally(self) -> SessionTally:
+        """Per conversation: summaries prepared, and applied."""
+        return SessionTally(self.setup.store)
 
     async def consider(self, run: Run, state: Entry, view: View) -> Preparation | None:
         """Past ``prepare_ratio``, under the trigger: start preparing unless it is under way or what
@@ -171,6 +177,7 @@ class Preparations:
                 await self.breaker.heard(run.breaker_key, run.config, None)
                 await self.store.put(run.root, run.chain[made.entry.span], made.entry)
                 self.stats.made += 1
+                await self.tally.count(run.root, made=1)
                 logger.info(
                     "compact_hook: compaction prepared for session %s (%d entries to archive when applied, "
                     "%d summary calls)",

@@ -76,6 +76,8 @@ class CompactResult:
     counts every summary attempt this request made, failed ones included. ``archive_status``:
     whether what this request took out of the model's view was archived (None: nothing was).
     ``summary_failure``: why the summary could not be made, when it could not.
+    ``prepared_unused``: past ``prepare_ratio``, the summaries prepared ahead for this conversation
+    that no trigger has applied (yet).
     ``preparation``: where the next compaction stands, past ``prepare_ratio`` (see
     ``engine.prepare``). ``thinking_removed``: thinking blocks not forwarded because we changed
     what precedes them since they were produced (Anthropic checks; see ``core.chain.unbind``).
@@ -102,6 +104,7 @@ class CompactResult:
     archive_status: ArchiveStatus | None = None
     preparation: Preparation | None = None
     summary_failure: SummaryFailure | None = None
+    prepared_unused: int | None = None
     thinking_removed: int = 0
     conversation: bytes = b""
     cost_saved: float | None = None

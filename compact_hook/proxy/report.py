@@ -94,6 +94,8 @@ def report_of(result: CompactResult, session_id: str, wire: str) -> Report:
         report["reason"] = result.reason.value
     if result.preparation is not None:
         report["prepare"] = result.preparation.value
+    if result.prepared_unused is not None:
+        report["prepared_unused"] = result.prepared_unused
     if result.summary_failure is not None:
         report["summary_failure"] = result.summary_failure.value
     if result.thinking_removed:

@@ -398,6 +398,7 @@ async def test_with_clearing_on_and_no_prices_every_summary_paid_for_is_applied_
     summarizer = FakeSummarizer(*(f"summary number {n}" for n in range(100)))
     contents = GEMINI_CLI_SESSION["contents"]
     applied: set[str] = set()
+    reported: list[int] = []
     for end in google_replay_points(contents):
         body = {**GEMINI_CLI_SESSION, "contents": contents[:end]}
         parsed = GOOGLE.parse(body)
@@ -405,8 +406,11 @@ async def test_with_clearing_on_and_no_prices_every_summary_paid_for_is_applied_
         request = CompactRequest(parsed, config, summarizer, "s", SCOPE, InMemoryArchive())
         result = await node.compactor.compact(request)
         applied.update(summaries_in(result.messages, GOOGLE))
+        if result.prepared_unused is not None:
+            reported.append(result.prepared_unused)
         await idle(node.background)
     assert len(summarizer.requests) <= len(applied) + 1
+    assert max(reported, default=0) <= 1  # the report says so, per conversation, as it goes
 
 
 async def test_a_prepared_compaction_that_suffices_at_the_trigger_is_not_prepared_again() -> None:
@@ -417,3 +421,5 @@ async def test_a_prepared_compaction_that_suffices_at_the_trigger_is_not_prepare
         await compact(node.compactor, TRANSCRIPT[:end], summarizer)
         await idle(node.background)
     assert len(summarizer.requests) == 1  # prepared once; it still suffices at the trigger
+    last = await compact(node.compactor, TRANSCRIPT[: zone[-1]], summarizer)
+    assert last.prepared_unused == 1  # made, waiting for the trigger
