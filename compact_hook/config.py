@@ -229,6 +229,11 @@ class CompactConfig:
         """Summaries come from the built-in digest, not from a model."""
         return self.summary_model == DIGEST
 
+    @property
+    def prepares(self) -> bool:
+        """Compactions are prepared in the background (a digest costs nothing to make at the trigger)."""
+        return self.prepare and not self.uses_digest
+
     @classmethod
     def from_dict(cls, settings: Mapping[str, Any], base: CompactConfig | None = None) -> CompactConfig:
         """Build from a ``model_info["compact"]`` block layered over ``base`` (or the defaults)."""

@@ -45,11 +45,7 @@ class Limits:
         clear = (
             max(1, int(config.clear_ratio * config.context_window)) if config.clear_tool_results else compact
         )
-        prepare = (
-            max(1, int(config.prepare_at * config.context_window))
-            if config.prepare and not config.uses_digest
-            else compact
-        )
+        prepare = max(1, int(config.prepare_at * config.context_window)) if config.prepares else compact
         return cls(
             clear=min(clear, compact),
             compact=compact,

@@ -110,8 +110,8 @@ def compaction_target(run: Run) -> int:
     compactions would otherwise come closer together than the spacing that costs least per turn
     (``core.economics``: each event pays a summary and a rewritten prefix) — the tail kept
     verbatim shrinks for it to no less than a quarter of its budget."""
-    limits, economy = run.window, run.economy
-    if economy is None or not economy.known:
+    limits, economy = run.window, run.known_economy
+    if economy is None:
         return limits.target
     floor = limits.target // 2
     return max(floor, min(limits.target, limits.compact - economy.gap(floor)))

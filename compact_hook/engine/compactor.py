@@ -165,7 +165,7 @@ class Compactor:
         and applying it pays back its rewrite (its summary is paid for already): left waiting, a
         session that ends first would leave it unused, and one the conversation outgrows would be
         prepared again."""
-        if self.preparations is None or run.economy is None or not (early or run.economy.known):
+        if self.preparations is None or run.economy is None or not (early or run.known_economy):
             return None
         ready = await self.preparations.find(run, state)
         if ready is None:
@@ -177,7 +177,7 @@ class Compactor:
         return self.preparations is not None and await self.preparations.find(run, state) is not None
 
     def _prepares(self, run: Run) -> bool:
-        return self.preparations is not None and run.config.prepare and not run.config.uses_digest
+        return self.preparations is not None and run.config.prepares
 
     async def _thinking_state(self, run: Run) -> bool:
         """Under the thresholds, a conversation we changed before still gets its stored state when
@@ -209,7 +209,7 @@ class Compactor:
 
     async def _prepare(self, run: Run, state: Entry, view: View) -> Preparation | None:
         """Past ``prepare_ratio``: have the compaction the trigger will need made in the background."""
-        if self.preparations is None or run.config.uses_digest or not run.config.prepare:
+        if self.preparations is None or not run.config.prepares:
             return None
         return await self.preparations.consider(run, state, view)
 

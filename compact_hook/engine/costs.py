@@ -39,7 +39,7 @@ async def economy_of(run: Run, ledger: CacheLedger, state: Entry) -> Economy | N
     """What this request's decisions weigh; None when cost-aware timing is off or unpriced. A
     summary's length is this conversation's last one's, where it has one (else the most allowed)."""
     request, config = run.request, run.config
-    if not config.cost_aware or request.prices is None:
+    if not run.cost_aware or request.prices is None:
         return None
     note = await ledger.note(run.root)
     warmth = note.warmth(time.time(), config.cache_ttl_seconds) if note is not None else Warmth.UNKNOWN
@@ -75,15 +75,15 @@ async def clearing_waits(run: Run, now: View, advanced: Entry) -> bool:
 def change_pays_now(run: Run, now: int, changed: int) -> bool:
     """Applying a change that takes the request from ``now`` to ``changed`` tokens pays back its
     rewrite over the turns likely still to come (true when nothing is known)."""
-    economy = run.economy
-    return economy is None or not economy.known or change_pays(economy, now - changed, changed)
+    economy = run.known_economy
+    return economy is None or change_pays(economy, now - changed, changed)
 
 
 async def early_plan(run: Run, view: View, tokens: int) -> Partition | None:
     """The cut to compact now, under the trigger, when that pays (else None). Only from the
     clearing threshold on: below it nothing of the conversation is changed at all."""
-    economy = run.economy
-    if economy is None or not economy.known or tokens < run.window.clear:
+    economy = run.known_economy
+    if economy is None or tokens < run.window.clear:
         return None
     if tokens - run.context_tokens < economy.gap(run.context_tokens):
         return None  # no cut can remove the gap (it only grows with what is kept): no plan needed
@@ -100,8 +100,8 @@ async def prepares(run: Run, state: Entry, view: View, tokens: int) -> bool:
     batch that waits, or the next one, would bring the conversation back under ``prepare_ratio``
     and costs less than the compaction (a summary reads the middle with every cleared result), nor
     for a trigger it is unlikely to reach soon."""
-    economy = run.economy
-    if economy is None or not economy.known:
+    economy = run.known_economy
+    if economy is None:
         return True
     advanced = advance_clearing(run, state, at_least=1) if run.config.clear_tool_results else None
     if advanced is not None:
@@ -143,8 +143,8 @@ def turns_ahead(run: Run, tokens: int) -> int:
     """Tokens still to arrive before a compaction prepared now is applied: up to the trigger, or —
     cost-aware, where it is applied as soon as it pays — a couple of turns' growth."""
     ahead = max(0, run.window.compact - tokens)
-    economy = run.economy
-    if economy is None or not economy.known:
+    economy = run.known_economy
+    if economy is None:
         return ahead
     return min(ahead, int(economy.growth * PREPARE_TURNS))
 

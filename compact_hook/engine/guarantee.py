@@ -70,6 +70,8 @@ async def normalized(run: Run, view: View, force: bool = False) -> tuple[View, i
     Only for requests we change (or ``normalize: always``, or ``force``: about to be fitted,
     so what normalization adds counts toward the window). What it removes is archived.
     """
+    if view.normalized:
+        return view, 0
     original = run.tiers.items
     unchanged = view.items is original or [id(item) for item in view.items] == [id(item) for item in original]
     if unchanged and not force and run.config.normalize != "always":
@@ -77,6 +79,7 @@ async def normalized(run: Run, view: View, force: bool = False) -> tuple[View, i
     wire = run.request.conversation.wire
     fixed = normalize(view.items, wire, view.pairing, wire.placement)
     if [id(item) for item in fixed] == [id(item) for item in view.items]:
+        view.normalized = True
         return view, 0
     before, after = {id(item) for item in view.items}, {id(item) for item in fixed}
     gone = [k for k, item in enumerate(view.items) if id(item) not in after]
@@ -85,7 +88,9 @@ async def normalized(run: Run, view: View, force: bool = False) -> tuple[View, i
     fingerprint = run.request.conversation.fingerprint
     prints = [view.prints[known[id(i)]] if id(i) in known else fingerprint(i.raw) for i in fixed]
     origins = [view.origins[known[id(i)]] if id(i) in known else None for i in fixed]
-    return view.rebuilt(fixed, prints, origins), len(after - before) + len(before - after)
+    done = view.rebuilt(fixed, prints, origins)
+    done.normalized = True
+    return done, len(after - before) + len(before - after)
 
 
 def _protected_parts(view: View, protected: Sequence[str]) -> dict[int, tuple[int, ...]]:

@@ -90,6 +90,18 @@ class Run:
         return self.request.config
 
     @property
+    def cost_aware(self) -> bool:
+        """Cost-aware timing applies: switched on, and the model priced."""
+        return self.config.cost_aware and self.request.prices is not None
+
+    @property
+    def known_economy(self) -> Economy | None:
+        """The economy prices may refine decisions with: cost-aware, and the provider has reported
+        on this conversation; None means the rules about tokens alone decide."""
+        economy = self.economy
+        return economy if economy is not None and economy.known else None
+
+    @property
     def window(self) -> Limits:
         assert self.limits is not None
         return self.limits
@@ -116,9 +128,8 @@ class Run:
         """The key the provider's cache reports for this conversation are kept under (empty: not
         kept): with cost-aware timing on for a priced model, from half the total at which anything
         can change."""
-        limits, config = self.limits, self.config
-        priced = config.cost_aware and self.request.prices is not None
-        if not priced or limits is None or self.total < limits.engage // 2 or not self.prints:
+        limits = self.limits
+        if not self.cost_aware or limits is None or self.total < limits.engage // 2 or not self.prints:
             return b""
         return self.root
 

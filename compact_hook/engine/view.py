@@ -37,6 +37,7 @@ class View:
     built (the summary, a synthetic result). ``summary_at``: where the summary is (None: no
     summary); ``spliced_prefix``: how many items the stored compaction put before the client's
     own unsummarized items (the summary and the items it keeps; 0 without a summary).
+    ``normalized``: normalization has run on exactly these items (it is not run twice).
     """
 
     items: list[Item]
@@ -45,6 +46,7 @@ class View:
     summary_at: int | None = None
     spliced_prefix: int = 0
     _pairing: Pairing | None = field(default=None, repr=False)
+    normalized: bool = False
 
     def rebuilt(self, items: list[Item], prints: list[Fingerprint], origins: list[int | None]) -> View:
         """Another list of items from this view (fitted, normalized): the summary followed by identity."""
