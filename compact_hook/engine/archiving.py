@@ -37,25 +37,35 @@ def removed_at(run: Run, view: View, positions: Sequence[int], removal: Removal)
     return Removed([run.archived(view, i) for i in positions], origins, removal)
 
 
-async def keep(run: Run, removed: Removed) -> Path | None:
+@dataclass(frozen=True, slots=True)
+class Kept:
+    """What one archive write did: where it wrote (None: nothing new to write, or it failed), and
+    whether it failed — its own outcome, whatever earlier writes of the request did."""
+
+    path: Path | None = None
+    failed: bool = False
+
+
+async def keep(run: Run, removed: Removed) -> Kept:
     """Archive what leaves the model's view, before it leaves; a failure is reported.
 
     The same entries of the same session are written once (a request fitted every turn
     would otherwise be archived every turn); a failed write is not remembered as written.
+    The request's status (``run.archive_status``) is failed once any write of it failed.
     """
     if not removed.entries:
-        return None
+        return Kept()
     archives = run.memory.archives
     key = archives.key(run.request.tenant + "\n" + run.session(), removed.entries)
     if archives.seen(key):
-        return None
+        return Kept()
     path = await run.archive().save(run.session(), removed.entries, run.request.tenant, _audit(run, removed))
     if path is None:
         run.archive_status = ArchiveStatus.FAILED
-    else:
-        archives.add(key)
-        run.archive_status = run.archive_status or ArchiveStatus.WRITTEN
-    return path
+        return Kept(failed=True)
+    archives.add(key)
+    run.archive_status = run.archive_status or ArchiveStatus.WRITTEN
+    return Kept(path)
 
 
 async def archive_pending(run: Run, entry: Entry) -> tuple[Entry, Path | None]:
@@ -71,10 +81,10 @@ async def archive_pending(run: Run, entry: Entry) -> tuple[Entry, Path | None]:
         entry.summary or "",
         entry.summarizer,
     )
-    path = await keep(run, removed)
-    if run.archive_status is ArchiveStatus.FAILED:
+    kept = await keep(run, removed)
+    if kept.failed:
         return entry, None
-    return dataclasses.replace(entry, unarchived=()), path
+    return dataclasses.replace(entry, unarchived=()), kept.path
 
 
 def _audit(run: Run, removed: Removed) -> Audit:

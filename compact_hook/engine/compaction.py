@@ -168,8 +168,8 @@ async def make(run: Run, view: View, part: Partition, state: Entry, making: Maki
     originals = tuple(o for i in gone if (o := view.origins[i]) is not None)
     if making.archive:
         removed = removed_at(run, view, gone, Removal.SUMMARIZED)
-        path = await keep(run, dataclasses.replace(removed, summary=text, summarizer=summarizer))
-        unarchived = () if path is not None else originals
+        written = await keep(run, dataclasses.replace(removed, summary=text, summarizer=summarizer))
+        path, unarchived = written.path, originals if written.failed else ()
     else:
         path, unarchived = None, tuple(sorted({*state.unarchived, *originals}))
     entry = Entry(
