@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from compact_hook.core.chain import Entry
 from compact_hook.core.counting import StringsOf
 from compact_hook.core.fingerprint import Fingerprint
 from compact_hook.engine.summarize import Message
@@ -131,3 +132,32 @@ class FailingArchive(InMemoryArchive):
     ) -> Path | None:
         self.attempts.append((session_id, list(messages)))
         return None
+
+
+class BrokenStore:
+    """A shared store whose every call fails, like a Redis that went away."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    async def _fail(self) -> None:
+        self.calls += 1
+        raise ConnectionError("redis is gone")
+
+    async def find(self, root: bytes, chain: Sequence[bytes]) -> None:
+        await self._fail()
+
+    async def get(self, key: bytes) -> None:
+        await self._fail()
+
+    async def put(self, root: bytes, key: bytes, entry: Entry) -> None:
+        await self._fail()
+
+    async def try_lock(self, key: bytes, ttl: float) -> None:
+        await self._fail()
+
+    async def unlock(self, key: bytes, token: str) -> None:
+        await self._fail()
+
+    async def is_locked(self, key: bytes) -> None:
+        await self._fail()

@@ -71,13 +71,14 @@ def _chat_problems(messages: Sequence[Message]) -> list[tuple[str, int]]:
     return problems
 
 
-def _blocks(message: Message, kind: str) -> list[dict[str, Any]]:
+def content_blocks(message: Message) -> list[Any]:
+    """A message's content blocks (none when its content is a string or missing)."""
     content = message.get("content")
-    return (
-        [b for b in content if isinstance(b, dict) and b.get("type") == kind]
-        if isinstance(content, list)
-        else []
-    )
+    return content if isinstance(content, list) else []
+
+
+def _blocks_of_type(message: Message, kind: str) -> list[dict[str, Any]]:
+    return [b for b in content_blocks(message) if isinstance(b, dict) and b.get("type") == kind]
 
 
 def _anthropic_problems(messages: Sequence[Message]) -> list[tuple[str, int]]:
@@ -86,9 +87,9 @@ def _anthropic_problems(messages: Sequence[Message]) -> list[tuple[str, int]]:
     for index, message in enumerate(messages):
         following = messages[index + 1] if index + 1 < len(messages) else None
         if message.get("role") == "assistant":
-            asked = {b.get("id") for b in _blocks(message, "tool_use")}
+            asked = {b.get("id") for b in _blocks_of_type(message, "tool_use")}
             answered = (
-                {b.get("tool_use_id") for b in _blocks(following, "tool_result")}
+                {b.get("tool_use_id") for b in _blocks_of_type(following, "tool_result")}
                 if following is not None and following.get("role") == "user"
                 else set()
             )
@@ -97,13 +98,13 @@ def _anthropic_problems(messages: Sequence[Message]) -> list[tuple[str, int]]:
         elif message.get("role") == "user":
             previous = messages[index - 1] if index > 0 else None
             asked = (
-                {b.get("id") for b in _blocks(previous, "tool_use")}
+                {b.get("id") for b in _blocks_of_type(previous, "tool_use")}
                 if previous is not None and previous.get("role") == "assistant"
                 else set()
             )
             problems.extend(
                 ("orphan result", id(message))
-                for b in _blocks(message, "tool_result")
+                for b in _blocks_of_type(message, "tool_result")
                 if b.get("tool_use_id") not in asked
             )
     return problems
@@ -266,6 +267,18 @@ def google_replay_points(contents: Sequence[dict[str, Any]]) -> list[int]:
 
 def is_prefix(shorter: Sequence[Any], longer: Sequence[Any]) -> bool:
     return len(shorter) <= len(longer) and list(longer[: len(shorter)]) == list(shorter)
+
+
+def sorted_json(entry: Any) -> str:
+    """``entry`` as JSON text with its keys sorted: equal entries give equal texts, whatever their key
+    order."""
+    return json.dumps(entry, sort_keys=True, ensure_ascii=False)
+
+
+def sorted_json_without_nulls(message: Message) -> str:
+    """A message as the provider sees it through LiteLLM, as JSON text: the keys whose value is ``null``
+    dropped (LiteLLM drops them when it re-serializes), key order irrelevant."""
+    return sorted_json({k: v for k, v in message.items() if v is not None})
 
 
 def chat_to_google(messages: Sequence[Message]) -> list[dict[str, Any]]:

@@ -3,7 +3,6 @@
 import asyncio
 import dataclasses
 import json
-from typing import Any
 
 from compact_hook import CompactConfig, count_tokens
 from compact_hook.core.chain import scope_of
@@ -12,28 +11,24 @@ from compact_hook.core.outcomes import Removal, Summarizer
 from compact_hook.engine import Compactor, CompactRequest, CompactResult
 from compact_hook.engine.library import parse_chat
 from compact_hook.formats import Conversation
-from compact_hook.state.archive import Archive, Origin
+from compact_hook.state.archive import Origin
 from compact_hook.state.store import MemoryStore
+from tests.compaction import STORE_CONFIG, STORE_SCOPE, compact_chat
 from tests.fakes import FailingArchive, FakeSummarizer, InMemoryArchive, LockingMemoryStore, SlowSummarizer
-from tests.support import is_prefix, is_summary, load_transcript, pairing_problems, replay_points, user
+from tests.support import (
+    is_prefix,
+    is_summary,
+    load_transcript,
+    pairing_problems,
+    replay_points,
+    sorted_json,
+    user,
+)
 
 is_summary_message = is_summary
 
-# The cheap tiers are off here: these tests are about remembering compactions (test_tiers.py
-# covers the tiers and their interplay with the store).
-CONFIG = CompactConfig(
-    context_window=20_000,
-    summary_max_tokens=1000,
-    retry_backoff_seconds=0,
-    archive_dir="/nonexistent",
-    tool_output_policy="none",
-    clear_tool_results=False,
-    user_message_budget=0,
-    on_overflow="passthrough",
-)
 TRANSCRIPT = load_transcript("claude_code_fa812bfe_pre_compact.json")
-SCOPE = scope_of(CONFIG, "model", "team:a", "chat", "1")
-LIMITS = Limits.of(CONFIG, None, 0)
+LIMITS = Limits.of(STORE_CONFIG, None, 0)
 assert LIMITS is not None
 LIMIT = LIMITS.compact
 AT_FIRST_COMPACTION = next(
@@ -41,39 +36,21 @@ AT_FIRST_COMPACTION = next(
 )
 
 
-async def compact(
-    compactor: Compactor,
-    messages: list[dict[str, Any]],
-    summarizer: Any,
-    session: str | None = None,
-    *,
-    scope: bytes = SCOPE,
-    archive: Archive | None = None,
-) -> CompactResult:
-    conversation = parse_chat(messages)
-    assert isinstance(conversation, Conversation)
-    return await compactor.compact(CompactRequest(conversation, CONFIG, summarizer, session, scope, archive))
-
-
-def canonical(messages: list[dict[str, Any]]) -> list[str]:
-    return [json.dumps(m, sort_keys=True) for m in messages]
-
-
-async def replay(
-    compactor: Compactor, summarizer: FakeSummarizer, scope: bytes = SCOPE
+async def replay_session(
+    compactor: Compactor, summarizer: FakeSummarizer, scope: bytes = STORE_SCOPE
 ) -> list[CompactResult]:
     archive = InMemoryArchive()
     results = []
     for end in replay_points(TRANSCRIPT):
         results.append(
-            await compact(compactor, TRANSCRIPT[:end], summarizer, "s", scope=scope, archive=archive)
+            await compact_chat(compactor, TRANSCRIPT[:end], summarizer, "s", scope=scope, archive=archive)
         )
     return results
 
 
 async def test_a_replay_makes_one_summary_per_compaction_event() -> None:
     summarizer = FakeSummarizer()
-    results = await replay(Compactor(MemoryStore(1000, 3600)), summarizer)
+    results = await replay_session(Compactor(MemoryStore(1000, 3600)), summarizer)
     events = [r for r in results if r.cache == "miss"]
     assert len(events) >= 4
     assert len(summarizer.requests) == len(events) == sum(r.summary_calls for r in results)
@@ -82,33 +59,35 @@ async def test_a_replay_makes_one_summary_per_compaction_event() -> None:
 
 async def test_without_a_store_every_turn_over_the_threshold_pays_a_summary() -> None:
     stateless = FakeSummarizer()
-    await replay(Compactor(None), stateless)
+    await replay_session(Compactor(None), stateless)
     stateful = FakeSummarizer()
-    await replay(Compactor(MemoryStore(1000, 3600)), stateful)
+    await replay_session(Compactor(MemoryStore(1000, 3600)), stateful)
     assert len(stateless.requests) > 5 * len(stateful.requests)
 
 
 async def test_every_forwarded_request_is_under_the_threshold_and_valid() -> None:
     limit = LIMIT
-    for result in await replay(Compactor(MemoryStore(1000, 3600)), FakeSummarizer()):
+    for result in await replay_session(Compactor(MemoryStore(1000, 3600)), FakeSummarizer()):
         assert count_tokens(result.messages) < limit
         assert pairing_problems(result.messages) == []
         assert sum(is_summary_message(m) for m in result.messages) <= 1
 
 
 async def test_between_compactions_each_forwarded_request_extends_the_previous_one() -> None:
-    results = await replay(Compactor(MemoryStore(1000, 3600)), FakeSummarizer())
+    results = await replay_session(Compactor(MemoryStore(1000, 3600)), FakeSummarizer())
     sizes = []
     for previous, current in zip(results, results[1:], strict=False):
         if current.cache != "miss":
-            assert is_prefix(canonical(previous.messages), canonical(current.messages))
+            assert is_prefix(
+                [sorted_json(m) for m in previous.messages], [sorted_json(m) for m in current.messages]
+            )
         sizes.append(current.stats.compacted_token_count or current.input_tokens)
     drops = sum(1 for a, b in zip(sizes, sizes[1:], strict=False) if b < a)
     assert drops >= 4  # the forwarded size saw-tooths
 
 
 async def test_kept_messages_are_the_clients_own_objects() -> None:
-    results = await replay(Compactor(MemoryStore(1000, 3600)), FakeSummarizer())
+    results = await replay_session(Compactor(MemoryStore(1000, 3600)), FakeSummarizer())
     originals = {id(m) for m in TRANSCRIPT}
     for result in results:
         assert all(id(m) in originals for m in result.messages if not is_summary_message(m))
@@ -116,7 +95,7 @@ async def test_kept_messages_are_the_clients_own_objects() -> None:
 
 async def test_re_compaction_merges_the_previous_summary() -> None:
     summarizer = FakeSummarizer(*[f"summary number {i}" for i in range(1, 50)])
-    await replay(Compactor(MemoryStore(1000, 3600)), summarizer)
+    await replay_session(Compactor(MemoryStore(1000, 3600)), summarizer)
     second = summarizer.transcripts[1]
     assert "### previous summary\nsummary number 1" in second
 
@@ -126,7 +105,10 @@ async def test_eight_concurrent_identical_requests_share_one_summary() -> None:
     summarizer = SlowSummarizer(0.2)
     messages = AT_FIRST_COMPACTION
     results = await asyncio.gather(
-        *(compact(compactor, messages, summarizer, scope=SCOPE, archive=InMemoryArchive()) for _ in range(8))
+        *(
+            compact_chat(compactor, messages, summarizer, scope=STORE_SCOPE, archive=InMemoryArchive())
+            for _ in range(8)
+        )
     )
     assert len(summarizer.requests) == 1
     assert sorted(r.cache for r in results) == ["miss"] + ["shared"] * 7
@@ -140,8 +122,8 @@ async def test_a_replica_waits_for_the_lock_holders_summary() -> None:
     summarizer = SlowSummarizer(0.3)
     messages = AT_FIRST_COMPACTION
     a, b = await asyncio.gather(
-        compact(first, messages, summarizer, scope=SCOPE, archive=InMemoryArchive()),
-        compact(second, messages, summarizer, scope=SCOPE, archive=InMemoryArchive()),
+        compact_chat(first, messages, summarizer, scope=STORE_SCOPE, archive=InMemoryArchive()),
+        compact_chat(second, messages, summarizer, scope=STORE_SCOPE, archive=InMemoryArchive()),
     )
     assert len(summarizer.requests) == 1
     assert sorted([a.cache, b.cache]) == ["miss", "shared"]
@@ -152,7 +134,7 @@ async def test_a_crashed_lock_holder_does_not_block_others_forever() -> None:
     shared = LockingMemoryStore()
     compactor = Compactor(shared, lock_ttl=0.3, lock_wait=5)
     messages = AT_FIRST_COMPACTION
-    probe = await compact(Compactor(MemoryStore(10, 10)), messages, FakeSummarizer())
+    probe = await compact_chat(Compactor(MemoryStore(10, 10)), messages, FakeSummarizer())
     assert probe.cache == "miss"
     for key in list(shared._entries):
         del shared._entries[key]
@@ -168,7 +150,7 @@ async def test_a_crashed_lock_holder_does_not_block_others_forever() -> None:
         return await original_try_lock(key, ttl)
 
     shared.try_lock = dead_holder_first  # type: ignore[method-assign]
-    result = await compact(compactor, messages, summarizer, scope=SCOPE, archive=InMemoryArchive())
+    result = await compact_chat(compactor, messages, summarizer, scope=STORE_SCOPE, archive=InMemoryArchive())
     assert result.compacted and result.cache == "miss" and len(summarizer.requests) == 1
 
 
@@ -188,7 +170,7 @@ async def test_a_waiter_times_out_into_computing_itself() -> None:
 
     shared.try_lock = always_held_elsewhere  # type: ignore[method-assign]
     summarizer = FakeSummarizer()
-    result = await compact(compactor, messages, summarizer, scope=SCOPE, archive=InMemoryArchive())
+    result = await compact_chat(compactor, messages, summarizer, scope=STORE_SCOPE, archive=InMemoryArchive())
     assert result.compacted and len(summarizer.requests) == 1
 
 
@@ -198,26 +180,28 @@ async def test_tenants_never_see_each_others_compactions() -> None:
     messages = AT_FIRST_COMPACTION
     team_a = FakeSummarizer("summary for team a")
     team_b = FakeSummarizer("summary for team b")
-    a = await compact(compactor, messages, team_a, scope=SCOPE, archive=InMemoryArchive())
-    team_b_scope = scope_of(CONFIG, "model", "team:b", "chat", "1")
-    b = await compact(compactor, messages, team_b, scope=team_b_scope, archive=InMemoryArchive())
+    a = await compact_chat(compactor, messages, team_a, scope=STORE_SCOPE, archive=InMemoryArchive())
+    team_b_scope = scope_of(STORE_CONFIG, "model", "team:b", "chat", "1")
+    b = await compact_chat(compactor, messages, team_b, scope=team_b_scope, archive=InMemoryArchive())
     assert (a.cache, b.cache) == ("miss", "miss")
     assert "team b" in json.dumps(b.messages) and "team a" not in json.dumps(b.messages)
-    again = await compact(compactor, messages, FakeSummarizer(), scope=SCOPE, archive=InMemoryArchive())
+    again = await compact_chat(
+        compactor, messages, FakeSummarizer(), scope=STORE_SCOPE, archive=InMemoryArchive()
+    )
     assert again.cache == "hit" and "team a" in json.dumps(again.messages)
 
 
 async def test_a_failed_re_compaction_still_forwards_the_stored_compaction() -> None:
     store = MemoryStore(1000, 3600)
     compactor = Compactor(store)
-    results = await replay(Compactor(store), FakeSummarizer())
+    results = await replay_session(Compactor(store), FakeSummarizer())
     assert any(r.cache == "miss" for r in results)
-    stored = await compact(compactor, TRANSCRIPT, FakeSummarizer(), scope=SCOPE)
+    stored = await compact_chat(compactor, TRANSCRIPT, FakeSummarizer(), scope=STORE_SCOPE)
     assert stored.cache == "hit"
     broken = FakeSummarizer(*[RuntimeError("down")] * 10)
     # over the trigger again, still inside the window
     grown = TRANSCRIPT + [user("x " * (19_000 - stored.output_tokens))]
-    result = await compact(compactor, grown, broken, scope=SCOPE, archive=InMemoryArchive())
+    result = await compact_chat(compactor, grown, broken, scope=STORE_SCOPE, archive=InMemoryArchive())
     assert result.reason == "summary_failed" and len(broken.requests) == 3 == result.summary_calls
     assert result.compacted and result.cache == "hit"
     assert pairing_problems(result.messages) == []
@@ -225,10 +209,10 @@ async def test_a_failed_re_compaction_still_forwards_the_stored_compaction() -> 
 
 async def test_an_edited_history_does_not_reuse_a_compaction_of_the_old_one() -> None:
     store = MemoryStore(1000, 3600)
-    await replay(Compactor(store), FakeSummarizer())
+    await replay_session(Compactor(store), FakeSummarizer())
     edited = [dict(TRANSCRIPT[0], content="a different task")] + TRANSCRIPT[1:]
     summarizer = FakeSummarizer()
-    result = await compact(Compactor(store), edited, summarizer, archive=InMemoryArchive())
+    result = await compact_chat(Compactor(store), edited, summarizer, archive=InMemoryArchive())
     assert result.cache == "miss" and len(summarizer.requests) >= 1
 
 
@@ -245,30 +229,34 @@ async def test_a_clearing_boundary_made_by_this_request_is_not_reported_as_a_cac
     conversation = parse_chat(TRANSCRIPT[:120])
     assert isinstance(conversation, Conversation)
     compactor = Compactor(MemoryStore(100, 3600))
-    first = await compactor.compact(CompactRequest(conversation, clearing, FakeSummarizer(), scope=SCOPE))
+    first = await compactor.compact(
+        CompactRequest(conversation, clearing, FakeSummarizer(), scope=STORE_SCOPE)
+    )
     assert first.cleared > 0 and first.cache == "none" and not first.compacted
-    again = await compactor.compact(CompactRequest(conversation, clearing, FakeSummarizer(), scope=SCOPE))
+    again = await compactor.compact(
+        CompactRequest(conversation, clearing, FakeSummarizer(), scope=STORE_SCOPE)
+    )
     assert again.cache == "hit" and again.messages == first.messages
 
 
 async def test_a_failed_summary_is_remembered_so_the_next_turns_do_not_repeat_it() -> None:
     compactor = Compactor(MemoryStore(100, 3600), failure_ttl=60)
     broken = FakeSummarizer(*[RuntimeError("down")] * 20)
-    first = await compact(compactor, AT_FIRST_COMPACTION, broken, archive=InMemoryArchive())
+    first = await compact_chat(compactor, AT_FIRST_COMPACTION, broken, archive=InMemoryArchive())
     assert first.reason == "summary_failed" and first.summary_calls == 3
     points = [end for end in replay_points(TRANSCRIPT) if end > len(AT_FIRST_COMPACTION)][:3]
     for end in points:
-        later = await compact(compactor, TRANSCRIPT[:end], broken, archive=InMemoryArchive())
+        later = await compact_chat(compactor, TRANSCRIPT[:end], broken, archive=InMemoryArchive())
         assert later.reason == "summary_failed" and later.summary_calls == 0
     assert len(broken.requests) == 3
 
 
 async def test_a_failure_is_forgotten_after_its_ttl() -> None:
     compactor = Compactor(MemoryStore(100, 3600), failure_ttl=0.05)
-    await compact(compactor, AT_FIRST_COMPACTION, FakeSummarizer(*[RuntimeError("down")] * 3))
+    await compact_chat(compactor, AT_FIRST_COMPACTION, FakeSummarizer(*[RuntimeError("down")] * 3))
     await asyncio.sleep(0.1)
     working = FakeSummarizer()
-    result = await compact(compactor, AT_FIRST_COMPACTION, working, archive=InMemoryArchive())
+    result = await compact_chat(compactor, AT_FIRST_COMPACTION, working, archive=InMemoryArchive())
     assert result.compacted and len(working.requests) == 1
 
 
@@ -277,8 +265,8 @@ async def test_a_waiting_replica_does_not_repeat_the_holders_failure() -> None:
     first, second = Compactor(shared, lock_wait=5), Compactor(shared, lock_wait=5)
     failing = SlowSummarizer(0.2, *[RuntimeError("down")] * 20)
     a, b = await asyncio.gather(
-        compact(first, AT_FIRST_COMPACTION, failing, archive=InMemoryArchive()),
-        compact(second, AT_FIRST_COMPACTION, failing, archive=InMemoryArchive()),
+        compact_chat(first, AT_FIRST_COMPACTION, failing, archive=InMemoryArchive()),
+        compact_chat(second, AT_FIRST_COMPACTION, failing, archive=InMemoryArchive()),
     )
     assert len(failing.requests) == 3  # the holder's 1 + 2 retries; the waiter made none
     assert sorted([a.summary_calls, b.summary_calls]) == [0, 3]
@@ -288,21 +276,21 @@ async def test_a_waiting_replica_does_not_repeat_the_holders_failure() -> None:
 async def test_a_failed_archive_is_reported_remembered_and_retried_on_a_later_turn() -> None:
     compactor = Compactor(MemoryStore(100, 3600))
     failing = FailingArchive()
-    first = await compact(compactor, AT_FIRST_COMPACTION, FakeSummarizer(), archive=failing)
+    first = await compact_chat(compactor, AT_FIRST_COMPACTION, FakeSummarizer(), archive=failing)
     assert first.compacted and first.archive_status == "failed" and first.archive_path is None
     [(_, lost)] = failing.attempts
     working = InMemoryArchive()
-    later = await compact(compactor, AT_FIRST_COMPACTION, FakeSummarizer(), archive=working)
+    later = await compact_chat(compactor, AT_FIRST_COMPACTION, FakeSummarizer(), archive=working)
     assert later.cache == "hit" and later.archive_status == "written"
     assert working.saved == [(working.saved[0][0], lost)]  # the same entries, archived now
-    again = await compact(compactor, AT_FIRST_COMPACTION, FakeSummarizer(), archive=working)
+    again = await compact_chat(compactor, AT_FIRST_COMPACTION, FakeSummarizer(), archive=working)
     assert again.archive_status is None and len(working.saved) == 1  # retried once, not every turn
 
 
 async def test_orphan_results_removed_by_normalization_are_archived() -> None:
     messages = [user("q"), {"role": "tool", "tool_call_id": "gone", "content": "stale output"}, user("go")]
     archive = InMemoryArchive()
-    always = dataclasses.replace(CONFIG, normalize="always")
+    always = dataclasses.replace(STORE_CONFIG, normalize="always")
     conversation = parse_chat(messages)
     assert isinstance(conversation, Conversation)
     result = await Compactor(None).compact(
@@ -318,7 +306,14 @@ async def test_the_archive_audit_holds_the_summary_the_model_saw_instead() -> No
     assert isinstance(conversation, Conversation)
     origin = Origin("model", "chat", "call-7")
     request = CompactRequest(
-        conversation, CONFIG, FakeSummarizer(), "s", SCOPE, archive, tenant="team:a", origin=origin
+        conversation,
+        STORE_CONFIG,
+        FakeSummarizer(),
+        "s",
+        STORE_SCOPE,
+        archive,
+        tenant="team:a",
+        origin=origin,
     )
     result = await Compactor(MemoryStore(100, 3600)).compact(request)
     [audit] = archive.audits

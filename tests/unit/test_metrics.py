@@ -13,9 +13,9 @@ from compact_hook.engine.prepare import PrepareSetup
 from compact_hook.proxy.hook import CompactHook
 from compact_hook.proxy.metrics import Metrics
 from compact_hook.state.store import MemoryStore, TieredStore
+from tests.fakes import BrokenStore
 from tests.routers import SpyRouter, request
 from tests.support import Samples, metric_samples, metric_value
-from tests.unit.test_store import BrokenStore
 
 
 def scrape(registry: CollectorRegistry) -> Samples:

@@ -22,24 +22,27 @@ from compact_hook.core.outcomes import CacheStatus, Preparation
 from compact_hook.engine import Compactor, CompactRequest, CompactResult
 from compact_hook.engine.background import Background, Job
 from compact_hook.engine.breaker import Breaker
-from compact_hook.engine.library import parse_chat
 from compact_hook.engine.prepare import PrepareSetup
 from compact_hook.formats import GOOGLE, Conversation
 from compact_hook.state.store import MemoryStore
+from tests.compaction import STORE_CONFIG, STORE_SCOPE, compact_chat
 from tests.fakes import FakeSummarizer, InMemoryArchive, LockingMemoryStore
 from tests.support import (
     google_replay_points,
     is_prefix,
     is_summary,
+    load_transcript,
     pairing_problems,
     replay_points,
+    sorted_json,
     summaries_in,
 )
-from tests.unit.test_compactor import CONFIG, SCOPE, TRANSCRIPT  # the store's: 20K, tiers off
+
+TRANSCRIPT = load_transcript("claude_code_fa812bfe_pre_compact.json")
 
 
 def _limits() -> Limits:
-    limits = Limits.of(CONFIG, None, 0)
+    limits = Limits.of(STORE_CONFIG, None, 0)
     assert limits is not None
     return limits
 
@@ -87,34 +90,30 @@ async def idle(background: Background) -> None:
         await asyncio.sleep(0.005)
 
 
-async def compact(
+async def compact_turn(
     compactor: Compactor,
     messages: list[Any],
     summarizer: Any,
     archive: InMemoryArchive | None = None,
-    config: CompactConfig = CONFIG,
+    config: CompactConfig = STORE_CONFIG,
 ) -> CompactResult:
-    conversation = parse_chat(messages)
-    assert isinstance(conversation, Conversation)
-    request = CompactRequest(conversation, config, summarizer, "s", SCOPE, archive or InMemoryArchive())
-    return await compactor.compact(request)
+    """One turn of the session ``s`` (a fresh archive unless given)."""
+    return await compact_chat(
+        compactor, messages, summarizer, "s", archive=archive or InMemoryArchive(), config=config
+    )
 
 
-async def replay(
-    node: Replica, summarizer: Any, archive: InMemoryArchive, config: CompactConfig = CONFIG
+async def replay_with_pauses(
+    node: Replica, summarizer: Any, archive: InMemoryArchive, config: CompactConfig = STORE_CONFIG
 ) -> list[CompactResult]:
     results = []
     for end in POINTS:
-        results.append(await compact(node.compactor, TRANSCRIPT[:end], summarizer, archive, config))
+        results.append(await compact_turn(node.compactor, TRANSCRIPT[:end], summarizer, archive, config))
         await idle(node.background)
     return results
 
 
-def canonical(messages: list[Any]) -> list[str]:
-    return [json.dumps(m, sort_keys=True) for m in messages]
-
-
-def events(results: list[CompactResult]) -> list[int]:
+def compaction_turns(results: list[CompactResult]) -> list[int]:
     """Turns where a new compaction reached the forwarded request."""
     return [
         turn
@@ -125,8 +124,8 @@ def events(results: list[CompactResult]) -> list[int]:
 
 async def test_every_compaction_event_of_a_replay_applies_a_prepared_summary() -> None:
     summarizer, archive, node = FakeSummarizer(), InMemoryArchive(), replica()
-    results = await replay(node, summarizer, archive)
-    compactions = events(results)
+    results = await replay_with_pauses(node, summarizer, archive)
+    compactions = compaction_turns(results)
     prepared = [turn for turn in compactions if results[turn - 1].preparation is not None]
     assert len(prepared) >= 4
     for turn in compactions:
@@ -142,11 +141,14 @@ async def test_every_compaction_event_of_a_replay_applies_a_prepared_summary() -
 
 
 async def test_what_is_forwarded_only_changes_at_compaction_events() -> None:
-    results = await replay(replica(), FakeSummarizer(), InMemoryArchive())
-    compactions = set(events(results))
+    results = await replay_with_pauses(replica(), FakeSummarizer(), InMemoryArchive())
+    compactions = set(compaction_turns(results))
     for turn in range(1, len(results)):
         if turn not in compactions:
-            assert is_prefix(canonical(results[turn - 1].messages), canonical(results[turn].messages))
+            assert is_prefix(
+                [sorted_json(m) for m in results[turn - 1].messages],
+                [sorted_json(m) for m in results[turn].messages],
+            )
     for result in results:
         assert count_tokens(result.messages) < LIMITS.compact
         assert pairing_problems(result.messages) == []
@@ -155,10 +157,10 @@ async def test_what_is_forwarded_only_changes_at_compaction_events() -> None:
 
 async def test_a_prepared_compaction_is_not_applied_under_the_trigger() -> None:
     node, summarizer = replica(), FakeSummarizer()
-    first = await compact(node.compactor, IN_ZONE, summarizer)
+    first = await compact_turn(node.compactor, IN_ZONE, summarizer)
     assert first.preparation == Preparation.STARTED and not first.compacted
     await idle(node.background)
-    again = await compact(node.compactor, IN_ZONE, summarizer)
+    again = await compact_turn(node.compactor, IN_ZONE, summarizer)
     assert again.preparation == Preparation.READY
     assert again.messages == IN_ZONE and not again.compacted
     assert len(summarizer.requests) == 1
@@ -166,10 +168,10 @@ async def test_a_prepared_compaction_is_not_applied_under_the_trigger() -> None:
 
 async def test_what_is_summarized_is_archived_when_applied_not_when_prepared() -> None:
     node, summarizer, archive = replica(), FakeSummarizer(), InMemoryArchive()
-    await compact(node.compactor, IN_ZONE, summarizer, archive)
+    await compact_turn(node.compactor, IN_ZONE, summarizer, archive)
     await idle(node.background)
     assert archive.saved == []
-    applied = await compact(node.compactor, AT_TRIGGER, summarizer, archive)
+    applied = await compact_turn(node.compactor, AT_TRIGGER, summarizer, archive)
     assert applied.cache == CacheStatus.PREPARED and applied.archive_status == "written"
     [(_, archived)] = archive.saved
     forwarded = {json.dumps(m, sort_keys=True) for m in applied.messages}
@@ -178,10 +180,10 @@ async def test_what_is_summarized_is_archived_when_applied_not_when_prepared() -
 
 async def test_the_trigger_awaits_a_preparation_in_flight_instead_of_starting_its_own() -> None:
     node, summarizer = replica(), GatedSummarizer()
-    started = await compact(node.compactor, IN_ZONE, summarizer)
+    started = await compact_turn(node.compactor, IN_ZONE, summarizer)
     assert started.preparation == Preparation.STARTED
     await summarizer.started.wait()
-    trigger = asyncio.ensure_future(compact(node.compactor, AT_TRIGGER, summarizer))
+    trigger = asyncio.ensure_future(compact_turn(node.compactor, AT_TRIGGER, summarizer))
     await asyncio.sleep(0.05)
     assert not trigger.done()  # it waits for the summary already being made
     summarizer.release.set()
@@ -198,9 +200,9 @@ async def test_a_preparation_still_waiting_for_a_slot_is_taken_back_by_the_trigg
         await blocker.wait()
 
     node.background.submit(b"other conversation", Job("team:b", occupy, lambda: None))
-    queued = await compact(node.compactor, IN_ZONE, summarizer)
+    queued = await compact_turn(node.compactor, IN_ZONE, summarizer)
     assert queued.preparation == Preparation.STARTED
-    result = await compact(node.compactor, AT_TRIGGER, summarizer)
+    result = await compact_turn(node.compactor, AT_TRIGGER, summarizer)
     assert result.cache == CacheStatus.MISS and result.summary_calls == 1  # as without preparation
     assert node.compactor.preparations.stats.dropped == 1  # type: ignore[union-attr]
     blocker.set()
@@ -211,11 +213,11 @@ async def test_a_preparation_still_waiting_for_a_slot_is_taken_back_by_the_trigg
 async def test_a_prepared_compaction_that_no_longer_suffices_is_merged_not_stacked() -> None:
     node = replica()
     summarizer = FakeSummarizer("prepared summary", "merged summary")
-    await compact(node.compactor, IN_ZONE, summarizer)
+    await compact_turn(node.compactor, IN_ZONE, summarizer)
     await idle(node.background)
     # far past the trigger: the prepared compaction alone cannot bring it under
     far = next(TRANSCRIPT[:end] for end in POINTS if count_tokens(TRANSCRIPT[:end]) >= 2 * LIMITS.compact)
-    result = await compact(node.compactor, far, summarizer)
+    result = await compact_turn(node.compactor, far, summarizer)
     assert result.compacted and result.summary_calls == 1 and result.cache == CacheStatus.MISS
     assert "prepared summary" in summarizer.transcripts[1]
     [summary] = [m for m in result.messages if is_summary(m)]
@@ -225,16 +227,16 @@ async def test_a_prepared_compaction_that_no_longer_suffices_is_merged_not_stack
 async def test_a_failed_preparation_counts_toward_the_breaker_and_the_trigger_compacts_itself() -> None:
     node = replica()
     summarizer = FakeSummarizer(*[RuntimeError("model down")] * 3)
-    config = dataclasses.replace(CONFIG, max_retries=0)
-    await compact(node.compactor, IN_ZONE, summarizer, config=config)
+    config = dataclasses.replace(STORE_CONFIG, max_retries=0)
+    await compact_turn(node.compactor, IN_ZONE, summarizer, config=config)
     await idle(node.background)
     breaker = node.compactor.breaker
     key = Breaker.key("", "")
     assert (await breaker._state(key)).failures == 1
-    again = await compact(node.compactor, IN_ZONE, summarizer, config=config)
+    again = await compact_turn(node.compactor, IN_ZONE, summarizer, config=config)
     assert again.preparation is None  # not retried at once
     assert len(summarizer.requests) == 1
-    result = await compact(node.compactor, AT_TRIGGER, summarizer, config=config)
+    result = await compact_turn(node.compactor, AT_TRIGGER, summarizer, config=config)
     assert result.cache != CacheStatus.PREPARED and result.summary_calls == 1
     assert node.compactor.preparations.stats.failed == 1  # type: ignore[union-attr]
 
@@ -243,12 +245,12 @@ async def test_two_replicas_prepare_a_conversation_once() -> None:
     shared, prepared = LockingMemoryStore(), LockingMemoryStore()
     first, second = replica(shared, prepared), replica(shared, prepared)
     summarizer = GatedSummarizer()
-    started = await compact(first.compactor, IN_ZONE, summarizer)
+    started = await compact_turn(first.compactor, IN_ZONE, summarizer)
     await summarizer.started.wait()
-    other = await compact(second.compactor, IN_ZONE, summarizer)
+    other = await compact_turn(second.compactor, IN_ZONE, summarizer)
     assert started.preparation == Preparation.STARTED
     assert len(second.background) == 0  # the lock says the first replica is on it
-    trigger = asyncio.ensure_future(compact(second.compactor, AT_TRIGGER, summarizer))
+    trigger = asyncio.ensure_future(compact_turn(second.compactor, AT_TRIGGER, summarizer))
     await asyncio.sleep(0.05)
     summarizer.release.set()
     result = await trigger
@@ -260,35 +262,35 @@ async def test_two_replicas_prepare_a_conversation_once() -> None:
 
 async def test_preparation_off_or_digest_never_runs_in_the_background() -> None:
     for config in (
-        dataclasses.replace(CONFIG, prepare=False),
-        dataclasses.replace(CONFIG, summary_model="digest"),
+        dataclasses.replace(STORE_CONFIG, prepare=False),
+        dataclasses.replace(STORE_CONFIG, summary_model="digest"),
     ):
         node, summarizer = replica(), FakeSummarizer()
-        result = await compact(node.compactor, IN_ZONE, summarizer, config=config)
+        result = await compact_turn(node.compactor, IN_ZONE, summarizer, config=config)
         assert result.preparation is None and len(node.background) == 0
-        trigger = await compact(node.compactor, AT_TRIGGER, summarizer, config=config)
+        trigger = await compact_turn(node.compactor, AT_TRIGGER, summarizer, config=config)
         assert trigger.cache == CacheStatus.MISS
 
 
 async def test_closing_cancels_preparations_and_releases_their_locks() -> None:
     prepared = LockingMemoryStore()
     node, summarizer = replica(prepared=prepared), GatedSummarizer()
-    await compact(node.compactor, IN_ZONE, summarizer)
+    await compact_turn(node.compactor, IN_ZONE, summarizer)
     await summarizer.started.wait()
     assert prepared.locks
     assert await node.background.close() == 1
     assert prepared.locks == {}
     stats = node.compactor.preparations.stats  # type: ignore[union-attr]
     assert stats.cancelled == 1 and stats.made == 0
-    assert (await compact(node.compactor, IN_ZONE, summarizer)).preparation is None  # closed
+    assert (await compact_turn(node.compactor, IN_ZONE, summarizer)).preparation is None  # closed
 
 
 async def test_the_prepared_cut_leaves_at_the_trigger_what_a_compaction_made_there_would() -> None:
     prepared_node, plain = replica(), Compactor(MemoryStore(1000, 3600))
-    await compact(prepared_node.compactor, IN_ZONE, FakeSummarizer())
+    await compact_turn(prepared_node.compactor, IN_ZONE, FakeSummarizer())
     await idle(prepared_node.background)
-    applied = await compact(prepared_node.compactor, AT_TRIGGER, FakeSummarizer())
-    made_there = await compact(plain, AT_TRIGGER, FakeSummarizer())
+    applied = await compact_turn(prepared_node.compactor, AT_TRIGGER, FakeSummarizer())
+    made_there = await compact_turn(plain, AT_TRIGGER, FakeSummarizer())
     assert applied.cache == CacheStatus.PREPARED and made_there.cache == CacheStatus.MISS
     assert applied.output_tokens <= made_there.output_tokens * 1.25
 
@@ -387,7 +389,7 @@ async def test_with_clearing_on_and_no_prices_every_summary_paid_for_is_applied_
     batch about to come would leave unused, and a prepared compaction waits for the trigger unless
     it will not suffice there (Gemini CLI's loop at 16K used to pay 14 calls for 7 compactions)."""
     config = dataclasses.replace(
-        CONFIG,
+        STORE_CONFIG,
         context_window=window,
         summary_context_window=400_000,
         clear_tool_results=True,
@@ -403,7 +405,7 @@ async def test_with_clearing_on_and_no_prices_every_summary_paid_for_is_applied_
         body = {**GEMINI_CLI_SESSION, "contents": contents[:end]}
         parsed = GOOGLE.parse(body)
         assert isinstance(parsed, Conversation)
-        request = CompactRequest(parsed, config, summarizer, "s", SCOPE, InMemoryArchive())
+        request = CompactRequest(parsed, config, summarizer, "s", STORE_SCOPE, InMemoryArchive())
         result = await node.compactor.compact(request)
         applied.update(summaries_in(result.messages, GOOGLE))
         if result.prepared_unused is not None:
@@ -418,8 +420,8 @@ async def test_a_prepared_compaction_that_suffices_at_the_trigger_is_not_prepare
     zone = [end for end in POINTS if LIMITS.prepare <= count_tokens(TRANSCRIPT[:end]) < LIMITS.compact]
     assert zone
     for end in zone:  # every turn past prepare_ratio, under the trigger
-        await compact(node.compactor, TRANSCRIPT[:end], summarizer)
+        await compact_turn(node.compactor, TRANSCRIPT[:end], summarizer)
         await idle(node.background)
     assert len(summarizer.requests) == 1  # prepared once; it still suffices at the trigger
-    last = await compact(node.compactor, TRANSCRIPT[: zone[-1]], summarizer)
+    last = await compact_turn(node.compactor, TRANSCRIPT[: zone[-1]], summarizer)
     assert last.prepared_unused == 1  # made, waiting for the trigger

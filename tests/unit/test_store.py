@@ -7,6 +7,7 @@ import pytest
 from compact_hook.config import ProcessConfig
 from compact_hook.core.chain import Entry
 from compact_hook.state.store import MemoryStore, TieredStore, build_store
+from tests.fakes import BrokenStore
 
 
 def chain_of(*keys: bytes) -> list[bytes]:
@@ -41,35 +42,6 @@ async def test_the_store_is_bounded() -> None:
         await store.put(f"root{i}".encode(), f"k{i}".encode(), Entry(1, (), str(i)))
     assert len(store._entries) == 3 and len(store._index) == 3
     assert await store.get(b"k9") is not None and await store.get(b"k0") is None
-
-
-class BrokenStore:
-    """A shared store whose every call fails, like a Redis that went away."""
-
-    def __init__(self) -> None:
-        self.calls = 0
-
-    async def _fail(self) -> None:
-        self.calls += 1
-        raise ConnectionError("redis is gone")
-
-    async def find(self, root: bytes, chain: Sequence[bytes]) -> None:
-        await self._fail()
-
-    async def get(self, key: bytes) -> None:
-        await self._fail()
-
-    async def put(self, root: bytes, key: bytes, entry: Entry) -> None:
-        await self._fail()
-
-    async def try_lock(self, key: bytes, ttl: float) -> None:
-        await self._fail()
-
-    async def unlock(self, key: bytes, token: str) -> None:
-        await self._fail()
-
-    async def is_locked(self, key: bytes) -> None:
-        await self._fail()
 
 
 async def test_a_failing_shared_store_falls_back_to_memory(caplog: pytest.LogCaptureFixture) -> None:
