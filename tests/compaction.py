@@ -10,9 +10,10 @@ from typing import Any
 
 from compact_hook.config import CompactConfig
 from compact_hook.core.chain import scope_of
+from compact_hook.core.counting import item_strings, request_total
 from compact_hook.engine import Compactor, CompactRequest, CompactResult
 from compact_hook.engine.library import parse_chat
-from compact_hook.formats import Conversation
+from compact_hook.formats import CHAT, Conversation
 from compact_hook.state.archive import Archive
 from tests.conversations import wire_of
 from tests.fakes import FakeSummarizer, InMemoryArchive, WordCounter
@@ -32,6 +33,13 @@ def config(**overrides: Any) -> CompactConfig:
     }
     settings.update(overrides)
     return CompactConfig(**settings)
+
+
+def word_total(messages: list[dict[str, Any]]) -> int:
+    """What WordCounter counts for a chat request (no context)."""
+    conversation = Conversation(CHAT, messages)
+    counts = WordCounter().count(conversation.prints(), lambda i: item_strings(conversation.item(i)))
+    return request_total(0, counts)
 
 
 async def run(

@@ -231,7 +231,7 @@ def system(text: str) -> Message:
     return {"role": "system", "content": text}
 
 
-def call(*names: str, call_id: str = "call", text: Any = None) -> Message:
+def calling(*names: str, call_id: str = "call", text: Any = None) -> Message:
     return {
         "role": "assistant",
         "content": text,

@@ -33,12 +33,11 @@ LOG_TAIL_CHARS = 4000
 HERMETIC_UNSET = ("DATABASE_URL", "REDIS_HOST", "REDIS_PORT", "REDIS_URL", "REDIS_PASSWORD", "LITELLM_CONFIG")
 
 
-def _load_standin() -> ModuleType:
-    """Import ``tools/standin_upstream.py`` by path: ``tools`` is a script folder, not a package."""
-    name = "standin_upstream"
+def load_tool(name: str) -> ModuleType:
+    """Import ``tools/<name>.py`` by path: ``tools`` is a script folder, not a package."""
     if name in sys.modules:
         return sys.modules[name]
-    spec = importlib.util.spec_from_file_location(name, STANDIN_PATH)
+    spec = importlib.util.spec_from_file_location(name, REPO_ROOT / "tools" / f"{name}.py")
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     sys.modules[name] = module  # registered before exec so dataclass/typing lookups by module name work
@@ -46,7 +45,7 @@ def _load_standin() -> ModuleType:
     return module
 
 
-standin_upstream = _load_standin()
+standin_upstream = load_tool("standin_upstream")
 StandinUpstream = standin_upstream.StandinUpstream
 SUMMARY_MARKER: str = standin_upstream.SUMMARY_MARKER
 

@@ -32,7 +32,7 @@ async def streamed(answered: bool, *items: Any) -> list[Any]:
     return [chunk async for chunk in answered_stream(chunks(*items), data)]
 
 
-def events(sse: list[str]) -> list[tuple[str, dict[str, Any]]]:
+def sse_events(sse: list[str]) -> list[tuple[str, dict[str, Any]]]:
     parsed = []
     for event in sse:
         name, data = event.strip().split("\n")
@@ -41,7 +41,7 @@ def events(sse: list[str]) -> list[tuple[str, dict[str, Any]]]:
 
 
 async def test_a_whole_message_in_our_answered_stream_becomes_the_messages_events() -> None:
-    got = events(await streamed(True, WHOLE))
+    got = sse_events(await streamed(True, WHOLE))
     assert [name for name, _ in got] == [
         "message_start",
         "content_block_start",

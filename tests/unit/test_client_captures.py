@@ -36,7 +36,7 @@ def _captures() -> list[Path]:
     return sorted(CAPTURES.glob("*.json"))
 
 
-def _load(path: Path) -> tuple[WireFormat, dict[str, Any]]:
+def _capture(path: Path) -> tuple[WireFormat, dict[str, Any]]:
     return WIRES[path.name.split("-")[0]], json.loads(path.read_text())
 
 
@@ -48,14 +48,14 @@ def test_every_client_has_a_first_and_a_last_capture() -> None:
 
 @pytest.mark.parametrize("path", _captures(), ids=lambda path: path.name)
 def test_a_captured_request_is_ours_to_compact_and_valid_as_sent(path: Path) -> None:
-    wire, body = _load(path)
+    wire, body = _capture(path)
     parsed = wire.parse(body)
     assert isinstance(parsed, Conversation), parsed
     assert pairing_problems(body[ENTRIES[wire.name]], wire) == []
 
 
 def test_claude_code_sends_its_environment_as_a_mid_conversation_system_entry_and_32k_of_reserve() -> None:
-    wire, body = _load(CAPTURES / "claude-2.1.330-first.json")
+    wire, body = _capture(CAPTURES / "claude-2.1.330-first.json")
     parsed = wire.parse(body)
     assert isinstance(parsed, Conversation) and parsed.reserve == 32_000
     roles = [item.role for item in parsed.items()]
@@ -70,7 +70,7 @@ def _last_captures() -> list[str]:
 
 @pytest.mark.parametrize("name", _last_captures())
 async def test_a_captured_session_compacts_into_a_request_the_provider_accepts(name: str) -> None:
-    wire, body = _load(CAPTURES / name)
+    wire, body = _capture(CAPTURES / name)
     key = ENTRIES[wire.name]
     words = sum(len(json.dumps(entry).split()) for entry in body[key])
     reserve = body.get("max_tokens") or body.get("max_completion_tokens") or 0
@@ -100,7 +100,7 @@ async def test_a_captured_session_compacts_into_a_request_the_provider_accepts(n
 def test_gemini_cli_sends_its_calls_signed_and_answers_them_by_ids_of_its_own() -> None:
     """What Gemini CLI 0.61.0 sends back: the model's signature on each turn's first call, and an
     ``id`` of its own making on each call and its response (LiteLLM drops the response's on the way)."""
-    _, body = _load(CAPTURES / "gemini-0.61.0-last.json")
+    _, body = _capture(CAPTURES / "gemini-0.61.0-last.json")
     contents = body["contents"]
     calls = [p for c in contents if c["role"] == "model" for p in c["parts"] if "functionCall" in p]
     responses = [p for c in contents if c["role"] == "user" for p in c["parts"] if "functionResponse" in p]

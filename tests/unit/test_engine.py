@@ -7,17 +7,17 @@ from pathlib import Path
 import pytest
 
 from compact_hook import CompactConfig, CompactStats, compact_messages, should_compact
-from compact_hook.core.counting import item_strings, request_total
 from compact_hook.core.items import SUMMARY_PREFIX
 from compact_hook.core.limits import Limits
 from compact_hook.core.outcomes import Reason, Summarizer
 from compact_hook.errors import SummarizerError
-from compact_hook.formats import CHAT, Conversation
+from tests.compaction import word_total
+from tests.conversations import w
 from tests.fakes import FakeSummarizer, InMemoryArchive, WordCounter
 from tests.support import (
     Message,
     assistant,
-    call,
+    calling,
     is_summary,
     load_transcript,
     pairing_problems,
@@ -35,17 +35,7 @@ def threshold(cfg: CompactConfig, max_output_tokens: int | None = None) -> int:
     return limits.compact
 
 
-def word_total(messages: list[Message]) -> int:
-    conversation = Conversation(CHAT, messages)
-    counts = WordCounter().count(conversation.prints(), lambda i: item_strings(conversation.item(i)))
-    return request_total(0, counts)
-
-
-def w(n: int) -> str:
-    return " ".join(["w"] * n)
-
-
-def config(**overrides: object) -> CompactConfig:
+def small_window_config(**overrides: object) -> CompactConfig:
     settings: dict[str, object] = {
         "context_window": 100,
         "trigger_ratio": 0.8,
@@ -75,25 +65,31 @@ def history(total_words: int) -> list[Message]:
 
 def test_threshold_is_inclusive_at_the_trigger_ratio() -> None:
     words = WordCounter()
-    cfg = config(context_window=1000, trigger_ratio=0.8)
+    cfg = small_window_config(context_window=1000, trigger_ratio=0.8)
     at = [user(w(800 - 1 - 3))]  # 1 per message + 3 reply priming
     assert word_total(at) == 800
     assert should_compact(at, cfg, counter=words) is True
-    assert should_compact(at, config(context_window=1000, trigger_ratio=0.81), counter=words) is False
+    assert (
+        should_compact(at, small_window_config(context_window=1000, trigger_ratio=0.81), counter=words)
+        is False
+    )
     below = [user(w(800 - 1 - 3 - 1))]
     assert should_compact(below, cfg, counter=words) is False
 
 
 def test_empty_messages_never_compact() -> None:
-    assert should_compact([], config()) is False
+    assert should_compact([], small_window_config()) is False
 
 
 def test_unknown_window_never_compacts() -> None:
-    assert should_compact([user(w(10_000))], config(context_window=None), counter=WordCounter()) is False
+    assert (
+        should_compact([user(w(10_000))], small_window_config(context_window=None), counter=WordCounter())
+        is False
+    )
 
 
 def test_max_tokens_lowers_the_threshold_when_the_reply_would_not_fit() -> None:
-    cfg = config(context_window=1000, trigger_ratio=0.9)
+    cfg = small_window_config(context_window=1000, trigger_ratio=0.9)
     assert threshold(cfg) == 900
     assert threshold(cfg, max_output_tokens=50) == 900
     assert threshold(cfg, max_output_tokens=400) == 600
@@ -103,13 +99,13 @@ def test_max_tokens_lowers_the_threshold_when_the_reply_would_not_fit() -> None:
 
 
 def test_disabled_config_never_compacts() -> None:
-    assert should_compact([user(w(1000))], config(enabled=False), counter=WordCounter()) is False
+    assert should_compact([user(w(1000))], small_window_config(enabled=False), counter=WordCounter()) is False
 
 
 async def test_below_threshold_returns_the_same_messages_and_zero_stats() -> None:
     messages = [user("hello"), assistant("hi")]
     summarizer = FakeSummarizer()
-    out = await compact_messages(messages, config(), summarizer, counter=WordCounter())
+    out = await compact_messages(messages, small_window_config(), summarizer, counter=WordCounter())
     assert out.compacted is False and out.messages == messages and out.stats == CompactStats()
     assert out.reason is Reason.BELOW_THRESHOLD and out.input_tokens > 0
     assert all(a is b for a, b in zip(out.messages, messages, strict=True))  # the client's own objects
@@ -123,7 +119,9 @@ async def test_compaction_assembles_head_kept_user_summary_tail(archive: InMemor
     messages = history(200)
     original = copy.deepcopy(messages)
     summarizer = FakeSummarizer("## Goal\nthe summary text")
-    out = await compact_messages(messages, config(), summarizer, "s1", counter=WordCounter(), archive=archive)
+    out = await compact_messages(
+        messages, small_window_config(), summarizer, "s1", counter=WordCounter(), archive=archive
+    )
     assert out.compacted
     assert messages == original  # input not mutated
     assert out.messages[0] is messages[0]  # head, same object
@@ -144,7 +142,7 @@ async def test_compaction_assembles_head_kept_user_summary_tail(archive: InMemor
 async def test_the_archive_holds_exactly_the_summarized_middle(archive: InMemoryArchive) -> None:
     messages = history(200)
     out = await compact_messages(
-        messages, config(), FakeSummarizer(), "sess", counter=WordCounter(), archive=archive
+        messages, small_window_config(), FakeSummarizer(), "sess", counter=WordCounter(), archive=archive
     )
     kept_ids = {id(m) for m in out.messages}
     middle = [m for m in messages if id(m) not in kept_ids]
@@ -158,7 +156,7 @@ async def test_the_summary_request_carries_the_whole_middle() -> None:
     ]
     summarizer = FakeSummarizer()
     out = await compact_messages(
-        messages, config(), summarizer, counter=WordCounter(), archive=InMemoryArchive()
+        messages, small_window_config(), summarizer, counter=WordCounter(), archive=InMemoryArchive()
     )
     summarized = [m for m in messages if all(m is not k for k in out.messages)]
     sent = "\n".join(summarizer.transcripts)
@@ -168,9 +166,11 @@ async def test_the_summary_request_carries_the_whole_middle() -> None:
 
 async def test_the_latest_user_message_is_never_summarized_away() -> None:
     task = user("the task: fix the bug in parser.py")
-    messages = [system("sys"), task] + [m for i in range(12) for m in (call("bash"), result(w(20), "call_0"))]
+    messages = [system("sys"), task] + [
+        m for i in range(12) for m in (calling("bash"), result(w(20), "call_0"))
+    ]
     out = await compact_messages(
-        messages, config(), FakeSummarizer(), counter=WordCounter(), archive=InMemoryArchive()
+        messages, small_window_config(), FakeSummarizer(), counter=WordCounter(), archive=InMemoryArchive()
     )
     assert out.compacted
     assert out.messages[1] is task
@@ -181,7 +181,7 @@ async def test_the_latest_user_message_is_never_summarized_away() -> None:
 async def test_a_previous_summary_is_merged_not_stacked() -> None:
     first = await compact_messages(
         history(200),
-        config(),
+        small_window_config(),
         FakeSummarizer("first summary"),
         counter=WordCounter(),
         archive=InMemoryArchive(),
@@ -189,7 +189,7 @@ async def test_a_previous_summary_is_merged_not_stacked() -> None:
     grown = first.messages + [assistant(w(9)) if i % 2 else user(w(9)) for i in range(12)]
     summarizer = FakeSummarizer("second summary")
     second = await compact_messages(
-        grown, config(), summarizer, counter=WordCounter(), archive=InMemoryArchive()
+        grown, small_window_config(), summarizer, counter=WordCounter(), archive=InMemoryArchive()
     )
     assert second.compacted
     summaries = [m for m in second.messages if is_summary_message(m)]
@@ -201,7 +201,9 @@ async def test_a_failing_summarizer_leaves_the_request_unchanged() -> None:
     messages = history(200)
     summarizer = FakeSummarizer(RuntimeError("boom"), RuntimeError("boom"), RuntimeError("boom"))
     archive = InMemoryArchive()
-    out = await compact_messages(messages, config(), summarizer, counter=WordCounter(), archive=archive)
+    out = await compact_messages(
+        messages, small_window_config(), summarizer, counter=WordCounter(), archive=archive
+    )
     assert out.compacted is False and out.reason is Reason.SUMMARY_FAILED
     assert out.messages == messages and all(a is b for a, b in zip(out.messages, messages, strict=True))
     assert len(summarizer.requests) == 3  # 1 + max_retries
@@ -212,7 +214,7 @@ async def test_a_failing_summarizer_leaves_the_request_unchanged() -> None:
 async def test_a_retry_after_a_failure_succeeds() -> None:
     summarizer = FakeSummarizer(RuntimeError("flaky"), "", "good summary")
     out = await compact_messages(
-        history(200), config(), summarizer, counter=WordCounter(), archive=InMemoryArchive()
+        history(200), small_window_config(), summarizer, counter=WordCounter(), archive=InMemoryArchive()
     )
     assert out.compacted and len(summarizer.requests) == 3
     assert any("good summary" in m["content"] for m in out.messages if is_summary_message(m))
@@ -220,19 +222,23 @@ async def test_a_retry_after_a_failure_succeeds() -> None:
 
 async def test_nothing_to_summarize_is_not_compacted() -> None:
     messages = [user(w(500))]
-    out = await compact_messages(messages, config(), FakeSummarizer(), counter=WordCounter())
+    out = await compact_messages(messages, small_window_config(), FakeSummarizer(), counter=WordCounter())
     assert out.compacted is False and out.reason is Reason.NOTHING_TO_SUMMARIZE
 
 
 async def test_malformed_input_is_passed_through_not_raised() -> None:
     for bad in ([{"content": "no role"}], [{"role": "user", "content": 5}], "not a list"):
-        out = await compact_messages(bad, config(), FakeSummarizer(), counter=WordCounter())  # type: ignore[arg-type]
+        out = await compact_messages(bad, small_window_config(), FakeSummarizer(), counter=WordCounter())  # type: ignore[arg-type]
         assert out.compacted is False and out.reason is Reason.MALFORMED and out.detail
 
 
 async def test_real_file_archive_is_written_by_default(tmp_path: Path) -> None:
     out = await compact_messages(
-        history(200), config(archive_dir=str(tmp_path)), FakeSummarizer(), "abc", counter=WordCounter()
+        history(200),
+        small_window_config(archive_dir=str(tmp_path)),
+        FakeSummarizer(),
+        "abc",
+        counter=WordCounter(),
     )
     assert out.archive_path is not None and out.archive_path.parent == tmp_path / "abc"
     archived = json.loads(out.archive_path.read_text())
@@ -241,7 +247,10 @@ async def test_real_file_archive_is_written_by_default(tmp_path: Path) -> None:
 
 async def test_summarizer_error_type_is_reported(caplog: pytest.LogCaptureFixture) -> None:
     out = await compact_messages(
-        history(200), config(max_retries=0), FakeSummarizer(SummarizerError("down")), counter=WordCounter()
+        history(200),
+        small_window_config(max_retries=0),
+        FakeSummarizer(SummarizerError("down")),
+        counter=WordCounter(),
     )
     assert out.reason is Reason.SUMMARY_FAILED
     assert "down" in caplog.text
@@ -252,7 +261,7 @@ async def test_a_digest_standing_in_for_a_failed_summary_says_so_and_counts_the_
     summarizer = FakeSummarizer(RuntimeError("down"), RuntimeError("down"))
     out = await compact_messages(
         history(400),
-        config(max_retries=1, on_overflow="fit", context_window=300),
+        small_window_config(max_retries=1, on_overflow="fit", context_window=300),
         summarizer,
         counter=WordCounter(),
         archive=InMemoryArchive(),

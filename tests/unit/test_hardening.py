@@ -22,7 +22,7 @@ from compact_hook.engine.library import parse_chat
 from compact_hook.formats import CHAT, Conversation
 from compact_hook.state.tokenizers import HFTokenCounter
 from tests.fakes import FakeSummarizer, InMemoryArchive, WordCounter
-from tests.support import call, result, user
+from tests.support import calling, result, user
 
 
 class CountingCounter(WordCounter):
@@ -36,7 +36,7 @@ class CountingCounter(WordCounter):
         return super().count(prints, strings)
 
 
-async def run(messages: list[dict[str, Any]], config: CompactConfig, counter: Any) -> Any:
+async def compact_counted(messages: list[dict[str, Any]], config: CompactConfig, counter: Any) -> Any:
     conversation = parse_chat(messages)
     assert isinstance(conversation, Conversation)
     request = CompactRequest(
@@ -55,7 +55,7 @@ async def test_fitting_thousands_of_protected_messages_is_linear(count: int) -> 
     """Issue 8: 8,000 such messages took 5.2 s (quadratic fit) and stalled every other request."""
     counter = CountingCounter()
     config = CompactConfig(context_window=2000, tool_output_policy="none", clear_tool_results=False)
-    result_ = await run(interrupted_turns(count), config, counter)
+    result_ = await compact_counted(interrupted_turns(count), config, counter)
     assert result_.dropped > 0 and result_.output_tokens <= 2000
     assert counter.entries <= 8 * count  # each entry counted a bounded number of times
 
@@ -63,7 +63,7 @@ async def test_fitting_thousands_of_protected_messages_is_linear(count: int) -> 
 def test_pairing_ten_thousand_parallel_calls_reads_each_part_a_bounded_number_of_times() -> None:
     """A quadratic id match over 10,000 parallel calls would read parts ~10^8 times."""
     calls = 10_000
-    messages = [call(*(["tool"] * calls), call_id="c")] + [result("out", f"c_{i}") for i in range(calls)][
+    messages = [calling(*(["tool"] * calls), call_id="c")] + [result("out", f"c_{i}") for i in range(calls)][
         ::-1
     ]
     items = [CountingItem.of(CHAT.item(message)) for message in messages]
@@ -103,9 +103,9 @@ async def test_a_huge_tool_output_is_truncated_off_the_event_loop() -> None:
     """Issue 8: a 4 MB output's cut was tokenized on the loop, stalling every request for 3.9 s."""
     counter = ThreadRecordingCounter()
     output = "\n".join(f"line {i}: some build output" for i in range(20_000))  # ~0.6 MB
-    messages = [user("build it"), call("bash", call_id="b"), result(output, "b_0"), user("and?")]
+    messages = [user("build it"), calling("bash", call_id="b"), result(output, "b_0"), user("and?")]
     config = CompactConfig(context_window=1_000_000, tool_output_max_tokens=2000)
-    truncated = await run(messages, config, counter)
+    truncated = await compact_counted(messages, config, counter)
     assert truncated.truncated == 1 and "tokens truncated" in json.dumps(truncated.messages)
     assert counter.offset_threads and threading.get_ident() not in counter.offset_threads
 
@@ -113,9 +113,9 @@ async def test_a_huge_tool_output_is_truncated_off_the_event_loop() -> None:
 async def test_an_output_of_megabytes_is_cut_by_bytes_without_tokenizing_it_again() -> None:
     counter = ThreadRecordingCounter()
     output = "\n".join(f"line {i}: some long build output" for i in range(60_000))  # ~2 MB
-    messages = [user("build it"), call("bash", call_id="b"), result(output, "b_0"), user("and?")]
+    messages = [user("build it"), calling("bash", call_id="b"), result(output, "b_0"), user("and?")]
     config = CompactConfig(context_window=1_000_000, tool_output_max_tokens=2000)
-    truncated = await run(messages, config, counter)
+    truncated = await compact_counted(messages, config, counter)
     text = json.dumps(truncated.messages)
     assert truncated.truncated == 1 and "bytes truncated; the full output had 60000 lines" in text
     assert counter.offset_threads == []  # counted once (off the loop), never tokenized again to cut
@@ -124,9 +124,9 @@ async def test_an_output_of_megabytes_is_cut_by_bytes_without_tokenizing_it_agai
 async def test_shrinking_outputs_to_fit_runs_off_the_event_loop() -> None:
     counter = ThreadRecordingCounter()
     output = "some output line\n" * 3000
-    messages = [user("run"), call("a", call_id="a"), result(output, "a_0"), user("next")]
+    messages = [user("run"), calling("a", call_id="a"), result(output, "a_0"), user("next")]
     config = CompactConfig(context_window=1200, tool_output_policy="none", clear_tool_results=False)
-    fitted = await run(messages, config, counter)
+    fitted = await compact_counted(messages, config, counter)
     assert fitted.output_tokens <= 1200
     assert counter.offset_threads and threading.get_ident() not in counter.offset_threads
 

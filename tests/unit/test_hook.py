@@ -31,7 +31,7 @@ from tests.support import (
 )
 
 
-async def run(data: dict[str, Any], call_type: str = "acompletion") -> dict[str, Any]:
+async def pre_call(data: dict[str, Any], call_type: str = "acompletion") -> dict[str, Any]:
     out = await CompactHook(CompactConfig()).async_pre_call_hook(None, None, data, call_type)
     assert out is data
     return out
@@ -41,7 +41,7 @@ async def test_a_long_request_is_compacted_through_the_router(
     router: SpyRouter, upstream: respx.Route
 ) -> None:
     original = load_transcript("claude_code_fa812bfe_pre_compact.json")
-    data = await run(request())
+    data = await pre_call(request())
     messages = data["messages"]
     assert [m for m in messages if is_summary(m)] and SUMMARY in next(
         m["content"] for m in messages if is_summary(m)
@@ -70,7 +70,7 @@ async def test_a_failing_summary_model_forwards_the_request_unchanged(router: Sp
         mock.post(f"{UPSTREAM}/chat/completions").mock(
             return_value=httpx.Response(500, json={"error": "down"})
         )
-        data = await run(request())
+        data = await pre_call(request())
     assert data["messages"] == load_transcript("claude_code_fa812bfe_pre_compact.json")
     assert data["metadata"]["compact_hook"]["compacted"] is False
     assert data["metadata"]["compact_hook"]["reason"] == "summary_failed"
@@ -97,7 +97,7 @@ async def test_an_internal_error_forwards_the_request_untouched(
 async def test_models_without_compaction_are_untouched(router: SpyRouter, model: str) -> None:
     data = request(model)
     before = json.dumps(data, sort_keys=True)
-    await run(data)
+    await pre_call(data)
     assert json.dumps(data, sort_keys=True) == before
     assert router.calls == []
 
@@ -106,7 +106,7 @@ async def test_models_without_compaction_are_untouched(router: SpyRouter, model:
 async def test_other_call_types_pass_through(router: SpyRouter, call_type: str) -> None:
     data = request()
     before = json.dumps(data, sort_keys=True)
-    await run(data, call_type)
+    await pre_call(data, call_type)
     assert json.dumps(data, sort_keys=True) == before
 
 
@@ -114,7 +114,7 @@ async def test_our_own_summary_call_is_never_compacted(router: SpyRouter) -> Non
     data = request()
     data["metadata"]["compact_hook_internal"] = INTERNAL_TOKEN
     before = json.dumps(data, sort_keys=True)
-    await run(data)
+    await pre_call(data)
     assert json.dumps(data, sort_keys=True) == before
 
 
@@ -123,7 +123,7 @@ async def test_a_client_cannot_skip_compaction_by_claiming_to_be_our_summary_cal
 ) -> None:
     data = request()
     data["metadata"]["compact_hook_internal"] = True
-    await run(data)
+    await pre_call(data)
     assert "compact_hook_internal" not in data["metadata"]
     assert data["metadata"]["compact_hook"]["compacted"] is True
 
@@ -172,14 +172,14 @@ async def test_malformed_messages_pass_through_for_the_provider_to_judge(
 ) -> None:
     data = request(messages=messages) if messages is not None else {"model": "agent", "metadata": {}}
     kept = data.get("messages")
-    await run(data)
+    await pre_call(data)
     assert data.get("messages") is kept
     assert router.calls == []
 
 
 async def test_a_short_request_is_reported_but_untouched(router: SpyRouter) -> None:
     messages = [{"role": "user", "content": "hi"}]
-    data = await run(request(messages=messages))
+    data = await pre_call(request(messages=messages))
     assert data["messages"] is messages
     report = data["metadata"]["compact_hook"]
     assert report["compacted"] is False and report["reason"] == "below_threshold"
@@ -302,7 +302,7 @@ async def test_an_anthropic_messages_request_is_compacted_and_reported_in_litell
     data = anthropic_request()
     original = list(data["messages"])
     system, tools, provider_metadata = data["system"], data["tools"], data["metadata"]
-    await run(data, "anthropic_messages")
+    await pre_call(data, "anthropic_messages")
     messages = data["messages"]
     assert [m for m in messages if is_summary(m, ANTHROPIC)]
     assert pairing_problems(messages, ANTHROPIC) == []
@@ -339,7 +339,7 @@ async def test_a_gemini_request_is_compacted_its_roles_alternate_and_the_rest_is
     data = google_request()
     original = list(data["contents"])
     system, tools, generation = data["systemInstruction"], data["tools"], data["generationConfig"]
-    await run(data, "agenerate_content_stream")
+    await pre_call(data, "agenerate_content_stream")
     contents = data["contents"]
     assert [c for c in contents if any(p.get("text", "").startswith(SUMMARY_PREFIX) for p in c["parts"])]
     assert pairing_problems(contents, GOOGLE) == []
@@ -361,7 +361,7 @@ async def test_a_gemini_request_is_compacted_its_roles_alternate_and_the_rest_is
 async def test_a_gemini_request_on_cached_content_passes_through_untouched(router: SpyRouter) -> None:
     data = google_request(cachedContent="cachedContents/abc123")
     before = json.dumps(data, sort_keys=True)
-    await run(data, "agenerate_content")
+    await pre_call(data, "agenerate_content")
     assert json.dumps({k: v for k, v in data.items() if k != "metadata"}, sort_keys=True) == json.dumps(
         {k: v for k, v in json.loads(before).items() if k != "metadata"}, sort_keys=True
     )
@@ -371,7 +371,7 @@ async def test_a_gemini_request_on_cached_content_passes_through_untouched(route
 async def test_a_responses_request_is_compacted(router: SpyRouter, upstream: respx.Route) -> None:
     data = responses_request()
     original = list(data["input"])
-    await run(data, "aresponses")
+    await pre_call(data, "aresponses")
     items = data["input"]
     assert [i for i in items if is_summary(i, RESPONSES)]
     assert pairing_problems(items, RESPONSES) == []
@@ -392,7 +392,7 @@ async def test_requests_that_manage_their_own_context_pass_through_untouched(
 ) -> None:
     data = make()
     before = json.dumps({k: v for k, v in data.items() if k != "litellm_metadata"}, sort_keys=True)
-    await run(data, call_type)
+    await pre_call(data, call_type)
     assert json.dumps({k: v for k, v in data.items() if k != "litellm_metadata"}, sort_keys=True) == before
     assert data["litellm_metadata"]["compact_hook"]["reason"] == "client_managed"
     assert router.calls == []
@@ -424,7 +424,7 @@ async def test_an_anthropic_compaction_block_means_the_client_manages_its_contex
         *data["messages"],
     ]
     kept = data["messages"]
-    await run(data, "anthropic_messages")
+    await pre_call(data, "anthropic_messages")
     assert data["messages"] is kept
     assert data["litellm_metadata"]["compact_hook"]["reason"] == "client_managed"
 

@@ -18,7 +18,7 @@ from tests.routers import SpyRouter, request
 from tests.support import Samples, metric_samples, metric_value
 
 
-def scrape(registry: CollectorRegistry) -> Samples:
+def scrape_registry(registry: CollectorRegistry) -> Samples:
     text = generate_latest(registry).decode()
     return metric_samples(text)
 
@@ -39,7 +39,7 @@ async def test_a_compaction_is_counted_by_model_group_format_and_outcome(
     data = request()
     await hook.async_pre_call_hook(None, None, data, "acompletion")
     report = data["metadata"]["compact_hook"]
-    samples = scrape(registry)
+    samples = scrape_registry(registry)
     where = {"model_group": "agent", "format": "chat"}
     assert value(samples, "compact_hook_requests_total", **where, outcome="compacted") == 1
     assert value(samples, "compact_hook_tokens_before_total", **where) == report["tokens_before"]
@@ -67,7 +67,7 @@ async def test_a_compaction_is_counted_by_model_group_format_and_outcome(
 
     again = request()
     await hook.async_pre_call_hook(None, None, again, "acompletion")
-    samples = scrape(registry)
+    samples = scrape_registry(registry)
     assert value(samples, "compact_hook_store_lookups_total", **where, outcome="hit") == 1
     assert value(samples, "compact_hook_compactions_total", **where, outcome="miss") == 1  # reused, not made
 
@@ -88,7 +88,7 @@ async def test_model_names_the_operator_did_not_configure_are_never_labels(
     await hook.async_pre_call_hook(None, None, request(model="invented-3"), "aresponses")
     text = generate_latest(registry).decode()
     assert "invented" not in text and '"plain"' not in text
-    samples = scrape(registry)
+    samples = scrape_registry(registry)
     failed = value(
         samples, "compact_hook_requests_total", model_group="agent", format="chat", outcome="failed_open"
     )
@@ -117,7 +117,7 @@ async def test_what_the_engine_counts_itself_is_read_at_scrape_time() -> None:
     stats = compactor.preparations.stats
     stats.started, stats.made, stats.applied, stats.dropped = 4, 3, 1, 1
     compactor.breaker.opened = 2
-    samples = scrape(registry)
+    samples = scrape_registry(registry)
     assert value(samples, "compact_hook_store_errors_total") == 1
     assert value(samples, "compact_hook_store_fallbacks_total") == 2
     assert value(samples, "compact_hook_prepared_total", outcome="started") == 4

@@ -7,7 +7,7 @@ import pytest
 from compact_hook import CompactConfig, compact_messages
 from compact_hook.engine import guarantee
 from tests.fakes import FakeSummarizer, WordCounter
-from tests.support import call, pairing_problems, result, system, user
+from tests.support import calling, pairing_problems, result, system, user
 
 
 async def test_a_compacted_request_that_fits_is_normalized_once(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -21,7 +21,7 @@ async def test_a_compacted_request_that_fits_is_normalized_once(monkeypatch: pyt
     monkeypatch.setattr(guarantee, "normalize", counting)
     messages = [system("rules"), user("the task")]
     for i in range(12):
-        messages += [call("bash", call_id=f"c{i}"), result(" ".join(["out"] * 150), f"c{i}_0")]
+        messages += [calling("bash", call_id=f"c{i}"), result(" ".join(["out"] * 150), f"c{i}_0")]
     config = CompactConfig(
         context_window=2000,
         tool_output_policy="none",

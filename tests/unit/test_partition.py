@@ -10,10 +10,11 @@ from compact_hook.core.items import Item
 from compact_hook.core.pairing import Unit, group_units
 from compact_hook.core.partition import KeepPolicy, Partition, partition
 from compact_hook.formats import ANTHROPIC, CHAT
+from tests.conversations import w
 from tests.support import (
     Message,
     assistant,
-    call,
+    calling,
     items_of,
     load_transcript,
     openai_transcripts,
@@ -43,11 +44,6 @@ def assemble(messages: list[Message], part: Partition, summary: Message) -> list
     ]
 
 
-def w(n: int) -> str:
-    """A text of ``n`` words (so WordCounter counts it as n, plus 1 for the message)."""
-    return " ".join(["w"] * n)
-
-
 def split(messages: list[Message], budget: int) -> tuple[int, tuple[int, ...], tuple[int, ...], int]:
     items = items_of(messages)
     part = partition(items, word_counts(items), group_units(items), budget)
@@ -55,15 +51,15 @@ def split(messages: list[Message], budget: int) -> tuple[int, tuple[int, ...], t
 
 
 def test_units_pair_calls_with_all_their_results_by_position() -> None:
-    messages = [user("q"), call("a", "b", "c"), result("1"), result("2"), result("3"), assistant("done")]
+    messages = [user("q"), calling("a", "b", "c"), result("1"), result("2"), result("3"), assistant("done")]
     assert units_of(messages) == [Unit(0, 1), Unit(1, 5), Unit(5, 6)]
 
 
 def test_units_ignore_ids_reused_across_turns() -> None:
     messages = [
-        call("a", call_id="same"),
+        calling("a", call_id="same"),
         result("1", "same_0"),
-        call("b", call_id="same"),
+        calling("b", call_id="same"),
         result("2", "same_0"),
     ]
     assert units_of(messages) == [Unit(0, 2), Unit(2, 4)]
@@ -74,7 +70,7 @@ def test_a_leading_orphan_result_is_its_own_unit() -> None:
 
 
 def test_a_trailing_unanswered_call_is_its_own_unit() -> None:
-    assert units_of([user("q"), call("finish")]) == [Unit(0, 1), Unit(1, 2)]
+    assert units_of([user("q"), calling("finish")]) == [Unit(0, 1), Unit(1, 2)]
 
 
 def test_legacy_function_call_pairs_with_its_function_message() -> None:
@@ -109,13 +105,14 @@ CASES = [
     ),
     (
         "cutoff on a tool result moves back to its call [LC 25/26]",
-        [user(w(9)), assistant(w(9)), call("t"), result(w(9)), assistant(w(2))],
+        [user(w(9)), assistant(w(9)), calling("t"), result(w(9)), assistant(w(2))],
         12,
         (0, (0,), (1,), 2),
     ),
     (
         "ten parallel calls stay together [LC 28]",
-        [user(w(9)), assistant(w(9)), call(*"abcdefghij")] + [result(w(1), f"call_{i}") for i in range(10)],
+        [user(w(9)), assistant(w(9)), calling(*"abcdefghij")]
+        + [result(w(1), f"call_{i}") for i in range(10)],
         3,
         (0, (0,), (1,), 2),
     ),
@@ -139,7 +136,16 @@ CASES = [
     ),
     (
         "the only user message (agent task at the start) is kept verbatim",
-        [system(w(5)), user(w(5)), call("a"), result(w(9)), call("b"), result(w(9)), call("c"), result(w(9))],
+        [
+            system(w(5)),
+            user(w(5)),
+            calling("a"),
+            result(w(9)),
+            calling("b"),
+            result(w(9)),
+            calling("c"),
+            result(w(9)),
+        ],
         12,
         (1, (1,), (2, 3, 4, 5), 6),
     ),
@@ -215,20 +221,20 @@ def _kept_positions(part: Any, n: int) -> list[tuple[int, int]]:
 
 def test_a_tool_output_quoting_an_interrupt_marker_does_not_pin_its_unit() -> None:
     """A Claude Code session whose agent read a log containing the marker (issue 7's regression)."""
-    quoted = [user(w(5)), call("read"), result("[Request interrupted by user for tool use] " + w(40))]
-    messages = [*quoted, call("b"), result(w(9)), assistant(w(9)), user(w(2))]
+    quoted = [user(w(5)), calling("read"), result("[Request interrupted by user for tool use] " + w(40))]
+    messages = [*quoted, calling("b"), result(w(9)), assistant(w(9)), user(w(2))]
     assert split(messages, 12) == (0, (), (0, 1, 2, 3, 4), 5)  # the quoting unit (1, 2) is summarized
-    said = [user(w(5)), call("read"), result(w(40)), user("[Request interrupted by user] " + w(3))]
-    messages = [*said, call("b"), result(w(9)), assistant(w(9)), user(w(2))]
+    said = [user(w(5)), calling("read"), result(w(40)), user("[Request interrupted by user] " + w(3))]
+    messages = [*said, calling("b"), result(w(9)), assistant(w(9)), user(w(2))]
     assert split(messages, 12) == (0, (3,), (0, 1, 2, 4, 5), 6)  # the user's own marker is kept verbatim
 
 
 def test_the_summary_comes_right_after_the_head_when_the_first_kept_unit_is_the_models() -> None:
     messages = [
         system(w(3)),
-        call("todo"),
+        calling("todo"),
         result(w(9)),
-        call("read"),
+        calling("read"),
         result(w(20)),
         user(w(3)),
         assistant(w(9)),
@@ -241,7 +247,7 @@ def test_the_summary_comes_right_after_the_head_when_the_first_kept_unit_is_the_
 
 
 def test_the_summary_follows_the_kept_items_when_the_first_is_the_users() -> None:
-    messages = [system(w(3)), user(w(5)), call("read"), result(w(20)), user(w(3)), assistant(w(9))]
+    messages = [system(w(3)), user(w(5)), calling("read"), result(w(20)), user(w(3)), assistant(w(9))]
     items = items_of(messages)
     part = partition(items, word_counts(items), group_units(items), 10)
     assert part.kept == (4,)

@@ -42,16 +42,16 @@ PATTERNS = ("<system-reminder>", "CLAUDE.md")
 TASK = "task: fix the parser; never edit files under vendor/ " + w(20)
 
 
-def words(text: str) -> int:
+def word_count(text: str) -> int:
     return len(text.split())
 
 
 def counts(entries_: list[Any], wire: Any = CHAT) -> list[int]:
-    return [1 + sum(words(part.text) for part in item.parts) for item in items_of(entries_, wire)]
+    return [1 + sum(word_count(part.text) for part in item.parts) for item in items_of(entries_, wire)]
 
 
 def pins_of(messages: list[Any], wire: Any = CHAT) -> dict[int, Pin]:
-    return find_pins(items_of(messages, wire), counts(messages, wire), PATTERNS, words)
+    return find_pins(items_of(messages, wire), counts(messages, wire), PATTERNS, word_count)
 
 
 # -- which messages are pinned -----------------------------------------------------------------------------
@@ -70,7 +70,7 @@ def test_the_task_instructions_and_mid_conversation_system_messages_are_pinned_o
     ]
     pins = pins_of(messages)
     assert sorted(pins) == [1, 3, 4]
-    assert pins[1] == Pin(1 + words(TASK), task=True)
+    assert pins[1] == Pin(1 + word_count(TASK), task=True)
     assert not pins[3].task and not pins[3].text_only and not pins[4].text_only
 
 
@@ -102,7 +102,7 @@ def test_an_anthropic_user_message_with_tool_results_pins_only_its_text() -> Non
         },
     ]
     pins = pins_of(messages, ANTHROPIC)
-    assert pins[2] == Pin(words(reminder), text_only=True)
+    assert pins[2] == Pin(word_count(reminder), text_only=True)
 
 
 # -- the budget --------------------------------------------------------------------------------------------
@@ -182,7 +182,7 @@ LONG: list[Step] = [
 ]
 
 
-def config(**overrides: Any) -> CompactConfig:
+def pinned_config(**overrides: Any) -> CompactConfig:
     return base_config(**{"pinned_budget": 300, **overrides})
 
 
@@ -202,12 +202,12 @@ async def test_the_task_is_kept_verbatim_before_the_summary_and_only_while_pins_
     data = body(wire, LONG)
     sent = entries(wire, data)
     summarizer = FakeSummarizer()
-    result = await run(wire, data, config(), summarizer)
+    result = await run(wire, data, pinned_config(), summarizer)
     assert result.compacted
     assert before_summary(result, wire)[0] is sent[0]  # the client's own object
     assert "never edit files under vendor/" not in summarizer.transcripts[0]
     assert pairing_problems(result.messages, wire_of(wire)) == []
-    unpinned = await run(wire, data, config(pinned_budget=0), (plain := FakeSummarizer()))
+    unpinned = await run(wire, data, pinned_config(pinned_budget=0), (plain := FakeSummarizer()))
     assert all(e is not sent[0] for e in kept(unpinned, wire))
     assert "never edit files under vendor/" in plain.transcripts[0]
 
@@ -219,7 +219,7 @@ async def test_a_pin_larger_than_its_share_keeps_head_and_tail_and_the_archive_k
     task = "never edit vendor/ " + " ".join(f"t{n}" for n in range(400)) + " end-of-task"
     steps = [Said(task), *LONG[1:]]
     archive = InMemoryArchive()
-    result = await run(wire, body(wire, steps), config(pinned_budget=150), archive=archive)
+    result = await run(wire, body(wire, steps), pinned_config(pinned_budget=150), archive=archive)
     assert result.compacted
     first = json.dumps(before_summary(result, wire)[0])
     assert "never edit vendor/ t0" in first and "t399 end-of-task" in first and " t200 " not in first
@@ -237,7 +237,7 @@ async def test_an_anthropic_reminder_beside_tool_results_is_kept_as_text_without
         k for k, m in enumerate(messages) if m["role"] == "user" and isinstance(m["content"], list)
     )
     messages[carrier]["content"].append({"type": "text", "text": reminder})
-    result = await run("anthropic", data, config())
+    result = await run("anthropic", data, pinned_config())
     assert result.compacted
     pinned = [m for m in before_summary(result, "anthropic") if reminder in json.dumps(m)]
     assert len(pinned) == 1
@@ -252,7 +252,7 @@ async def test_a_mid_conversation_system_or_developer_message_is_kept(wire: str)
     rule = "Only answer in English."
     role = "system" if wire == "chat" else "developer"
     entries(wire, data).insert(3, {"role": role, "content": rule})
-    result = await run(wire, data, config())
+    result = await run(wire, data, pinned_config())
     assert result.compacted
     assert [e for e in before_summary(result, wire) if rule in json.dumps(e)] == [entries(wire, data)[3]]
     assert pairing_problems(result.messages, wire_of(wire)) == []
@@ -261,11 +261,13 @@ async def test_a_mid_conversation_system_or_developer_message_is_kept(wire: str)
 @pytest.mark.parametrize("wire", WIRES)
 async def test_a_re_compaction_keeps_the_pins_and_asks_to_keep_the_earlier_constraints(wire: str) -> None:
     compactor = Compactor(MemoryStore(100, 3600))
-    await run(wire, body(wire, LONG), config(), FakeSummarizer("first summary: never use sudo"), compactor)
+    await run(
+        wire, body(wire, LONG), pinned_config(), FakeSummarizer("first summary: never use sudo"), compactor
+    )
     longer = LONG + [*[Tools((Call("read", w(150)),)) for _ in range(5)], Said("and another question")]
     data = body(wire, longer)
     summarizer = FakeSummarizer("second summary")
-    result = await run(wire, data, config(), summarizer, compactor)
+    result = await run(wire, data, pinned_config(), summarizer, compactor)
     assert result.compacted and result.summary_calls == 1
     assert before_summary(result, wire)[0] is entries(wire, data)[0]
     [request] = summarizer.requests

@@ -6,36 +6,16 @@ assertion is an exact number, so a rule implemented wrongly fails.
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 import threading
-from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tests.integration.harness import standin_upstream
+from tests.integration.harness import load_tool, standin_upstream
 
-
-def _load() -> ModuleType:
-    """Import ``tools/prompt_cache.py`` by path: ``tools`` is a script folder, not a package."""
-    name = "prompt_cache"
-    if name in sys.modules:
-        return sys.modules[name]
-    spec = importlib.util.spec_from_file_location(
-        name, Path(__file__).parents[2] / "tools" / "prompt_cache.py"
-    )
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-pc = _load()
+pc = load_tool("prompt_cache")
 Segment = pc.Segment
 PromptCache = pc.PromptCache
 CacheControlError = pc.CacheControlError

@@ -22,12 +22,12 @@ from hypothesis import strategies as st
 
 from compact_hook.config import CompactConfig
 from compact_hook.core.normalize import ABORTED_RESULT
-from compact_hook.engine import Compactor, CompactRequest, CompactResult
-from compact_hook.formats import GOOGLE, Conversation, Rejected, format_for
+from compact_hook.formats import GOOGLE, Rejected, format_for
 from compact_hook.proxy import hook as hook_module
 from compact_hook.proxy import server
+from tests.compaction import run
 from tests.conversations import WIRE_NAMES, Call, Said, Step, Tools, body, entries, w, wire_of
-from tests.fakes import FakeSummarizer, InMemoryArchive, WordCounter
+from tests.fakes import FakeSummarizer
 from tests.support import google_turn_problems, is_summary, pairing_problems, unsigned_before_the_current_turn
 
 WIRES = WIRE_NAMES
@@ -86,15 +86,6 @@ configs = st.builds(
 )
 
 
-def compact(wire: str, data: dict[str, Any], config: CompactConfig) -> CompactResult:
-    parsed = wire_of(wire).parse(data)
-    assert isinstance(parsed, Conversation)
-    request = CompactRequest(
-        parsed, config, FakeSummarizer("a summary"), "s", archive=InMemoryArchive(), counter=WordCounter()
-    )
-    return asyncio.run(Compactor(None).compact(request))
-
-
 def is_new(entry: Any, wire: str) -> bool:
     """What we may build: the summary, a synthetic result, or a tool-result carrier the tiers rewrote."""
     text = json.dumps(entry)
@@ -110,7 +101,7 @@ def test_any_conversation_leaves_valid_with_its_head_and_kept_entries_untouched(
     data = body(wire, steps, system="the system prompt")
     before = copy.deepcopy(data)
     sent = entries(wire, data)
-    result = compact(wire, data, config)
+    result = asyncio.run(run(wire, data, config, FakeSummarizer("a summary")))
     out = result.messages
     assert data == before  # nothing the client sent was mutated
     if out is not sent and [id(e) for e in out] != [id(e) for e in sent]:
@@ -141,7 +132,7 @@ def test_a_gemini_current_turn_keeps_its_signatures_and_the_roles_alternate(
 ) -> None:
     data = unsigned_before_the_current_turn(body("google", steps, system="the system prompt"))
     sent = copy.deepcopy(data)
-    result = compact("google", data, config)
+    result = asyncio.run(run("google", data, config, FakeSummarizer("a summary")))
     GOOGLE.render(sent, result.messages)
     forwarded = sent["contents"]
     roles = [content["role"] for content in forwarded]
@@ -155,8 +146,8 @@ def test_a_gemini_current_turn_keeps_its_signatures_and_the_roles_alternate(
 def test_the_same_request_always_leaves_the_same_way(
     wire: str, steps: list[Step], config: CompactConfig
 ) -> None:
-    first = compact(wire, body(wire, steps), config)
-    second = compact(wire, body(wire, steps), config)
+    first = asyncio.run(run(wire, body(wire, steps), config, FakeSummarizer("a summary")))
+    second = asyncio.run(run(wire, body(wire, steps), config, FakeSummarizer("a summary")))
     assert json.dumps(first.messages) == json.dumps(second.messages)
     assert (first.reason, first.truncated, first.cleared, first.dropped) == (
         second.reason,
@@ -192,7 +183,7 @@ entry_like = st.one_of(
 
 
 @pytest.fixture(scope="module")
-def router() -> Any:
+def digest_router() -> Any:
     return litellm.Router(
         model_list=[
             {
@@ -224,12 +215,12 @@ def router() -> Any:
     ),
 )
 def test_no_input_makes_the_hook_raise_and_a_rejected_request_is_forwarded_as_sent(
-    router: Any, call_type: str, key: str, value: Any, extra: dict[str, Any]
+    digest_router: Any, call_type: str, key: str, value: Any, extra: dict[str, Any]
 ) -> None:
     data: dict[str, Any] = {"model": "m", key: value, "metadata": {}, **extra}
     original = copy.deepcopy(data)
     original_hook = server.proxy_router
-    server.proxy_router = lambda: router
+    server.proxy_router = lambda: digest_router
     try:
         out = asyncio.run(hook_module.proxy_handler_instance.async_pre_call_hook(None, None, data, call_type))
     finally:

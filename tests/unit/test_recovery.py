@@ -211,20 +211,20 @@ def conversation(messages: list[dict[str, Any]]) -> Conversation:
     return parsed
 
 
-def request(messages: list[dict[str, Any]], summarizer: Any, **extra: Any) -> CompactRequest:
+def compact_request(messages: list[dict[str, Any]], summarizer: Any, **extra: Any) -> CompactRequest:
     return CompactRequest(conversation(messages), CONFIG, summarizer, archive=InMemoryArchive(), **extra)
 
 
 async def test_off_forwards_exactly_what_was_sent_and_force_compacts_under_the_threshold() -> None:
     long, short = TRANSCRIPT, TRANSCRIPT[:17]
     summarizer = FakeSummarizer()
-    off = await Compactor(MemoryStore(100, 60)).compact(request(long, summarizer, mode=Mode.OFF))
+    off = await Compactor(MemoryStore(100, 60)).compact(compact_request(long, summarizer, mode=Mode.OFF))
     assert len(off.messages) == len(long) and all(a is b for a, b in zip(off.messages, long, strict=True))
     assert off.reason is Reason.OFF
-    auto = await Compactor(MemoryStore(100, 60)).compact(request(short, summarizer))
+    auto = await Compactor(MemoryStore(100, 60)).compact(compact_request(short, summarizer))
     assert not auto.compacted and summarizer.requests == []
     forced = await Compactor(MemoryStore(100, 60)).compact(
-        request(short, summarizer, mode=Mode.FORCE, focus="the bead ids")
+        compact_request(short, summarizer, mode=Mode.FORCE, focus="the bead ids")
     )
     assert forced.compacted and forced.cache is CacheStatus.MISS and len(summarizer.requests) == 1
     assert "Pay particular attention to: the bead ids" in summarizer.requests[0][-1]["content"]

@@ -19,7 +19,7 @@ from compact_hook.proxy import server
 from compact_hook.proxy.models import ModelSettings
 
 
-def router() -> Any:
+def two_group_router() -> Any:
     return litellm.Router(
         model_list=[
             {
@@ -33,7 +33,7 @@ def router() -> Any:
 
 
 def test_deployments_and_group_info_come_from_the_router_without_a_deprecated_member() -> None:
-    r = router()
+    r = two_group_router()
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         found = server.deployments(r, "agent")
@@ -47,7 +47,7 @@ def test_deployments_and_group_info_come_from_the_router_without_a_deprecated_me
 
 def test_router_settings_are_read_without_a_deprecated_attribute() -> None:
     fallbacks = [{"agent": ["other"]}]
-    r = litellm.Router(model_list=router().model_list, context_window_fallbacks=fallbacks)
+    r = litellm.Router(model_list=two_group_router().model_list, context_window_fallbacks=fallbacks)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         assert server.setting(r, "context_window_fallbacks") == fallbacks
@@ -56,7 +56,7 @@ def test_router_settings_are_read_without_a_deprecated_attribute() -> None:
 
 
 def test_model_settings_resolve_a_group_through_the_seam() -> None:
-    resolved = ModelSettings(CompactConfig()).resolve(router(), "agent")
+    resolved = ModelSettings(CompactConfig()).resolve(two_group_router(), "agent")
     assert resolved is not None and resolved.context_window == 50_000
 
 

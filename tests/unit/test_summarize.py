@@ -23,7 +23,7 @@ from compact_hook.errors import SummarizerError
 from compact_hook.formats import ANTHROPIC, CHAT
 from compact_hook.state.tokenizers import HFTokenCounter
 from tests.fakes import FakeSummarizer, WordCounter
-from tests.support import assistant, call, items_of, load_transcript, result, user
+from tests.support import assistant, calling, items_of, load_transcript, result, user
 
 SECTIONS = [
     "## Goal and user constraints",
@@ -47,7 +47,7 @@ def test_transcript_labels_roles_tool_results_and_previous_summaries() -> None:
     messages = [
         CHAT.summary("older facts").raw,
         user("please fix it"),
-        call("read_file", "grep"),
+        calling("read_file", "grep"),
         result("file body", "call_0"),
         result("3 matches", "call_1"),
         {"role": "user", "content": [{"type": "image_url", "image_url": {"url": "https://x.test/a.png"}}]},

@@ -31,6 +31,7 @@ from tests.compaction import config, run
 from tests.conversations import w
 from tests.fakes import FakeSummarizer
 from tests.integration.harness import standin_upstream
+from tests.support import content_blocks
 
 agent_script = standin_upstream.agent_script
 SYSTEM = "You are a careful agent."
@@ -196,7 +197,9 @@ class Loop:
         forwarded = {**body, "messages": result.messages}
         standin_upstream.check_anthropic_messages(forwarded)  # pairing, roles, system placement
         assert agent_script.thinking_problem(forwarded) is None, f"turn {number}"
-        self.kept += sum(agent_script._signature(b) is not None for m in result.messages for b in _blocks(m))
+        self.kept += sum(
+            agent_script._signature(b) is not None for m in result.messages for b in content_blocks(m)
+        )
         self.removed += result.thinking_removed
         self.compacted += result.cache in (CacheStatus.MISS, CacheStatus.PREPARED)
         self.reasons.add(str(result.reason))
@@ -227,11 +230,6 @@ class Loop:
             result.append({"type": "text", "text": "<system-reminder>keep going</system-reminder>"})
             added.append({"role": "system", "content": f"# Tools changed at turn {number}"})
         return added
-
-
-def _blocks(message: dict[str, Any]) -> list[Any]:
-    content = message.get("content")
-    return content if isinstance(content, list) else []
 
 
 LOOPS = {

@@ -9,7 +9,6 @@ import pytest
 
 from compact_hook import CompactConfig, compact_messages, count_tokens
 from compact_hook.core.clearing import PLACEHOLDER
-from compact_hook.core.counting import item_strings, request_total
 from compact_hook.core.digest import digest
 from compact_hook.core.normalize import ABORTED_RESULT, is_valid, normalize
 from compact_hook.core.pairing import pair
@@ -19,11 +18,13 @@ from compact_hook.engine.library import parse_chat
 from compact_hook.formats import CHAT, Conversation
 from compact_hook.state.store import MemoryStore
 from compact_hook.state.tokenizers import HFTokenCounter
+from tests.compaction import word_total
+from tests.conversations import w
 from tests.fakes import FakeSummarizer, InMemoryArchive, WordCounter
 from tests.support import (
     Message,
     assistant,
-    call,
+    calling,
     is_prefix,
     is_summary,
     items_of,
@@ -50,16 +51,6 @@ def normalized(messages: list[Message]) -> list[Message]:
     return [item.raw for item in normalize(items_of(messages), CHAT)]
 
 
-def words_total(messages: list[Message]) -> int:
-    conversation = Conversation(CHAT, messages)
-    counts = WordCounter().count(conversation.prints(), lambda i: item_strings(conversation.item(i)))
-    return request_total(0, counts)
-
-
-def w(n: int, word: str = "w") -> str:
-    return " ".join([word] * n)
-
-
 def words_config(**overrides: Any) -> CompactConfig:
     """A WordCounter-sized world: 1,000-token window, tiers on, nothing fancy."""
     settings: dict[str, Any] = {
@@ -78,7 +69,9 @@ def words_config(**overrides: Any) -> CompactConfig:
     return CompactConfig(**settings)
 
 
-async def run(messages: list[Message], config: CompactConfig, summarizer: Any = None) -> CompactResult:
+async def compact_via_library(
+    messages: list[Message], config: CompactConfig, summarizer: Any = None
+) -> CompactResult:
     return await compact_messages(
         messages,
         config,
@@ -93,7 +86,7 @@ def tool_session(outputs: list[int], tool: str = "bash") -> list[Message]:
     """A task, then one call+result per output size (in words)."""
     messages = [system("rules"), user("the task")]
     for i, size in enumerate(outputs):
-        messages += [call(tool, call_id=f"c{i}"), result(f"out{i} " + w(size), f"c{i}_0")]
+        messages += [calling(tool, call_id=f"c{i}"), result(f"out{i} " + w(size), f"c{i}_0")]
     return messages
 
 
@@ -141,8 +134,8 @@ def test_outputs_made_of_content_parts_are_truncated_too() -> None:
 
 
 async def test_truncation_applies_on_every_request_but_never_to_protected_tools() -> None:
-    messages = tool_session([10, 300]) + [call("manage_todo_list", call_id="t"), result(w(300), "t_0")]
-    out = await run(messages, words_config(context_window=100_000))
+    messages = tool_session([10, 300]) + [calling("manage_todo_list", call_id="t"), result(w(300), "t_0")]
+    out = await compact_via_library(messages, words_config(context_window=100_000))
     assert out.compacted is False and out.truncated == 1
     assert "tokens truncated" in out.messages[5]["content"]
     assert out.messages[7] is messages[7]  # protected
@@ -152,7 +145,7 @@ async def test_truncation_applies_on_every_request_but_never_to_protected_tools(
 async def test_b38_the_newest_oversized_output_is_truncated_and_older_pairs_stay() -> None:
     """[CX compact_remote_v2_trim_estimate_uses_session_base_instructions]"""
     messages = tool_session([20, 20, 400])
-    out = await run(messages, words_config(context_window=100_000))
+    out = await compact_via_library(messages, words_config(context_window=100_000))
     assert [m for m in out.messages if m.get("tool_calls")] == [m for m in messages if m.get("tool_calls")]
     assert out.messages[:6] == messages[:6]
     assert "truncated" in out.messages[-1]["content"] and out.messages[-1]["tool_call_id"] == "c2_0"
@@ -163,13 +156,13 @@ async def test_b38_the_newest_oversized_output_is_truncated_and_older_pairs_stay
 
 async def test_e57_under_the_clearing_trigger_results_are_untouched() -> None:
     messages = tool_session([50] * 5)
-    out = await run(messages, words_config())
+    out = await compact_via_library(messages, words_config())
     assert out.cleared == 0 and all(a is b for a, b in zip(out.messages, messages, strict=True))
 
 
 async def test_e58_e59_over_the_trigger_old_results_become_placeholders_and_the_newest_stay() -> None:
     messages = tool_session([90] * 6)
-    out = await run(messages, words_config(keep_tool_results=2))
+    out = await compact_via_library(messages, words_config(keep_tool_results=2))
     contents = [m["content"] for m in out.messages if m["role"] == "tool"]
     assert contents[:4] == [PLACEHOLDER.format(tool="bash")] * 4
     assert contents[4:] == [m["content"] for m in messages[-3::2]]
@@ -179,15 +172,15 @@ async def test_e58_e59_over_the_trigger_old_results_become_placeholders_and_the_
 async def test_e60_protected_tools_are_never_cleared_even_when_largest() -> None:
     messages = tool_session([90, 90, 90, 90, 90])
     messages[3] = {**messages[3], "content": "x " * 400}
-    messages[2] = call("manage_todo_list", call_id="c0")
-    out = await run(messages, words_config(keep_tool_results=1, tool_output_policy="none"))
+    messages[2] = calling("manage_todo_list", call_id="c0")
+    out = await compact_via_library(messages, words_config(keep_tool_results=1, tool_output_policy="none"))
     assert out.messages[3] is messages[3]
     assert out.cleared == 3
 
 
 async def test_e61_clearing_keeps_the_message_count_and_order() -> None:
     messages = tool_session([90] * 6)
-    out = await run(messages, words_config())
+    out = await compact_via_library(messages, words_config())
     assert [(m["role"], m.get("tool_call_id")) for m in out.messages] == [
         (m["role"], m.get("tool_call_id")) for m in messages
     ]
@@ -195,23 +188,25 @@ async def test_e61_clearing_keeps_the_message_count_and_order() -> None:
 
 async def test_short_results_are_not_worth_clearing() -> None:
     messages = tool_session([5] * 60)
-    out = await run(messages, words_config(clear_at_least=1))
+    out = await compact_via_library(messages, words_config(clear_at_least=1))
     assert out.cleared == 0
 
 
 async def test_clearing_waits_for_a_batch_worth_clear_at_least() -> None:
     messages = tool_session([90] * 6)
-    assert (await run(messages, words_config(clear_at_least=10_000))).cleared == 0
-    assert (await run(messages, words_config(clear_at_least=50))).cleared > 0
+    assert (await compact_via_library(messages, words_config(clear_at_least=10_000))).cleared == 0
+    assert (await compact_via_library(messages, words_config(clear_at_least=50))).cleared > 0
 
 
 async def test_e62_an_oversized_output_is_shrunk_only_when_the_window_is_small() -> None:
     """[CX remote_compact_v2_trims_tool_search_output_to_empty_tools_array]"""
-    messages = [system("s"), user("task"), call("search", call_id="a"), result(w(3000), "a_0")]
-    roomy = await run(messages, words_config(context_window=100_000, tool_output_policy="none"))
+    messages = [system("s"), user("task"), calling("search", call_id="a"), result(w(3000), "a_0")]
+    roomy = await compact_via_library(
+        messages, words_config(context_window=100_000, tool_output_policy="none")
+    )
     assert roomy.messages[3] is messages[3]
-    tight = await run(messages, words_config(context_window=1000, tool_output_policy="none"))
-    assert words_total(tight.messages) <= 1000 < words_total(messages)
+    tight = await compact_via_library(messages, words_config(context_window=1000, tool_output_policy="none"))
+    assert word_total(tight.messages) <= 1000 < word_total(messages)
     assert "tokens truncated" in tight.messages[3]["content"]
     assert tight.messages[3]["tool_call_id"] == "a_0" and pairing_problems(tight.messages) == []
 
@@ -248,7 +243,7 @@ async def test_users_words_survive_compaction_within_the_budget_in_order() -> No
     for i in range(12):
         messages += [user(f"instruction {i} " + w(20)), assistant(w(60))]
     config = words_config(tool_output_policy="none", clear_tool_results=False, user_message_budget=70)
-    out = await run(messages, config)
+    out = await compact_via_library(messages, config)
     assert out.compacted
     kept = [
         m["content"].split()[1] for m in out.messages if m["role"] == "user" and not is_summary_message(m)
@@ -261,16 +256,20 @@ async def test_users_words_survive_compaction_within_the_budget_in_order() -> No
 
 async def test_a_zero_budget_keeps_only_the_latest_user_message() -> None:
     messages = [system("rules"), user("first " + w(10))] + [assistant(w(90)) for _ in range(10)]
-    out = await run(messages, words_config(tool_output_policy="none", clear_tool_results=False))
+    out = await compact_via_library(
+        messages, words_config(tool_output_policy="none", clear_tool_results=False)
+    )
     assert out.compacted and out.messages[1] is messages[1]
 
 
 async def test_protected_results_and_interrupt_markers_survive_compaction() -> None:
     messages = [system("rules"), user("task")]
-    messages += [call("manage_todo_list", call_id="t"), result("1. do it " + w(10), "t_0")]
+    messages += [calling("manage_todo_list", call_id="t"), result("1. do it " + w(10), "t_0")]
     messages += [assistant(w(100)), user("[Request interrupted by user]"), assistant(w(100))]
     messages += [assistant(w(100)) for _ in range(8)]
-    out = await run(messages, words_config(tool_output_policy="none", clear_tool_results=False))
+    out = await compact_via_library(
+        messages, words_config(tool_output_policy="none", clear_tool_results=False)
+    )
     assert out.compacted
     assert messages[2] in out.messages and messages[3] in out.messages
     assert messages[5] in out.messages
@@ -278,12 +277,12 @@ async def test_protected_results_and_interrupt_markers_survive_compaction() -> N
 
 
 async def test_a_previous_summary_is_never_kept_as_a_user_message() -> None:
-    first = await run(
+    first = await compact_via_library(
         [system("s"), user("task")] + [assistant(w(100)) for _ in range(10)],
         words_config(tool_output_policy="none", clear_tool_results=False, user_message_budget=10_000),
     )
     grown = first.messages + [assistant(w(100)) for _ in range(8)]
-    second = await run(
+    second = await compact_via_library(
         grown, words_config(tool_output_policy="none", clear_tool_results=False, user_message_budget=10_000)
     )
     assert sum(is_summary_message(m) for m in second.messages) == 1
@@ -295,7 +294,7 @@ async def test_a_previous_summary_is_never_kept_as_a_user_message() -> None:
 def test_an_unanswered_call_gets_a_synthetic_result_and_an_orphan_result_goes() -> None:
     messages = [
         user("q"),
-        call("a", "b", call_id="x"),
+        calling("a", "b", call_id="x"),
         result("only a", "x_0"),
         result("orphan", "zzz"),
         user("next"),
@@ -309,7 +308,7 @@ def test_an_unanswered_call_gets_a_synthetic_result_and_an_orphan_result_goes() 
 
 
 def test_parallel_results_out_of_order_are_kept_as_sent() -> None:
-    messages = [call("a", "b", call_id="x"), result("b out", "x_1"), result("a out", "x_0")]
+    messages = [calling("a", "b", call_id="x"), result("b out", "x_1"), result("a out", "x_0")]
     assert normalized(messages) == messages and is_valid(items_of(messages))
 
 
@@ -321,9 +320,9 @@ def test_a_trailing_unanswered_call_is_answered() -> None:
 
 
 async def test_normalize_always_fixes_even_unchanged_requests() -> None:
-    messages = [user("q"), call("a", call_id="x")]
-    assert (await run(messages, words_config())).messages == messages
-    fixed = await run(messages, words_config(normalize="always"))
+    messages = [user("q"), calling("a", call_id="x")]
+    assert (await compact_via_library(messages, words_config())).messages == messages
+    fixed = await compact_via_library(messages, words_config(normalize="always"))
     assert fixed.normalized == 1 and fixed.messages[-1]["content"] == ABORTED_RESULT
 
 
@@ -336,7 +335,7 @@ async def test_a_failed_summary_over_the_window_is_replaced_by_the_digest_and_fi
         arguments = json.dumps({"path": f"src/mod{i}.py"})
         messages += [
             {
-                **call("read_file", call_id=f"c{i}"),
+                **calling("read_file", call_id=f"c{i}"),
                 "tool_calls": [
                     {
                         "id": f"c{i}_0",
@@ -348,9 +347,9 @@ async def test_a_failed_summary_over_the_window_is_replaced_by_the_digest_and_fi
             result(("Error: boom\n" if i == 3 else "") + w(40), f"c{i}_0"),
         ]
     config = words_config(tool_output_policy="none", clear_tool_results=False, max_retries=0)
-    out = await run(messages, config, FakeSummarizer(RuntimeError("down")))
+    out = await compact_via_library(messages, config, FakeSummarizer(RuntimeError("down")))
     assert out.compacted and out.summarizer == "digest" and out.cache == "miss"
-    assert words_total(out.messages) <= 1000
+    assert word_total(out.messages) <= 1000
     summary = next(m["content"] for m in out.messages if is_summary_message(m))
     assert "src/mod" in summary and "read_file(" in summary and "Error: boom" in summary
     assert pairing_problems(out.messages) == []
@@ -361,13 +360,13 @@ async def test_with_passthrough_an_over_window_request_leaves_as_the_client_sent
     config = words_config(
         on_overflow="passthrough", max_retries=0, tool_output_policy="none", clear_tool_results=False
     )
-    out = await run(messages, config, FakeSummarizer(RuntimeError("down")))
+    out = await compact_via_library(messages, config, FakeSummarizer(RuntimeError("down")))
     assert out.messages == messages and all(a is b for a, b in zip(out.messages, messages, strict=True))
 
 
 async def test_a_tail_too_large_alone_is_fitted_dropping_oldest_units_never_head_or_latest_user() -> None:
     messages = [system("rules"), user("the task")] + [
-        m for i in range(4) for m in (call("x", call_id=f"c{i}"), result(w(400), f"c{i}_0"))
+        m for i in range(4) for m in (calling("x", call_id=f"c{i}"), result(w(400), f"c{i}_0"))
     ]
     config = words_config(
         tool_output_policy="none", clear_tool_results=False, tail_retention_ratio=0.8, trigger_ratio=0.9
@@ -376,7 +375,7 @@ async def test_a_tail_too_large_alone_is_fitted_dropping_oldest_units_never_head
     out = await compact_messages(
         messages, config, FakeSummarizer(), "s", counter=WordCounter(), archive=archive
     )
-    assert words_total(out.messages) <= 1000
+    assert word_total(out.messages) <= 1000
     assert out.messages[0] is messages[0] and messages[1] in out.messages
     assert pairing_problems(out.messages) == []
     archived = [m for _, saved in archive.saved for m in saved]
@@ -394,7 +393,7 @@ async def test_a_tail_too_large_alone_is_fitted_dropping_oldest_units_never_head
 async def test_summary_model_digest_summarizes_without_any_call() -> None:
     summarizer = FakeSummarizer()
     messages = [system("s"), user("task one")] + [assistant(w(100)) for _ in range(12)]
-    out = await run(
+    out = await compact_via_library(
         messages,
         words_config(summary_model="digest", tool_output_policy="none", clear_tool_results=False),
         summarizer,
