@@ -26,7 +26,8 @@ def router(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Any:
 
 
 @pytest.fixture
-def upstream() -> Iterator[respx.Route]:
+def mocked_upstream() -> Iterator[respx.Route]:
+    """The provider behind the router, faked with respx: every chat completion answers ``SUMMARY``."""
     with respx.mock(assert_all_called=False) as mock:
         yield mock.post(f"{UPSTREAM}/chat/completions").mock(
             return_value=httpx.Response(200, json=completion(SUMMARY))

@@ -49,7 +49,7 @@ async def test_the_gate_leaves_what_it_does_not_handle_exactly_as_sent(
 
 async def test_a_compacted_request_is_rendered_reported_as_its_tenant_and_given_its_retry(
     router: SpyRouter,
-    upstream: respx.Route,
+    mocked_upstream: respx.Route,
 ) -> None:
     data = request()
     assert await gate().handle(Key(team_id="t-9"), data, "acompletion") is None
@@ -110,7 +110,7 @@ async def test_off_forwards_the_messages_as_sent_and_asks_for_no_retry(router: S
 
 async def test_slash_compact_is_answered_and_the_report_says_so(
     router: SpyRouter,
-    upstream: respx.Route,
+    mocked_upstream: respx.Route,
 ) -> None:
     data = request(messages=[*turns(6, 300)[:-1], {"role": "user", "content": "/compact keep the ids"}])
     messages = data["messages"]
@@ -124,7 +124,7 @@ async def test_slash_compact_is_answered_and_the_report_says_so(
 
 async def test_slash_compact_on_gemini_is_answered_whole_and_compacts_then_goes_on_when_streamed(
     router: SpyRouter,
-    upstream: respx.Route,
+    mocked_upstream: respx.Route,
 ) -> None:
     from compact_hook.formats import GOOGLE
     from tests.support import chat_to_google
@@ -147,7 +147,7 @@ async def test_slash_compact_on_gemini_is_answered_whole_and_compacts_then_goes_
 
 async def test_a_window_a_provider_taught_is_the_window_of_the_next_requests(
     router: SpyRouter,
-    upstream: respx.Route,
+    mocked_upstream: respx.Route,
 ) -> None:
     the_gate = gate()
     untaught = request(messages=turns(8, 200))

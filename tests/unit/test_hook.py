@@ -38,7 +38,7 @@ async def pre_call(data: dict[str, Any], call_type: str = "acompletion") -> dict
 
 
 async def test_a_long_request_is_compacted_through_the_router(
-    router: SpyRouter, upstream: respx.Route
+    router: SpyRouter, mocked_upstream: respx.Route
 ) -> None:
     original = load_transcript("claude_code_fa812bfe_pre_compact.json")
     data = await pre_call(request())
@@ -60,7 +60,7 @@ async def test_a_long_request_is_compacted_through_the_router(
     assert summary_calls[0]["metadata"]["user_api_key_team_id"] == "team-1"
     assert summary_calls[0]["metadata"]["compact_hook_internal"] == INTERNAL_TOKEN
     assert "other" not in summary_calls[0]["metadata"]
-    sent = json.loads(upstream.calls[0].request.content)
+    sent = json.loads(mocked_upstream.calls[0].request.content)
     assert sent["max_tokens"] == CompactConfig().summary_max_tokens
     assert "<compact_hook:summary-request>" in sent["messages"][0]["content"]
 
@@ -119,7 +119,7 @@ async def test_our_own_summary_call_is_never_compacted(router: SpyRouter) -> Non
 
 
 async def test_a_client_cannot_skip_compaction_by_claiming_to_be_our_summary_call(
-    router: SpyRouter, upstream: respx.Route
+    router: SpyRouter, mocked_upstream: respx.Route
 ) -> None:
     data = request()
     data["metadata"]["compact_hook_internal"] = True
@@ -186,7 +186,7 @@ async def test_a_short_request_is_reported_but_untouched(router: SpyRouter) -> N
     assert report["tokens_before"] == report["tokens_after"] > 0
 
 
-async def test_headers_hook_reports_the_stats(router: SpyRouter, upstream: respx.Route) -> None:
+async def test_headers_hook_reports_the_stats(router: SpyRouter, mocked_upstream: respx.Route) -> None:
     hook = CompactHook(CompactConfig())
     data = request()
     await hook.async_pre_call_hook(None, None, data, "acompletion")
@@ -297,7 +297,7 @@ def responses_request(model: str = "agent", **extra: Any) -> dict[str, Any]:
 
 
 async def test_an_anthropic_messages_request_is_compacted_and_reported_in_litellm_metadata(
-    router: SpyRouter, upstream: respx.Route
+    router: SpyRouter, mocked_upstream: respx.Route
 ) -> None:
     data = anthropic_request()
     original = list(data["messages"])
@@ -334,7 +334,7 @@ def google_request(model: str = "agent", **extra: Any) -> dict[str, Any]:
 
 
 async def test_a_gemini_request_is_compacted_its_roles_alternate_and_the_rest_is_as_sent(
-    router: SpyRouter, upstream: respx.Route
+    router: SpyRouter, mocked_upstream: respx.Route
 ) -> None:
     data = google_request()
     original = list(data["contents"])
@@ -368,7 +368,7 @@ async def test_a_gemini_request_on_cached_content_passes_through_untouched(route
     assert data["metadata"]["compact_hook"]["reason"] == "client_managed" and router.calls == []
 
 
-async def test_a_responses_request_is_compacted(router: SpyRouter, upstream: respx.Route) -> None:
+async def test_a_responses_request_is_compacted(router: SpyRouter, mocked_upstream: respx.Route) -> None:
     data = responses_request()
     original = list(data["input"])
     await pre_call(data, "aresponses")
@@ -429,7 +429,9 @@ async def test_an_anthropic_compaction_block_means_the_client_manages_its_contex
     assert data["litellm_metadata"]["compact_hook"]["reason"] == "client_managed"
 
 
-async def test_tool_definitions_count_toward_the_window(router: SpyRouter, upstream: respx.Route) -> None:
+async def test_tool_definitions_count_toward_the_window(
+    router: SpyRouter, mocked_upstream: respx.Route
+) -> None:
     """Messages under the threshold, messages + tools over the window: forwarded within the window."""
     transcript = load_transcript("claude_code_fa812bfe_pre_compact.json")
     messages = transcript[:17]  # a replay point, 12.5K tokens: under the 18.4K trigger; the tools add ~9.6K
@@ -468,7 +470,10 @@ async def test_the_summary_window_is_the_summary_groups_own(monkeypatch: pytest.
 
 
 async def test_an_archive_that_cannot_be_written_is_a_header_and_a_log_line_with_the_session(
-    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, caplog: pytest.LogCaptureFixture, upstream: respx.Route
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+    caplog: pytest.LogCaptureFixture,
+    mocked_upstream: respx.Route,
 ) -> None:
     blocked = tmp_path / "not-a-directory"
     blocked.write_text("a file in the way")

@@ -33,7 +33,7 @@ def hook_with_registry() -> tuple[CompactHook, CollectorRegistry]:
 
 async def test_a_compaction_is_counted_by_model_group_format_and_outcome(
     router: SpyRouter,
-    upstream: respx.Route,
+    mocked_upstream: respx.Route,
 ) -> None:
     hook, registry = hook_with_registry()
     data = request()

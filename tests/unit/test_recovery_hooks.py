@@ -64,7 +64,7 @@ async def test_a_context_error_teaches_the_group_its_window_in_our_tokens(router
 
 async def test_the_retry_is_compacted_to_the_learned_window_as_the_same_tenant_and_session(
     router: SpyRouter,
-    upstream: respx.Route,
+    mocked_upstream: respx.Route,
 ) -> None:
     healer = recovery()
     messages = load_transcript("claude_code_fa812bfe_pre_compact.json")
@@ -94,7 +94,7 @@ async def test_a_retry_that_follows_another_error_raises_that_error(router: SpyR
 
 async def test_the_retry_is_compacted_under_the_settings_of_its_first_attempt(
     router: SpyRouter,
-    upstream: respx.Route,
+    mocked_upstream: respx.Route,
 ) -> None:
     """The key's overrides (here: summaries made by ``plain``, at most 1,000 tokens) hold for the retry after a
     provider's "too long" as they did for the first attempt: both resolve settings one way."""
