@@ -275,7 +275,7 @@ def sorted_json(entry: Any) -> str:
     return json.dumps(entry, sort_keys=True, ensure_ascii=False)
 
 
-def sorted_json_without_nulls(message: Message) -> str:
+def forwarded_json(message: Message) -> str:
     """A message as the provider sees it through LiteLLM, as JSON text: the keys whose value is ``null``
     dropped (LiteLLM drops them when it re-serializes), key order irrelevant."""
     return sorted_json({k: v for k, v in message.items() if v is not None})

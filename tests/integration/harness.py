@@ -17,6 +17,7 @@ import tempfile
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Mapping
 from pathlib import Path
 from types import ModuleType, TracebackType
 from typing import IO, Any
@@ -121,6 +122,16 @@ def gemini_deployment(
     if model_info:
         entry["model_info"] = model_info
     return entry
+
+
+def compact_info(archive: Path, *layers: Mapping[str, Any], **settings: Any) -> dict[str, Any]:
+    """The ``model_info`` that turns compaction on, for the ``*_deployment`` helpers (``**compact_info(...)``):
+    archived under ``archive``, a failed summary call retried at once, then each of ``layers`` and
+    ``settings`` over what comes before."""
+    compact: dict[str, Any] = {"archive_dir": str(archive), "retry_backoff_seconds": 0}
+    for layer in layers:
+        compact.update(layer)
+    return {"compact": {**compact, **settings}}
 
 
 def _tail(text: str, limit: int = LOG_TAIL_CHARS) -> str:

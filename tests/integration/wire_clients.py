@@ -5,6 +5,9 @@ Responses input items or Gemini contents) with the openai, anthropic or google-g
 not, and returns the response
 headers, the body the stand-in received for the main call, and how many summary calls it saw meanwhile.
 Shared by the end-to-end tests and the benchmarks.
+
+``send_chat(standin, proxy, model, messages)`` is the chat-only short form the chat replays use: the
+messages the provider got for the main call, read from the stand-in's chat requests.
 """
 
 from __future__ import annotations
@@ -16,9 +19,8 @@ from typing import Any
 import anthropic
 import openai
 
+from tests.conversations import ENTRIES_KEY
 from tests.integration.harness import SUMMARY_MARKER, ProxyProcess, StandinUpstream
-
-ENTRIES_KEY = {"chat": "messages", "anthropic": "messages", "responses": "input", "google": "contents"}
 
 
 @dataclass
@@ -132,3 +134,36 @@ def call(
 ) -> tuple[dict[str, str], str]:
     """One request with the surface's official SDK: the response headers and the reply text."""
     return _CALLS[wire](proxy, model, entries, stream, extra)  # type: ignore[no-any-return]
+
+
+@dataclass
+class ChatTurn:
+    """A chat turn through a proxy: how many messages were sent, the response headers, the messages the
+    provider got for the main call, the summary calls made meanwhile."""
+
+    end: int
+    headers: dict[str, str]
+    forwarded: list[dict[str, Any]]
+    summary_calls: int
+
+
+def chat_client(proxy: ProxyProcess, key: str | None = None) -> openai.OpenAI:
+    """The openai SDK on ``proxy`` with ``key`` (the master key by default), no retries."""
+    return openai.OpenAI(api_key=key or proxy.master_key, base_url=proxy.base_url, max_retries=0, timeout=120)
+
+
+def send_chat(
+    standin: Any, proxy: ProxyProcess, model: str, messages: list[dict[str, Any]], key: str | None = None
+) -> ChatTurn:
+    """One chat turn that must answer 200. The main call is the one request to the stand-in that is
+    neither a summary call nor addressed to a failing model (a summary model made to fail)."""
+    before = len(standin.chat_requests)
+    raw = chat_client(proxy, key).chat.completions.with_raw_response.create(
+        model=model,
+        messages=messages,  # type: ignore[arg-type]
+    )
+    assert raw.http_response.status_code == 200
+    new = [r["body"] for r in standin.chat_requests[before:]]
+    summaries = [b for b in new if SUMMARY_MARKER in json.dumps(b["messages"])]
+    [main] = [b for b in new if b not in summaries and "fail" not in b["model"]]
+    return ChatTurn(len(messages), dict(raw.headers), main["messages"], len(summaries))
