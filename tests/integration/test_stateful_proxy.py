@@ -12,14 +12,14 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
-import openai
 import pytest
 
 from compact_hook import count_tokens
 from compact_hook.core.items import SUMMARY_PREFIX
 from tests.integration.harness import SUMMARY_MARKER, ProxyProcess, standin_deployment
 from tests.integration.redis_server import RedisServer
-from tests.support import is_prefix, load_transcript, pairing_problems, replay_points
+from tests.integration.wire_clients import ChatTurn, chat_client, send_chat
+from tests.support import forwarded_json, is_prefix, load_transcript, pairing_problems, replay_points
 
 WINDOW = 20_000
 THRESHOLD = int(0.92 * WINDOW)
@@ -29,11 +29,7 @@ REPLAYED = POINTS[::2]
 """Replays send every other turn: several compaction events at half the requests."""
 
 
-def canonical(message: dict[str, Any]) -> str:
-    return json.dumps({k: v for k, v in message.items() if v is not None}, sort_keys=True, ensure_ascii=False)
-
-
-def proxy_config(standin: Any, tmp: Any, **general: Any) -> dict[str, Any]:
+def stateful_config(standin: Any, tmp: Any, **general: Any) -> dict[str, Any]:
     compact = {
         "context_window": WINDOW,
         "summary_max_tokens": 1000,
@@ -55,47 +51,23 @@ def proxy_config(standin: Any, tmp: Any, **general: Any) -> dict[str, Any]:
 
 
 @dataclass
-class Turn:
-    end: int
-    headers: dict[str, str]
-    forwarded: list[dict[str, Any]]
-    summary_calls: int
-
-
-@dataclass
-class Replay:
-    turns: list[Turn] = field(default_factory=list)
+class ChatReplay:
+    turns: list[ChatTurn] = field(default_factory=list)
 
     @property
     def summary_calls(self) -> int:
         return sum(turn.summary_calls for turn in self.turns)
 
     @property
-    def events(self) -> list[Turn]:
+    def events(self) -> list[ChatTurn]:
         return [t for t in self.turns if t.headers.get("x-compact-cache") in ("miss", "shared")]
 
 
-def client_for(proxy: ProxyProcess, key: str | None = None) -> openai.OpenAI:
-    return openai.OpenAI(api_key=key or proxy.master_key, base_url=proxy.base_url, max_retries=0, timeout=120)
-
-
-def send(standin: Any, proxy: ProxyProcess, messages: list[dict[str, Any]], key: str | None = None) -> Turn:
-    before = len(standin.chat_requests)
-    raw = client_for(proxy, key).chat.completions.with_raw_response.create(
-        model="agent",
-        messages=messages,  # type: ignore[arg-type]
-    )
-    assert raw.http_response.status_code == 200
-    new = [r["body"] for r in standin.chat_requests[before:]]
-    summaries = [b for b in new if SUMMARY_MARKER in json.dumps(b["messages"])]
-    [main] = [b for b in new if b not in summaries]
-    return Turn(len(messages), dict(raw.headers), main["messages"], len(summaries))
-
-
-def replay(standin: Any, proxies: list[ProxyProcess], points: list[int] = REPLAYED) -> Replay:
-    result = Replay()
+def replay_through(standin: Any, proxies: list[ProxyProcess], points: list[int] = REPLAYED) -> ChatReplay:
+    """The session's turns at ``points``, sent to ``proxies`` in turn."""
+    result = ChatReplay()
     for number, end in enumerate(points):
-        result.turns.append(send(standin, proxies[number % len(proxies)], TRANSCRIPT[:end]))
+        result.turns.append(send_chat(standin, proxies[number % len(proxies)], "agent", TRANSCRIPT[:end]))
     return result
 
 
@@ -106,13 +78,13 @@ def redis() -> Iterator[RedisServer]:
 
 
 @pytest.fixture(scope="module")
-def single_replay(standin: Any, tmp_path_factory: pytest.TempPathFactory) -> Replay:
+def single_replay(standin: Any, tmp_path_factory: pytest.TempPathFactory) -> ChatReplay:
     standin.reset()
-    with ProxyProcess(proxy_config(standin, tmp_path_factory.mktemp("archive"))) as proxy:
-        return replay(standin, [proxy])
+    with ProxyProcess(stateful_config(standin, tmp_path_factory.mktemp("archive"))) as proxy:
+        return replay_through(standin, [proxy])
 
 
-def test_a_replay_makes_one_summary_call_per_compaction_event(single_replay: Replay) -> None:
+def test_a_replay_makes_one_summary_call_per_compaction_event(single_replay: ChatReplay) -> None:
     assert len(single_replay.events) >= 4
     assert single_replay.summary_calls == len(single_replay.events)
     assert {t.headers["x-compact-cache"] for t in single_replay.turns} == {"none", "hit", "miss"}
@@ -121,7 +93,7 @@ def test_a_replay_makes_one_summary_call_per_compaction_event(single_replay: Rep
 
 
 def test_every_forwarded_request_is_under_the_threshold_valid_and_made_of_kept_originals(
-    single_replay: Replay,
+    single_replay: ChatReplay,
 ) -> None:
     for turn in single_replay.turns:
         forwarded = turn.forwarded
@@ -133,29 +105,29 @@ def test_every_forwarded_request_is_under_the_threshold_valid_and_made_of_kept_o
         assert len(summaries) <= 1
         sent = TRANSCRIPT[: turn.end]
         if not summaries:
-            assert [canonical(m) for m in forwarded] == [canonical(m) for m in sent]
+            assert [forwarded_json(m) for m in forwarded] == [forwarded_json(m) for m in sent]
             continue
         tail = forwarded[summaries[0] + 1 :]
-        assert [canonical(m) for m in tail] == [canonical(m) for m in sent[len(sent) - len(tail) :]]
-        originals = [canonical(m) for m in sent]
-        assert all(canonical(m) in originals for m in forwarded[: summaries[0]])
+        assert [forwarded_json(m) for m in tail] == [forwarded_json(m) for m in sent[len(sent) - len(tail) :]]
+        originals = [forwarded_json(m) for m in sent]
+        assert all(forwarded_json(m) in originals for m in forwarded[: summaries[0]])
 
 
-def test_between_compaction_events_the_forwarded_prefix_is_stable(single_replay: Replay) -> None:
+def test_between_compaction_events_the_forwarded_prefix_is_stable(single_replay: ChatReplay) -> None:
     turns = single_replay.turns
     for previous, current in zip(turns, turns[1:], strict=False):
         if current.headers["x-compact-cache"] in ("hit", "none"):
-            previous_sent = [canonical(m) for m in previous.forwarded]
-            assert is_prefix(previous_sent, [canonical(m) for m in current.forwarded]), current.end
+            previous_sent = [forwarded_json(m) for m in previous.forwarded]
+            assert is_prefix(previous_sent, [forwarded_json(m) for m in current.forwarded]), current.end
 
 
 def test_two_proxies_sharing_redis_make_as_many_summaries_as_one(
-    standin: Any, redis: RedisServer, tmp_path_factory: pytest.TempPathFactory, single_replay: Replay
+    standin: Any, redis: RedisServer, tmp_path_factory: pytest.TempPathFactory, single_replay: ChatReplay
 ) -> None:
-    config = proxy_config(standin, tmp_path_factory.mktemp("archive"))
+    config = stateful_config(standin, tmp_path_factory.mktemp("archive"))
     env = {"COMPACT_REDIS_URL": redis.url}
     with ProxyProcess(config, env=env) as first, ProxyProcess(config, env=env) as second:
-        shared = replay(standin, [first, second])
+        shared = replay_through(standin, [first, second])
     assert shared.summary_calls == single_replay.summary_calls
     assert [t.headers["x-compact-cache"] for t in shared.turns] == [
         t.headers["x-compact-cache"] for t in single_replay.turns
@@ -163,14 +135,15 @@ def test_two_proxies_sharing_redis_make_as_many_summaries_as_one(
     for previous, current in zip(shared.turns, shared.turns[1:], strict=False):
         if current.headers["x-compact-cache"] == "hit":
             assert is_prefix(
-                [canonical(m) for m in previous.forwarded], [canonical(m) for m in current.forwarded]
+                [forwarded_json(m) for m in previous.forwarded],
+                [forwarded_json(m) for m in current.forwarded],
             )
 
 
 def test_eight_concurrent_identical_requests_across_two_replicas_make_one_summary(
     standin: Any, redis: RedisServer, tmp_path_factory: pytest.TempPathFactory
 ) -> None:
-    config = proxy_config(standin, tmp_path_factory.mktemp("archive"))
+    config = stateful_config(standin, tmp_path_factory.mktemp("archive"))
     env = {"COMPACT_REDIS_URL": redis.url}
     at_compaction = next(end for end in POINTS if count_tokens(TRANSCRIPT[:end]) >= THRESHOLD)
     messages = [{"role": "user", "content": "A fresh task for the concurrency test."}] + TRANSCRIPT[
@@ -193,7 +166,7 @@ def test_eight_concurrent_identical_requests_across_two_replicas_make_one_summar
 def send_quietly(
     standin: Any, proxy: ProxyProcess, messages: list[dict[str, Any]]
 ) -> tuple[int, dict[str, str]]:
-    raw = client_for(proxy).chat.completions.with_raw_response.create(
+    raw = chat_client(proxy).chat.completions.with_raw_response.create(
         model="agent",
         messages=messages,  # type: ignore[arg-type]
     )
@@ -204,16 +177,16 @@ def test_redis_stopped_mid_replay_never_fails_a_request(
     standin: Any, tmp_path_factory: pytest.TempPathFactory
 ) -> None:
     """The proxy takes Redis from LiteLLM's own settings here (REDIS_HOST/REDIS_PORT)."""
-    config = proxy_config(standin, tmp_path_factory.mktemp("archive"))
+    config = stateful_config(standin, tmp_path_factory.mktemp("archive"))
     with RedisServer() as server:
         env = {"REDIS_HOST": "127.0.0.1", "REDIS_PORT": str(server.port)}
         with ProxyProcess(config, env=env) as proxy:
             half = len(REPLAYED) // 2
-            first = replay(standin, [proxy], REPLAYED[:half])
+            first = replay_through(standin, [proxy], REPLAYED[:half])
             keys = redis_keys(server)
             assert any(key.startswith("compact_hook:v1:entry:") for key in keys)
             server.stop()
-            second = replay(standin, [proxy], REPLAYED[half:])
+            second = replay_through(standin, [proxy], REPLAYED[half:])
             log = proxy.log_text()
     turns = first.turns + second.turns
     assert len(turns) == len(REPLAYED)
@@ -233,7 +206,7 @@ def redis_keys(server: RedisServer) -> list[str]:
 
 
 def test_two_tenants_never_share_a_compaction(standin: Any, tmp_path_factory: pytest.TempPathFactory) -> None:
-    config = proxy_config(
+    config = stateful_config(
         standin,
         tmp_path_factory.mktemp("archive"),
         custom_auth="tests.integration.tenant_auth.user_api_key_auth",
@@ -241,9 +214,9 @@ def test_two_tenants_never_share_a_compaction(standin: Any, tmp_path_factory: py
     at_compaction = next(end for end in POINTS if count_tokens(TRANSCRIPT[:end]) >= THRESHOLD)
     messages = TRANSCRIPT[:at_compaction]
     with ProxyProcess(config) as proxy:
-        first_a = send(standin, proxy, messages, key="sk-tenant-a")
-        first_b = send(standin, proxy, messages, key="sk-tenant-b")
-        again_a = send(standin, proxy, messages, key="sk-tenant-a")
+        first_a = send_chat(standin, proxy, "agent", messages, key="sk-tenant-a")
+        first_b = send_chat(standin, proxy, "agent", messages, key="sk-tenant-b")
+        again_a = send_chat(standin, proxy, "agent", messages, key="sk-tenant-a")
     assert (first_a.headers["x-compact-cache"], first_a.summary_calls) == ("miss", 1)
     assert (first_b.headers["x-compact-cache"], first_b.summary_calls) == ("miss", 1)
     assert (again_a.headers["x-compact-cache"], again_a.summary_calls) == ("hit", 0)
