@@ -1,7 +1,7 @@
 """`make clients`: the real agent CLIs (Claude Code, Codex CLI, Gemini CLI, Qwen Code, opencode, pi) through a
 real proxy with compact_hook, one table.
 
-    .venv/bin/python tools/clients.py [--client NAME ...] [--capture DIR]
+    .venv/bin/python tools/clients.py [--client NAME ...] [--capture DIR] [--window N]
 
 Each CLI (installed by `make clients-install` at the versions pinned in clients/package.json) runs 30
 tool turns against the stand-in's scripted agent through a proxy whose windows are small enough to
@@ -15,6 +15,7 @@ captures in tests/data/clients/ were made.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import sys
 from pathlib import Path
@@ -37,8 +38,15 @@ def main() -> int:
     )
     parser.add_argument("--client", choices=[client.name for client in CLIENTS], action="append")
     parser.add_argument("--capture", type=Path, help="write each CLI's first and last request body here")
+    parser.add_argument(
+        "--window",
+        type=int,
+        help="every chosen client's context window (default: each its own)",
+    )
     args = parser.parse_args()
     chosen = tuple(client for client in CLIENTS if not args.client or client.name in args.client)
+    if args.window is not None:
+        chosen = tuple(dataclasses.replace(client, window=args.window) for client in chosen)
     console = Console()
     if not console.is_terminal:
         console = Console(width=PIPED_WIDTH)
