@@ -16,7 +16,6 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import anthropic
@@ -26,6 +25,7 @@ import pytest
 from tests.integration.harness import (
     ProxyProcess,
     anthropic_deployment,
+    compact_info,
     gemini_deployment,
     standin_deployment,
 )
@@ -39,12 +39,14 @@ from tests.support import (
     chat_to_google,
     chat_to_responses,
     chat_tool_definitions,
+    content_blocks,
     google_replay_points,
     is_prefix,
     is_summary,
     load_transcript,
     pairing_problems,
     responses_replay_points,
+    sorted_json,
     summaries_in,
     tokens_of,
     with_moving_marker,
@@ -119,21 +121,16 @@ GEMINI_TOOLS: Any = [
 TIERS_OFF = {"tool_output_policy": "none", "clear_tool_results": False}
 
 
-def settings(archive: Path, summary_model: str, **extra: Any) -> dict[str, Any]:
-    compact = {
-        "context_window": WINDOW,
-        "archive_dir": str(archive),
-        "retry_backoff_seconds": 0,
-        "summary_model": summary_model,
-        "summary_context_window": 400_000,  # one call per compaction event: the middle fits one request
-        "summary_max_tokens": 1000,
-        "prepare": False,  # summary calls are counted per turn here; test_prepare_proxy.py prepares
-    }
-    return {"compact": {**compact, **extra}}
+SUMMARIZED = {
+    "context_window": WINDOW,
+    "summary_context_window": 400_000,  # one call per compaction event: the middle fits one request
+    "summary_max_tokens": 1000,
+    "prepare": False,  # summary calls are counted per turn here; test_prepare_proxy.py prepares
+}
 
 
 @pytest.fixture(scope="module")
-def proxy(standin: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ProxyProcess]:
+def formats_proxy(standin: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ProxyProcess]:
     archive = tmp_path_factory.mktemp("archive")
     root = standin.root_url
     config = {
@@ -142,30 +139,33 @@ def proxy(standin: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Pr
                 "claude-agent",
                 root,
                 "standin-strict-claude-agent",
-                **settings(archive, "claude-summarizer", **TIERS_OFF),
+                **compact_info(archive, SUMMARIZED, TIERS_OFF, summary_model="claude-summarizer"),
             ),
             anthropic_deployment(
-                "claude-tiers", root, "standin-strict-claude-tiers", **settings(archive, "claude-summarizer")
+                "claude-tiers",
+                root,
+                "standin-strict-claude-tiers",
+                **compact_info(archive, SUMMARIZED, summary_model="claude-summarizer"),
             ),
             anthropic_deployment("claude-summarizer", root, "standin-claude-summarizer"),
             standin_deployment(
                 "codex-agent",
                 standin.url,
                 "standin-strict-codex-agent",
-                **settings(archive, "gpt-summarizer", **TIERS_OFF),
+                **compact_info(archive, SUMMARIZED, TIERS_OFF, summary_model="gpt-summarizer"),
             ),
             standin_deployment("gpt-summarizer", standin.url, "standin-gpt-summarizer"),
             gemini_deployment(
                 "gemini-agent",
                 root,
                 "gemini-3-pro-standin-strict-gemini-agent",
-                **settings(archive, "gpt-summarizer", **TIERS_OFF),
+                **compact_info(archive, SUMMARIZED, TIERS_OFF, summary_model="gpt-summarizer"),
             ),
             standin_deployment(
                 "chat-agent",
                 standin.url,
                 "standin-strict-chat-agent",
-                **settings(archive, "gpt-summarizer", **TIERS_OFF),
+                **compact_info(archive, SUMMARIZED, TIERS_OFF, summary_model="gpt-summarizer"),
             ),
         ],
         "router_settings": {"num_retries": 0},
@@ -176,7 +176,7 @@ def proxy(standin: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Pr
 
 
 @dataclass
-class Replay:
+class SentReplay:
     turns: list[Sent] = field(default_factory=list)
 
     @property
@@ -218,21 +218,21 @@ def send_codex(standin: Any, proxy: ProxyProcess, sent: list[Any], stream: bool)
 
 
 @pytest.fixture(scope="module")
-def claude_replay(standin: Any, proxy: ProxyProcess) -> Replay:
+def claude_replay(standin: Any, formats_proxy: ProxyProcess) -> SentReplay:
     standin.reset()
-    replay = Replay()
+    replay = SentReplay()
     for number, end in enumerate(CLAUDE_POINTS[::STRIDE]):
         sent = with_moving_marker(CLAUDE_MESSAGES[:end])
-        replay.turns.append(send_claude(standin, proxy, "claude-agent", sent, stream=number % 2 == 1))
+        replay.turns.append(send_claude(standin, formats_proxy, "claude-agent", sent, stream=number % 2 == 1))
     return replay
 
 
 @pytest.fixture(scope="module")
-def responses_replay(standin: Any, proxy: ProxyProcess) -> Replay:
+def responses_replay(standin: Any, formats_proxy: ProxyProcess) -> SentReplay:
     standin.reset()
-    replay = Replay()
+    replay = SentReplay()
     for number, end in enumerate(RESPONSES_POINTS[::STRIDE]):
-        replay.turns.append(send_codex(standin, proxy, RESPONSES_ITEMS[:end], stream=number % 2 == 1))
+        replay.turns.append(send_codex(standin, formats_proxy, RESPONSES_ITEMS[:end], stream=number % 2 == 1))
     return replay
 
 
@@ -251,23 +251,21 @@ def send_gemini(standin: Any, proxy: ProxyProcess, sent: list[Any], stream: bool
 
 
 @pytest.fixture(scope="module")
-def gemini_replay(standin: Any, proxy: ProxyProcess) -> Replay:
+def gemini_replay(standin: Any, formats_proxy: ProxyProcess) -> SentReplay:
     standin.reset()
-    replay = Replay()
+    replay = SentReplay()
     for number, end in enumerate(GEMINI_POINTS[::STRIDE]):
-        replay.turns.append(send_gemini(standin, proxy, GEMINI_CONTENTS[:end], stream=number % 2 == 1))
+        replay.turns.append(
+            send_gemini(standin, formats_proxy, GEMINI_CONTENTS[:end], stream=number % 2 == 1)
+        )
     return replay
-
-
-def canonical(entry: Any) -> str:
-    return json.dumps(entry, sort_keys=True, ensure_ascii=False)
 
 
 # -- Anthropic Messages ----------------------------------------------------------------------------------
 
 
 def test_a_claude_code_session_compacts_with_one_summary_call_per_compaction_event(
-    claude_replay: Replay,
+    claude_replay: SentReplay,
 ) -> None:
     events = claude_replay.events(ANTHROPIC)
     assert events >= 4
@@ -277,7 +275,7 @@ def test_a_claude_code_session_compacts_with_one_summary_call_per_compaction_eve
 
 
 def test_every_forwarded_claude_request_is_valid_fits_and_keeps_system_and_tools(
-    claude_replay: Replay,
+    claude_replay: SentReplay,
 ) -> None:
     for turn in claude_replay.turns:
         body = turn.forwarded
@@ -291,16 +289,16 @@ def test_every_forwarded_claude_request_is_valid_fits_and_keeps_system_and_tools
 
 
 def test_with_the_tiers_off_every_forwarded_message_but_the_summary_is_the_clients_own(
-    claude_replay: Replay,
+    claude_replay: SentReplay,
 ) -> None:
     for turn in claude_replay.turns:
-        sent = {canonical(message) for message in turn.entries}
+        sent = {sorted_json(message) for message in turn.entries}
         for message in turn.forwarded_entries:
-            assert is_summary(message, ANTHROPIC) or canonical(message) in sent
+            assert is_summary(message, ANTHROPIC) or sorted_json(message) in sent
         assert turn.forwarded_entries[-1] == turn.entries[-1]  # with its moved cache breakpoint
 
 
-def test_the_forwarded_claude_prefix_is_stable_between_compaction_events(claude_replay: Replay) -> None:
+def test_the_forwarded_claude_prefix_is_stable_between_compaction_events(claude_replay: SentReplay) -> None:
     summaries = claude_replay.summaries(ANTHROPIC)
     turns = claude_replay.turns
     stable = 0
@@ -313,13 +311,13 @@ def test_the_forwarded_claude_prefix_is_stable_between_compaction_events(claude_
 
 
 def test_a_claude_session_with_the_cheap_tiers_stays_valid_and_within_the_window(
-    standin: Any, proxy: ProxyProcess
+    standin: Any, formats_proxy: ProxyProcess
 ) -> None:
     standin.reset()
-    replay = Replay()
+    replay = SentReplay()
     for number, end in enumerate(CLAUDE_POINTS[::3]):
         sent = with_moving_marker(CLAUDE_MESSAGES[:end])
-        replay.turns.append(send_claude(standin, proxy, "claude-tiers", sent, stream=number % 2 == 0))
+        replay.turns.append(send_claude(standin, formats_proxy, "claude-tiers", sent, stream=number % 2 == 0))
     truncated = cleared = 0
     for turn in replay.turns:
         assert pairing_problems(turn.forwarded_entries, ANTHROPIC) == []
@@ -334,7 +332,7 @@ def test_a_claude_session_with_the_cheap_tiers_stays_valid_and_within_the_window
 
 
 def test_a_responses_session_compacts_with_one_summary_call_per_compaction_event(
-    responses_replay: Replay,
+    responses_replay: SentReplay,
 ) -> None:
     events = responses_replay.events(RESPONSES)
     assert events >= 4
@@ -343,7 +341,7 @@ def test_a_responses_session_compacts_with_one_summary_call_per_compaction_event
 
 
 def test_every_forwarded_responses_request_is_valid_fits_and_keeps_the_clients_items(
-    responses_replay: Replay,
+    responses_replay: SentReplay,
 ) -> None:
     summaries = responses_replay.summaries(RESPONSES)
     for k, turn in enumerate(responses_replay.turns):
@@ -352,8 +350,8 @@ def test_every_forwarded_responses_request_is_valid_fits_and_keeps_the_clients_i
         assert body["instructions"] == INSTRUCTIONS and body["tools"] == RESPONSES_TOOLS
         tokens = tokens_of(body, RESPONSES, "o200k_base")
         assert tokens <= WINDOW and int(turn.headers["x-compact-tokens-after"]) == tokens
-        sent = {canonical(item) for item in turn.entries}
-        assert all(is_summary(item, RESPONSES) or canonical(item) in sent for item in body["input"])
+        sent = {sorted_json(item) for item in turn.entries}
+        assert all(is_summary(item, RESPONSES) or sorted_json(item) in sent for item in body["input"])
         if k and summaries[k] == summaries[k - 1]:
             assert is_prefix(responses_replay.turns[k - 1].forwarded["input"], body["input"])
 
@@ -361,7 +359,9 @@ def test_every_forwarded_responses_request_is_valid_fits_and_keeps_the_clients_i
 # -- Google generateContent ------------------------------------------------------------------------------
 
 
-def test_a_gemini_session_compacts_with_one_summary_call_per_compaction_event(gemini_replay: Replay) -> None:
+def test_a_gemini_session_compacts_with_one_summary_call_per_compaction_event(
+    gemini_replay: SentReplay,
+) -> None:
     events = gemini_replay.events(GOOGLE)
     assert events >= 4
     assert gemini_replay.summary_calls == events
@@ -370,7 +370,7 @@ def test_a_gemini_session_compacts_with_one_summary_call_per_compaction_event(ge
 
 
 def test_every_forwarded_gemini_request_is_accepted_fits_and_keeps_the_clients_parts(
-    gemini_replay: Replay,
+    gemini_replay: SentReplay,
 ) -> None:
     """Accepted: the stand-in is strict and a Gemini 3 (alternating roles, calls answered, the current
     turn's signatures); every reply above is a 200."""
@@ -388,18 +388,20 @@ def test_every_forwarded_gemini_request_is_accepted_fits_and_keeps_the_clients_p
         assert tokens <= WINDOW - MAX_TOKENS
         joined = reported - tokens  # counted before adjacent user contents were joined: 4 tokens a join
         assert joined % 4 == 0 and 0 <= joined <= 4 * len(body["contents"])
-        sent = {canonical(part) for content in turn.entries for part in content["parts"]}
+        sent = {sorted_json(part) for content in turn.entries for part in content["parts"]}
         for content in body["contents"]:
             for part in content["parts"]:
-                assert canonical(part) in sent or part.get("text", "").startswith("[compact_hook summary]")
+                assert sorted_json(part) in sent or part.get("text", "").startswith("[compact_hook summary]")
         if k and summaries[k] == summaries[k - 1]:
             assert is_prefix(gemini_replay.turns[k - 1].forwarded["contents"], body["contents"])
 
 
 def test_a_responses_request_with_previous_response_id_is_forwarded_as_sent(
-    standin: Any, proxy: ProxyProcess
+    standin: Any, formats_proxy: ProxyProcess
 ) -> None:
-    client = openai.OpenAI(base_url=proxy.base_url, api_key=proxy.master_key, max_retries=0, timeout=120)
+    client = openai.OpenAI(
+        base_url=formats_proxy.base_url, api_key=formats_proxy.master_key, max_retries=0, timeout=120
+    )
     sent = RESPONSES_ITEMS[: RESPONSES_POINTS[-1]]
     raw = client.responses.with_raw_response.create(
         model="codex-agent",
@@ -416,11 +418,13 @@ def test_a_responses_request_with_previous_response_id_is_forwarded_as_sent(
 
 
 def test_anthropic_messages_to_an_openai_deployment_are_compacted_before_litellm_translates_them(
-    standin: Any, proxy: ProxyProcess
+    standin: Any, formats_proxy: ProxyProcess
 ) -> None:
     """What `make run` does for the Anthropic SDK: /v1/messages to an ``openai/`` deployment."""
-    client = anthropic.Anthropic(base_url=proxy.url, api_key=proxy.master_key, max_retries=0, timeout=120)
-    sent = [m for m in CLAUDE_MESSAGES if not any(b.get("type") == "thinking" for b in _blocks(m))]
+    client = anthropic.Anthropic(
+        base_url=formats_proxy.url, api_key=formats_proxy.master_key, max_retries=0, timeout=120
+    )
+    sent = [m for m in CLAUDE_MESSAGES if not any(b.get("type") == "thinking" for b in content_blocks(m))]
     sent = sent[: anthropic_replay_points(sent)[-1]]
     raw = client.messages.with_raw_response.create(model="codex-agent", max_tokens=MAX_TOKENS, messages=sent)
     assert raw.http_response.status_code == 200 and raw.headers["x-compact-compacted"] == "true"
@@ -428,20 +432,15 @@ def test_anthropic_messages_to_an_openai_deployment_are_compacted_before_litellm
     assert [item for item in forwarded["body"]["input"] if "compact_hook summary" in json.dumps(item)]
 
 
-def _blocks(message: dict[str, Any]) -> list[dict[str, Any]]:
-    content = message["content"]
-    return content if isinstance(content, list) else []
-
-
 def test_a_chat_request_pushed_over_the_window_by_its_tool_definitions_is_forwarded_within_it(
-    standin: Any, proxy: ProxyProcess
+    standin: Any, formats_proxy: ProxyProcess
 ) -> None:
     """Messages alone are under the trigger; with 30 tool definitions they exceed the window."""
     messages = load_transcript("claude_code_fa812bfe_pre_compact.json")[:17]  # a replay point: 12.5K tokens
     tools = chat_tool_definitions(30)  # ~9.6K tokens
-    alone = send(standin, proxy, "chat", "chat-agent", messages)
+    alone = send(standin, formats_proxy, "chat", "chat-agent", messages)
     assert alone.headers["x-compact-reason"] == "below_threshold"
-    turn = send(standin, proxy, "chat", "chat-agent", messages, tools=tools)
+    turn = send(standin, formats_proxy, "chat", "chat-agent", messages, tools=tools)
     assert (
         int(alone.headers["x-compact-tokens-before"]) < WINDOW < int(turn.headers["x-compact-tokens-before"])
     )

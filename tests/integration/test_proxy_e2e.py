@@ -19,19 +19,21 @@ import pytest
 from compact_hook import count_tokens
 from compact_hook.core.items import SUMMARY_PREFIX
 from compact_hook.core.transcript import transcript_entries
-from tests.integration.harness import SUMMARY_MARKER, ProxyProcess, proxy_start_failure, standin_deployment
-from tests.support import items_of, load_transcript, pairing_problems
+from tests.integration.harness import (
+    SUMMARY_MARKER,
+    ProxyProcess,
+    compact_info,
+    proxy_start_failure,
+    standin_deployment,
+)
+from tests.integration.wire_clients import chat_client
+from tests.support import forwarded_json, items_of, load_transcript, pairing_problems
 
 pytestmark = pytest.mark.edge  # also run on the newest LiteLLM (make test-newest)
 
 WINDOW = 20_000
 THRESHOLD = int(0.92 * WINDOW)
 TRANSCRIPT = "claude_code_fa812bfe_pre_compact.json"
-
-
-def canonical(message: dict[str, Any]) -> str:
-    """A message as the provider sees it: nulls dropped by LiteLLM, key order irrelevant."""
-    return json.dumps({k: v for k, v in message.items() if v is not None}, sort_keys=True, ensure_ascii=False)
 
 
 ISSUE_2_BEHAVIOUR = {
@@ -43,26 +45,31 @@ ISSUE_2_BEHAVIOUR = {
 }
 
 
-def compact(archive: Path, **extra: Any) -> dict[str, Any]:
-    settings = {"context_window": WINDOW, "archive_dir": str(archive), "retry_backoff_seconds": 0}
-    return {"compact": {**settings, **ISSUE_2_BEHAVIOUR, **extra}}
-
-
 @pytest.fixture(scope="module")
 def archive_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return tmp_path_factory.mktemp("archive")
 
 
 @pytest.fixture(scope="module")
-def proxy(standin: Any, archive_dir: Path) -> Iterator[ProxyProcess]:
+def e2e_proxy(standin: Any, archive_dir: Path) -> Iterator[ProxyProcess]:
     config = {
         "model_list": [
-            standin_deployment("agent", standin.url, "standin-agent", **compact(archive_dir)),
+            standin_deployment(
+                "agent",
+                standin.url,
+                "standin-agent",
+                **compact_info(archive_dir, {"context_window": WINDOW}, ISSUE_2_BEHAVIOUR),
+            ),
             standin_deployment(
                 "agent-broken-summary",
                 standin.url,
                 "standin-main",
-                **compact(archive_dir, summary_model="summarizer-fail"),
+                **compact_info(
+                    archive_dir,
+                    {"context_window": WINDOW},
+                    ISSUE_2_BEHAVIOUR,
+                    summary_model="summarizer-fail",
+                ),
             ),
             standin_deployment("summarizer-fail", standin.url, "standin-fail"),
             standin_deployment("plain", standin.url, "standin-plain"),
@@ -74,8 +81,8 @@ def proxy(standin: Any, archive_dir: Path) -> Iterator[ProxyProcess]:
 
 
 @pytest.fixture
-def client(proxy: ProxyProcess) -> openai.OpenAI:
-    return openai.OpenAI(api_key=proxy.master_key, base_url=proxy.base_url, max_retries=0, timeout=120)
+def e2e_client(e2e_proxy: ProxyProcess) -> openai.OpenAI:
+    return chat_client(e2e_proxy)
 
 
 def main_requests(standin: Any, model: str) -> list[dict[str, Any]]:
@@ -90,17 +97,17 @@ def summary_requests(standin: Any) -> list[dict[str, Any]]:
     return [r["body"] for r in standin.chat_requests if SUMMARY_MARKER in json.dumps(r["body"]["messages"])]
 
 
-def test_a_short_conversation_arrives_upstream_unchanged(client: openai.OpenAI, standin: Any) -> None:
+def test_a_short_conversation_arrives_upstream_unchanged(e2e_client: openai.OpenAI, standin: Any) -> None:
     messages = [
         {"role": "system", "content": "You are terse."},
         {"role": "user", "content": "Say hi. ✓ 日本"},
     ]
-    raw = client.chat.completions.with_raw_response.create(model="agent", messages=messages)  # type: ignore[arg-type]
+    raw = e2e_client.chat.completions.with_raw_response.create(model="agent", messages=messages)  # type: ignore[arg-type]
     assert raw.http_response.status_code == 200
     assert raw.headers["x-compact-compacted"] == "false"
     assert raw.headers["x-compact-reason"] == "below_threshold"
     [forwarded] = main_requests(standin, "standin-agent")
-    assert [canonical(m) for m in forwarded["messages"]] == [canonical(m) for m in messages]
+    assert [forwarded_json(m) for m in forwarded["messages"]] == [forwarded_json(m) for m in messages]
     assert summary_requests(standin) == []
 
 
@@ -109,23 +116,25 @@ def check_compacted(original: list[dict[str, Any]], forwarded: list[dict[str, An
     summaries = [i for i, m in enumerate(forwarded) if str(m.get("content", "")).startswith(SUMMARY_PREFIX)]
     assert len(summaries) == 1
     at = summaries[0]
-    users = [canonical(m) for m in original if m["role"] == "user"]
-    assert canonical(forwarded[0]) == users[0]  # no system head: the task is pinned first
+    users = [forwarded_json(m) for m in original if m["role"] == "user"]
+    assert forwarded_json(forwarded[0]) == users[0]  # no system head: the task is pinned first
     assert users[-1] in [
-        canonical(m) for m in forwarded[:at]
+        forwarded_json(m) for m in forwarded[:at]
     ]  # the latest request is kept before the summary
     tail = forwarded[at + 1 :]
-    assert [canonical(m) for m in tail] == [canonical(m) for m in original[len(original) - len(tail) :]]
+    assert [forwarded_json(m) for m in tail] == [
+        forwarded_json(m) for m in original[len(original) - len(tail) :]
+    ]
     assert pairing_problems(forwarded) == []
     assert count_tokens(forwarded) < THRESHOLD
     return at
 
 
 def test_a_long_conversation_arrives_compacted(
-    client: openai.OpenAI, standin: Any, archive_dir: Path
+    e2e_client: openai.OpenAI, standin: Any, archive_dir: Path
 ) -> None:
     original = load_transcript(TRANSCRIPT)
-    raw = client.chat.completions.with_raw_response.create(
+    raw = e2e_client.chat.completions.with_raw_response.create(
         model="agent",
         messages=original,
         user="session-e2e",  # type: ignore[arg-type]
@@ -140,8 +149,10 @@ def test_a_long_conversation_arrives_compacted(
     # The archive holds exactly the summarized middle.
     [archive_file] = archive_dir.glob("t-*/session-e2e/compact-*-1.json")  # under the caller's tenant folder
     archived = json.loads(archive_file.read_text())
-    kept = {canonical(m) for m in forwarded["messages"]}
-    assert [canonical(m) for m in archived] == [canonical(m) for m in original if canonical(m) not in kept]
+    kept = {forwarded_json(m) for m in forwarded["messages"]}
+    assert [forwarded_json(m) for m in archived] == [
+        forwarded_json(m) for m in original if forwarded_json(m) not in kept
+    ]
     assert len(archived) == len(original) - (len(forwarded["messages"]) - 1)
     assert int(raw.headers["x-compact-messages-summarized"]) == len(archived)
     # The summary model was sent the whole middle, in order (in chunks: it is larger than its window).
@@ -161,9 +172,9 @@ def transcript_of(summary_request: dict[str, Any]) -> str:
     return match.group(1)
 
 
-def test_a_long_streaming_conversation_arrives_compacted(client: openai.OpenAI, standin: Any) -> None:
+def test_a_long_streaming_conversation_arrives_compacted(e2e_client: openai.OpenAI, standin: Any) -> None:
     original = load_transcript(TRANSCRIPT)
-    raw = client.chat.completions.with_raw_response.create(
+    raw = e2e_client.chat.completions.with_raw_response.create(
         model="agent",
         messages=original,
         stream=True,  # type: ignore[arg-type]
@@ -177,10 +188,10 @@ def test_a_long_streaming_conversation_arrives_compacted(client: openai.OpenAI, 
 
 
 def test_a_failing_summary_model_still_gets_the_client_a_200_with_the_original(
-    client: openai.OpenAI, standin: Any
+    e2e_client: openai.OpenAI, standin: Any
 ) -> None:
     original = load_transcript(TRANSCRIPT)
-    raw = client.chat.completions.with_raw_response.create(
+    raw = e2e_client.chat.completions.with_raw_response.create(
         model="agent-broken-summary",
         messages=original,  # type: ignore[arg-type]
     )
@@ -188,17 +199,17 @@ def test_a_failing_summary_model_still_gets_the_client_a_200_with_the_original(
     assert raw.headers["x-compact-compacted"] == "false"
     assert raw.headers["x-compact-reason"] == "summary_failed"
     [forwarded] = main_requests(standin, "standin-main")
-    assert [canonical(m) for m in forwarded["messages"]] == [canonical(m) for m in original]
+    assert [forwarded_json(m) for m in forwarded["messages"]] == [forwarded_json(m) for m in original]
     failed = [r for r in standin.chat_requests if r["body"]["model"] == "standin-fail"]
     assert len(failed) == 3  # 1 + max_retries, no router retries on top
 
 
-def test_a_model_without_compact_is_untouched(client: openai.OpenAI, standin: Any) -> None:
+def test_a_model_without_compact_is_untouched(e2e_client: openai.OpenAI, standin: Any) -> None:
     original = load_transcript(TRANSCRIPT)
-    raw = client.chat.completions.with_raw_response.create(model="plain", messages=original)  # type: ignore[arg-type]
+    raw = e2e_client.chat.completions.with_raw_response.create(model="plain", messages=original)  # type: ignore[arg-type]
     assert "x-compact-compacted" not in raw.headers
     [forwarded] = main_requests(standin, "standin-plain")
-    assert [canonical(m) for m in forwarded["messages"]] == [canonical(m) for m in original]
+    assert [forwarded_json(m) for m in forwarded["messages"]] == [forwarded_json(m) for m in original]
     assert summary_requests(standin) == []
 
 

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -20,6 +19,7 @@ from tests.integration.harness import (
     SUMMARY_MARKER,
     ProxyProcess,
     anthropic_deployment,
+    compact_info,
     gemini_deployment,
     standin_deployment,
     standin_upstream,
@@ -77,62 +77,62 @@ TIERS_OFF = {"tool_output_policy": "none", "clear_tool_results": False, "user_me
 """Control is about the summary: without the cheap tiers a conversation's size is what it sent."""
 
 
-def compact(archive: Path, summary_model: str, **extra: Any) -> dict[str, Any]:
-    settings = {
-        "context_window": WINDOW,
-        "archive_dir": str(archive),
-        "retry_backoff_seconds": 0,
-        "summary_model": summary_model,
-        "summary_context_window": 400_000,
-        "summary_max_tokens": 1000,
-    }
-    return {"compact": {**settings, **extra}}
+SUMMARIZED = {"context_window": WINDOW, "summary_context_window": 400_000, "summary_max_tokens": 1000}
 
 
 @pytest.fixture(scope="module")
-def proxy(standin: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ProxyProcess]:
+def recovery_proxy(standin: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ProxyProcess]:
     archive = tmp_path_factory.mktemp("archive")
     url, root = standin.url, standin.root_url
     config = {
         "model_list": [
             standin_deployment(
-                "chat-limited", url, f"standin-strict-limit{LIMIT}-chat", **compact(archive, "gpt-sum")
+                "chat-limited",
+                url,
+                f"standin-strict-limit{LIMIT}-chat",
+                **compact_info(archive, SUMMARIZED, summary_model="gpt-sum"),
             ),
             anthropic_deployment(
                 "claude-limited",
                 root,
                 f"standin-strict-limit{LIMIT}-claude",
-                **compact(archive, "claude-sum"),
+                **compact_info(archive, SUMMARIZED, summary_model="claude-sum"),
             ),
             standin_deployment(
-                "codex-limited", url, f"standin-strict-limit{LIMIT}-codex", **compact(archive, "gpt-sum")
+                "codex-limited",
+                url,
+                f"standin-strict-limit{LIMIT}-codex",
+                **compact_info(archive, SUMMARIZED, summary_model="gpt-sum"),
             ),
             gemini_deployment(
                 "gemini-limited",
                 root,
                 f"gemini-3-standin-strict-limit{LIMIT}-gemini",
-                **compact(archive, "gpt-sum"),
+                **compact_info(archive, SUMMARIZED, summary_model="gpt-sum"),
             ),
             standin_deployment(
-                "chat-agent", url, "standin-strict-chat-agent", **compact(archive, "gpt-sum", **TIERS_OFF)
+                "chat-agent",
+                url,
+                "standin-strict-chat-agent",
+                **compact_info(archive, SUMMARIZED, TIERS_OFF, summary_model="gpt-sum"),
             ),
             gemini_deployment(
                 "gemini-agent",
                 root,
                 "gemini-3-standin-strict-gemini-agent",
-                **compact(archive, "gpt-sum", **TIERS_OFF),
+                **compact_info(archive, SUMMARIZED, TIERS_OFF, summary_model="gpt-sum"),
             ),
             anthropic_deployment(
                 "claude-agent",
                 root,
                 "standin-strict-claude-agent",
-                **compact(archive, "claude-sum", **TIERS_OFF),
+                **compact_info(archive, SUMMARIZED, TIERS_OFF, summary_model="claude-sum"),
             ),
             standin_deployment(
                 "chat-broken",
                 url,
                 "standin-strict-chat-broken",
-                **compact(archive, "broken-sum", max_retries=0),
+                **compact_info(archive, SUMMARIZED, summary_model="broken-sum", max_retries=0),
             ),
             standin_deployment("gpt-sum", url, "standin-gpt-sum"),
             anthropic_deployment("claude-sum", root, "standin-claude-sum"),
@@ -151,20 +151,22 @@ def provider_tokens(wire: str, body: dict[str, Any]) -> int:
     return standin_upstream.approx_tokens(sum(len(t) for t in SURFACES[wire].texts(body)))
 
 
-def summary_calls(standin: Any, since: int) -> list[dict[str, Any]]:
+def summary_requests_since(standin: Any, since: int) -> list[dict[str, Any]]:
     return [r["body"] for r in standin.requests[since:] if SUMMARY_MARKER in json.dumps(r["body"] or {})]
 
 
 @pytest.mark.parametrize("wire", ["chat", "anthropic", "responses", "google"])
 def test_a_provider_with_a_lower_real_limit_answers_every_turn(
-    standin: Any, proxy: ProxyProcess, wire: str
+    standin: Any, recovery_proxy: ProxyProcess, wire: str
 ) -> None:
     entries, points = REPLAYS[wire]
     model = LIMITED[wire]
     since = len(standin.requests)
     headers = []
     for number, end in enumerate(points):
-        sent, _ = call(proxy, wire, model, entries[:end], stream=number % 2 == 1, key="sk-tenant-replay")
+        sent, _ = call(
+            recovery_proxy, wire, model, entries[:end], stream=number % 2 == 1, key="sk-tenant-replay"
+        )
         headers.append(sent)
     upstream = [
         r["body"]
@@ -203,52 +205,65 @@ SHORT_CHAT = prefix("chat", 12_000, 13_000)
 
 
 def test_force_and_focus_through_the_header_and_the_request_metadata(
-    standin: Any, proxy: ProxyProcess
+    standin: Any, recovery_proxy: ProxyProcess
 ) -> None:
     since = len(standin.requests)
-    auto, _ = call(proxy, "chat", "chat-agent", SHORT_CHAT)
-    forced, _ = call(proxy, "chat", "chat-agent", SHORT_CHAT, extra_headers={"x-compact": "force"})
+    auto, _ = call(recovery_proxy, "chat", "chat-agent", SHORT_CHAT)
+    forced, _ = call(recovery_proxy, "chat", "chat-agent", SHORT_CHAT, extra_headers={"x-compact": "force"})
     assert auto["x-compact-compacted"] == "false"
     assert forced["x-compact-compacted"] == "true" and forced["x-compact-cache"] == "miss"
     focus = {"metadata": {"compact": {"mode": "force", "focus": "the failing bead tests"}}}
-    focused, _ = call(proxy, "chat", "chat-agent", SHORT_CHAT, key="sk-tenant-focus", extra_body=focus)
+    focused, _ = call(
+        recovery_proxy, "chat", "chat-agent", SHORT_CHAT, key="sk-tenant-focus", extra_body=focus
+    )
     assert focused["x-compact-compacted"] == "true"
-    requests = summary_calls(standin, since)
+    requests = summary_requests_since(standin, since)
     assert any("Pay particular attention to: the failing bead tests" in json.dumps(r) for r in requests)
 
 
 @pytest.mark.parametrize("wire", ["anthropic", "responses"])
-def test_force_and_off_through_litellm_metadata(standin: Any, proxy: ProxyProcess, wire: str) -> None:
+def test_force_and_off_through_litellm_metadata(
+    standin: Any, recovery_proxy: ProxyProcess, wire: str
+) -> None:
     entries, points = REPLAYS[wire]
     model = "claude-agent" if wire == "anthropic" else "chat-agent"
     short = prefix(wire, 12_000, 13_000)
-    forced, _ = call(proxy, wire, model, short, extra_body={"litellm_metadata": {"compact": "force"}})
+    forced, _ = call(
+        recovery_proxy, wire, model, short, extra_body={"litellm_metadata": {"compact": "force"}}
+    )
     assert forced["x-compact-compacted"] == "true"
     long = entries[: points[-1]]
     since = len(standin.requests)
-    off, _ = call(proxy, wire, model, long, extra_body={"litellm_metadata": {"compact": "off"}})
+    off, _ = call(recovery_proxy, wire, model, long, extra_body={"litellm_metadata": {"compact": "off"}})
     assert off["x-compact-reason"] == "off" and off["x-compact-compacted"] == "false"
     [forwarded] = [r["body"] for r in standin.requests[since:] if r["path"] == PATHS[wire]]
     assert forwarded[ENTRIES[wire]] == long  # exactly as sent, though far over the window
 
 
-def test_a_keys_and_a_teams_metadata_control_their_requests(standin: Any, proxy: ProxyProcess) -> None:
+def test_a_keys_and_a_teams_metadata_control_their_requests(
+    standin: Any, recovery_proxy: ProxyProcess
+) -> None:
     long = CHAT_MESSAGES[: replay_points(CHAT_MESSAGES)[-1]]
-    opted_out, _ = call(proxy, "chat", "chat-agent", long, key="sk-tenant-optout")
+    opted_out, _ = call(recovery_proxy, "chat", "chat-agent", long, key="sk-tenant-optout")
     assert opted_out["x-compact-reason"] == "off"
     # the request says more than its key: force wins over the key's off
     forced, _ = call(
-        proxy, "chat", "chat-agent", SHORT_CHAT, key="sk-tenant-optout", extra_headers={"x-compact": "force"}
+        recovery_proxy,
+        "chat",
+        "chat-agent",
+        SHORT_CHAT,
+        key="sk-tenant-optout",
+        extra_headers={"x-compact": "force"},
     )
     assert forced["x-compact-compacted"] == "true"
     since = len(standin.requests)
-    focused, _ = call(proxy, "chat", "chat-agent", SHORT_CHAT, key="sk-tenant-focused")
+    focused, _ = call(recovery_proxy, "chat", "chat-agent", SHORT_CHAT, key="sk-tenant-focused")
     assert focused["x-compact-compacted"] == "true"
-    assert any("the database migration" in json.dumps(r) for r in summary_calls(standin, since))
+    assert any("the database migration" in json.dumps(r) for r in summary_requests_since(standin, since))
     # a team's settings override the model's: a trigger at 20% of the window compacts a short conversation
     medium = prefix("chat", 5_000, 6_000)
-    plain, _ = call(proxy, "chat", "chat-agent", medium, key="sk-tenant-plain")
-    eager, _ = call(proxy, "chat", "chat-agent", medium, key="sk-tenant-eager")
+    plain, _ = call(recovery_proxy, "chat", "chat-agent", medium, key="sk-tenant-plain")
+    eager, _ = call(recovery_proxy, "chat", "chat-agent", medium, key="sk-tenant-eager")
     assert plain["x-compact-compacted"] == "false" and eager["x-compact-compacted"] == "true"
 
 
@@ -290,7 +305,7 @@ def with_reply(wire: str, entries: list[Any], reply: str, question: str) -> list
     ],
 )
 def test_slash_compact_is_answered_by_the_proxy_and_the_next_turn_continues_from_it(
-    standin: Any, proxy: ProxyProcess, wire: str, stream: bool
+    standin: Any, recovery_proxy: ProxyProcess, wire: str, stream: bool
 ) -> None:
     entries, points = REPLAYS[wire]
     model = {"anthropic": "claude-agent", "google": "gemini-agent"}.get(wire, "chat-agent")
@@ -298,7 +313,12 @@ def test_slash_compact_is_answered_by_the_proxy_and_the_next_turn_continues_from
     key = f"sk-tenant-command-{wire}-{stream}"  # a tenant of its own: nothing stored by the other tests
     since = len(standin.requests)
     _, reply = call(
-        proxy, wire, model, with_command(wire, history, "/compact keep the bead ids"), stream=stream, key=key
+        recovery_proxy,
+        wire,
+        model,
+        with_command(wire, history, "/compact keep the bead ids"),
+        stream=stream,
+        key=key,
     )
     made = standin.requests[since:]
     assert reply.startswith("Compacted: ") and "messages summarized" in reply
@@ -307,23 +327,23 @@ def test_slash_compact_is_answered_by_the_proxy_and_the_next_turn_continues_from
         for r in made
         if r["path"].split("?")[0].endswith(PATHS[wire]) and SUMMARY_MARKER not in json.dumps(r["body"])
     ] == []
-    [summary_request] = summary_calls(standin, since)  # one summary call, and no call of the model
+    [summary_request] = summary_requests_since(standin, since)  # one summary call, and no call of the model
     assert "Pay particular attention to: keep the bead ids" in json.dumps(summary_request)
     since = len(standin.requests)
     following = with_reply(wire, with_command(wire, history, "/compact keep the bead ids"), reply, "go on")
-    headers, _ = call(proxy, wire, model, following, stream=stream, key=key)
-    assert summary_calls(standin, since) == []
+    headers, _ = call(recovery_proxy, wire, model, following, stream=stream, key=key)
+    assert summary_requests_since(standin, since) == []
     assert headers["x-compact-compacted"] == "true" and headers["x-compact-cache"] == "hit"
 
 
 @pytest.mark.edge
 def test_slash_compact_on_a_gemini_stream_compacts_now_and_goes_on_to_the_model(
-    standin: Any, proxy: ProxyProcess
+    standin: Any, recovery_proxy: ProxyProcess
 ) -> None:
     history = prefix("google", 12_000, 13_000)  # under the trigger: compacted only because asked
     since = len(standin.requests)
     headers, reply = call(
-        proxy,
+        recovery_proxy,
         "google",
         "gemini-agent",
         with_command("google", history, "/compact keep the bead ids"),
@@ -337,7 +357,7 @@ def test_slash_compact_on_a_gemini_stream_compacts_now_and_goes_on_to_the_model(
         if r["path"].split("?")[0].endswith(":streamGenerateContent")
     ]
     assert forwarded["contents"][-1]["parts"][-1]["text"] == "/compact keep the bead ids"
-    [summary_request] = summary_calls(standin, since)
+    [summary_request] = summary_requests_since(standin, since)
     assert "Pay particular attention to: keep the bead ids" in json.dumps(summary_request)
 
 
@@ -345,7 +365,7 @@ def test_slash_compact_on_a_gemini_stream_compacts_now_and_goes_on_to_the_model(
 
 
 def test_a_summary_model_that_always_fails_is_left_alone_after_three_failures(
-    standin: Any, proxy: ProxyProcess
+    standin: Any, recovery_proxy: ProxyProcess
 ) -> None:
     """Six different conversations over the trigger, a summary model that always fails: three attempts
     (no retries configured), then the breaker is open and the others are forwarded without calling it."""
@@ -354,7 +374,7 @@ def test_a_summary_model_that_always_fails_is_left_alone_after_three_failures(
     reasons = []
     for number in range(6):
         variant = [{"role": "user", "content": f"conversation {number}"}, *long[1:]]
-        headers, _ = call(proxy, "chat", "chat-broken", variant, key="sk-tenant-breaker")
+        headers, _ = call(recovery_proxy, "chat", "chat-broken", variant, key="sk-tenant-breaker")
         reasons.append(headers["x-compact-reason"])
     attempts = [r for r in standin.requests[since:] if "broken-sum" in (r["body"] or {}).get("model", "")]
     assert len(attempts) == 3
