@@ -53,13 +53,13 @@ def w(count: int, word: str = "w") -> str:
 
 def body(wire: str, steps: list[Step], system: str | None = None, **extra: Any) -> dict[str, Any]:
     """The request body for ``steps`` in ``wire`` (``system``: the head in that format's place)."""
-    build = {
-        "chat": _chat_body,
-        "anthropic": _anthropic_body,
-        "responses": _responses_body,
-        "google": _google_body,
-    }[wire]
-    data = build(steps, system)
+    builders = {
+        "chat": _as_chat,
+        "anthropic": _as_anthropic,
+        "responses": _as_responses,
+        "google": _as_google,
+    }
+    data = builders[wire](steps, system)
     data.update(extra)
     return data
 
@@ -72,7 +72,7 @@ def _ids(step: int, calls: tuple[Call, ...]) -> list[str]:
     return [f"call_{step}_{n}" for n in range(len(calls))]
 
 
-def _chat_body(steps: list[Step], system: str | None) -> dict[str, Any]:
+def _as_chat(steps: list[Step], system: str | None) -> dict[str, Any]:
     messages: list[dict[str, Any]] = [{"role": "system", "content": system}] if system else []
     for k, step in enumerate(steps):
         if isinstance(step, Said):
@@ -101,7 +101,7 @@ def _chat_body(steps: list[Step], system: str | None) -> dict[str, Any]:
     return {"messages": messages}
 
 
-def _anthropic_body(steps: list[Step], system: str | None) -> dict[str, Any]:
+def _as_anthropic(steps: list[Step], system: str | None) -> dict[str, Any]:
     messages: list[dict[str, Any]] = []
     for k, step in enumerate(steps):
         if isinstance(step, Said):
@@ -128,7 +128,7 @@ def _anthropic_body(steps: list[Step], system: str | None) -> dict[str, Any]:
     return data
 
 
-def _responses_body(steps: list[Step], system: str | None) -> dict[str, Any]:
+def _as_responses(steps: list[Step], system: str | None) -> dict[str, Any]:
     items: list[dict[str, Any]] = []
     for k, step in enumerate(steps):
         if isinstance(step, Said):
@@ -157,7 +157,7 @@ def _responses_body(steps: list[Step], system: str | None) -> dict[str, Any]:
     return data
 
 
-def _google_body(steps: list[Step], system: str | None) -> dict[str, Any]:
+def _as_google(steps: list[Step], system: str | None) -> dict[str, Any]:
     """Gemini's shape: a model turn's first call carries a thought signature (parallel ones none),
     calls carry no ids (the Gemini API returns none), responses answer by name."""
     contents: list[dict[str, Any]] = []

@@ -66,7 +66,7 @@ def plant(entries: Sequence[Any], wire: str, tag: str, system: Any = None) -> Pl
         facts.append(Fact("instruction", reminder, at))
     calls = results = 0
     for index, entry in enumerate(out):
-        for call in _calls(entry, wire):
+        for call in _tool_calls_in(entry, wire):
             calls += 1
             path = f"src/{tag}/module_{calls}.py"
             if calls % EVERY == 0 and _add_path(call, path, wire):
@@ -117,7 +117,7 @@ def _append_text(message: dict[str, Any], text: str, wire: str, separate: bool =
         content.append({"type": "text", "text": text.strip()})
 
 
-def _calls(entry: dict[str, Any], wire: str) -> list[dict[str, Any]]:
+def _tool_calls_in(entry: dict[str, Any], wire: str) -> list[dict[str, Any]]:
     if wire == "chat":
         return list(entry.get("tool_calls") or [])
     content = entry.get("content")

@@ -12,6 +12,7 @@ import anthropic
 import httpx
 import pytest
 
+from compact_hook.formats import ANTHROPIC
 from tests.integration.harness import SUMMARY_MARKER, ProxyProcess, anthropic_deployment, free_port
 from tests.support import (
     anthropic_replay_points,
@@ -37,7 +38,7 @@ SYSTEM = [{"type": "text", "text": "You are a coding agent. " * 300, "cache_cont
 
 
 @pytest.fixture(scope="module")
-def proxy(standin: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ProxyProcess]:
+def cost_proxy(standin: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ProxyProcess]:
     archive = str(tmp_path_factory.mktemp("archive"))
 
     def group(name: str, **compact: Any) -> list[dict[str, Any]]:
@@ -62,7 +63,7 @@ def proxy(standin: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Pr
         yield running
 
 
-def replay(proxy: ProxyProcess, model: str) -> list[dict[str, str]]:
+def replay_as_claude_code(proxy: ProxyProcess, model: str) -> list[dict[str, str]]:
     """Every turn as Claude Code sends it (a cached system, a breakpoint on the newest message)."""
     client = anthropic.Anthropic(api_key=proxy.master_key, base_url=proxy.url, max_retries=0)
     headers = []
@@ -91,10 +92,10 @@ def served(standin: Any, model: str) -> list[dict[str, Any]]:
 
 
 def test_cost_aware_turns_cost_no_more_than_todays_and_say_what_they_saved(
-    standin: Any, proxy: ProxyProcess
+    standin: Any, cost_proxy: ProxyProcess
 ) -> None:
-    replay(proxy, "today")
-    aware = replay(proxy, "aware")
+    replay_as_claude_code(cost_proxy, "today")
+    aware = replay_as_claude_code(cost_proxy, "aware")
     spent = {
         name: cost(served(standin, f"standin-{name}")) + cost(served(standin, f"standin-sum-{name}"))
         for name in ("today", "aware")
@@ -113,7 +114,7 @@ def test_cost_aware_turns_cost_no_more_than_todays_and_say_what_they_saved(
     assert counted == pytest.approx(summaries_paid, rel=0.05) and counted > 0
     # the compacted prefix is cacheable on its own: our summary carries the client's kind of breakpoint
     forwarded = served(standin, "standin-aware")[-1]["body"]["messages"]
-    [summary] = [m for m in forwarded if is_summary(m, _anthropic())]
+    [summary] = [m for m in forwarded if is_summary(m, ANTHROPIC)]
     assert summary["content"][-1]["cache_control"] == {"type": "ephemeral"}
     assert (
         sum(1 for r in served(standin, "standin-aware") if r["cache"]["cache_read_input_tokens"] > 0)
@@ -121,9 +122,3 @@ def test_cost_aware_turns_cost_no_more_than_todays_and_say_what_they_saved(
     )
     summaries = [r for r in standin.messages_requests if r["body"]["model"] == "standin-sum-aware"]
     assert all(SUMMARY_MARKER in json.dumps(r["body"]) for r in summaries)
-
-
-def _anthropic() -> Any:
-    from compact_hook.formats import ANTHROPIC
-
-    return ANTHROPIC

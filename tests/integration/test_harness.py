@@ -23,6 +23,7 @@ from tests.integration.harness import (
     standin_deployment,
     standin_upstream,
 )
+from tests.integration.wire_clients import openai_sdk
 
 HEADINGS = standin_upstream.SUMMARY_HEADINGS
 MESSAGES: Any = [  # Any: the openai SDK types messages as TypedDicts
@@ -47,18 +48,13 @@ MESSAGES: Any = [  # Any: the openai SDK types messages as TypedDicts
 ]
 
 
-def sdk(base_url: str, api_key: str = "none") -> openai.OpenAI:
-    """An openai client that surfaces the first error instead of retrying it (retries would hide counts)."""
-    return openai.OpenAI(base_url=base_url, api_key=api_key, max_retries=0, timeout=30)
-
-
 # ------------------------------------------------------------------------------------------------------------
 # stand-in upstream, in process
 # ------------------------------------------------------------------------------------------------------------
 
 
 def test_standin_answers_openai_sdk(upstream: Any) -> None:
-    reply = sdk(upstream.url).chat.completions.create(model="standin", messages=MESSAGES)
+    reply = openai_sdk(upstream.url).chat.completions.create(model="standin", messages=MESSAGES)
 
     assert reply.choices[0].message.content == "stand-in reply to 5 messages"
     assert reply.choices[0].finish_reason == "stop"
@@ -74,7 +70,7 @@ def test_standin_answers_openai_sdk(upstream: Any) -> None:
 
 
 def test_standin_streams_openai_chunks(upstream: Any) -> None:
-    stream = sdk(upstream.url).chat.completions.create(
+    stream = openai_sdk(upstream.url).chat.completions.create(
         model="standin", messages=MESSAGES, stream=True, stream_options={"include_usage": True}
     )
     chunks = list(stream)
@@ -88,7 +84,9 @@ def test_standin_streams_openai_chunks(upstream: Any) -> None:
 
 
 def test_standin_stream_without_usage_has_no_usage_chunk(upstream: Any) -> None:
-    chunks = list(sdk(upstream.url).chat.completions.create(model="standin", messages=MESSAGES, stream=True))
+    chunks = list(
+        openai_sdk(upstream.url).chat.completions.create(model="standin", messages=MESSAGES, stream=True)
+    )
     assert all(c.choices for c in chunks)
     assert all(c.usage is None for c in chunks)
 
@@ -109,7 +107,7 @@ def test_standin_summary_request_is_structured_and_deterministic(upstream: Any) 
         {"role": "system", "content": f"Summarize the transcript. {SUMMARY_MARKER}"},
         {"role": "user", "content": "USER: fix the build\nASSISTANT: ran make, 3 errors"},
     ]
-    client = sdk(upstream.url)
+    client = openai_sdk(upstream.url)
     first = client.chat.completions.create(model="standin", messages=messages).choices[0].message.content
     second = client.chat.completions.create(model="standin", messages=messages).choices[0].message.content
 
@@ -124,7 +122,7 @@ def test_standin_summary_request_is_structured_and_deterministic(upstream: Any) 
 
 def test_standin_fail_mode_returns_openai_error(upstream: Any) -> None:
     with pytest.raises(openai.InternalServerError) as info:
-        sdk(upstream.url).chat.completions.create(model="standin-fail", messages=MESSAGES)
+        openai_sdk(upstream.url).chat.completions.create(model="standin-fail", messages=MESSAGES)
 
     assert info.value.status_code == 500
     assert info.value.body is not None and "stand-in failure" in str(info.value.body)
@@ -132,7 +130,7 @@ def test_standin_fail_mode_returns_openai_error(upstream: Any) -> None:
 
 
 def test_standin_empty_mode_returns_empty_content(upstream: Any) -> None:
-    reply = sdk(upstream.url).chat.completions.create(model="standin-empty", messages=MESSAGES)
+    reply = openai_sdk(upstream.url).chat.completions.create(model="standin-empty", messages=MESSAGES)
     assert reply.choices[0].message.content == ""
     assert reply.usage is not None and reply.usage.completion_tokens == 0
 
@@ -142,7 +140,7 @@ def test_standin_slow_mode_delays_the_answer() -> None:
     assert StandinUpstream().slow_seconds == 3.0
     with StandinUpstream(slow_seconds=0.3) as slow:
         started = time.monotonic()
-        reply = sdk(slow.url).chat.completions.create(model="standin-slow", messages=MESSAGES)
+        reply = openai_sdk(slow.url).chat.completions.create(model="standin-slow", messages=MESSAGES)
         elapsed = time.monotonic() - started
     assert elapsed >= 0.3
     assert reply.choices[0].message.content == "stand-in reply to 5 messages"
@@ -165,7 +163,7 @@ def test_standin_rejects_bad_requests_and_keeps_serving(upstream: Any, raw: byte
 
 
 def test_standin_models_and_unknown_paths(upstream: Any) -> None:
-    ids = [m.id for m in sdk(upstream.url).models.list()]
+    ids = [m.id for m in openai_sdk(upstream.url).models.list()]
     missing = httpx.post(f"{upstream.url}/embeddings", json={"input": "x"}, timeout=10)
 
     assert "standin" in ids and "standin-fail" in ids
@@ -199,7 +197,7 @@ def script_standin() -> Iterator[str]:
 
 
 def test_script_standin_control_endpoints(script_standin: str) -> None:
-    client = sdk(f"{script_standin}/v1")
+    client = openai_sdk(f"{script_standin}/v1")
     client.chat.completions.create(model="standin", messages=[{"role": "user", "content": "hi"}])
     recorded = httpx.get(f"{script_standin}/_recorded", timeout=10).json()
     reset = httpx.post(f"{script_standin}/_reset", timeout=10)
@@ -216,15 +214,15 @@ def test_script_standin_control_endpoints(script_standin: str) -> None:
 
 
 @pytest.fixture(scope="module")
-def proxy(standin: Any) -> Iterator[ProxyProcess]:
+def plain_proxy(standin: Any) -> Iterator[ProxyProcess]:
     """One proxy for the module's proxy tests: start-up costs several seconds."""
     config = {"model_list": [standin_deployment("standin", standin.url)]}
     with ProxyProcess(config) as running:
         yield running
 
 
-def test_proxy_forwards_messages_unchanged(proxy: ProxyProcess, upstream: Any) -> None:
-    client = sdk(proxy.base_url, api_key=proxy.master_key)
+def test_proxy_forwards_messages_unchanged(plain_proxy: ProxyProcess, upstream: Any) -> None:
+    client = openai_sdk(plain_proxy.base_url, api_key=plain_proxy.master_key)
     reply = client.chat.completions.create(model="standin", messages=MESSAGES)
 
     assert reply.choices[0].message.content == "stand-in reply to 5 messages"
@@ -235,9 +233,9 @@ def test_proxy_forwards_messages_unchanged(proxy: ProxyProcess, upstream: Any) -
     assert rec["body"]["model"] == "standin"
 
 
-def test_proxy_forwards_stream_with_usage_requested(proxy: ProxyProcess, upstream: Any) -> None:
+def test_proxy_forwards_stream_with_usage_requested(plain_proxy: ProxyProcess, upstream: Any) -> None:
     """litellm asks the provider for usage on every stream, whether or not the client did."""
-    client = sdk(proxy.base_url, api_key=proxy.master_key)
+    client = openai_sdk(plain_proxy.base_url, api_key=plain_proxy.master_key)
     text = "".join(
         c.choices[0].delta.content or ""
         for c in client.chat.completions.create(model="standin", messages=MESSAGES, stream=True)
@@ -252,9 +250,9 @@ def test_proxy_forwards_stream_with_usage_requested(proxy: ProxyProcess, upstrea
     assert set(rec["body"]) == {"model", "messages", "stream", "stream_options"}
 
 
-def test_proxy_log_text_has_startup_output(proxy: ProxyProcess) -> None:
-    assert proxy.startup_seconds is not None and proxy.startup_seconds < 90
-    assert "Application startup complete" in proxy.log_text()
+def test_proxy_log_text_has_startup_output(plain_proxy: ProxyProcess) -> None:
+    assert plain_proxy.startup_seconds is not None and plain_proxy.startup_seconds < 90
+    assert "Application startup complete" in plain_proxy.log_text()
 
 
 def test_proxy_start_failure_reports_the_missing_module() -> None:

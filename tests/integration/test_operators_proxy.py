@@ -55,7 +55,7 @@ def operated(standin: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator
         yield {"proxy": proxy, "port": port, "folder": folder, "turns": turns}
 
 
-def scrape(url: str, headers: dict[str, str] | None = None) -> Samples:
+def scrape_url(url: str, headers: dict[str, str] | None = None) -> Samples:
     request = urllib.request.Request(url, headers=headers or {})
     with urllib.request.urlopen(request, timeout=10) as response:
         text = response.read().decode()
@@ -71,8 +71,8 @@ def test_litellms_metrics_endpoint_and_our_own_port_serve_the_same_counts(operat
     made = [t for t in turns if t["x-compact-cache"] == "miss"]
     assert made and len(compacting) > len(made)  # compacted turns reuse the stored compaction
     for samples in (
-        scrape(f"{proxy.url}/metrics/", proxy.auth_headers),
-        scrape(f"http://127.0.0.1:{operated['port']}/metrics"),
+        scrape_url(f"{proxy.url}/metrics/", proxy.auth_headers),
+        scrape_url(f"http://127.0.0.1:{operated['port']}/metrics"),
     ):
         where = {"model_group": "agent", "format": "chat"}
         assert value(samples, "compact_hook_hook_seconds_count", **where) == len(turns)

@@ -28,6 +28,7 @@ from tests.integration.harness import (
     ProxyProcess,
     StandinUpstream,
     anthropic_deployment,
+    compact_info,
     standin_deployment,
 )
 from tests.integration.redis_server import RedisServer
@@ -54,36 +55,38 @@ AT_TRIGGER = next(end for end in POINTS if count_tokens(CHAT[:end]) >= int(0.92 
 assert count_tokens(CHAT[:IN_ZONE]) < int(0.92 * PLAIN_WINDOW)
 
 
-def compact(archive: Path, summary_model: str, **extra: Any) -> dict[str, Any]:
-    settings: dict[str, Any] = {
-        "context_window": WINDOW,
-        "archive_dir": str(archive),
-        "retry_backoff_seconds": 0,
-        "summary_model": summary_model,
-        "summary_context_window": 400_000,
-        "summary_max_tokens": 800,
-    }
-    return {"compact": {**settings, **extra}}
+SUMMARIZED = {"context_window": WINDOW, "summary_context_window": 400_000, "summary_max_tokens": 800}
 
 
-def proxy_config(upstream: StandinUpstream, archive: Path) -> dict[str, Any]:
+def prepare_config(upstream: StandinUpstream, archive: Path) -> dict[str, Any]:
     url, root = upstream.url, upstream.root_url
     return {
         "model_list": [
             standin_deployment(
-                "chat-agent", url, "standin-strict-chat-agent", **compact(archive, "chat-sum")
+                "chat-agent",
+                url,
+                "standin-strict-chat-agent",
+                **compact_info(archive, SUMMARIZED, summary_model="chat-sum"),
             ),
             anthropic_deployment(
-                "claude-agent", root, "standin-strict-claude-agent", **compact(archive, "claude-sum")
+                "claude-agent",
+                root,
+                "standin-strict-claude-agent",
+                **compact_info(archive, SUMMARIZED, summary_model="claude-sum"),
             ),
             standin_deployment(
-                "codex-agent", url, "standin-strict-codex-agent", **compact(archive, "codex-sum")
+                "codex-agent",
+                url,
+                "standin-strict-codex-agent",
+                **compact_info(archive, SUMMARIZED, summary_model="codex-sum"),
             ),
             standin_deployment(
                 "plain-agent",
                 url,
                 "standin-strict-plain-agent",
-                **compact(archive, "plain-sum", context_window=PLAIN_WINDOW, **TIERS_OFF),
+                **compact_info(
+                    archive, SUMMARIZED, TIERS_OFF, summary_model="plain-sum", context_window=PLAIN_WINDOW
+                ),
             ),
             standin_deployment("chat-sum", url, "standin-slow-chat-sum"),
             anthropic_deployment("claude-sum", root, "standin-slow-claude-sum"),
@@ -96,7 +99,7 @@ def proxy_config(upstream: StandinUpstream, archive: Path) -> dict[str, Any]:
 
 
 @dataclass
-class Turn:
+class TimedTurn:
     headers: dict[str, str]
     seconds: float
 
@@ -116,24 +119,26 @@ class Turn:
 
 
 @pytest.fixture(scope="module")
-def upstream() -> Iterator[StandinUpstream]:
+def slow_upstream() -> Iterator[StandinUpstream]:
     with StandinUpstream(slow_seconds=SUMMARY_SECONDS) as server:
         yield server
 
 
 @pytest.fixture(scope="module")
-def proxy(upstream: StandinUpstream, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ProxyProcess]:
-    with ProxyProcess(proxy_config(upstream, tmp_path_factory.mktemp("archive"))) as process:
+def prepare_proxy(
+    slow_upstream: StandinUpstream, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[ProxyProcess]:
+    with ProxyProcess(prepare_config(slow_upstream, tmp_path_factory.mktemp("archive"))) as process:
         yield process
 
 
-def summary_calls(upstream: StandinUpstream, summarizer: str) -> int:
+def calls_to(upstream: StandinUpstream, summarizer: str) -> int:
     return sum(1 for r in upstream.requests if summarizer in json.dumps((r["body"] or {}).get("model", "")))
 
 
 def wait_for_summary_call(upstream: StandinUpstream, summarizer: str, before: int) -> None:
     deadline = time.monotonic() + 30
-    while summary_calls(upstream, summarizer) == before:
+    while calls_to(upstream, summarizer) == before:
         assert time.monotonic() < deadline, "no summary call reached the provider"
         time.sleep(0.02)
 
@@ -143,29 +148,29 @@ def forwarded(upstream: StandinUpstream, wire: str) -> list[list[Any]]:
     return [r["body"][ENTRIES[wire]] for r in upstream.requests if (r["body"] or {}).get("model") == agent]
 
 
-def agent_session(proxy: ProxyProcess, wire: str) -> list[Turn]:
+def agent_session(proxy: ProxyProcess, wire: str) -> list[TimedTurn]:
     """The session turn by turn, as the agent sends it, pausing while its tools run."""
     entries, points = SESSIONS[wire]
     turns = []
     for number, end in enumerate(points):
         started = time.monotonic()
         headers, _ = call(proxy, wire, AGENTS[wire], entries[:end], stream=number % 2 == 1)
-        turns.append(Turn(headers, time.monotonic() - started))
+        turns.append(TimedTurn(headers, time.monotonic() - started))
         time.sleep(PAUSE_SECONDS)
     return turns
 
 
 @pytest.fixture(scope="module")
-def sessions(proxy: ProxyProcess, upstream: StandinUpstream) -> dict[str, list[Turn]]:
+def sessions(prepare_proxy: ProxyProcess, slow_upstream: StandinUpstream) -> dict[str, list[TimedTurn]]:
     """The three surfaces' sessions at once (three agents on one proxy)."""
     with ThreadPoolExecutor(max_workers=3) as pool:
-        running = {wire: pool.submit(agent_session, proxy, wire) for wire in SESSIONS}
+        running = {wire: pool.submit(agent_session, prepare_proxy, wire) for wire in SESSIONS}
         return {wire: future.result() for wire, future in running.items()}
 
 
 @pytest.mark.parametrize("wire", ["chat", "anthropic", "responses"])
 def test_compaction_turns_apply_a_summary_prepared_while_the_agent_worked(
-    sessions: dict[str, list[Turn]], upstream: StandinUpstream, wire: str
+    sessions: dict[str, list[TimedTurn]], slow_upstream: StandinUpstream, wire: str
 ) -> None:
     turns = sessions[wire]
     events = [number for number, turn in enumerate(turns) if turn.is_event]
@@ -183,15 +188,15 @@ def test_compaction_turns_apply_a_summary_prepared_while_the_agent_worked(
             assert turns[number].headers["x-compact-summary-calls"] == "0"
         else:  # one tool output jumped from under prepare_ratio past the trigger: compacted then
             assert int(turns[number - 1].headers["x-compact-tokens-after"]) < PREPARE_AT
-    calls = summary_calls(upstream, SUMMARIZERS[wire])
+    calls = calls_to(slow_upstream, SUMMARIZERS[wire])
     assert len(events) <= calls <= len(events) + 1  # unused at most: the last one (the session ends)
 
 
 @pytest.mark.parametrize("wire", ["chat", "anthropic", "responses"])
 def test_what_is_forwarded_changes_only_at_compaction_events(
-    sessions: dict[str, list[Turn]], upstream: StandinUpstream, wire: str
+    sessions: dict[str, list[TimedTurn]], slow_upstream: StandinUpstream, wire: str
 ) -> None:
-    turns, bodies = sessions[wire], forwarded(upstream, wire)
+    turns, bodies = sessions[wire], forwarded(slow_upstream, wire)
     assert len(bodies) == len(turns)
     for number in range(1, len(turns)):
         turn = turns[number]
@@ -201,41 +206,41 @@ def test_what_is_forwarded_changes_only_at_compaction_events(
 
 
 def test_a_trigger_arriving_while_the_summary_is_made_waits_for_that_one(
-    proxy: ProxyProcess, upstream: StandinUpstream
+    prepare_proxy: ProxyProcess, slow_upstream: StandinUpstream
 ) -> None:
-    before = summary_calls(upstream, "plain-sum")
+    before = calls_to(slow_upstream, "plain-sum")
     racing = [{**CHAT[0], "content": "race: " + str(CHAT[0]["content"])}, *CHAT[1:]]
-    zone, _ = call(proxy, "chat", "plain-agent", racing[:IN_ZONE])
+    zone, _ = call(prepare_proxy, "chat", "plain-agent", racing[:IN_ZONE])
     assert zone["x-compact-prepare"] == "started"
-    trigger, _ = call(proxy, "chat", "plain-agent", racing[:AT_TRIGGER])
+    trigger, _ = call(prepare_proxy, "chat", "plain-agent", racing[:AT_TRIGGER])
     assert trigger["x-compact-cache"] == "prepared" and trigger["x-compact-summary-calls"] == "0"
     assert trigger["x-compact-compacted"] == "true"
-    assert summary_calls(upstream, "plain-sum") - before == 1
+    assert calls_to(slow_upstream, "plain-sum") - before == 1
 
 
 def test_two_replicas_on_redis_prepare_a_conversation_once(
-    upstream: StandinUpstream, tmp_path_factory: pytest.TempPathFactory
+    slow_upstream: StandinUpstream, tmp_path_factory: pytest.TempPathFactory
 ) -> None:
-    config = proxy_config(upstream, tmp_path_factory.mktemp("archive"))
+    config = prepare_config(slow_upstream, tmp_path_factory.mktemp("archive"))
     with RedisServer() as server:
         env = {"COMPACT_REDIS_URL": server.url}
         with ProxyProcess(config, env=env) as first, ProxyProcess(config, env=env) as second:
-            before = summary_calls(upstream, "plain-sum")
+            before = calls_to(slow_upstream, "plain-sum")
             started, _ = call(first, "chat", "plain-agent", CHAT[:IN_ZONE])
-            wait_for_summary_call(upstream, "plain-sum", before)  # the first replica holds the lock
+            wait_for_summary_call(slow_upstream, "plain-sum", before)  # the first replica holds the lock
             seen, _ = call(second, "chat", "plain-agent", CHAT[:IN_ZONE])
             applied, _ = call(second, "chat", "plain-agent", CHAT[:AT_TRIGGER])
             assert started["x-compact-prepare"] == "started"
             assert seen["x-compact-prepare"] in ("running", "ready")  # the first replica is on it
             assert applied["x-compact-cache"] == "prepared" and applied["x-compact-summary-calls"] == "0"
-            assert summary_calls(upstream, "plain-sum") - before == 1
+            assert calls_to(slow_upstream, "plain-sum") - before == 1
 
 
 def test_a_proxy_stopped_while_preparing_exits_promptly_and_leaves_no_lock(
     tmp_path_factory: pytest.TempPathFactory,
 ) -> None:
     with StandinUpstream(slow_seconds=60) as slow, RedisServer() as server:
-        config = proxy_config(slow, tmp_path_factory.mktemp("archive"))
+        config = prepare_config(slow, tmp_path_factory.mktemp("archive"))
         proxy = ProxyProcess(config, env={"COMPACT_REDIS_URL": server.url}).start()
         try:
             headers, _ = call(proxy, "chat", "plain-agent", CHAT[:IN_ZONE])

@@ -20,7 +20,7 @@ def server() -> Iterator[RedisServer]:
 
 
 @pytest.fixture
-async def client(server: RedisServer) -> AsyncIterator[redis.asyncio.Redis]:
+async def redis_client(server: RedisServer) -> AsyncIterator[redis.asyncio.Redis]:
     connection = redis.asyncio.from_url(server.url)
     await connection.flushdb()
     yield connection
@@ -28,9 +28,9 @@ async def client(server: RedisServer) -> AsyncIterator[redis.asyncio.Redis]:
 
 
 async def test_find_returns_the_longest_matching_prefix_in_two_round_trips(
-    client: redis.asyncio.Redis,
+    redis_client: redis.asyncio.Redis,
 ) -> None:
-    store = RedisStore(client, ttl=60)
+    store = RedisStore(redis_client, ttl=60)
     chain = [b"s", b"k1", b"k2", b"k3"]
     await store.put(b"root", b"k1", Entry(1, (), "one"))
     await store.put(b"root", b"k2", Entry(2, (0,), "two"))
@@ -38,18 +38,20 @@ async def test_find_returns_the_longest_matching_prefix_in_two_round_trips(
     assert await store.find(b"root", chain) == (b"k2", Entry(2, (0,), "two"))
     assert await store.find(b"root", chain[:2]) == (b"k1", Entry(1, (), "one"))
     assert await store.find(b"nobody", chain) is None
-    assert await client.ttl("compact_hook:v1:entry:" + b"k2".hex()) > 0
+    assert await redis_client.ttl("compact_hook:v1:entry:" + b"k2".hex()) > 0
 
 
-async def test_the_index_is_capped(client: redis.asyncio.Redis) -> None:
-    store = RedisStore(client, ttl=60)
+async def test_the_index_is_capped(redis_client: redis.asyncio.Redis) -> None:
+    store = RedisStore(redis_client, ttl=60)
     for i in range(INDEX_LIMIT + 10):
         await store.put(b"root", f"k{i}".encode(), Entry(i + 1, (), "x"))
-    assert await client.llen("compact_hook:v1:index:" + b"root".hex()) == INDEX_LIMIT
+    assert await redis_client.llen("compact_hook:v1:index:" + b"root".hex()) == INDEX_LIMIT
 
 
-async def test_locks_are_exclusive_expire_and_only_the_holder_unlocks(client: redis.asyncio.Redis) -> None:
-    store = RedisStore(client, ttl=60)
+async def test_locks_are_exclusive_expire_and_only_the_holder_unlocks(
+    redis_client: redis.asyncio.Redis,
+) -> None:
+    store = RedisStore(redis_client, ttl=60)
     token = await store.try_lock(b"key", ttl=30)
     assert token is not None
     assert await store.try_lock(b"key", ttl=30) is None
@@ -78,8 +80,8 @@ async def test_tiered_store_survives_the_server_going_away() -> None:
         await connection.aclose()
 
 
-async def test_a_remembered_failure_is_shared_and_expires(client: redis.asyncio.Redis) -> None:
-    one, other = RedisStore(client, ttl=60), RedisStore(client, ttl=60)
+async def test_a_remembered_failure_is_shared_and_expires(redis_client: redis.asyncio.Redis) -> None:
+    one, other = RedisStore(redis_client, ttl=60), RedisStore(redis_client, ttl=60)
     assert await other.get_note(b"root") is None
     await one.set_note(b"root", "1", 0.2)
     assert await other.get_note(b"root") == "1"  # a replica sees another's note

@@ -34,7 +34,7 @@ WIRES = {"chat": CHAT, "anthropic": ANTHROPIC, "responses": RESPONSES}
 
 
 @pytest.fixture(scope="module")
-def proxy(standin: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ProxyProcess]:
+def retention_proxy(standin: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ProxyProcess]:
     archive = tmp_path_factory.mktemp("archive")
     compact = {"context_window": WINDOW, "summary_model": "digest", "archive_dir": str(archive)}
     config = {
@@ -85,13 +85,13 @@ CASES: list[tuple[str, str, str, Callable[[str], tuple[Planted, list[int]]]]] = 
 
 @pytest.mark.parametrize(("wire", "model", "name", "case"), CASES, ids=[c[2].split(".")[0] for c in CASES])
 def test_pinned_instructions_and_facts_reach_the_provider_after_compaction(
-    standin: Any, proxy: ProxyProcess, wire: str, model: str, name: str, case: Any
+    standin: Any, retention_proxy: ProxyProcess, wire: str, model: str, name: str, case: Any
 ) -> None:
     planted, ends = case(name)
     retention, first = Retention(), None
     extra = {"system": planted.system} if wire == "anthropic" and planted.system else {}
     for turn, end in enumerate(ends, start=1):
-        sent = send(standin, proxy, wire, model, planted.entries[:end], **extra)
+        sent = send(standin, retention_proxy, wire, model, planted.entries[:end], **extra)
         assert pairing_problems(sent.forwarded_entries, WIRES[wire]) == []
         forwarded = forwarded_of(wire, sent.forwarded)
         if first is None and compacted(forwarded, sent.headers):

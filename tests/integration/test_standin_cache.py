@@ -18,7 +18,7 @@ LONG = " ".join(f"fact{i}" for i in range(1_500))  # ~2,400 tokens by the stand-
 
 
 @pytest.fixture(scope="module")
-def upstream() -> Iterator[StandinUpstream]:
+def caching_upstream() -> Iterator[StandinUpstream]:
     with StandinUpstream(cache_ttl=300) as up:
         yield up
 
@@ -38,16 +38,16 @@ def ask_anthropic(upstream: StandinUpstream, model: str, messages: list[Any], st
 
 @pytest.mark.parametrize("stream", [False, True])
 def test_anthropic_breakpoints_write_then_read_and_a_new_turn_writes_only_what_is_new(
-    upstream: StandinUpstream, stream: bool
+    caching_upstream: StandinUpstream, stream: bool
 ) -> None:
     model = f"standin-cache-a-{stream}"
     first = [
         {"role": "user", "content": [{"type": "text", "text": "go", "cache_control": {"type": "ephemeral"}}]}
     ]
-    written = ask_anthropic(upstream, model, first, stream)
+    written = ask_anthropic(caching_upstream, model, first, stream)
     assert written.cache_read_input_tokens == 0 and written.cache_creation_input_tokens > 1_024
     assert written.input_tokens == 0  # everything is before the last breakpoint
-    again = ask_anthropic(upstream, model, first, stream)
+    again = ask_anthropic(caching_upstream, model, first, stream)
     assert again.cache_read_input_tokens == written.cache_creation_input_tokens
     assert again.cache_creation_input_tokens == 0
     longer = [
@@ -58,7 +58,7 @@ def test_anthropic_breakpoints_write_then_read_and_a_new_turn_writes_only_what_i
             "content": [{"type": "text", "text": "more " * 40, "cache_control": {"type": "ephemeral"}}],
         },
     ]
-    grown = ask_anthropic(upstream, model, longer, stream)
+    grown = ask_anthropic(caching_upstream, model, longer, stream)
     assert (
         grown.cache_read_input_tokens == written.cache_creation_input_tokens
     )  # the last turn, looked back to
@@ -66,9 +66,9 @@ def test_anthropic_breakpoints_write_then_read_and_a_new_turn_writes_only_what_i
 
 
 def test_anthropic_without_breakpoints_caches_nothing_and_the_ttl_expires_what_it_did(
-    upstream: StandinUpstream,
+    caching_upstream: StandinUpstream,
 ) -> None:
-    client, model = anthropic_client(upstream), "standin-cache-b"
+    client, model = anthropic_client(caching_upstream), "standin-cache-b"
     plain = client.messages.create(model=model, max_tokens=5, messages=[{"role": "user", "content": LONG}])
     assert plain.usage.cache_creation_input_tokens == 0 and plain.usage.input_tokens > 2_000
     marked = [
@@ -78,22 +78,24 @@ def test_anthropic_without_breakpoints_caches_nothing_and_the_ttl_expires_what_i
         client.messages.create(model=model, max_tokens=5, messages=marked).usage.cache_creation_input_tokens
         > 0
     )
-    upstream.advance(299)
+    caching_upstream.advance(299)
     assert (
         client.messages.create(model=model, max_tokens=5, messages=marked).usage.cache_read_input_tokens > 0
     )
-    upstream.advance(299)  # a read refreshed it: still there
+    caching_upstream.advance(299)  # a read refreshed it: still there
     assert (
         client.messages.create(model=model, max_tokens=5, messages=marked).usage.cache_read_input_tokens > 0
     )
-    upstream.advance(301)
+    caching_upstream.advance(301)
     cold = client.messages.create(model=model, max_tokens=5, messages=marked).usage
     assert cold.cache_read_input_tokens == 0 and cold.cache_creation_input_tokens > 0
 
 
 @pytest.mark.parametrize("stream", [False, True])
-def test_chat_caches_every_long_prefix_in_128_token_steps(upstream: StandinUpstream, stream: bool) -> None:
-    client = openai.OpenAI(api_key="x", base_url=upstream.url, max_retries=0)
+def test_chat_caches_every_long_prefix_in_128_token_steps(
+    caching_upstream: StandinUpstream, stream: bool
+) -> None:
+    client = openai.OpenAI(api_key="x", base_url=caching_upstream.url, max_retries=0)
     model = f"standin-cache-c-{stream}"
 
     def usage(messages: list[Any]) -> Any:
@@ -111,14 +113,16 @@ def test_chat_caches_every_long_prefix_in_128_token_steps(upstream: StandinUpstr
     cached = second.prompt_tokens_details.cached_tokens
     assert cached % 128 == 0 and first.prompt_tokens - 128 < cached <= first.prompt_tokens
     assert second.prompt_tokens > first.prompt_tokens
-    recorded = [r for r in upstream.chat_requests if r["body"]["model"] == model][-1]  # what a replay prices
+    recorded = [r for r in caching_upstream.chat_requests if r["body"]["model"] == model][
+        -1
+    ]  # what a replay prices
     assert recorded["cache"] == {"prompt_tokens": second.prompt_tokens, "cached_tokens": cached}
     assert recorded["output_tokens"] == second.completion_tokens
 
 
 @pytest.mark.parametrize("stream", [False, True])
-def test_responses_report_cached_input_tokens(upstream: StandinUpstream, stream: bool) -> None:
-    client = openai.OpenAI(api_key="x", base_url=upstream.url, max_retries=0)
+def test_responses_report_cached_input_tokens(caching_upstream: StandinUpstream, stream: bool) -> None:
+    client = openai.OpenAI(api_key="x", base_url=caching_upstream.url, max_retries=0)
     model = f"standin-cache-r-{stream}"
 
     def usage() -> Any:

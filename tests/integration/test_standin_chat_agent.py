@@ -24,7 +24,7 @@ def _tools(name: str, *properties: str) -> list[dict[str, Any]]:
     ]
 
 
-def _client(upstream: StandinUpstream) -> openai.OpenAI:
+def _standin_client(upstream: StandinUpstream) -> openai.OpenAI:
     return openai.OpenAI(api_key="none", base_url=upstream.url, max_retries=0)
 
 
@@ -69,7 +69,7 @@ def _turn(
 def test_a_chat_client_runs_the_scripted_loop_streamed_and_not_with_its_own_shell_tool(
     upstream: StandinUpstream, name: str, properties: tuple[str, ...], key: str
 ) -> None:
-    client = _client(upstream)
+    client = _standin_client(upstream)
     tools = _tools(name, *properties)
     messages: list[Any] = [
         {"role": "system", "content": "You are an agent."},
@@ -127,7 +127,7 @@ def test_the_stream_opens_each_call_with_its_name_then_streams_its_arguments(
 
 
 def test_sessions_are_the_cache_key_the_user_a_header_or_the_head(upstream: StandinUpstream) -> None:
-    client = _client(upstream)
+    client = _standin_client(upstream)
     tools = _tools("bash", "command")
 
     def turn(messages: list[Any], **extra: Any) -> Any:
@@ -168,5 +168,7 @@ def test_sessions_are_the_cache_key_the_user_a_header_or_the_head(upstream: Stan
 def test_the_tool_and_its_arguments_follow_the_clients_schema(
     upstream: StandinUpstream, tools: list[Any], name: str, arguments: set[str]
 ) -> None:
-    call = _turn(_client(upstream), [{"role": "user", "content": "go"}], tools, stream=False)["tool_calls"][0]
+    call = _turn(_standin_client(upstream), [{"role": "user", "content": "go"}], tools, stream=False)[
+        "tool_calls"
+    ][0]
     assert call["function"]["name"] == name and set(json.loads(call["function"]["arguments"])) == arguments

@@ -24,6 +24,7 @@ from tests.integration.harness import (
     standin_deployment,
     standin_upstream,
 )
+from tests.integration.wire_clients import openai_sdk
 
 su = standin_upstream
 
@@ -74,12 +75,8 @@ RESPONSES_INPUT: Any = [
 INSTRUCTIONS = "Answer in one line."
 
 
-def _anthropic(base_url: str, api_key: str = "none") -> anthropic.Anthropic:
+def _anthropic_client(base_url: str, api_key: str = "none") -> anthropic.Anthropic:
     return anthropic.Anthropic(base_url=base_url, api_key=api_key, max_retries=0, timeout=30)
-
-
-def _openai(base_url: str, api_key: str = "none") -> openai.OpenAI:
-    return openai.OpenAI(base_url=base_url, api_key=api_key, max_retries=0, timeout=30)
 
 
 # ------------------------------------------------------------------------------------------------------------
@@ -259,7 +256,7 @@ def test_shapes_validate_against_the_official_sdk_types() -> None:
 
 
 def test_standin_messages_direct(upstream: Any) -> None:
-    client = _anthropic(upstream.root_url)
+    client = _anthropic_client(upstream.root_url)
     reply = client.messages.create(model="standin", max_tokens=64, system=SYSTEM, messages=ANTHROPIC_MESSAGES)
     with client.messages.stream(model="standin", max_tokens=64, messages=ANTHROPIC_MESSAGES) as stream:
         streamed = stream.get_final_message()
@@ -296,7 +293,7 @@ def test_standin_messages_raw_sse_and_errors(upstream: Any) -> None:
 
 
 def test_standin_responses_direct(upstream: Any) -> None:
-    client = _openai(upstream.url)
+    client = openai_sdk(upstream.url)
     reply = client.responses.create(
         model="standin", input=RESPONSES_INPUT, instructions=INSTRUCTIONS, previous_response_id="resp_x"
     )
@@ -322,7 +319,7 @@ def test_standin_chat_strict_mode(upstream: Any) -> None:
         {"role": "user", "content": "go"},
         {"role": "tool", "tool_call_id": "call_9", "content": "orphan"},
     ]
-    client = _openai(upstream.url)
+    client = openai_sdk(upstream.url)
     with pytest.raises(openai.BadRequestError, match="must be a response to a preceeding message") as info:
         client.chat.completions.create(model="standin-strict", messages=messages)
     assert info.value.param == "messages.[1].role"
@@ -336,7 +333,7 @@ def test_standin_chat_strict_mode(upstream: Any) -> None:
 
 
 @pytest.fixture(scope="module")
-def proxy(standin: Any) -> Iterator[ProxyProcess]:
+def plain_standin_proxy(standin: Any) -> Iterator[ProxyProcess]:
     config = {
         "model_list": [
             anthropic_deployment("claude", standin.root_url),
@@ -361,8 +358,8 @@ def test_root_url_and_anthropic_deployment(standin: Any) -> None:
     assert entry["model_info"] == {"max_input_tokens": 100}
 
 
-def test_proxy_messages_to_anthropic_deployment(proxy: ProxyProcess, upstream: Any) -> None:
-    client = _anthropic(proxy.url, proxy.master_key)
+def test_proxy_messages_to_anthropic_deployment(plain_standin_proxy: ProxyProcess, upstream: Any) -> None:
+    client = _anthropic_client(plain_standin_proxy.url, plain_standin_proxy.master_key)
     reply = client.messages.create(
         model="claude", max_tokens=64, system=SYSTEM, tools=TOOLS, messages=ANTHROPIC_MESSAGES
     )
@@ -386,8 +383,8 @@ def test_proxy_messages_to_anthropic_deployment(proxy: ProxyProcess, upstream: A
         assert set(body) == {"model", "messages", "system", "tools", "max_tokens", "stream"}
 
 
-def test_proxy_responses_to_openai_deployment(proxy: ProxyProcess, upstream: Any) -> None:
-    client = _openai(proxy.base_url, proxy.master_key)
+def test_proxy_responses_to_openai_deployment(plain_standin_proxy: ProxyProcess, upstream: Any) -> None:
+    client = openai_sdk(plain_standin_proxy.base_url, plain_standin_proxy.master_key)
     kwargs: Any = {
         "model": "gpt",
         "input": RESPONSES_INPUT,
@@ -412,9 +409,9 @@ def test_proxy_responses_to_openai_deployment(proxy: ProxyProcess, upstream: Any
     assert "stream" not in plain["body"] and streaming["body"]["stream"] is True
 
 
-def test_proxy_responses_previous_response_id(proxy: ProxyProcess, upstream: Any) -> None:
+def test_proxy_responses_previous_response_id(plain_standin_proxy: ProxyProcess, upstream: Any) -> None:
     """litellm hands the client its own encoding of the id and decodes it again on the way upstream."""
-    client = _openai(proxy.base_url, proxy.master_key)
+    client = openai_sdk(plain_standin_proxy.base_url, plain_standin_proxy.master_key)
     first = client.responses.create(model="gpt", input="one")
     second = client.responses.create(model="gpt", input="two", previous_response_id=first.id)
     foreign = client.responses.create(model="gpt", input="three", previous_response_id="resp_from_elsewhere")
@@ -426,31 +423,33 @@ def test_proxy_responses_previous_response_id(proxy: ProxyProcess, upstream: Any
     assert recs[2]["body"]["previous_response_id"] == "resp_from_elsewhere"
 
 
-def test_proxy_strict_errors_reach_the_sdks(proxy: ProxyProcess, upstream: Any) -> None:
+def test_proxy_strict_errors_reach_the_sdks(plain_standin_proxy: ProxyProcess, upstream: Any) -> None:
     unanswered: Any = ANTHROPIC_MESSAGES[:2] + [{"role": "user", "content": "never mind"}]
     with pytest.raises(
         anthropic.BadRequestError, match="tool_use ids were found without tool_result"
     ) as a_err:
-        _anthropic(proxy.url, proxy.master_key).messages.create(
+        _anthropic_client(plain_standin_proxy.url, plain_standin_proxy.master_key).messages.create(
             model="claude-strict", max_tokens=64, messages=unanswered
         )
     assert a_err.value.status_code == 400
     with pytest.raises(openai.BadRequestError, match="No tool call found for function call output") as o_err:
-        _openai(proxy.base_url, proxy.master_key).responses.create(
+        openai_sdk(plain_standin_proxy.base_url, plain_standin_proxy.master_key).responses.create(
             model="gpt-strict", input=RESPONSES_INPUT[2:]
         )
     assert o_err.value.status_code == 400
 
-    ok = _anthropic(proxy.url, proxy.master_key).messages.create(
+    ok = _anthropic_client(plain_standin_proxy.url, plain_standin_proxy.master_key).messages.create(
         model="claude-strict", max_tokens=64, messages=ANTHROPIC_MESSAGES
     )
     assert ok.content[0].type == "text" and ok.content[0].text == "stand-in reply to 3 messages"
     assert len(upstream.messages_requests) == 2 and len(upstream.responses_requests) == 1
 
 
-def test_proxy_messages_to_openai_deployment_go_to_responses(proxy: ProxyProcess, upstream: Any) -> None:
+def test_proxy_messages_to_openai_deployment_go_to_responses(
+    plain_standin_proxy: ProxyProcess, upstream: Any
+) -> None:
     """/v1/messages for an ``openai/`` deployment is translated to /v1/responses (tool pairs stay paired)."""
-    client = _anthropic(proxy.url, proxy.master_key)
+    client = _anthropic_client(plain_standin_proxy.url, plain_standin_proxy.master_key)
     reply = client.messages.create(
         model="gpt-strict", max_tokens=64, system=SYSTEM, tools=TOOLS, messages=ANTHROPIC_MESSAGES
     )
@@ -479,13 +478,15 @@ def test_proxy_messages_to_openai_deployment_go_to_responses(proxy: ProxyProcess
     assert streaming["body"]["stream"] is True
 
 
-def test_proxy_chat_summary_call_to_anthropic_deployment(proxy: ProxyProcess, upstream: Any) -> None:
+def test_proxy_chat_summary_call_to_anthropic_deployment(
+    plain_standin_proxy: ProxyProcess, upstream: Any
+) -> None:
     """A chat call routed to an ``anthropic/`` deployment moves the system message to ``system``."""
     messages: Any = [
         {"role": "system", "content": f"Summarize. {SUMMARY_MARKER}"},
         {"role": "user", "content": "USER: fix the build"},
     ]
-    client = _openai(proxy.base_url, proxy.master_key)
+    client = openai_sdk(plain_standin_proxy.base_url, plain_standin_proxy.master_key)
     reply = client.chat.completions.create(model="claude", messages=messages)
     chunks = list(client.chat.completions.create(model="claude", messages=messages, stream=True))
 

@@ -147,6 +147,11 @@ class ChatTurn:
     summary_calls: int
 
 
+def openai_sdk(base_url: str, api_key: str = "none") -> openai.OpenAI:
+    """An openai client that surfaces the first error instead of retrying it (retries would hide counts)."""
+    return openai.OpenAI(base_url=base_url, api_key=api_key, max_retries=0, timeout=30)
+
+
 def chat_client(proxy: ProxyProcess, key: str | None = None) -> openai.OpenAI:
     """The openai SDK on ``proxy`` with ``key`` (the master key by default), no retries."""
     return openai.OpenAI(api_key=key or proxy.master_key, base_url=proxy.base_url, max_retries=0, timeout=120)
