@@ -131,7 +131,7 @@ class Compactor:
         tokens = await run.tokens(view)
         early = None if forced or tokens >= limits.compact else await early_plan(run, view, tokens)
         if tokens < limits.compact and not forced:
-            if early is None or self._prepares(run):
+            if early is None or (self.preparations is not None and run.config.prepares):
                 return await self._under_trigger(run, state, view, cache, early is not None)
         if not forced and self.preparations is not None:
             prepared = await self.preparations.ready(run, state)
@@ -175,9 +175,6 @@ class Compactor:
     async def _prepared(self, run: Run, state: Entry) -> bool:
         """A compaction prepared for this conversation waits for the trigger."""
         return self.preparations is not None and await self.preparations.find(run, state) is not None
-
-    def _prepares(self, run: Run) -> bool:
-        return self.preparations is not None and run.config.prepares
 
     async def _thinking_state(self, run: Run) -> bool:
         """Under the thresholds, a conversation we changed before still gets its stored state when
