@@ -1,22 +1,32 @@
-"""Settings: one frozen, validated object, and the one place environment variables are read.
+"""Settings: two frozen, validated objects (per model, per process), built from YAML or ``COMPACT_*``.
 
 Precedence (highest first): a model's ``model_info.compact`` block, then ``COMPACT_*``
 environment variables, then the defaults below. Every mistake raises ``ValueError``
 naming the offending key, so a bad ``litellm_config.yaml`` fails proxy start-up loudly
-instead of silently compacting with a setting nobody asked for.
+instead of silently compacting with a setting nobody asked for. Checking and reading the
+environment (its one place) are in ``compact_hook.settings_checks``.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import os
-import types
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal, Union, get_args, get_origin, get_type_hints
+from typing import Any, Literal
 
 from compact_hook.core.pricing import Prices
+from compact_hook.settings_checks import (
+    check_below_trigger,
+    check_choice,
+    check_fraction,
+    check_non_empty,
+    check_range,
+    check_types,
+    environ_values,
+    field_types,
+    from_yaml,
+)
 
 DEFAULT_TRIGGER_RATIO = 0.92
 DEFAULT_TAIL_RETENTION_RATIO = 0.25
@@ -66,7 +76,6 @@ DEFAULT_CACHE_TTL_SECONDS = 300.0
 DEFAULT_PREPARE_CONCURRENCY = 4
 DEFAULT_PREPARE_QUEUE = 16
 
-ENV_PREFIX = "COMPACT_"
 PRICE_KEYS = ("price_input", "price_cache_write", "price_cache_read", "price_output")
 
 
@@ -127,71 +136,71 @@ class CompactConfig:
     price_output: float | None = None
 
     def __post_init__(self) -> None:
-        _check_types(self)
+        check_types(self)
         self._check_tiers()
         if self.prepare_ratio is not None:
-            _check_fraction("prepare_ratio", self.prepare_ratio, allow_one=False)
-            _check_below_trigger(
+            check_fraction("prepare_ratio", self.prepare_ratio, allow_one=False)
+            check_below_trigger(
                 "prepare_ratio",
                 self.prepare_ratio,
                 self.trigger_ratio,
                 strict=True,
                 why="a compaction is prepared before the turn that needs it",
             )
-        _check_range("context_window", self.context_window, low=1)
-        _check_range("summary_context_window", self.summary_context_window, low=1)
-        _check_fraction("trigger_ratio", self.trigger_ratio, allow_one=True)
+        check_range("context_window", self.context_window, low=1)
+        check_range("summary_context_window", self.summary_context_window, low=1)
+        check_fraction("trigger_ratio", self.trigger_ratio, allow_one=True)
         if self.tail_retention_ratio is not None:
-            _check_fraction("tail_retention_ratio", self.tail_retention_ratio, allow_one=False)
-            _check_below_trigger(
+            check_fraction("tail_retention_ratio", self.tail_retention_ratio, allow_one=False)
+            check_below_trigger(
                 "tail_retention_ratio",
                 self.tail_retention_ratio,
                 self.trigger_ratio,
                 strict=True,
                 why="otherwise a compaction cannot get under the trigger",
             )
-        _check_range("summary_max_tokens", self.summary_max_tokens, low=1)
-        _check_range("summary_timeout_seconds", self.summary_timeout_seconds, low=0.001)
-        _check_range("summary_deadline_seconds", self.summary_deadline_seconds, low=0.001)
-        _check_range("max_summary_calls", self.max_summary_calls, low=1)
-        _check_range("max_retries", self.max_retries, low=0)
-        _check_range("retry_backoff_seconds", self.retry_backoff_seconds, low=0)
-        _check_range("breaker_failures", self.breaker_failures, low=1)
-        _check_range("breaker_cooldown_seconds", self.breaker_cooldown_seconds, low=0.001)
-        _check_range(
+        check_range("summary_max_tokens", self.summary_max_tokens, low=1)
+        check_range("summary_timeout_seconds", self.summary_timeout_seconds, low=0.001)
+        check_range("summary_deadline_seconds", self.summary_deadline_seconds, low=0.001)
+        check_range("max_summary_calls", self.max_summary_calls, low=1)
+        check_range("max_retries", self.max_retries, low=0)
+        check_range("retry_backoff_seconds", self.retry_backoff_seconds, low=0)
+        check_range("breaker_failures", self.breaker_failures, low=1)
+        check_range("breaker_cooldown_seconds", self.breaker_cooldown_seconds, low=0.001)
+        check_range(
             "breaker_max_cooldown_seconds",
             self.breaker_max_cooldown_seconds,
             low=self.breaker_cooldown_seconds,
         )
-        _check_range("learned_window_ttl_seconds", self.learned_window_ttl_seconds, low=1)
-        _check_range("cache_ttl_seconds", self.cache_ttl_seconds, low=0.001)
+        check_range("learned_window_ttl_seconds", self.learned_window_ttl_seconds, low=1)
+        check_range("cache_ttl_seconds", self.cache_ttl_seconds, low=0.001)
         for name in PRICE_KEYS:
-            _check_range(name, getattr(self, name), low=0)
+            check_range(name, getattr(self, name), low=0)
         if (self.price_input is None) != (self.price_output is None):
             raise ValueError("price_input: set with price_output (USD per million tokens), or neither")
-        _check_non_empty("archive_dir", self.archive_dir)
-        _check_non_empty("summary_model", self.summary_model)
-        _check_non_empty("tokenizer", self.tokenizer)
+        check_non_empty("archive_dir", self.archive_dir)
+        check_non_empty("summary_model", self.summary_model)
+        check_non_empty("tokenizer", self.tokenizer)
 
     def _check_tiers(self) -> None:
-        _check_range("tool_output_max_tokens", self.tool_output_max_tokens, low=MIN_TOOL_OUTPUT_TOKENS)
+        check_range("tool_output_max_tokens", self.tool_output_max_tokens, low=MIN_TOOL_OUTPUT_TOKENS)
         if self.clear_trigger_ratio is not None:
-            _check_fraction("clear_trigger_ratio", self.clear_trigger_ratio, allow_one=True)
-            _check_below_trigger(
+            check_fraction("clear_trigger_ratio", self.clear_trigger_ratio, allow_one=True)
+            check_below_trigger(
                 "clear_trigger_ratio",
                 self.clear_trigger_ratio,
                 self.trigger_ratio,
                 strict=False,
                 why="clearing is the cheaper tier and comes first",
             )
-        _check_range("keep_tool_results", self.keep_tool_results, low=0)
-        _check_range("clear_at_least", self.clear_at_least, low=1)
-        _check_range("user_message_budget", self.user_message_budget, low=0)
+        check_range("keep_tool_results", self.keep_tool_results, low=0)
+        check_range("clear_at_least", self.clear_at_least, low=1)
+        check_range("user_message_budget", self.user_message_budget, low=0)
         for name in self.protected_tools:
-            _check_non_empty("protected_tools", name)
+            check_non_empty("protected_tools", name)
         for pattern in self.pinned_patterns:
-            _check_non_empty("pinned_patterns", pattern)
-        _check_range("pinned_budget", self.pinned_budget, low=0)
+            check_non_empty("pinned_patterns", pattern)
+        check_range("pinned_budget", self.pinned_budget, low=0)
 
     @property
     def clear_ratio(self) -> float:
@@ -239,17 +248,17 @@ class CompactConfig:
         """Build from a ``model_info["compact"]`` block layered over ``base`` (or the defaults)."""
         if not isinstance(settings, Mapping):
             raise ValueError(f"compact: must be a mapping of settings, got {type(settings).__name__}")
-        known = _field_types(cls)
+        known = field_types(cls)
         unknown = sorted(set(settings) - set(known))
         if unknown:
             raise ValueError(f"{unknown[0]}: unknown setting (known: {', '.join(sorted(known))})")
-        values = {key: _from_yaml(value, _field_types(cls)[key]) for key, value in settings.items()}
+        values = {key: from_yaml(value, field_types(cls)[key]) for key, value in settings.items()}
         return dataclasses.replace(base or cls(), **values)
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> CompactConfig:
         """Defaults overridden by ``COMPACT_<SETTING>`` variables, e.g. ``COMPACT_TRIGGER_RATIO=0.8``."""
-        return cls(**_environ_values(cls, environ))
+        return cls(**environ_values(cls, environ))
 
 
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
@@ -289,144 +298,25 @@ class ProcessConfig:
     log_level: str = "INFO"
 
     def __post_init__(self) -> None:
-        _check_types(self)
-        _check_choice("log_level", self.log_level.upper(), LOG_LEVELS)
+        check_types(self)
+        check_choice("log_level", self.log_level.upper(), LOG_LEVELS)
         if self.store == "redis" and self.redis_url is not None:
-            _check_non_empty("redis_url", self.redis_url)
-        _check_range("store_max_entries", self.store_max_entries, low=1)
-        _check_range("store_max_bytes", self.store_max_bytes, low=1024)
-        _check_range("store_ttl_seconds", self.store_ttl_seconds, low=1)
-        _check_range("redis_timeout_seconds", self.redis_timeout_seconds, low=0.001)
-        _check_range("lock_ttl_seconds", self.lock_ttl_seconds, low=0.001)
-        _check_range("lock_wait_seconds", self.lock_wait_seconds, low=0)
-        _check_range("failure_ttl_seconds", self.failure_ttl_seconds, low=0)
-        _check_range("prepare_concurrency", self.prepare_concurrency, low=1)
-        _check_range("prepare_queue", self.prepare_queue, low=0)
-        _check_range("archive_max_age_days", self.archive_max_age_days, low=0.001)
-        _check_range("metrics_port", self.metrics_port, low=1)
+            check_non_empty("redis_url", self.redis_url)
+        check_range("store_max_entries", self.store_max_entries, low=1)
+        check_range("store_max_bytes", self.store_max_bytes, low=1024)
+        check_range("store_ttl_seconds", self.store_ttl_seconds, low=1)
+        check_range("redis_timeout_seconds", self.redis_timeout_seconds, low=0.001)
+        check_range("lock_ttl_seconds", self.lock_ttl_seconds, low=0.001)
+        check_range("lock_wait_seconds", self.lock_wait_seconds, low=0)
+        check_range("failure_ttl_seconds", self.failure_ttl_seconds, low=0)
+        check_range("prepare_concurrency", self.prepare_concurrency, low=1)
+        check_range("prepare_queue", self.prepare_queue, low=0)
+        check_range("archive_max_age_days", self.archive_max_age_days, low=0.001)
+        check_range("metrics_port", self.metrics_port, low=1)
         if self.metrics_port is not None and self.metrics_port > 65535:
             raise ValueError(f"metrics_port: must be at most 65535, got {self.metrics_port}")
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> ProcessConfig:
         """``COMPACT_STORE``, ``COMPACT_REDIS_URL``, ``COMPACT_LOG_LEVEL``, ..."""
-        return cls(**_environ_values(cls, environ))
-
-
-def _environ_values(cls: type, environ: Mapping[str, str] | None) -> dict[str, Any]:
-    environ = os.environ if environ is None else environ
-    values: dict[str, Any] = {}
-    for name, hint in _field_types(cls).items():
-        raw = environ.get(ENV_PREFIX + name.upper())
-        if raw is not None:
-            values[name] = _parse_env(ENV_PREFIX + name.upper(), raw, hint)
-    try:
-        cls(**values)
-    except ValueError as exc:
-        raise ValueError(f"environment ({ENV_PREFIX}*): {exc}") from exc
-    return values
-
-
-_TYPE_CACHE: dict[type, dict[str, Any]] = {}
-
-
-def _field_types(cls: type) -> dict[str, Any]:
-    if cls not in _TYPE_CACHE:
-        _TYPE_CACHE[cls] = get_type_hints(cls)
-    return _TYPE_CACHE[cls]
-
-
-def _check_types(config: Any) -> None:
-    hints = _field_types(type(config))
-    for field in dataclasses.fields(config):
-        _check_type(field.name, getattr(config, field.name), hints[field.name])
-
-
-def _allowed_types(hint: Any) -> tuple[type, ...]:
-    if get_origin(hint) in (Union, types.UnionType):
-        return tuple(arg for arg in get_args(hint))
-    return (hint,)
-
-
-def _from_yaml(value: Any, hint: Any) -> Any:
-    """YAML has lists, not tuples: accept a list where a tuple of strings is expected."""
-    return tuple(value) if get_origin(hint) is tuple and isinstance(value, list) else value
-
-
-def _check_below_trigger(name: str, value: float, trigger: float, *, strict: bool, why: str) -> None:
-    if value > trigger or (strict and value == trigger):
-        bound = "be below" if strict else "not exceed"
-        raise ValueError(f"{name}: must {bound} trigger_ratio ({trigger}), got {value}; {why}")
-
-
-def _check_choice(name: str, value: object, choices: tuple[Any, ...]) -> None:
-    if value not in choices:
-        raise ValueError(f"{name}: must be one of {', '.join(choices)}, got {value!r}")
-
-
-def _check_type(name: str, value: Any, hint: Any) -> None:
-    if get_origin(hint) is Literal:
-        _check_choice(name, value, get_args(hint))
-        return
-    if get_origin(hint) is tuple:
-        if not (isinstance(value, tuple) and all(isinstance(item, str) for item in value)):
-            raise ValueError(f"{name}: expected a list of strings, got {value!r}")
-        return
-    allowed = _allowed_types(hint)
-    if value is None and type(None) in allowed:
-        return
-    if isinstance(value, bool) and bool not in allowed:
-        raise ValueError(f"{name}: expected {_describe(allowed)}, got a boolean ({value!r})")
-    if isinstance(value, int) and not isinstance(value, bool) and float in allowed:
-        return
-    if not isinstance(value, tuple(t for t in allowed if t is not type(None))):
-        raise ValueError(f"{name}: expected {_describe(allowed)}, got {type(value).__name__} ({value!r})")
-
-
-def _describe(allowed: tuple[type, ...]) -> str:
-    return " or ".join("null" if t is type(None) else t.__name__ for t in allowed)
-
-
-def _check_range(name: str, value: float | None, *, low: float) -> None:
-    if value is not None and value < low:
-        raise ValueError(f"{name}: must be at least {low}, got {value!r}")
-
-
-def _check_fraction(name: str, value: float, *, allow_one: bool) -> None:
-    ok = 0 < value <= 1 if allow_one else 0 < value < 1
-    if not ok:
-        upper = "1]" if allow_one else "1)"
-        raise ValueError(f"{name}: must be a fraction in (0, {upper}, got {value!r}")
-
-
-def _check_non_empty(name: str, value: str | None) -> None:
-    if value is not None and not value.strip():
-        raise ValueError(f"{name}: must not be empty")
-
-
-def _parse_env(var: str, raw: str, hint: Any) -> Any:
-    text = raw.strip()
-    if get_origin(hint) is tuple:
-        return tuple(item.strip() for item in text.split(",") if item.strip())
-    allowed = _allowed_types(hint)
-    if type(None) in allowed and text.lower() in ("", "none", "null"):
-        return None
-    try:
-        if bool in allowed:
-            return _parse_bool(text)
-        if int in allowed:
-            return int(text)
-        if float in allowed:
-            return float(text)
-    except ValueError as exc:
-        raise ValueError(f"{var}: cannot read {raw!r} as {_describe(allowed)}") from exc
-    return text
-
-
-def _parse_bool(text: str) -> bool:
-    lowered = text.lower()
-    if lowered in ("1", "true", "yes", "on"):
-        return True
-    if lowered in ("0", "false", "no", "off"):
-        return False
-    raise ValueError(text)
+        return cls(**environ_values(cls, environ))

@@ -13,8 +13,8 @@ from pathlib import Path
 from typing import Any
 
 from compact_hook.config import CompactConfig, ProcessConfig
+from compact_hook.settings_checks import ENV_PREFIX
 
-ENV_PREFIX = "COMPACT_"
 MARKERS = {
     "compact": ("<!-- config-reference:compact -->", "<!-- /config-reference:compact -->"),
     "process": ("<!-- config-reference:process -->", "<!-- /config-reference:process -->"),
