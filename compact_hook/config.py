@@ -1,10 +1,14 @@
-"""Settings: two frozen, validated objects (per model, per process), built from YAML or ``COMPACT_*``.
+"""Per-model settings: one frozen, validated object, built from YAML or ``COMPACT_*``.
 
 Precedence (highest first): a model's ``model_info.compact`` block, then ``COMPACT_*``
 environment variables, then the defaults below. Every mistake raises ``ValueError``
 naming the offending key, so a bad ``litellm_config.yaml`` fails proxy start-up loudly
-instead of silently compacting with a setting nobody asked for. Checking and reading the
-environment (its one place) are in ``compact_hook.settings_checks``.
+instead of silently compacting with a setting nobody asked for.
+
+Each setting is declared once, on its field (``compact_hook.setting``): its default, its
+meaning (docs/configuration.md's table is generated from it), its check, whether it scopes a
+stored compaction, and what leaving it unset stands for. The process-wide settings are in
+``compact_hook.process_config``.
 """
 
 from __future__ import annotations
@@ -16,33 +20,11 @@ from pathlib import Path
 from typing import Any, Literal
 
 from compact_hook.core.pricing import Prices
-from compact_hook.settings_checks import (
-    check_below_trigger,
-    check_choice,
-    check_fraction,
-    check_non_empty,
-    check_range,
-    check_types,
-    environ_values,
-    field_types,
-    from_yaml,
-)
+from compact_hook.setting import Below, Fraction, Unset, check_declared, setting
+from compact_hook.settings_checks import environ_values, yaml_values
 
-DEFAULT_TRIGGER_RATIO = 0.92
-DEFAULT_TAIL_RETENTION_RATIO = 0.25
-DEFAULT_SUMMARY_MAX_TOKENS = 4096
-DEFAULT_SUMMARY_TIMEOUT_SECONDS = 120.0
-DEFAULT_MAX_RETRIES = 2
-DEFAULT_SUMMARY_DEADLINE_SECONDS = 60.0
-DEFAULT_MAX_SUMMARY_CALLS = 12
-DEFAULT_RETRY_BACKOFF_SECONDS = 1.0
 DEFAULT_ARCHIVE_DIR = str(Path("~/.local/state/compact_hook/archive").expanduser())
-DEFAULT_TOOL_OUTPUT_MAX_TOKENS = 5_000
-DEFAULT_CLEAR_TRIGGER_RATIO = 0.7
-DEFAULT_KEEP_TOOL_RESULTS = 3
-DEFAULT_CLEAR_AT_LEAST = 5_000
 DEFAULT_PROTECTED_TOOLS = ("manage_todo_list",)
-DEFAULT_USER_MESSAGE_BUDGET = 20_000
 DEFAULT_PINNED_PATTERNS = (
     "<system-reminder>",
     "# AGENTS.md instructions",
@@ -55,174 +37,286 @@ DEFAULT_PINNED_SHARE = 0.1
 ToolOutputPolicy = Literal["tokens", "bytes", "none"]
 NormalizeMode = Literal["changed", "always"]
 OverflowMode = Literal["fit", "passthrough"]
-StoreBackend = Literal["auto", "memory", "redis", "off"]
 MIN_TOOL_OUTPUT_TOKENS = 100
 DIGEST = "digest"
 """``summary_model: digest``: summarize with the built-in deterministic digest, no LLM call."""
-DEFAULT_STORE_MAX_ENTRIES = 10_000
-DEFAULT_STORE_MAX_BYTES = 64 * 1024 * 1024
-DEFAULT_STORE_TTL_SECONDS = 86_400
-DEFAULT_REDIS_TIMEOUT_SECONDS = 0.5
-DEFAULT_LOCK_TTL_SECONDS = 300.0
-DEFAULT_LOCK_WAIT_SECONDS = 120.0
-DEFAULT_FAILURE_TTL_SECONDS = 60.0
-DEFAULT_BREAKER_FAILURES = 3
-DEFAULT_BREAKER_COOLDOWN_SECONDS = 60.0
-DEFAULT_BREAKER_MAX_COOLDOWN_SECONDS = 960.0
-DEFAULT_LEARNED_WINDOW_TTL_SECONDS = 86_400.0
-DEFAULT_PREPARE_RATIO = 0.75
-DEFAULT_CACHE_TTL_SECONDS = 300.0
-"""The providers' default prompt-cache lifetime (Anthropic's 5-minute cache; OpenAI keeps 5-10 minutes)."""
-DEFAULT_PREPARE_CONCURRENCY = 4
-DEFAULT_PREPARE_QUEUE = 16
-
-PRICE_KEYS = ("price_input", "price_cache_write", "price_cache_read", "price_output")
 
 
 @dataclass(frozen=True)
 class CompactConfig:
-    """Per-model compaction settings.
+    """Per-model compaction settings (``context_window`` ``None``: the proxy hook fills it from the
+    router; used directly, an unknown window means "never compact")."""
 
-    ``context_window`` may stay ``None`` here: the proxy hook fills it from the router's
-    ``max_input_tokens``; used directly, an unknown window means "never compact".
-    ``summary_model`` ``None`` means "the same model group as the request".
-    ``tokenizer`` ``None`` means "pick by model name" (see ``tokens.tokenizer_name_for_model``);
-    otherwise ``o200k_base``, ``cl100k_base``, ``claude`` or a path to a ``tokenizer.json``.
-    ``thinking_prefix_check`` ``None`` means "by the deployment's model name" in the proxy
-    (``formats.anthropic.runs_prefix_check``) and "yes" used directly.
-    The cheap tiers (truncation, clearing), protected content and the fit guarantee are
-    documented with their keys in docs/configuration.md.
-    """
-
-    enabled: bool = True
-    context_window: int | None = None
-    trigger_ratio: float = DEFAULT_TRIGGER_RATIO
-    tail_retention_ratio: float | None = None
-    summary_model: str | None = None
-    summary_max_tokens: int = DEFAULT_SUMMARY_MAX_TOKENS
-    summary_timeout_seconds: float = DEFAULT_SUMMARY_TIMEOUT_SECONDS
-    summary_deadline_seconds: float = DEFAULT_SUMMARY_DEADLINE_SECONDS
-    max_summary_calls: int = DEFAULT_MAX_SUMMARY_CALLS
-    summary_context_window: int | None = None
-    max_retries: int = DEFAULT_MAX_RETRIES
-    retry_backoff_seconds: float = DEFAULT_RETRY_BACKOFF_SECONDS
-    archive_dir: str = DEFAULT_ARCHIVE_DIR
-    tokenizer: str | None = None
-    tool_output_max_tokens: int = DEFAULT_TOOL_OUTPUT_MAX_TOKENS
-    tool_output_policy: ToolOutputPolicy = "tokens"
-    clear_tool_results: bool = True
-    clear_trigger_ratio: float | None = None
-    keep_tool_results: int = DEFAULT_KEEP_TOOL_RESULTS
-    clear_at_least: int = DEFAULT_CLEAR_AT_LEAST
-    protected_tools: tuple[str, ...] = DEFAULT_PROTECTED_TOOLS
-    user_message_budget: int = DEFAULT_USER_MESSAGE_BUDGET
-    pinned_patterns: tuple[str, ...] = DEFAULT_PINNED_PATTERNS
-    pinned_budget: int | None = None
-    normalize: NormalizeMode = "changed"
-    on_overflow: OverflowMode = "fit"
-    breaker_failures: int = DEFAULT_BREAKER_FAILURES
-    breaker_cooldown_seconds: float = DEFAULT_BREAKER_COOLDOWN_SECONDS
-    breaker_max_cooldown_seconds: float = DEFAULT_BREAKER_MAX_COOLDOWN_SECONDS
-    recover: bool = True
-    learned_window_ttl_seconds: float = DEFAULT_LEARNED_WINDOW_TTL_SECONDS
-    prepare: bool = True
-    prepare_ratio: float | None = None
-    thinking_prefix_check: bool | None = None
-    cost_aware: bool = True
-    cache_ttl_seconds: float = DEFAULT_CACHE_TTL_SECONDS
-    price_input: float | None = None
-    price_cache_write: float | None = None
-    price_cache_read: float | None = None
-    price_output: float | None = None
+    enabled: bool = setting(True, "`false` switches the model off without deleting the block")
+    context_window: int | None = setting(
+        None,
+        (
+            "input tokens the model accepts. Default: the smallest `model_info.max_input_tokens` of the "
+            "group's deployments, else LiteLLM's model map. Unknown → no compaction, one warning per model"
+        ),
+        at_least=1,
+        unset=Unset("router's `max_input_tokens`"),
+    )
+    trigger_ratio: float = setting(
+        0.92,
+        (
+            "compact when everything the model reads (messages, system, tool definitions, schemas) reaches "
+            "`trigger_ratio × context_window` tokens (inclusive); lowered to `context_window − output "
+            "reserve` when the reply the request asks room for (`max_tokens`, `max_completion_tokens`, "
+            "`max_output_tokens`) would not fit beside it"
+        ),
+        fraction=Fraction.CLOSED,
+        scope=True,
+    )
+    tail_retention_ratio: float | None = setting(
+        None,
+        (
+            "the newest whole units kept verbatim, up to this share of the room the messages have (the "
+            "window minus output reserve, system and tool definitions); must be below `trigger_ratio`"
+        ),
+        fraction=Fraction.OPEN,
+        below_trigger=Below("otherwise a compaction cannot get under the trigger"),
+        scope=True,
+        unset=Unset("`0.25`, or half the trigger if lower", lambda c: min(0.25, c.trigger_ratio / 2)),
+    )
+    summary_model: str | None = setting(
+        None,
+        (
+            "model group (in this proxy) that writes the summary; `digest` = the built-in digest, no LLM "
+            "call at all"
+        ),
+        non_empty=True,
+        scope=True,
+        unset=Unset("the request's model group"),
+    )
+    summary_max_tokens: int = setting(4096, "`max_tokens` of each summary call", at_least=1, scope=True)
+    summary_timeout_seconds: float = setting(
+        120.0, "timeout of each summary call (never more than what is left of the deadline)", at_least=0.001
+    )
+    summary_deadline_seconds: float = setting(
+        60.0,
+        (
+            "all the summary calls of one compaction together, retries and waits for another replica "
+            "included; past it the digest stands in where the request must shrink, else it is forwarded as "
+            "it is (`reason: summary_failed`)"
+        ),
+        at_least=0.001,
+    )
+    max_summary_calls: int = setting(
+        12,
+        (
+            "summary calls (chunks) of one compaction at most; a middle larger than that many calls can read "
+            "has its oldest part digested, and the digest goes in as the summary so far"
+        ),
+        at_least=1,
+    )
+    summary_context_window: int | None = setting(
+        None,
+        "window of the summary model, for chunking a large middle (one call when it fits)",
+        at_least=1,
+        scope=True,
+        unset=Unset("the `summary_model` group's window, else `context_window`"),
+    )
+    max_retries: int = setting(
+        2,
+        "retries of failed or empty summary calls, for one compaction in all (shared by its chunks)",
+        at_least=0,
+    )
+    retry_backoff_seconds: float = setting(1.0, "first backoff; doubles each retry", at_least=0)
+    archive_dir: str = setting(
+        DEFAULT_ARCHIVE_DIR,
+        "where summarized messages are archived: `<archive_dir>/<tenant>/<session>/`",
+        non_empty=True,
+    )
+    tokenizer: str | None = setting(
+        None,
+        (
+            "`o200k_base`, `cl100k_base`, `claude` (any `anthropic/` or Claude model), or a path to a "
+            "`tokenizer.json`"
+        ),
+        non_empty=True,
+        scope=True,
+        unset=Unset("by the deployment's model"),
+    )
+    tool_output_max_tokens: int = setting(
+        5_000,
+        (
+            "tier 1: a tool result over this keeps its beginning and end (half each) around a `…N tokens "
+            "truncated; the full output had L lines…` marker; at least 100"
+        ),
+        at_least=MIN_TOOL_OUTPUT_TOKENS,
+        scope=True,
+    )
+    tool_output_policy: ToolOutputPolicy = setting(
+        "tokens",
+        (
+            "`tokens` (cut on token boundaries), `bytes` (cut at `4 × tool_output_max_tokens` UTF-8 bytes, "
+            "no tokenizer), `none`"
+        ),
+        scope=True,
+    )
+    clear_tool_results: bool = setting(True, "tier 2 on/off", scope=True)
+    clear_trigger_ratio: float | None = setting(
+        None,
+        "tier 2 starts when the request reaches this share of the window; must not exceed `trigger_ratio`",
+        fraction=Fraction.CLOSED,
+        below_trigger=Below("clearing is the cheaper tier and comes first", strict=False),
+        scope=True,
+        unset=Unset("`0.7`, or the trigger if lower", lambda c: min(0.7, c.trigger_ratio)),
+    )
+    keep_tool_results: int = setting(3, "the newest tool results are never cleared", at_least=0, scope=True)
+    clear_at_least: int = setting(
+        5_000,
+        (
+            "clearing advances only in batches saving at least this many tokens (each batch invalidates the "
+            "provider's prompt cache once)"
+        ),
+        at_least=1,
+        scope=True,
+    )
+    protected_tools: tuple[str, ...] = setting(
+        DEFAULT_PROTECTED_TOOLS,
+        "tools whose results are never truncated nor cleared, and survive compaction",
+        non_empty=True,
+        scope=True,
+    )
+    user_message_budget: int = setting(
+        20_000,
+        (
+            "tokens of the users' own messages (and protected results) kept verbatim through compaction, "
+            "newest first; capped at the tail budget; `0` keeps only the latest user message. A user message "
+            "is one without tool results (an Anthropic user message carrying `tool_result` blocks belongs to "
+            "its tool turn)"
+        ),
+        at_least=0,
+        scope=True,
+    )
+    pinned_patterns: tuple[str, ...] = setting(
+        DEFAULT_PINNED_PATTERNS,
+        (
+            "a user message whose own text (never a tool output) holds one of these is pinned: kept word for "
+            "word, before the summary, through every compaction. The first user message (the task) and "
+            "system/developer messages after the head are always pinned. An Anthropic user message that also "
+            "carries tool results keeps only its text; the same text is pinned once"
+        ),
+        non_empty=True,
+        scope=True,
+    )
+    pinned_budget: int | None = setting(
+        None,
+        (
+            "tokens the pinned messages may keep; when they do not fit, each gets a fair share and a larger "
+            "one keeps its head and tail around a marker (the full text goes to the archive); `0` pins "
+            "nothing"
+        ),
+        at_least=0,
+        scope=True,
+        unset=Unset("a tenth of the room the messages have (window − output reserve − system and tools)"),
+    )
+    normalize: NormalizeMode = setting(
+        "changed", "fix tool-call pairing on requests we change; `always`: on every request"
+    )
+    on_overflow: OverflowMode = setting(
+        "fit",
+        (
+            "a request still over the window after everything: `fit` it (digest, drop oldest, shrink "
+            "outputs) or `passthrough` (forward it exactly as the client sent it)"
+        ),
+    )
+    breaker_failures: int = setting(
+        3,
+        (
+            "consecutive failed summaries (per summary model and tenant) after which the summary model is "
+            "not called for a while"
+        ),
+        at_least=1,
+    )
+    breaker_cooldown_seconds: float = setting(
+        60.0, "how long; doubles each time it opens again, reset by a success", at_least=0.001
+    )
+    breaker_max_cooldown_seconds: float = setting(
+        960.0, "the cap of that doubling", at_least="breaker_cooldown_seconds"
+    )
+    recover: bool = setting(
+        True,
+        (
+            "retry a request the provider refused as too long, compacted to the limit its error reports, and "
+            "remember that limit for the group"
+        ),
+    )
+    learned_window_ttl_seconds: float = setting(
+        86_400.0,
+        "how long a learned limit is used as the group's window (shared by replicas through the store)",
+        at_least=1,
+    )
+    prepare: bool = setting(
+        True,
+        (
+            "prepare the next compaction in the background before the trigger, so the turn that reaches it "
+            "does not wait for a summary (see *Prepared compaction*); `false`: that turn makes the summary"
+        ),
+    )
+    prepare_ratio: float | None = setting(
+        None,
+        "from this share of the window the compaction is prepared; must be below `trigger_ratio`",
+        fraction=Fraction.OPEN,
+        below_trigger=Below("a compaction is prepared before the turn that needs it"),
+        unset=Unset(
+            "`0.75`, or 85% of the trigger if lower", lambda c: min(0.75, round(c.trigger_ratio * 0.85, 4))
+        ),
+    )
+    thinking_prefix_check: bool | None = setting(
+        None,
+        (
+            "`/v1/messages`: thinking blocks produced before a change we made to the prefix are removed, as "
+            "models that check them need (see *Preserved thinking*); `false`: kept byte for byte"
+        ),
+        unset=Unset(
+            "by the deployment's model: Claude 5.1 and later (`claude-fable-5-1`, `claude-opus-5-5`, …)"
+        ),
+    )
+    cost_aware: bool = setting(
+        True,
+        (
+            "refine clearing, preparing and compacting by money, from the prompt-cache usage the provider "
+            "reports (see *Cost-aware timing*): a clearing batch waits while the cache is warm, compaction "
+            "may come before the trigger when it pays; never later, never over the window. Priced models only"
+        ),
+    )
+    cache_ttl_seconds: float = setting(
+        300.0,
+        "seconds the provider keeps a prompt prefix cached after its last use (Anthropic: 300; `1h`: 3600)",
+        at_least=0.001,
+    )
+    price_input: float | None = setting(
+        None,
+        (
+            "USD per million uncached input tokens, for a model LiteLLM's cost map does not price (its map, "
+            "and a deployment's `model_info.input_cost_per_token`, come first); set with `price_output`"
+        ),
+        at_least=0,
+        unset=Unset("LiteLLM's cost map"),
+    )
+    price_cache_write: float | None = setting(
+        None,
+        "USD per million input tokens written to the prompt cache",
+        at_least=0,
+        unset=Unset("`price_input`"),
+    )
+    price_cache_read: float | None = setting(
+        None,
+        "USD per million input tokens read from the prompt cache",
+        at_least=0,
+        unset=Unset("`price_input`"),
+    )
+    price_output: float | None = setting(
+        None, "USD per million output tokens", at_least=0, unset=Unset("LiteLLM's cost map")
+    )
 
     def __post_init__(self) -> None:
-        check_types(self)
-        self._check_tiers()
-        if self.prepare_ratio is not None:
-            check_fraction("prepare_ratio", self.prepare_ratio, allow_one=False)
-            check_below_trigger(
-                "prepare_ratio",
-                self.prepare_ratio,
-                self.trigger_ratio,
-                strict=True,
-                why="a compaction is prepared before the turn that needs it",
-            )
-        check_range("context_window", self.context_window, low=1)
-        check_range("summary_context_window", self.summary_context_window, low=1)
-        check_fraction("trigger_ratio", self.trigger_ratio, allow_one=True)
-        if self.tail_retention_ratio is not None:
-            check_fraction("tail_retention_ratio", self.tail_retention_ratio, allow_one=False)
-            check_below_trigger(
-                "tail_retention_ratio",
-                self.tail_retention_ratio,
-                self.trigger_ratio,
-                strict=True,
-                why="otherwise a compaction cannot get under the trigger",
-            )
-        check_range("summary_max_tokens", self.summary_max_tokens, low=1)
-        check_range("summary_timeout_seconds", self.summary_timeout_seconds, low=0.001)
-        check_range("summary_deadline_seconds", self.summary_deadline_seconds, low=0.001)
-        check_range("max_summary_calls", self.max_summary_calls, low=1)
-        check_range("max_retries", self.max_retries, low=0)
-        check_range("retry_backoff_seconds", self.retry_backoff_seconds, low=0)
-        check_range("breaker_failures", self.breaker_failures, low=1)
-        check_range("breaker_cooldown_seconds", self.breaker_cooldown_seconds, low=0.001)
-        check_range(
-            "breaker_max_cooldown_seconds",
-            self.breaker_max_cooldown_seconds,
-            low=self.breaker_cooldown_seconds,
-        )
-        check_range("learned_window_ttl_seconds", self.learned_window_ttl_seconds, low=1)
-        check_range("cache_ttl_seconds", self.cache_ttl_seconds, low=0.001)
-        for name in PRICE_KEYS:
-            check_range(name, getattr(self, name), low=0)
+        check_declared(self)
         if (self.price_input is None) != (self.price_output is None):
             raise ValueError("price_input: set with price_output (USD per million tokens), or neither")
-        check_non_empty("archive_dir", self.archive_dir)
-        check_non_empty("summary_model", self.summary_model)
-        check_non_empty("tokenizer", self.tokenizer)
-
-    def _check_tiers(self) -> None:
-        check_range("tool_output_max_tokens", self.tool_output_max_tokens, low=MIN_TOOL_OUTPUT_TOKENS)
-        if self.clear_trigger_ratio is not None:
-            check_fraction("clear_trigger_ratio", self.clear_trigger_ratio, allow_one=True)
-            check_below_trigger(
-                "clear_trigger_ratio",
-                self.clear_trigger_ratio,
-                self.trigger_ratio,
-                strict=False,
-                why="clearing is the cheaper tier and comes first",
-            )
-        check_range("keep_tool_results", self.keep_tool_results, low=0)
-        check_range("clear_at_least", self.clear_at_least, low=1)
-        check_range("user_message_budget", self.user_message_budget, low=0)
-        for name in self.protected_tools:
-            check_non_empty("protected_tools", name)
-        for pattern in self.pinned_patterns:
-            check_non_empty("pinned_patterns", pattern)
-        check_range("pinned_budget", self.pinned_budget, low=0)
-
-    @property
-    def clear_ratio(self) -> float:
-        """``clear_trigger_ratio``, or by default 0.7 — never above the trigger, which it follows."""
-        if self.clear_trigger_ratio is not None:
-            return self.clear_trigger_ratio
-        return min(DEFAULT_CLEAR_TRIGGER_RATIO, self.trigger_ratio)
-
-    @property
-    def tail_ratio(self) -> float:
-        """``tail_retention_ratio``, or by default 0.25 — at most half the trigger, which it follows."""
-        if self.tail_retention_ratio is not None:
-            return self.tail_retention_ratio
-        return min(DEFAULT_TAIL_RETENTION_RATIO, self.trigger_ratio / 2)
-
-    @property
-    def prepare_at(self) -> float:
-        """``prepare_ratio``, or by default 0.75 — below the trigger it prepares for (at most 85% of
-        it, so a lowered trigger still leaves the summary time to be made)."""
-        if self.prepare_ratio is not None:
-            return self.prepare_ratio
-        return min(DEFAULT_PREPARE_RATIO, round(self.trigger_ratio * 0.85, 4))
 
     @property
     def prices(self) -> Prices | None:
@@ -246,77 +340,9 @@ class CompactConfig:
     @classmethod
     def from_dict(cls, settings: Mapping[str, Any], base: CompactConfig | None = None) -> CompactConfig:
         """Build from a ``model_info["compact"]`` block layered over ``base`` (or the defaults)."""
-        if not isinstance(settings, Mapping):
-            raise ValueError(f"compact: must be a mapping of settings, got {type(settings).__name__}")
-        known = field_types(cls)
-        unknown = sorted(set(settings) - set(known))
-        if unknown:
-            raise ValueError(f"{unknown[0]}: unknown setting (known: {', '.join(sorted(known))})")
-        values = {key: from_yaml(value, field_types(cls)[key]) for key, value in settings.items()}
-        return dataclasses.replace(base or cls(), **values)
+        return dataclasses.replace(base or cls(), **yaml_values(cls, settings))
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> CompactConfig:
         """Defaults overridden by ``COMPACT_<SETTING>`` variables, e.g. ``COMPACT_TRIGGER_RATIO=0.8``."""
-        return cls(**environ_values(cls, environ))
-
-
-LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
-
-
-@dataclass(frozen=True)
-class ProcessConfig:
-    """Process-wide settings: the compaction store (one serves all models) and logging.
-
-    ``store``: ``auto`` uses Redis when ``redis_url`` is set or LiteLLM itself has Redis
-    configured, else the in-process store; ``memory`` and ``redis`` force one; ``off``
-    remembers nothing (every turn over the threshold makes a new summary, and nothing is
-    prepared). ``redis_url`` (ours) wins over LiteLLM's Redis settings.
-    ``prepare_concurrency``: background summaries (prepared compactions) running at once in this
-    process; ``prepare_queue``: how many more may wait (beyond it the oldest waiting one of the
-    tenant with most waiting is dropped: it only costs that turn its wait).
-    ``archive_max_age_days``: archive entries older than that are deleted (checked at most once
-    an hour by each proxy process that writes there); unset keeps them forever.
-    ``metrics_port``: serve our Prometheus metrics on that port (at ``metrics_host``) — for
-    proxies without LiteLLM's ``prometheus`` callback, whose ``/metrics`` serves them anyway.
-    """
-
-    store: StoreBackend = "auto"
-    redis_url: str | None = None
-    store_max_entries: int = DEFAULT_STORE_MAX_ENTRIES
-    store_max_bytes: int = DEFAULT_STORE_MAX_BYTES
-    store_ttl_seconds: int = DEFAULT_STORE_TTL_SECONDS
-    redis_timeout_seconds: float = DEFAULT_REDIS_TIMEOUT_SECONDS
-    lock_ttl_seconds: float = DEFAULT_LOCK_TTL_SECONDS
-    lock_wait_seconds: float = DEFAULT_LOCK_WAIT_SECONDS
-    failure_ttl_seconds: float = DEFAULT_FAILURE_TTL_SECONDS
-    prepare_concurrency: int = DEFAULT_PREPARE_CONCURRENCY
-    prepare_queue: int = DEFAULT_PREPARE_QUEUE
-    archive_max_age_days: float | None = None
-    metrics_port: int | None = None
-    metrics_host: str = "127.0.0.1"
-    log_level: str = "INFO"
-
-    def __post_init__(self) -> None:
-        check_types(self)
-        check_choice("log_level", self.log_level.upper(), LOG_LEVELS)
-        if self.store == "redis" and self.redis_url is not None:
-            check_non_empty("redis_url", self.redis_url)
-        check_range("store_max_entries", self.store_max_entries, low=1)
-        check_range("store_max_bytes", self.store_max_bytes, low=1024)
-        check_range("store_ttl_seconds", self.store_ttl_seconds, low=1)
-        check_range("redis_timeout_seconds", self.redis_timeout_seconds, low=0.001)
-        check_range("lock_ttl_seconds", self.lock_ttl_seconds, low=0.001)
-        check_range("lock_wait_seconds", self.lock_wait_seconds, low=0)
-        check_range("failure_ttl_seconds", self.failure_ttl_seconds, low=0)
-        check_range("prepare_concurrency", self.prepare_concurrency, low=1)
-        check_range("prepare_queue", self.prepare_queue, low=0)
-        check_range("archive_max_age_days", self.archive_max_age_days, low=0.001)
-        check_range("metrics_port", self.metrics_port, low=1)
-        if self.metrics_port is not None and self.metrics_port > 65535:
-            raise ValueError(f"metrics_port: must be at most 65535, got {self.metrics_port}")
-
-    @classmethod
-    def from_env(cls, environ: Mapping[str, str] | None = None) -> ProcessConfig:
-        """``COMPACT_STORE``, ``COMPACT_REDIS_URL``, ``COMPACT_LOG_LEVEL``, ..."""
         return cls(**environ_values(cls, environ))

@@ -50,7 +50,18 @@ def _allowed_types(hint: Any) -> tuple[type, ...]:
     return (hint,)
 
 
-def from_yaml(value: Any, hint: Any) -> Any:
+def yaml_values(cls: type, settings: Mapping[str, Any]) -> dict[str, Any]:
+    """A YAML block's settings for ``cls``: known keys only, lists read as tuples."""
+    if not isinstance(settings, Mapping):
+        raise ValueError(f"compact: must be a mapping of settings, got {type(settings).__name__}")
+    known = field_types(cls)
+    unknown = sorted(set(settings) - set(known))
+    if unknown:
+        raise ValueError(f"{unknown[0]}: unknown setting (known: {', '.join(sorted(known))})")
+    return {key: _from_yaml(value, known[key]) for key, value in settings.items()}
+
+
+def _from_yaml(value: Any, hint: Any) -> Any:
     """YAML has lists, not tuples: accept a list where a tuple of strings is expected."""
     return tuple(value) if get_origin(hint) is tuple and isinstance(value, list) else value
 

@@ -24,7 +24,8 @@ def main() -> int:
         stale = with_tables(text) != text
         print("docs/configuration.md tables are stale" if stale else "docs/configuration.md is up to date")
         return 1 if stale else 0
-    print("docs/configuration.md updated" if write_readme(README) else "docs/configuration.md already up to date")
+    changed = write_readme(README)
+    print("docs/configuration.md updated" if changed else "docs/configuration.md already up to date")
     return 0
 
 

@@ -9,7 +9,8 @@ from typing import Any
 import yaml
 
 from compact_hook.cli.inputs import InputError
-from compact_hook.config import CompactConfig, ProcessConfig
+from compact_hook.config import CompactConfig
+from compact_hook.process_config import ProcessConfig
 from compact_hook.proxy.models import ModelSettings, validate_model_list
 
 

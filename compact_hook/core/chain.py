@@ -27,28 +27,16 @@ from compact_hook.core.fingerprint import Fingerprint
 from compact_hook.core.items import Item, head_length
 from compact_hook.core.outcomes import Summarizer
 from compact_hook.core.pinning import Shape
+from compact_hook.setting import resolved, scope_settings
 
 STATE_VERSION = "5"
 """Bump when the meaning of a stored entry changes: old entries then simply stop matching."""
 
-SCOPE_SETTINGS = (
-    "trigger_ratio",
-    "tail_ratio",
-    "summary_model",
-    "summary_max_tokens",
-    "summary_context_window",
-    "tokenizer",
-    "tool_output_max_tokens",
-    "tool_output_policy",
-    "clear_tool_results",
-    "clear_ratio",
-    "keep_tool_results",
-    "clear_at_least",
-    "protected_tools",
-    "user_message_budget",
-    "pinned_patterns",
-    "pinned_budget",
-)
+SCOPE_SETTINGS = scope_settings(CompactConfig)
+"""The settings declared ``scope=True``: everything that changes what a compaction looks like."""
+HASHED_AS = {"tail_retention_ratio": "tail_ratio", "clear_trigger_ratio": "clear_ratio"}
+"""The names these two had in the scope label before settings were declared once: renaming them
+would make every stored compaction unreachable after an upgrade."""
 
 
 @lru_cache(maxsize=4096)
@@ -62,7 +50,7 @@ def scope_of(config: CompactConfig, model: str, tenant: str, wire: str, prompt_v
     ``wire`` is the format's name: the same entries mean different things in each.
     Memoized: the hook asks on every request, and the answer only depends on these.
     """
-    settings = {name: getattr(config, name) for name in SCOPE_SETTINGS}
+    settings = {HASHED_AS.get(name, name): resolved(config, name) for name in SCOPE_SETTINGS}
     settings["protected_tools"] = sorted(config.protected_tools)
     label = json.dumps(
         ["compact_hook", STATE_VERSION, prompt_version, wire, model, tenant, settings], sort_keys=True

@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from compact_hook.config import DEFAULT_PINNED_SHARE, MIN_TOOL_OUTPUT_TOKENS, CompactConfig
+from compact_hook.setting import resolved
 
 TARGET_SHARE = 0.85
 """A compaction aims below this share of the trigger, leaving the next turns room to grow
@@ -43,9 +44,15 @@ class Limits:
         window = max(1, config.context_window - (reserve or 0))
         compact = min(max(1, int(config.trigger_ratio * config.context_window)), window)
         clear = (
-            max(1, int(config.clear_ratio * config.context_window)) if config.clear_tool_results else compact
+            max(1, int(resolved(config, "clear_trigger_ratio") * config.context_window))
+            if config.clear_tool_results
+            else compact
         )
-        prepare = max(1, int(config.prepare_at * config.context_window)) if config.prepares else compact
+        prepare = (
+            max(1, int(resolved(config, "prepare_ratio") * config.context_window))
+            if config.prepares
+            else compact
+        )
         return cls(
             clear=min(clear, compact),
             compact=compact,
@@ -67,7 +74,7 @@ class Limits:
 
     def tail_budget(self, config: CompactConfig) -> int:
         """Tokens of the newest units kept verbatim by a compaction."""
-        return max(1, int(config.tail_ratio * self.room))
+        return max(1, int(resolved(config, "tail_retention_ratio") * self.room))
 
     def output_limit(self, config: CompactConfig) -> int:
         """Tokens one tool output may keep: ``tool_output_max_tokens``, but never more than the

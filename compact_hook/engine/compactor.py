@@ -24,11 +24,6 @@ import asyncio
 import dataclasses
 import logging
 
-from compact_hook.config import (
-    DEFAULT_FAILURE_TTL_SECONDS,
-    DEFAULT_LOCK_TTL_SECONDS,
-    DEFAULT_LOCK_WAIT_SECONDS,
-)
 from compact_hook.core.chain import OPEN_END, Entry, entry_is_usable
 from compact_hook.core.outcomes import (
     CacheStatus,
@@ -52,6 +47,11 @@ from compact_hook.engine.prepare import Preparations, PrepareSetup
 from compact_hook.engine.result import CompactRequest, CompactResult
 from compact_hook.engine.run import ProcessMemory, Run
 from compact_hook.engine.view import View, without_stale_thinking
+from compact_hook.process_config import (
+    DEFAULT_FAILURE_TTL_SECONDS,
+    DEFAULT_LOCK_TTL_SECONDS,
+    DEFAULT_LOCK_WAIT_SECONDS,
+)
 from compact_hook.state.store import CompactionStore
 
 logger = logging.getLogger(__name__)

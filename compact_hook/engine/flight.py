@@ -12,7 +12,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Generic, TypeVar
 
-from compact_hook.config import (
+from compact_hook.process_config import (
     DEFAULT_FAILURE_TTL_SECONDS,
     DEFAULT_LOCK_TTL_SECONDS,
     DEFAULT_LOCK_WAIT_SECONDS,

@@ -20,10 +20,11 @@ from typing import Any
 
 from litellm.integrations.custom_logger import CustomLogger
 
-from compact_hook.config import CompactConfig, ProcessConfig
+from compact_hook.config import CompactConfig
 from compact_hook.core.outcomes import Reason
 from compact_hook.engine.compactor import Compactor
 from compact_hook.errors import MalformedError
+from compact_hook.process_config import ProcessConfig
 from compact_hook.proxy.answer import answer, answered_stream
 from compact_hook.proxy.gate import RequestGate
 from compact_hook.proxy.logs import configure_logging

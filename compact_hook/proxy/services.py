@@ -6,11 +6,12 @@ are only known once LiteLLM has loaded its config, after it built our callback.
 
 from __future__ import annotations
 
-from compact_hook.config import CompactConfig, ProcessConfig
+from compact_hook.config import CompactConfig
 from compact_hook.engine.background import Background
 from compact_hook.engine.compactor import Compactor
 from compact_hook.engine.prepare import PrepareSetup
 from compact_hook.engine.run import ProcessMemory
+from compact_hook.process_config import ProcessConfig
 from compact_hook.proxy import server
 from compact_hook.proxy.learned import LearnedWindows
 from compact_hook.proxy.metrics import Metrics

@@ -17,8 +17,8 @@ from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, Protocol
 
-from compact_hook.config import DEFAULT_STORE_MAX_BYTES, ProcessConfig
 from compact_hook.core.chain import Entry
+from compact_hook.process_config import DEFAULT_STORE_MAX_BYTES, ProcessConfig
 
 logger = logging.getLogger(__name__)
 

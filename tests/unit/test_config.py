@@ -3,12 +3,15 @@ from typing import Any
 import pytest
 
 from compact_hook.config import CompactConfig
+from compact_hook.setting import resolved
 
 
 def test_defaults_match_the_documented_values() -> None:
     config = CompactConfig()
     assert config.trigger_ratio == 0.92
-    assert config.tail_ratio == 0.25 and config.clear_ratio == 0.7  # derived: the fields stay unset
+    assert (
+        resolved(config, "tail_retention_ratio") == 0.25 and resolved(config, "clear_trigger_ratio") == 0.7
+    )  # derived: the fields stay unset
     assert config.tail_retention_ratio is None and config.clear_trigger_ratio is None
     assert config.max_retries == 2
     assert config.context_window is None
@@ -124,11 +127,16 @@ def test_summary_model_digest_means_no_model() -> None:
 
 def test_defaults_that_depend_on_the_trigger_follow_it() -> None:
     lowered = CompactConfig(trigger_ratio=0.5)
-    assert lowered.clear_ratio == 0.5 and lowered.tail_ratio == 0.25
-    assert CompactConfig(trigger_ratio=0.3).tail_ratio == 0.15
+    assert (
+        resolved(lowered, "clear_trigger_ratio") == 0.5 and resolved(lowered, "tail_retention_ratio") == 0.25
+    )
+    assert resolved(CompactConfig(trigger_ratio=0.3), "tail_retention_ratio") == 0.15
     from_block = CompactConfig.from_dict({"trigger_ratio": 0.5}, base=CompactConfig.from_env())
     assert from_block.trigger_ratio == 0.5
-    assert from_block.clear_ratio == 0.5 and from_block.tail_ratio == 0.25
+    assert (
+        resolved(from_block, "clear_trigger_ratio") == 0.5
+        and resolved(from_block, "tail_retention_ratio") == 0.25
+    )
 
 
 def test_an_explicit_contradiction_with_the_trigger_still_fails_naming_the_key() -> None:
@@ -141,7 +149,11 @@ def test_an_explicit_contradiction_with_the_trigger_still_fails_naming_the_key()
 def test_a_lowered_trigger_from_the_environment_alone_is_valid(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("COMPACT_TRIGGER_RATIO", "0.4")
     config = CompactConfig.from_env()
-    assert config.trigger_ratio == 0.4 and config.clear_ratio == 0.4 and config.tail_ratio == 0.2
+    assert (
+        config.trigger_ratio == 0.4
+        and resolved(config, "clear_trigger_ratio") == 0.4
+        and resolved(config, "tail_retention_ratio") == 0.2
+    )
 
 
 @pytest.mark.parametrize(

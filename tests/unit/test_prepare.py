@@ -24,6 +24,7 @@ from compact_hook.engine.background import Background, Job
 from compact_hook.engine.breaker import Breaker
 from compact_hook.engine.prepare import PrepareSetup
 from compact_hook.formats import GOOGLE, Conversation
+from compact_hook.setting import resolved
 from compact_hook.state.store import MemoryStore
 from tests.compaction import STORE_CONFIG, STORE_SCOPE, compact_chat
 from tests.fakes import FakeSummarizer, InMemoryArchive, LockingMemoryStore
@@ -335,9 +336,9 @@ async def test_a_job_that_raises_is_logged_and_the_queue_goes_on(caplog: pytest.
 
 
 def test_prepare_ratio_defaults_below_the_trigger_and_is_validated() -> None:
-    assert CompactConfig().prepare_at == 0.75
-    assert CompactConfig(trigger_ratio=0.6).prepare_at == pytest.approx(0.51)
-    assert CompactConfig(prepare_ratio=0.5).prepare_at == 0.5
+    assert resolved(CompactConfig(), "prepare_ratio") == 0.75
+    assert resolved(CompactConfig(trigger_ratio=0.6), "prepare_ratio") == pytest.approx(0.51)
+    assert resolved(CompactConfig(prepare_ratio=0.5), "prepare_ratio") == 0.5
     with pytest.raises(ValueError, match="prepare_ratio"):
         CompactConfig(prepare_ratio=0.95)
     limits = Limits.of(CompactConfig(context_window=1000, prepare=False), None, 0)

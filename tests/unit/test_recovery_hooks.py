@@ -8,7 +8,8 @@ import pytest
 import respx
 from prometheus_client import CollectorRegistry
 
-from compact_hook.config import CompactConfig, ProcessConfig
+from compact_hook.config import CompactConfig
+from compact_hook.process_config import ProcessConfig
 from compact_hook.proxy.gate import RequestGate
 from compact_hook.proxy.metrics import Metrics
 from compact_hook.proxy.recovery import RETRY_KEY, Recovery

@@ -4,8 +4,8 @@ from collections.abc import Sequence
 
 import pytest
 
-from compact_hook.config import ProcessConfig
 from compact_hook.core.chain import Entry
+from compact_hook.process_config import ProcessConfig
 from compact_hook.state.store import MemoryStore, TieredStore, build_store
 from tests.fakes import BrokenStore
 
