@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 INSTALLED := $(VENV)/.installed
 export LITELLM_LOCAL_MODEL_COST_MAP := True
 
-.PHONY: install system-deps clients-install clients run test test-newest unit lint typecheck bench clean
+.PHONY: install system-deps clients-install clients run test newest-install test-newest unit lint typecheck bench clean
 
 $(INSTALLED): pyproject.toml constraints/lowest.txt
 	test -x $(PY) || python3 -m venv $(VENV)
@@ -58,6 +58,8 @@ $(NEWEST_INSTALLED): pyproject.toml constraints/newest-overrides.txt
 	$(NEWEST_VENV)/bin/uv pip install -q --python $(NEWEST_VENV)/bin/python \
 		--override constraints/newest-overrides.txt -e '.[dev]' 'litellm[proxy]==$(NEWEST_LITELLM)'
 	touch $(NEWEST_INSTALLED)
+
+newest-install: $(NEWEST_INSTALLED)
 
 test-newest: $(NEWEST_INSTALLED) system-deps clients-install
 	$(NEWEST_VENV)/bin/python -c 'import importlib.metadata as m; print("litellm", m.version("litellm"))'

@@ -77,6 +77,9 @@ TIERS_OFF = {"tool_output_policy": "none", "clear_tool_results": False, "user_me
 """Control is about the summary: without the cheap tiers a conversation's size is what it sent."""
 
 
+RECOVERY_TURNS = 40
+"""The refusal comes at turn 5; by turn 40 the session is 2-3 windows long, compacted several times
+under the learned limit (the whole 127-turn session took 142 s on four wires)."""
 SUMMARIZED = {"context_window": WINDOW, "summary_context_window": 400_000, "summary_max_tokens": 1000}
 
 
@@ -159,7 +162,7 @@ def summary_requests_since(standin: Any, since: int) -> list[dict[str, Any]]:
 def test_a_provider_with_a_lower_real_limit_answers_every_turn(
     standin: Any, recovery_proxy: ProxyProcess, wire: str
 ) -> None:
-    entries, points = REPLAYS[wire]
+    entries, points = REPLAYS[wire][0], REPLAYS[wire][1][:RECOVERY_TURNS]
     model = LIMITED[wire]
     since = len(standin.requests)
     headers = []

@@ -25,8 +25,8 @@ WINDOW = 20_000
 THRESHOLD = int(0.92 * WINDOW)
 TRANSCRIPT = load_transcript("claude_code_fa812bfe_pre_compact.json")
 POINTS = replay_points(TRANSCRIPT)
-REPLAYED = POINTS[::2]
-"""Replays send every other turn: several compaction events at half the requests."""
+REPLAYED = POINTS[:90:2]
+"""Replays send every other turn of the first 90 (up to 3.5 windows): four or more compaction events."""
 
 
 def stateful_config(standin: Any, tmp: Any, **general: Any) -> dict[str, Any]:
