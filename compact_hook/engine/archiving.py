@@ -16,7 +16,7 @@ from compact_hook.core.chain import Entry
 from compact_hook.core.outcomes import ArchiveStatus, Removal, Summarizer
 from compact_hook.engine.run import Run
 from compact_hook.engine.view import View
-from compact_hook.state.archive import Audit
+from compact_hook.state.archive import Audit, conversation_session_id
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,9 +32,9 @@ class Removed:
 
 
 def removed_at(run: Run, view: View, positions: Sequence[int], removal: Removal) -> Removed:
-    """The view's items at ``positions`` as they are archived (see ``Run.archived``)."""
+    """The view's items at ``positions`` as they are archived (see ``_archived``)."""
     origins = tuple(o for i in positions if (o := view.origins[i]) is not None)
-    return Removed([run.archived(view, i) for i in positions], origins, removal)
+    return Removed([_archived(run, view, i) for i in positions], origins, removal)
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,10 +56,12 @@ async def keep(run: Run, removed: Removed) -> Kept:
     if not removed.entries:
         return Kept()
     archives = run.memory.archives
-    key = archives.key(run.request.tenant + "\n" + run.session(), removed.entries)
+    session = session_of(run)
+    key = archives.key(run.request.tenant + "\n" + session, removed.entries)
     if archives.seen(key):
         return Kept()
-    path = await run.archive().save(run.session(), removed.entries, run.request.tenant, _audit(run, removed))
+    archive = run.request.archive or run.memory.folders.get(run.config.archive_dir)
+    path = await archive.save(session, removed.entries, run.request.tenant, _audit(run, removed))
     if path is None:
         run.archive_status = ArchiveStatus.FAILED
         return Kept(failed=True)
@@ -99,3 +101,14 @@ def _audit(run: Run, removed: Removed) -> Audit:
         removed.summary,
         removed.summarizer,
     )
+
+
+def session_of(run: Run) -> str:
+    """The session the request's archive entries go under (the client's id, else its first entries')."""
+    return run.request.session_id or conversation_session_id(run.request.conversation.entries)
+
+
+def _archived(run: Run, view: View, position: int) -> object:
+    """What the archive keeps of a view position: the client's own entry, or our earlier summary."""
+    origin = view.origins[position]
+    return view.items[position].raw if origin is None else run.request.conversation.entries[origin]

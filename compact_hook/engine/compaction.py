@@ -95,7 +95,7 @@ def sized_plan(run: Run, view: View, ahead: int = 0) -> tuple[Partition, int]:
             tail,
             floor=view.spliced_prefix,
             keep=KeepPolicy(
-                kept, config.protected_tools, pins, limits.pinned_budget(config), run.keeps_turn_opening
+                kept, config.protected_tools, pins, limits.pinned_budget(config), _keeps_turn_opening(run)
             ),
         )
         size = _estimate(run, part, counts, pins)
@@ -199,3 +199,10 @@ def _for_summary(run: Run, view: View, position: int) -> Item:
     """What the summary model reads: cleared results restored (truncated), the rest as forwarded."""
     origin = view.origins[position]
     return view.items[position] if origin is None else run.tiers.truncated(origin)[0]
+
+
+def _keeps_turn_opening(run: Run) -> bool:
+    """The provider refuses a tool turn in progress whose first model message lost its thinking
+    (Anthropic's models without the prefix check, thinking enabled): a compaction keeps that
+    message's unit before the summary, where the provider reads it as the turn's opening."""
+    return run.request.conversation.turn_opens_with_thinking and not run.checks_thinking

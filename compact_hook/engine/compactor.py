@@ -24,20 +24,20 @@ import asyncio
 import dataclasses
 import logging
 
-from compact_hook.core.chain import OPEN_END, Entry, entry_is_usable
+from compact_hook.core.chain import Entry
 from compact_hook.core.outcomes import (
     CacheStatus,
     Mode,
-    Preparation,
     Reason,
     Summarizer,
 )
 from compact_hook.core.partition import Partition
+from compact_hook.engine.ahead import Ahead
 from compact_hook.engine.archiving import archive_pending, keep
 from compact_hook.engine.breaker import Breaker
 from compact_hook.engine.clearing import advance_clearing, before_a_summary
 from compact_hook.engine.compaction import Failed, Made, Making, compaction_key, make, plan
-from compact_hook.engine.costs import change_pays_now, clearing_waits, early_plan, economy_of, prepares
+from compact_hook.engine.costs import clearing_waits, early_plan, economy_of, prepares
 from compact_hook.engine.finish import Outcome, finish, untouched
 from compact_hook.engine.flight import Leases, SingleFlight
 from compact_hook.engine.guarantee import fitted, normalized
@@ -46,6 +46,7 @@ from compact_hook.engine.once import SummaryOnce
 from compact_hook.engine.prepare import Preparations, PrepareSetup
 from compact_hook.engine.result import CompactRequest, CompactResult
 from compact_hook.engine.run import ProcessMemory, Run
+from compact_hook.engine.states import States
 from compact_hook.engine.view import View, without_stale_thinking
 from compact_hook.process_config import (
     DEFAULT_FAILURE_TTL_SECONDS,
@@ -80,6 +81,8 @@ class Compactor:
             if prepare is not None and store is not None
             else None
         )
+        self.ahead = Ahead(self.preparations)
+        self.states = States(store)
 
     @property
     def flights(self) -> SingleFlight[Made | Failed]:
@@ -106,7 +109,7 @@ class Compactor:
             )
             return untouched(run, reason)
         if limits.no_room:
-            run.warn_no_room()
+            _warn_no_room(run)
             return untouched(run, Reason.NO_ROOM)
         forced, remembered = request.mode is Mode.FORCE, request.recall or request.mode is Mode.FORCE
         if (
@@ -124,19 +127,18 @@ class Compactor:
             if not await self._thinking_state(run):
                 return await self._fit(run, view, Outcome(Entry(), CacheStatus.NONE, Reason.BELOW_THRESHOLD))
             remembered = True
-        state, cache = await self._recall(run)
+        state, cache = await self.states.recall(run)
         run.economy = await economy_of(run, self.ledger, state)
         state = await self._clear(run, state)
         view = run.tiers.view(state)
         tokens = await run.tokens(view)
         early = None if forced or tokens >= limits.compact else await early_plan(run, view, tokens)
         if tokens < limits.compact and not forced:
-            if early is None or (self.preparations is not None and run.config.prepares):
+            if early is None or self.ahead.on(run):
                 return await self._under_trigger(run, state, view, cache, early is not None)
-        if not forced and self.preparations is not None:
-            prepared = await self.preparations.ready(run, state)
-            if prepared is not None:
-                return await self._apply(run, prepared)
+        prepared = None if forced else await self.ahead.at_trigger(run, state)
+        if prepared is not None:
+            return await self._apply(run, prepared)
         return await self._compact(run, state, view, cache, early)
 
     async def _under_trigger(
@@ -146,35 +148,15 @@ class Compactor:
         ``early``: compacting now pays (cost-aware): a prepared compaction that is ready is applied,
         else one is prepared now and applied on a later turn, so no turn waits for its summary."""
         tokens = await run.tokens(view)
-        ready = await self._ready_to_apply(run, state, tokens, early)
+        ready = await self.ahead.worth_applying(run, state, tokens, early)
         if ready is not None:
             return await self._apply(run, ready)
         due = early or (tokens >= run.window.prepare and await prepares(run, state, view, tokens))
-        preparation = await self._prepare(run, state, view) if due else None
-        unused = await self._unused(run) if preparation is not None else None
+        preparation = await self.ahead.start(run, state, view) if due else None
+        unused = await self.ahead.unused(run) if preparation is not None else None
         return await self._fit(
             run, view, Outcome(state, cache, preparation=preparation, prepared_unused=unused)
         )
-
-    async def _unused(self, run: Run) -> int | None:
-        """This conversation's summaries prepared ahead and not applied (for its report)."""
-        return None if self.preparations is None else (await self.preparations.tally.get(run.root)).unused
-
-    async def _ready_to_apply(self, run: Run, state: Entry, tokens: int, early: bool) -> Entry | None:
-        """Cost-aware, a prepared compaction is applied before the trigger as soon as it is ready
-        and applying it pays back its rewrite (its summary is paid for already): left waiting, a
-        session that ends first would leave it unused, and one the conversation outgrows would be
-        prepared again."""
-        if self.preparations is None or run.economy is None or not (early or run.known_economy):
-            return None
-        ready = await self.preparations.find(run, state)
-        if ready is None:
-            return None
-        return ready if change_pays_now(run, tokens, await run.tokens(run.tiers.view(ready))) else None
-
-    async def _prepared(self, run: Run, state: Entry) -> bool:
-        """A compaction prepared for this conversation waits for the trigger."""
-        return self.preparations is not None and await self.preparations.find(run, state) is not None
 
     async def _thinking_state(self, run: Run) -> bool:
         """Under the thresholds, a conversation we changed before still gets its stored state when
@@ -183,32 +165,8 @@ class Compactor:
         since our change would be refused. One store lookup, only for such requests."""
         if not run.checks_thinking or not run.sends_thinking:
             return False
-        _, cache = await self._recall(run)
+        _, cache = await self.states.recall(run)
         return cache is CacheStatus.HIT
-
-    async def _recall(self, run: Run) -> tuple[Entry, CacheStatus]:
-        """The longest stored prefix's state; ``hit`` only when an earlier request left it.
-        Looked up once per request."""
-        if run.recalled is None:
-            run.recalled = await self._lookup(run)
-        return run.recalled
-
-    async def _lookup(self, run: Run) -> tuple[Entry, CacheStatus]:
-        if self.store is None:
-            return Entry(), CacheStatus.NONE
-        found = await self.store.find(run.root, run.chain)
-        if found is None or not entry_is_usable(found[1], len(run.prints)):
-            return Entry(), CacheStatus.NONE
-        entry, _ = await archive_pending(run, found[1])
-        if entry is not found[1]:
-            await self._put(run, entry)
-        return entry, CacheStatus.HIT
-
-    async def _prepare(self, run: Run, state: Entry, view: View) -> Preparation | None:
-        """Past ``prepare_ratio``: have the compaction the trigger will need made in the background."""
-        if self.preparations is None or not run.config.prepares:
-            return None
-        return await self.preparations.consider(run, state, view)
 
     async def _apply(self, run: Run, prepared: Entry) -> CompactResult:
         """The trigger is reached and a compaction was prepared: applied with no summary call.
@@ -216,11 +174,9 @@ class Compactor:
         Archived and stored first (it is this conversation's state from now on); if too much
         arrived since it was prepared, the rest is compacted as usual, its summary merged.
         """
-        assert self.preparations is not None
         entry, path = await archive_pending(run, run.applied(prepared))
-        await self._put(run, entry)
-        self.preparations.stats.applied += 1
-        tally = await self.preparations.tally.count(run.root, applied=1)
+        await self.states.put(run, entry)
+        tally = await self.ahead.applied(run)
         run.prefix_changed = True
         view = run.tiers.view(entry)
         tokens = await run.tokens(view)
@@ -229,7 +185,7 @@ class Compactor:
         # prepared long ago (the clearing tier kept the turns since under prepare_ratio): it
         # leaves the conversation past prepare_ratio, so the next one is prepared right away
         due = tokens >= run.window.prepare and await prepares(run, entry, view, tokens)
-        preparation = await self._prepare(run, entry, view) if due else None
+        preparation = await self.ahead.start(run, entry, view) if due else None
         outcome = Outcome(
             entry,
             CacheStatus.PREPARED,
@@ -248,14 +204,14 @@ class Compactor:
         tokens = await run.tokens(now)
         if not run.config.clear_tool_results or tokens < run.window.clear:
             return state
-        if tokens >= run.window.prepare and await self._prepared(run, state):
+        if tokens >= run.window.prepare and await self.ahead.waiting(run, state):
             return state
         advanced = advance_clearing(run, state)
         if advanced is None and tokens >= run.window.prepare:
             advanced = await before_a_summary(run, state)
         if advanced is None or await clearing_waits(run, now, advanced):
             return state
-        await self._put(run, advanced)
+        await self.states.put(run, advanced)
         run.prefix_changed = True
         return advanced
 
@@ -276,7 +232,7 @@ class Compactor:
         run.prefix_changed = True
         entry = run.applied(made.entry)  # made for another request (shared): stale from ours on
         if entry != made.entry:
-            await self._put(run, entry)
+            await self.states.put(run, entry)
         compacted = run.tiers.view(entry)
         over = await run.tokens(compacted) >= run.window.compact
         outcome = Outcome(entry, status, Reason.OVER_TRIGGER if over else None, calls, made.archive_path)
@@ -301,7 +257,7 @@ class Compactor:
         digested = await make(run, view, part, state, Making(None))
         assert isinstance(digested, Made)
         run.prefix_changed = True
-        await self._put(run, digested.entry)
+        await self.states.put(run, digested.entry)
         outcome = Outcome(
             digested.entry,
             CacheStatus.MISS,
@@ -330,21 +286,28 @@ class Compactor:
         if not fit.fits:
             logger.warning("compact_hook: request cannot be brought under %d tokens", run.window.window)
             reason = Reason.CANNOT_FIT
-        state = await self._unstable(run, outcome.state)
+        state = await self.states.unstable(run, outcome.state)
         view = without_stale_thinking(fit.view, state.stale_thinking, run.request.conversation)
         return await finish(
             run, view, dataclasses.replace(outcome, state=state, reason=reason, dropped=fit.dropped)
         )
 
-    async def _unstable(self, run: Run, state: Entry) -> Entry:
-        """A fitted request is no stable prefix (the next fit may drop differently): thinking
-        blocks produced from here on are not sent back until the next compaction sets a new,
-        stable prefix. Stored when the state has a key; this request strips them either way."""
-        unstable = run.unbound(state, state.covered, OPEN_END)
-        if unstable.span > 0 and unstable != state:
-            await self._put(run, unstable)
-        return unstable
 
-    async def _put(self, run: Run, entry: Entry) -> None:
-        if self.store is not None:
-            await self.store.put(run.root, run.chain[entry.span], entry)
+def _warn_no_room(run: Run) -> None:
+    """Once per model group, window and reserve: every such request is forwarded as sent."""
+    origin, window, reserve = (
+        run.request.origin,
+        run.config.context_window,
+        run.request.conversation.reserve,
+    )
+    if run.memory.notices.first(("no_room", origin.model_group, window, reserve)):
+        logger.warning(
+            "compact_hook: model group %s (%s): the reply's reserve of %s tokens plus %d tokens of "
+            "system and tools leave no room for messages in the %s-token window; such requests are "
+            "forwarded as sent (raise context_window, or have the client ask for fewer output tokens)",
+            origin.model_group or "?",
+            origin.wire or "?",
+            reserve,
+            run.context_tokens,
+            window,
+        )

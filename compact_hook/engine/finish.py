@@ -65,7 +65,7 @@ async def finish(run: Run, view: View, outcome: Outcome) -> CompactResult:
         summary_failure=outcome.summary_failure,
         prepared_unused=outcome.prepared_unused,
         thinking_removed=thinking_removed(view, outcome.state.stale_thinking, run.request.conversation),
-        conversation=run.watched,
+        conversation=watched(run),
         cost_saved=saving(run, run.total - after, after if run.prefix_changed else 0),
     )
 
@@ -81,7 +81,7 @@ def untouched(run: Run, reason: Reason | None, summary_calls: int = 0) -> Compac
         reason=reason,
         summary_calls=summary_calls,
         archive_status=run.archive_status,
-        conversation=run.watched,
+        conversation=watched(run),
         cost_saved=saving(run, 0, 0),
     )
 
@@ -96,3 +96,13 @@ def _stats(run: Run, entries: Sequence[object], after: int) -> CompactStats:
         compacted_message_count=max(0, original - retained),
         retained_message_count=retained,
     )
+
+
+def watched(run: Run) -> bytes:
+    """The key the provider's cache reports for this conversation are kept under (empty: not
+    kept): with cost-aware timing on for a priced model, from half the total at which anything
+    can change."""
+    limits = run.limits
+    if not run.cost_aware or limits is None or run.total < limits.engage // 2 or not run.prints:
+        return b""
+    return run.root

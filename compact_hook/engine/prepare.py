@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 
 from compact_hook.core.chain import Entry, entry_is_usable
 from compact_hook.core.outcomes import Preparation
+from compact_hook.engine.archiving import session_of
 from compact_hook.engine.background import Background, Job
 from compact_hook.engine.breaker import Breaker, Gate
 from compact_hook.engine.compaction import Made, Making, make, plan
@@ -116,7 +117,7 @@ class Preparations:
             logger.info(
                 "compact_hook: the compaction prepared for session %s would not suffice at the trigger; "
                 "preparing the next from it (its summary merged)",
-                run.session(),
+                session_of(run),
             )
         if await self.store.is_locked(key):  # another replica is on it
             return Preparation.RUNNING
@@ -181,7 +182,7 @@ class Preparations:
                 logger.info(
                     "compact_hook: compaction prepared for session %s (%d entries to archive when applied, "
                     "%d summary calls)",
-                    run.session(),
+                    session_of(run),
                     len(made.entry.unarchived),
                     made.summary_calls,
                 )

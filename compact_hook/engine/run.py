@@ -25,9 +25,10 @@ from compact_hook.core.pinning import Pin, find_pins
 from compact_hook.engine.breaker import Breaker
 from compact_hook.engine.notices import Notices
 from compact_hook.engine.result import CompactRequest
-from compact_hook.engine.view import Tiers, TruncationCache, View
+from compact_hook.engine.truncation import TruncationCache
+from compact_hook.engine.view import Tiers, View
 from compact_hook.formats.base import context_strings
-from compact_hook.state.archive import Archive, ArchiveFolders, ArchiveLog, conversation_session_id
+from compact_hook.state.archive import ArchiveFolders, ArchiveLog
 from compact_hook.state.tokenizers import DEFAULT_TOKENIZER, acounter_for
 
 logger = logging.getLogger(__name__)
@@ -123,16 +124,6 @@ class Run:
             return self.chain[position]
         return prefix_chain(self.request.scope, self.prints[:position])[position]
 
-    @property
-    def watched(self) -> bytes:
-        """The key the provider's cache reports for this conversation are kept under (empty: not
-        kept): with cost-aware timing on for a priced model, from half the total at which anything
-        can change."""
-        limits = self.limits
-        if not self.cost_aware or limits is None or self.total < limits.engage // 2 or not self.prints:
-            return b""
-        return self.root
-
     @cached_property
     def pins(self) -> dict[int, Pin]:
         """The client's pinned items (the task, injected instructions, later system messages)."""
@@ -147,13 +138,6 @@ class Run:
         model runs the check (``thinking_prefix_check``; unset here means yes)."""
         checks = self.config.thinking_prefix_check is not False
         return checks and self.request.conversation.wire.bound_thinking
-
-    @property
-    def keeps_turn_opening(self) -> bool:
-        """The provider refuses a tool turn in progress whose first model message lost its thinking
-        (Anthropic's models without the prefix check, thinking enabled): a compaction keeps that
-        message's unit before the summary, where the provider reads it as the turn's opening."""
-        return self.request.conversation.turn_opens_with_thinking and not self.checks_thinking
 
     @cached_property
     def sends_thinking(self) -> bool:
@@ -174,31 +158,6 @@ class Run:
             self._last = (view, request_total(self.context_tokens, counts))
         return self._last[1]
 
-    def warn_no_room(self) -> None:
-        """Once per model group, window and reserve: every such request is forwarded as sent."""
-        origin, window, reserve = (
-            self.request.origin,
-            self.config.context_window,
-            self.request.conversation.reserve,
-        )
-        if self.memory.notices.first(("no_room", origin.model_group, window, reserve)):
-            logger.warning(
-                "compact_hook: model group %s (%s): the reply's reserve of %s tokens plus %d tokens of "
-                "system and tools leave no room for messages in the %s-token window; such requests are "
-                "forwarded as sent (raise context_window, or have the client ask for fewer output tokens)",
-                origin.model_group or "?",
-                origin.wire or "?",
-                reserve,
-                self.context_tokens,
-                window,
-            )
-
-    def session(self) -> str:
-        return self.request.session_id or conversation_session_id(self.request.conversation.entries)
-
-    def archive(self) -> Archive:
-        return self.request.archive or self.memory.folders.get(self.request.config.archive_dir)
-
     def origin(self, view: View, position: int) -> int:
         """Index in the client's list of view position ``position`` (the end maps to the end)."""
         if position >= len(view.items):
@@ -206,11 +165,6 @@ class Run:
         origin = view.origins[position]
         assert origin is not None, "a kept item or the tail never starts at a summary"
         return origin
-
-    def archived(self, view: View, position: int) -> object:
-        """What the archive keeps of a view position: the client's own entry, or our earlier summary."""
-        origin = view.origins[position]
-        return view.items[position].raw if origin is None else self.request.conversation.entries[origin]
 
     # -- thinking bound to its prefix ---------------------------------------------------------------
 

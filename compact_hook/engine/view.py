@@ -8,8 +8,6 @@ makes the forwarded prefix stable between two changes of state.
 
 from __future__ import annotations
 
-import asyncio
-from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -22,11 +20,8 @@ from compact_hook.core.fingerprint import Fingerprint
 from compact_hook.core.items import Item, PartKind
 from compact_hook.core.pairing import Pairing, pair
 from compact_hook.core.pinning import Shape, shown_texts
-from compact_hook.core.truncate import truncate_results
+from compact_hook.engine.truncation import Truncation, TruncationCache
 from compact_hook.formats.base import Conversation
-
-TRUNCATION_CACHE_SIZE = 20_000
-TRUNCATION_CACHE_BYTES = 64 * 1024 * 1024
 
 
 @dataclass(slots=True)
@@ -106,40 +101,6 @@ def _thinking_parts(item: Item) -> int:
     return sum(part.kind is PartKind.THINKING for part in item.parts)
 
 
-class TruncationCache:
-    """Cut outputs by (fingerprint, settings), as text: each output is cut once per process.
-
-    Only the new texts are kept: the item is rebuilt from the current request each time, so
-    what it carries besides (a moved ``cache_control`` marker) is always the client's own.
-    Bounded in entries and in bytes (the cut texts' characters, ~bytes for most text).
-    """
-
-    def __init__(self, size: int = TRUNCATION_CACHE_SIZE, max_bytes: int = TRUNCATION_CACHE_BYTES) -> None:
-        self.size = size
-        self.max_bytes = max_bytes
-        self.bytes = 0
-        self._items: OrderedDict[tuple[object, ...], dict[int, str]] = OrderedDict()
-
-    def get(self, key: tuple[object, ...]) -> dict[int, str] | None:
-        found = self._items.get(key)
-        if found is not None:
-            self._items.move_to_end(key)
-        return found
-
-    def put(self, key: tuple[object, ...], cuts: dict[int, str]) -> None:
-        old = self._items.pop(key, None)
-        if old is not None:
-            self.bytes -= _size(old)
-        self._items[key] = cuts
-        self.bytes += _size(cuts)
-        while self._items and (len(self._items) > self.size or self.bytes > self.max_bytes):
-            self.bytes -= _size(self._items.popitem(last=False)[1])
-
-
-def _size(cuts: dict[int, str]) -> int:
-    return 64 + sum(len(text) for text in cuts.values())
-
-
 class Tiers:
     """The cheap tiers for one request: which item each client index becomes."""
 
@@ -154,15 +115,26 @@ class Tiers:
         output_limit: int | None = None,
     ) -> None:
         self.conversation = conversation
-        self.output_limit = output_limit or config.tool_output_max_tokens
-        """Tokens a tool output may keep: ``tool_output_max_tokens``, or less in a window so small
-        that one such output would crowd out the tail (see ``Limits.output_limit``)."""
         self.prints = prints
         self.counts = counts
         self.config = config
         self.counter = counter
         self.cache = cache
-        self._truncated: dict[int, tuple[Item, Fingerprint]] = {}
+        self.tier1 = Truncation(self, output_limit or config.tool_output_max_tokens)
+
+    @property
+    def oversized(self) -> bool:
+        """Whether any item could need truncating (see ``Truncation.oversized``)."""
+        return self.tier1.oversized
+
+    async def prepare(self) -> None:
+        await self.tier1.prepare()
+
+    def truncated(self, index: int) -> tuple[Item, Fingerprint]:
+        return self.tier1.truncated(index)
+
+    def truncated_count(self) -> int:
+        return self.tier1.count()
 
     @cached_property
     def items(self) -> list[Item]:
@@ -176,17 +148,6 @@ class Tiers:
     def result_items(self) -> list[int]:
         """The item index of every tool result, in order."""
         return [index for index, _ in self.pairing.results()]
-
-    @cached_property
-    def oversized(self) -> bool:
-        """Whether any item could need truncating: most requests answer no without parsing."""
-        limit = self.output_limit
-        if self.config.tool_output_policy == "none":
-            return False
-        return any(
-            count > limit and self.conversation.item(index).has_results
-            for index, count in enumerate(self.counts)
-        )
 
     def view(self, entry: Entry | None) -> View:
         """The client's items under ``entry`` (None: no stored state), tiers applied."""
@@ -208,62 +169,6 @@ class Tiers:
         spliced = len(entry.keep) + 1 if summary_at is not None else 0
         view = View([b[0] for b in built], [b[1] for b in built], [b[2] for b in built], summary_at, spliced)
         return without_stale_thinking(view, entry.stale_thinking, self.conversation)
-
-    async def prepare(self) -> None:
-        """Cut the oversized outputs not cut before, off the event loop: tokenizing a 4 MB output
-        takes seconds, and every other request on the proxy would wait for it."""
-        if not self.oversized:
-            return
-        keys = {index: self._cut_key(index) for index in self._oversized_items()}
-        todo = [index for index, key in keys.items() if self.cache.get(key) is None]
-        if todo:
-            cuts = await asyncio.to_thread(lambda: [self._cut(index) for index in todo])
-            for index, cut in zip(todo, cuts, strict=True):
-                self.cache.put(keys[index], cut)
-
-    def truncated(self, index: int) -> tuple[Item, Fingerprint]:
-        """Tier 1 alone: the client's item, its oversized tool outputs cut."""
-        done = self._truncated.get(index)
-        if done is not None:
-            return done
-        item, print_ = self.conversation.item(index), self.prints[index]
-        if self.oversized and self.counts[index] > self.output_limit and item.has_results:
-            key = self._cut_key(index)
-            cuts = self.cache.get(key)
-            if cuts is None:  # not prepared (a caller skipped prepare()): cut here
-                cuts = self._cut(index)
-                self.cache.put(key, cuts)
-            if cuts:
-                item = self.conversation.wire.replace_outputs(item, cuts, keep_media=True)
-                print_ = self.conversation.fingerprint(item.raw)
-        self._truncated[index] = (item, print_)
-        return item, print_
-
-    def _oversized_items(self) -> list[int]:
-        limit = self.output_limit
-        return [
-            i
-            for i, count in enumerate(self.counts)
-            if count > limit and self.conversation.item(i).has_results
-        ]
-
-    def _cut_key(self, index: int) -> tuple[object, ...]:
-        config = self.config
-        skip = self._protected.get(index, ())
-        return (
-            self.prints[index],
-            config.tokenizer,
-            self.output_limit,
-            config.tool_output_policy,
-            *skip,
-        )
-
-    def _cut(self, index: int) -> dict[int, str]:
-        """Pure: safe in a worker thread (the tokenizer is, and nothing shared is written)."""
-        config = self.config
-        limit, policy = self.output_limit, config.tool_output_policy
-        skip = self._protected.get(index, ())
-        return truncate_results(self.conversation.item(index), limit, policy, self.counter.cut, skip=skip)
 
     def shaped(self, index: int, shape: Shape) -> tuple[Item, Fingerprint]:
         """A pinned item as its compaction shows it: its text cut where planned, and only its
@@ -302,11 +207,6 @@ class Tiers:
             self.cache.put(key, found)
         return found
 
-    def truncated_count(self) -> int:
-        if not self.oversized:
-            return 0
-        return sum(self._cut_count(index) for index in set(self.result_items))
-
     def cleared_count(self, entry: Entry) -> int:
         if entry.cleared_before <= entry.covered:
             return 0
@@ -315,18 +215,3 @@ class Tiers:
             for index in sorted(set(self.result_items))
             if entry.covered <= index < entry.cleared_before
         )
-
-    def _cut_count(self, index: int) -> int:
-        """How many of the item's outputs tier 1 cut."""
-        item, original = self.truncated(index)[0], self.conversation.item(index)
-        return sum(1 for new, old in zip(item.parts, original.parts, strict=True) if new.text != old.text)
-
-    @cached_property
-    def _protected(self) -> dict[int, tuple[int, ...]]:
-        """Per item, the result parts of protected tools (never truncated): computed once, O(results)."""
-        found: dict[int, list[int]] = {}
-        protected = self.config.protected_tools
-        for (index, position), tool in sorted(self.pairing.tool_of.items()):
-            if tool in protected:
-                found.setdefault(index, []).append(position)
-        return {index: tuple(parts) for index, parts in found.items()}

@@ -5,7 +5,8 @@ from compact_hook.core.chain import Entry, entry_is_usable, prefix_chain, root_p
 from compact_hook.core.counting import item_strings
 from compact_hook.core.fingerprint import Fingerprint, fingerprint
 from compact_hook.core.outcomes import Summarizer
-from compact_hook.engine.view import Tiers, TruncationCache, View
+from compact_hook.engine.truncation import TruncationCache
+from compact_hook.engine.view import Tiers, View
 from compact_hook.formats import CHAT, Conversation
 from tests.fakes import WordCounter
 from tests.support import Message, assistant, items_of, system, user

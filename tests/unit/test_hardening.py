@@ -198,7 +198,7 @@ async def test_the_in_process_store_is_bounded_in_bytes() -> None:
 
 
 def test_the_truncation_cache_is_bounded_in_bytes() -> None:
-    from compact_hook.engine.view import TruncationCache
+    from compact_hook.engine.truncation import TruncationCache
 
     cache = TruncationCache(size=20_000, max_bytes=50_000)
     for n in range(100):

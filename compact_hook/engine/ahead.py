@@ -1,0 +1,62 @@
+"""What the compactor asks about compactions prepared ahead (``engine.prepare``).
+
+Every question has the answer "none" when preparing is off (no store, no background setup, or a
+model whose summaries are the digest), so the compactor's recipe reads the same either way.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from compact_hook.core.chain import Entry
+from compact_hook.core.outcomes import Preparation
+from compact_hook.engine.costs import change_pays_now
+from compact_hook.engine.prepare import Preparations
+from compact_hook.engine.run import Run
+from compact_hook.engine.tally import Tally
+from compact_hook.engine.view import View
+
+
+@dataclass(frozen=True)
+class Ahead:
+    preparations: Preparations | None
+
+    def on(self, run: Run) -> bool:
+        """Compactions are prepared for this request's model (the one place that says so)."""
+        return self.preparations is not None and run.config.prepares
+
+    async def start(self, run: Run, state: Entry, view: View) -> Preparation | None:
+        """Past ``prepare_ratio``: have the compaction the trigger will need made in the background."""
+        if self.preparations is None or not run.config.prepares:  # not self.on(run): mypy narrows this
+            return None
+        return await self.preparations.consider(run, state, view)
+
+    async def waiting(self, run: Run, state: Entry) -> bool:
+        """A compaction prepared for this conversation waits for the trigger."""
+        return self.preparations is not None and await self.preparations.find(run, state) is not None
+
+    async def at_trigger(self, run: Run, state: Entry) -> Entry | None:
+        """The prepared compaction the trigger applies instead of making a summary, if ready."""
+        return None if self.preparations is None else await self.preparations.ready(run, state)
+
+    async def worth_applying(self, run: Run, state: Entry, tokens: int, early: bool) -> Entry | None:
+        """Cost-aware, a prepared compaction is applied before the trigger as soon as it is ready
+        and applying it pays back its rewrite (its summary is paid for already): left waiting, a
+        session that ends first would leave it unused, and one the conversation outgrows would be
+        prepared again."""
+        if self.preparations is None or run.economy is None or not (early or run.known_economy):
+            return None
+        ready = await self.preparations.find(run, state)
+        if ready is None:
+            return None
+        return ready if change_pays_now(run, tokens, await run.tokens(run.tiers.view(ready))) else None
+
+    async def applied(self, run: Run) -> Tally:
+        """One prepared compaction applied to this conversation: counted, and its tally returned."""
+        assert self.preparations is not None, "only a prepared compaction is applied"
+        self.preparations.stats.applied += 1
+        return await self.preparations.tally.count(run.root, applied=1)
+
+    async def unused(self, run: Run) -> int | None:
+        """This conversation's summaries prepared ahead and not applied (for its report)."""
+        return None if self.preparations is None else (await self.preparations.tally.get(run.root)).unused

@@ -1,0 +1,50 @@
+"""The conversations' states in the store: looked up once per request, written under their prefix.
+
+A state (``core.chain.Entry``) is what a conversation's earlier requests left: a compaction, a
+clearing boundary, thinking blocks gone stale. The compactor reads it once per request and
+writes each new one here; with no store, every request starts from nothing.
+"""
+
+from __future__ import annotations
+
+from compact_hook.core.chain import OPEN_END, Entry, entry_is_usable
+from compact_hook.core.outcomes import CacheStatus
+from compact_hook.engine.archiving import archive_pending
+from compact_hook.engine.run import Run
+from compact_hook.state.store import CompactionStore
+
+
+class States:
+    def __init__(self, store: CompactionStore | None) -> None:
+        self.store = store
+
+    async def recall(self, run: Run) -> tuple[Entry, CacheStatus]:
+        """The longest stored prefix's state; ``hit`` only when an earlier request left it.
+        Looked up once per request."""
+        if run.recalled is None:
+            run.recalled = await self._lookup(run)
+        return run.recalled
+
+    async def put(self, run: Run, entry: Entry) -> None:
+        if self.store is not None:
+            await self.store.put(run.root, run.chain[entry.span], entry)
+
+    async def unstable(self, run: Run, state: Entry) -> Entry:
+        """A fitted request is no stable prefix (the next fit may drop differently): thinking
+        blocks produced from here on are not sent back until the next compaction sets a new,
+        stable prefix. Stored when the state has a key; this request strips them either way."""
+        unstable = run.unbound(state, state.covered, OPEN_END)
+        if unstable.span > 0 and unstable != state:
+            await self.put(run, unstable)
+        return unstable
+
+    async def _lookup(self, run: Run) -> tuple[Entry, CacheStatus]:
+        if self.store is None:
+            return Entry(), CacheStatus.NONE
+        found = await self.store.find(run.root, run.chain)
+        if found is None or not entry_is_usable(found[1], len(run.prints)):
+            return Entry(), CacheStatus.NONE
+        entry, _ = await archive_pending(run, found[1])
+        if entry is not found[1]:
+            await self.put(run, entry)
+        return entry, CacheStatus.HIT
