@@ -8,7 +8,9 @@ on a full pipe buffer and the whole log is still available when something goes w
 from __future__ import annotations
 
 import importlib.util
+import itertools
 import os
+import random
 import signal
 import socket
 import subprocess
@@ -51,11 +53,29 @@ StandinUpstream = standin_upstream.StandinUpstream
 SUMMARY_MARKER: str = standin_upstream.SUMMARY_MARKER
 
 
+PORTS_PER_WORKER = 1500
+_next_port = itertools.count(random.randrange(PORTS_PER_WORKER))
+
+
 def free_port() -> int:
-    """A port that was free a moment ago (the OS may hand it out again, but collisions are rare)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+    """A free port from this test worker's own range, below the kernel's ephemeral ports.
+
+    A proxy binds its port seconds after we choose it. Asked of the kernel (``bind(0)``), the
+    same number could meanwhile go to another worker's proxy or to any outgoing connection; a
+    proxy that then fails to bind looks live (the other one answers) and vanishes later. Each
+    xdist worker draws from its own 1,500 ports here instead, each checked free when drawn.
+    """
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "gw0").removeprefix("gw")
+    base = 20_000 + (int(worker) % 8 if worker.isdigit() else 0) * PORTS_PER_WORKER
+    for _ in range(PORTS_PER_WORKER):
+        port = base + next(_next_port) % PORTS_PER_WORKER
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+            try:
+                sock.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
+    raise RuntimeError(f"no free port in {base}..{base + PORTS_PER_WORKER - 1}")
 
 
 def litellm_executable() -> Path:
