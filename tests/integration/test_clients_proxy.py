@@ -32,7 +32,7 @@ from tests.integration.agent_clients import (
 )
 from tests.integration.relay import Relay
 
-pytestmark = [pytest.mark.integration, pytest.mark.edge]  # edge: also on the newest LiteLLM
+pytestmark = pytest.mark.integration  # on the newest LiteLLM the formats tests replay what these CLIs sent
 
 
 @pytest.fixture(scope="module")
