@@ -26,6 +26,8 @@ from typing import IO, Any
 
 import yaml
 
+from tests.integration.launcher import EXEC_PROXIES, Forked, launcher
+
 REPO_ROOT = Path(__file__).resolve().parents[2]
 STANDIN_PATH = REPO_ROOT / "tools" / "standin_upstream.py"
 DEFAULT_MASTER_KEY = "sk-compact-hook-integration-master-key-0123456789abcdef"
@@ -76,6 +78,22 @@ def free_port() -> int:
                 continue
             return port
     raise RuntimeError(f"no free port in {base}..{base + PORTS_PER_WORKER - 1}")
+
+
+def shared_environment() -> dict[str, str]:
+    """What every test proxy's environment holds: ours minus shared infrastructure, plus test defaults."""
+    env = {k: v for k, v in os.environ.items() if k not in HERMETIC_UNSET}
+    env.update(
+        {
+            "LITELLM_LOCAL_MODEL_COST_MAP": "True",  # no remote cost-map fetch: no internet, faster start
+            "PYTHONUNBUFFERED": "1",  # log_text() sees output as it is printed
+            "NO_PROXY": "127.0.0.1,localhost",
+            "no_proxy": "127.0.0.1,localhost",
+            # the checkout's compact_hook wins over any installed copy, and works when none is installed
+            "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO_ROOT), os.environ.get("PYTHONPATH")])),
+        }
+    )
+    return env
 
 
 def litellm_executable() -> Path:
@@ -190,7 +208,7 @@ class ProxyProcess:
         self._tmp = tempfile.TemporaryDirectory(prefix="litellm-proxy-")
         self.config_path = Path(self._tmp.name) / "config.yaml"
         self.log_path = log_path or Path(self._tmp.name) / "proxy.log"
-        self._proc: subprocess.Popen[bytes] | None = None
+        self._proc: subprocess.Popen[bytes] | Forked | None = None
         self._log_file: IO[bytes] | None = None
         self._final_log: str | None = None
 
@@ -258,18 +276,8 @@ class ProxyProcess:
 
     def _environment(self) -> dict[str, str]:
         """Inherited env minus shared infrastructure, plus test-proxy defaults, plus the caller's env."""
-        env = {k: v for k, v in os.environ.items() if k not in HERMETIC_UNSET}
-        env.update(
-            {
-                "LITELLM_LOCAL_MODEL_COST_MAP": "True",  # no remote cost-map fetch: no internet, faster start
-                "LITELLM_MASTER_KEY": self.master_key,
-                "PYTHONUNBUFFERED": "1",  # log_text() sees output as it is printed
-                "NO_PROXY": "127.0.0.1,localhost",
-                "no_proxy": "127.0.0.1,localhost",
-                # the checkout's compact_hook wins over any installed copy, and works when none is installed
-                "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO_ROOT), os.environ.get("PYTHONPATH")])),
-            }
-        )
+        env = shared_environment()
+        env["LITELLM_MASTER_KEY"] = self.master_key
         env.update(self.extra_env)
         return env
 
@@ -288,6 +296,12 @@ class ProxyProcess:
         """Write the config and start the process in its own session so signals reach only it."""
         self.config_path.write_text(yaml.safe_dump(self.config, sort_keys=False))
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        if not EXEC_PROXIES:  # forked from a process that imported LiteLLM once (see launcher)
+            self.log_path.write_bytes(b"")
+            self._proc = launcher(shared_environment()).launch(
+                self._command(), self._environment(), self._tmp.name, self.log_path
+            )
+            return
         self._log_file = self.log_path.open("wb")
         self._proc = subprocess.Popen(
             self._command(),
