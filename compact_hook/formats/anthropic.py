@@ -80,23 +80,6 @@ THINKING_EDIT = re.compile(r"clear_thinking_\d{8}")
 KNOWN_EDIT = re.compile(r"(clear_tool_uses|compact)_\d{8}")
 
 
-PREFIX_CHECK_SINCE = (5, 1)
-"""Claude models from 5.1 on check each thinking block sent back against its prefix (Anthropic,
-*Preserved thinking*: Fable 5.1/5.2, Mythos, Opus/Sonnet/Haiku 5.5); older ones ignore earlier
-turns' thinking but, with ``thinking`` enabled, refuse a tool turn whose thinking is missing."""
-_CLAUDE_VERSION = re.compile(r"claude-[a-z]+-(\d{1,2})(?:[-.](\d{1,2}))?(?!\d)")
-
-
-def runs_prefix_check(model: str) -> bool:
-    """Whether a deployment's model (``anthropic/claude-opus-5-5``, ``anthropic.claude-fable-5-1-v1:0``,
-    ``claude-sonnet-4-5-20250929``) runs the prefix check: by its family-first version (dates and
-    the old ``claude-3-5-sonnet`` names are older)."""
-    match = _CLAUDE_VERSION.search(model.lower())
-    if match is None:
-        return False
-    return (int(match.group(1)), int(match.group(2) or 0)) >= PREFIX_CHECK_SINCE
-
-
 class AnthropicFormat:
     name = "anthropic"
     seed = 2

@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from compact_hook.config import CompactConfig
 from compact_hook.core.pricing import Prices
-from compact_hook.formats.anthropic import runs_prefix_check
 from compact_hook.proxy import server as router_api
 from compact_hook.proxy.prices import group_prices
 from compact_hook.state.tokenizers import tokenizer_name_for_model
@@ -170,3 +170,20 @@ def _deployment_window(deployment: Mapping[str, Any]) -> int | None:
     except Exception:
         return None
     return int(known) if isinstance(known, int | float) and known > 0 else None
+
+
+PREFIX_CHECK_SINCE = (5, 1)
+"""Claude models from 5.1 on check each thinking block sent back against its prefix (Anthropic,
+*Preserved thinking*: Fable 5.1/5.2, Mythos, Opus/Sonnet/Haiku 5.5); older ones ignore earlier
+turns' thinking but, with ``thinking`` enabled, refuse a tool turn whose thinking is missing."""
+_CLAUDE_VERSION = re.compile(r"claude-[a-z]+-(\d{1,2})(?:[-.](\d{1,2}))?(?!\d)")
+
+
+def runs_prefix_check(model: str) -> bool:
+    """Whether a deployment's model (``anthropic/claude-opus-5-5``, ``anthropic.claude-fable-5-1-v1:0``,
+    ``claude-sonnet-4-5-20250929``) runs the prefix check: by its family-first version (dates and
+    the old ``claude-3-5-sonnet`` names are older)."""
+    match = _CLAUDE_VERSION.search(model.lower())
+    if match is None:
+        return False
+    return (int(match.group(1)), int(match.group(2) or 0)) >= PREFIX_CHECK_SINCE

@@ -18,7 +18,7 @@ from compact_hook.proxy.metrics import Metrics
 from compact_hook.proxy.models import ModelSettings
 from compact_hook.proxy.shutdown import on_shutdown, shutting_down
 from compact_hook.state.archive import ArchiveFolders
-from compact_hook.state.store import build_prepared_store, build_store
+from compact_hook.state.stores import build_prepared_store, build_store
 
 
 class Services:

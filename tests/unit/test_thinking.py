@@ -25,7 +25,7 @@ from compact_hook.core.items import Item, Part, PartKind, Role
 from compact_hook.core.normalize import place_instructions
 from compact_hook.core.outcomes import CacheStatus, Reason
 from compact_hook.engine import Compactor
-from compact_hook.formats.anthropic import runs_prefix_check
+from compact_hook.proxy.models import runs_prefix_check
 from compact_hook.state.store import MemoryStore
 from tests.compaction import config, run
 from tests.conversations import w
@@ -145,7 +145,7 @@ def test_the_proxy_resolves_the_prefix_check_from_the_deployments_unless_set() -
 
 
 NEW, OLD = "claude-fable-5-1", "claude-sonnet-4-5"
-"""A model that runs the prefix check, one that does not (``formats.anthropic.runs_prefix_check``)."""
+"""A model that runs the prefix check, one that does not (``proxy.models.runs_prefix_check``)."""
 THINKING: dict[str, dict[str, Any] | None] = {
     "off": None,
     "enabled": {"type": "enabled", "budget_tokens": 1024},
