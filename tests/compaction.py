@@ -6,17 +6,25 @@ session is replayed turn by turn to test what is remembered between requests."""
 
 from __future__ import annotations
 
+import asyncio
+import dataclasses
 from typing import Any
 
+from compact_hook import count_tokens
 from compact_hook.config import CompactConfig
 from compact_hook.core.chain import scope_of
 from compact_hook.core.counting import item_strings, request_total
+from compact_hook.core.limits import Limits
 from compact_hook.engine import Compactor, CompactRequest, CompactResult
+from compact_hook.engine.background import Background
 from compact_hook.engine.library import parse_chat
+from compact_hook.engine.prepare import PrepareSetup
 from compact_hook.formats import CHAT, Conversation
 from compact_hook.state.archive import Archive
+from compact_hook.state.store import MemoryStore
 from tests.conversations import wire_of
 from tests.fakes import FakeSummarizer, InMemoryArchive, WordCounter
+from tests.support import load_transcript, replay_points
 
 
 def config(**overrides: Any) -> CompactConfig:
@@ -79,6 +87,21 @@ compactions; test_tiers.py covers the tiers and their interplay with the store).
 STORE_SCOPE = scope_of(STORE_CONFIG, "model", "team:a", "chat", "1")
 
 
+def chat_request(
+    messages: list[Any],
+    summarizer: Any,
+    session: str | None = None,
+    *,
+    scope: bytes = STORE_SCOPE,
+    archive: Archive | None = None,
+    config: CompactConfig = STORE_CONFIG,
+) -> CompactRequest:
+    """One chat request, by default in the store's world (real tokens)."""
+    conversation = parse_chat(messages)
+    assert isinstance(conversation, Conversation)
+    return CompactRequest(conversation, config, summarizer, session, scope, archive)
+
+
 async def compact_chat(
     compactor: Compactor,
     messages: list[Any],
@@ -90,6 +113,47 @@ async def compact_chat(
     config: CompactConfig = STORE_CONFIG,
 ) -> CompactResult:
     """One chat request through ``compactor`` (by default in the store's world, real tokens)."""
-    conversation = parse_chat(messages)
-    assert isinstance(conversation, Conversation)
-    return await compactor.compact(CompactRequest(conversation, config, summarizer, session, scope, archive))
+    request = chat_request(messages, summarizer, session, scope=scope, archive=archive, config=config)
+    return await compactor.compact(request)
+
+
+# -- a session replayed in the store's world, with compactions prepared in the background -----------
+
+TRANSCRIPT = load_transcript("claude_code_fa812bfe_pre_compact.json")
+POINTS = replay_points(TRANSCRIPT)
+
+
+def _limits() -> Limits:
+    limits = Limits.of(STORE_CONFIG, None, 0)
+    assert limits is not None
+    return limits
+
+
+LIMITS = _limits()
+IN_ZONE = next(TRANSCRIPT[:end] for end in POINTS if count_tokens(TRANSCRIPT[:end]) >= LIMITS.prepare)
+"""The session's first turn past ``prepare_ratio`` (under the trigger)."""
+AT_TRIGGER = next(TRANSCRIPT[:end] for end in POINTS if count_tokens(TRANSCRIPT[:end]) >= LIMITS.compact)
+
+
+@dataclasses.dataclass
+class Replica:
+    compactor: Compactor
+    background: Background
+
+
+def replica(
+    store: MemoryStore | None = None,
+    prepared: MemoryStore | None = None,
+    concurrency: int = 4,
+    queue: int = 16,
+) -> Replica:
+    """A proxy process's compactor: a store, and compactions prepared in the background."""
+    background = Background(concurrency, queue)
+    setup = PrepareSetup(prepared or MemoryStore(1000, 3600), background)
+    return Replica(Compactor(store or MemoryStore(1000, 3600), lock_wait=5, prepare=setup), background)
+
+
+async def idle(background: Background) -> None:
+    """The agent's pause: long enough for what runs in the background to finish."""
+    while len(background):
+        await asyncio.sleep(0.005)

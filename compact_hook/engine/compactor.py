@@ -38,6 +38,7 @@ from compact_hook.engine.breaker import Breaker
 from compact_hook.engine.clearing import advance_clearing, before_a_summary
 from compact_hook.engine.compaction import Failed, Made, Making, compaction_key, make, plan
 from compact_hook.engine.costs import clearing_waits, early_plan, economy_of, prepares
+from compact_hook.engine.decision import Decision, Step, skip_reason
 from compact_hook.engine.finish import Outcome, finish, untouched
 from compact_hook.engine.flight import Leases, SingleFlight
 from compact_hook.engine.guarantee import fitted, normalized
@@ -96,67 +97,71 @@ class Compactor:
 
     async def compact(self, request: CompactRequest) -> CompactResult:
         run = await Run.measure(request, self.memory)
-        config, limits = request.config, run.limits
-        if request.mode is Mode.OFF:
-            return untouched(run, Reason.OFF)
-        if not config.enabled or limits is None or not run.prints:
-            reason = (
-                Reason.DISABLED
-                if not config.enabled
-                else Reason.WINDOW_UNKNOWN
-                if limits is None
-                else Reason.EMPTY
-            )
-            return untouched(run, reason)
-        if limits.no_room:
-            _warn_no_room(run)
-            return untouched(run, Reason.NO_ROOM)
+        return await self.carry_out(run, await self.decide(run))
+
+    async def decide(self, run: Run) -> Decision:
+        """The one place a request's step is chosen (see ``engine.decision``)."""
+        skipped = skip_reason(run)
+        if skipped is not None:
+            return Decision(Step.UNTOUCHED, skipped)
+        request, limits = run.request, run.window
         forced, remembered = request.mode is Mode.FORCE, request.recall or request.mode is Mode.FORCE
-        if (
-            not remembered
-            and run.total < limits.engage
-            and not run.tiers.oversized
-            and config.normalize != "always"
-        ):
+        quiet = run.total < limits.engage and not run.tiers.oversized and run.config.normalize != "always"
+        if not remembered and quiet:
             if not await self._thinking_state(run):
-                return untouched(run, Reason.BELOW_THRESHOLD)
+                return Decision(Step.UNTOUCHED, Reason.BELOW_THRESHOLD)
             remembered = True
         await run.tiers.prepare()
         view = run.tiers.view(None)
         if not remembered and await run.tokens(view) < limits.engage:
             if not await self._thinking_state(run):
-                return await self._fit(run, view, Outcome(Entry(), CacheStatus.NONE, Reason.BELOW_THRESHOLD))
-            remembered = True
+                return Decision(Step.FORWARD, Reason.BELOW_THRESHOLD, view=view)
         state, cache = await self.states.recall(run)
         run.economy = await economy_of(run, self.ledger, state)
         state = await self._clear(run, state)
         view = run.tiers.view(state)
         tokens = await run.tokens(view)
         early = None if forced or tokens >= limits.compact else await early_plan(run, view, tokens)
-        if tokens < limits.compact and not forced:
-            if early is None or self.ahead.on(run):
-                return await self._under_trigger(run, state, view, cache, early is not None)
+        if tokens < limits.compact and not forced and (early is None or self.ahead.on(run)):
+            return await self._under_trigger(run, Decision(Step.FORWARD, None, state, view, cache), early)
         prepared = None if forced else await self.ahead.at_trigger(run, state)
         if prepared is not None:
-            return await self._apply(run, prepared)
-        return await self._compact(run, state, view, cache, early)
+            return Decision(Step.APPLY_PREPARED, None, state, view, cache, prepared)
+        return Decision(Step.COMPACT, None, state, view, cache, part=early)
 
-    async def _under_trigger(
-        self, run: Run, state: Entry, view: View, cache: CacheStatus, early: bool
-    ) -> CompactResult:
+    async def _under_trigger(self, run: Run, forward: Decision, early: Partition | None) -> Decision:
         """Under the trigger: forwarded with the cheap tiers, the next compaction prepared where due.
         ``early``: compacting now pays (cost-aware): a prepared compaction that is ready is applied,
         else one is prepared now and applied on a later turn, so no turn waits for its summary."""
+        state, view = forward.state, forward.view
+        assert view is not None
         tokens = await run.tokens(view)
-        ready = await self.ahead.worth_applying(run, state, tokens, early)
+        ready = await self.ahead.worth_applying(run, state, tokens, early is not None)
         if ready is not None:
-            return await self._apply(run, ready)
-        due = early or (tokens >= run.window.prepare and await prepares(run, state, view, tokens))
-        preparation = await self.ahead.start(run, state, view) if due else None
-        unused = await self.ahead.unused(run) if preparation is not None else None
-        return await self._fit(
-            run, view, Outcome(state, cache, preparation=preparation, prepared_unused=unused)
+            return dataclasses.replace(forward, step=Step.APPLY_PREPARED, prepared=ready)
+        due = self.ahead.on(run) and (
+            early is not None or (tokens >= run.window.prepare and await prepares(run, state, view, tokens))
         )
+        return dataclasses.replace(forward, step=Step.PREPARE) if due else forward
+
+    async def carry_out(self, run: Run, decision: Decision) -> CompactResult:
+        """Do what the decision says: forward (the fit guarantee first), prepare, apply, compact."""
+        state, view, cache = decision.state, decision.view, decision.cache
+        if decision.step is Step.UNTOUCHED or view is None:
+            if decision.reason is Reason.NO_ROOM:
+                _warn_no_room(run)
+            return untouched(run, decision.reason)
+        if decision.step is Step.APPLY_PREPARED:
+            assert decision.prepared is not None
+            return await self._apply(run, decision.prepared)
+        if decision.step is Step.COMPACT:
+            return await self._compact(run, state, view, cache, decision.part)
+        outcome = Outcome(state, cache, decision.reason)
+        if decision.step is Step.PREPARE:
+            preparation = await self.ahead.start(run, state, view)
+            unused = await self.ahead.unused(run) if preparation is not None else None
+            outcome = dataclasses.replace(outcome, preparation=preparation, prepared_unused=unused)
+        return await self._fit(run, view, outcome)
 
     async def _thinking_state(self, run: Run) -> bool:
         """Under the thresholds, a conversation we changed before still gets its stored state when

@@ -22,36 +22,31 @@ from compact_hook.core.outcomes import CacheStatus, Preparation
 from compact_hook.engine import Compactor, CompactRequest, CompactResult
 from compact_hook.engine.background import Background, Job
 from compact_hook.engine.breaker import Breaker
-from compact_hook.engine.prepare import PrepareSetup
 from compact_hook.formats import GOOGLE, Conversation
 from compact_hook.setting import resolved
 from compact_hook.state.store import MemoryStore
-from tests.compaction import STORE_CONFIG, STORE_SCOPE, compact_chat
+from tests.compaction import (
+    AT_TRIGGER,
+    IN_ZONE,
+    LIMITS,
+    POINTS,
+    STORE_CONFIG,
+    STORE_SCOPE,
+    TRANSCRIPT,
+    Replica,
+    compact_chat,
+    idle,
+    replica,
+)
 from tests.fakes import FakeSummarizer, InMemoryArchive, LockingMemoryStore
 from tests.support import (
     google_replay_points,
     is_prefix,
     is_summary,
-    load_transcript,
     pairing_problems,
-    replay_points,
     sorted_json,
     summaries_in,
 )
-
-TRANSCRIPT = load_transcript("claude_code_fa812bfe_pre_compact.json")
-
-
-def _limits() -> Limits:
-    limits = Limits.of(STORE_CONFIG, None, 0)
-    assert limits is not None
-    return limits
-
-
-LIMITS = _limits()
-POINTS = replay_points(TRANSCRIPT)
-IN_ZONE = next(TRANSCRIPT[:end] for end in POINTS if count_tokens(TRANSCRIPT[:end]) >= LIMITS.prepare)
-AT_TRIGGER = next(TRANSCRIPT[:end] for end in POINTS if count_tokens(TRANSCRIPT[:end]) >= LIMITS.compact)
 
 
 class GatedSummarizer(FakeSummarizer):
@@ -66,29 +61,6 @@ class GatedSummarizer(FakeSummarizer):
         self.started.set()
         await self.release.wait()
         return await super().__call__(messages)
-
-
-@dataclasses.dataclass
-class Replica:
-    compactor: Compactor
-    background: Background
-
-
-def replica(
-    store: MemoryStore | None = None,
-    prepared: MemoryStore | None = None,
-    concurrency: int = 4,
-    queue: int = 16,
-) -> Replica:
-    background = Background(concurrency, queue)
-    setup = PrepareSetup(prepared or MemoryStore(1000, 3600), background)
-    return Replica(Compactor(store or MemoryStore(1000, 3600), lock_wait=5, prepare=setup), background)
-
-
-async def idle(background: Background) -> None:
-    """The agent's pause: long enough for what runs in the background to finish."""
-    while len(background):
-        await asyncio.sleep(0.005)
 
 
 async def compact_turn(

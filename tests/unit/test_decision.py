@@ -1,0 +1,82 @@
+"""The decision as a value: which step a request takes, read from ``Compactor.decide`` alone.
+
+Every model here is unpriced (no prices in the request, none in the settings): the rules about
+tokens decide by themselves, prices only refine them (``test_costs.py``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from compact_hook.core.outcomes import Mode, Reason
+from compact_hook.engine import Compactor
+from compact_hook.engine.decision import Decision, Step
+from compact_hook.engine.run import Run
+from compact_hook.state.store import MemoryStore
+from tests.compaction import (
+    AT_TRIGGER,
+    IN_ZONE,
+    POINTS,
+    STORE_CONFIG,
+    TRANSCRIPT,
+    chat_request,
+    idle,
+    replica,
+)
+from tests.fakes import FakeSummarizer
+
+
+async def decided(compactor: Compactor, messages: list[object], **request: object) -> Decision:
+    built = chat_request(list(messages), FakeSummarizer(), "s")
+    built = dataclasses.replace(built, **request)  # type: ignore[arg-type]
+    assert built.prices is None  # unpriced: tokens alone decide
+    return await compactor.decide(await Run.measure(built, compactor.memory))
+
+
+@pytest.mark.parametrize(
+    ("request_changes", "reason"),
+    [
+        ({"mode": Mode.OFF}, Reason.OFF),
+        ({"config": dataclasses.replace(STORE_CONFIG, enabled=False)}, Reason.DISABLED),
+        ({"config": dataclasses.replace(STORE_CONFIG, context_window=None)}, Reason.WINDOW_UNKNOWN),
+    ],
+)
+async def test_a_request_the_hook_cannot_help_is_untouched_and_says_why(
+    request_changes: dict[str, object], reason: Reason
+) -> None:
+    decision = await decided(Compactor(MemoryStore(100, 60)), AT_TRIGGER, **request_changes)
+    assert (decision.step, decision.reason, decision.view) == (Step.UNTOUCHED, reason, None)
+
+
+async def test_a_short_conversation_is_untouched_below_the_threshold() -> None:
+    decision = await decided(Compactor(MemoryStore(100, 60)), TRANSCRIPT[: POINTS[0]])
+    assert (decision.step, decision.reason) == (Step.UNTOUCHED, Reason.BELOW_THRESHOLD)
+
+
+async def test_past_prepare_ratio_an_unpriced_model_prepares_and_without_preparing_forwards() -> None:
+    assert (await decided(replica().compactor, IN_ZONE)).step is Step.PREPARE
+    no_store = Compactor(None)  # nowhere to keep a prepared compaction
+    assert (await decided(no_store, IN_ZONE)).step is Step.FORWARD
+    off = dataclasses.replace(STORE_CONFIG, prepare=False)  # and no cheap tiers: nothing to do yet
+    untouched = await decided(replica().compactor, IN_ZONE, config=off)
+    assert (untouched.step, untouched.reason) == (Step.UNTOUCHED, Reason.BELOW_THRESHOLD)
+
+
+async def test_at_the_trigger_a_prepared_compaction_is_applied_else_one_is_made_now() -> None:
+    node = replica()
+    assert (await decided(node.compactor, AT_TRIGGER)).step is Step.COMPACT
+    await node.compactor.compact(chat_request(list(IN_ZONE), FakeSummarizer(), "s"))  # prepares
+    await idle(node.background)
+    applied = await decided(node.compactor, AT_TRIGGER)
+    assert applied.step is Step.APPLY_PREPARED and applied.prepared is not None
+    assert applied.prepared.summary is not None
+
+
+async def test_forcing_compacts_now_even_under_the_trigger_and_with_one_prepared() -> None:
+    node = replica()
+    await node.compactor.compact(chat_request(list(IN_ZONE), FakeSummarizer(), "s"))
+    await idle(node.background)
+    forced = await decided(node.compactor, IN_ZONE, mode=Mode.FORCE)
+    assert forced.step is Step.COMPACT and forced.view is not None
