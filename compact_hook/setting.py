@@ -13,6 +13,7 @@ import dataclasses
 import enum
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import cache
 from typing import Any
 
 from compact_hook.settings_checks import (
@@ -72,8 +73,9 @@ def setting(default: Any, meaning: str, **rules: Any) -> Any:
     return dataclasses.field(default=default, metadata={SETTING: Setting(meaning, **rules)})
 
 
+@cache
 def declared(cls: type) -> dict[str, Setting]:
-    """Every field's declaration, in field order."""
+    """Every field's declaration, in field order (read once per class: requests build settings)."""
     return {field.name: field.metadata[SETTING] for field in dataclasses.fields(cls)}
 
 
