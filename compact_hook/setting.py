@@ -13,7 +13,6 @@ import dataclasses
 import enum
 from collections.abc import Callable
 from dataclasses import dataclass
-from functools import cache
 from typing import Any
 
 from compact_hook.settings_checks import (
@@ -73,10 +72,14 @@ def setting(default: Any, meaning: str, **rules: Any) -> Any:
     return dataclasses.field(default=default, metadata={SETTING: Setting(meaning, **rules)})
 
 
-@cache
+_DECLARED: dict[type, dict[str, Setting]] = {}
+
+
 def declared(cls: type) -> dict[str, Setting]:
     """Every field's declaration, in field order (read once per class: requests build settings)."""
-    return {field.name: field.metadata[SETTING] for field in dataclasses.fields(cls)}
+    if cls not in _DECLARED:
+        _DECLARED[cls] = {field.name: field.metadata[SETTING] for field in dataclasses.fields(cls)}
+    return _DECLARED[cls]
 
 
 def check_declared(config: Any) -> None:
