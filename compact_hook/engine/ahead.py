@@ -22,14 +22,18 @@ class Ahead:
     preparations: Preparations | None
 
     def on(self, run: Run) -> bool:
-        """Compactions are prepared for this request's model (the one place that says so)."""
-        return self.preparations is not None and run.config.prepares
+        """Compactions are prepared for this request's model."""
+        return self._for(run) is not None
+
+    def _for(self, run: Run) -> Preparations | None:
+        """The preparations this request's model uses (None: it prepares nothing): the one place
+        that says so."""
+        return self.preparations if run.config.prepares else None
 
     async def start(self, run: Run, state: Entry, view: View) -> Preparation | None:
         """Past ``prepare_ratio``: have the compaction the trigger will need made in the background."""
-        if self.preparations is None or not run.config.prepares:  # not self.on(run): mypy narrows this
-            return None
-        return await self.preparations.consider(run, state, view)
+        preparations = self._for(run)
+        return None if preparations is None else await preparations.consider(run, state, view)
 
     async def waiting(self, run: Run, state: Entry) -> bool:
         """A compaction prepared for this conversation waits for the trigger."""

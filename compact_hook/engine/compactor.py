@@ -147,10 +147,11 @@ class Compactor:
     async def carry_out(self, run: Run, decision: Decision) -> CompactResult:
         """Do what the decision says: forward (the fit guarantee first), prepare, apply, compact."""
         state, view, cache = decision.state, decision.view, decision.cache
-        if decision.step is Step.UNTOUCHED or view is None:
+        if decision.step is Step.UNTOUCHED:
             if decision.reason is Reason.NO_ROOM:
                 _warn_no_room(run)
             return untouched(run, decision.reason)
+        assert view is not None, "every step but UNTOUCHED carries the view it forwards"
         if decision.step is Step.APPLY_PREPARED:
             assert decision.prepared is not None
             return await self._apply(run, decision.prepared)

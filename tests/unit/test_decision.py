@@ -1,7 +1,7 @@
 """The decision as a value: which step a request takes, read from ``Compactor.decide`` alone.
 
 Every model here is unpriced (no prices in the request, none in the settings): the rules about
-tokens decide by themselves, prices only refine them (``test_costs.py``).
+tokens decide by themselves, prices only refine them (``test_economics.py``).
 """
 
 from __future__ import annotations
