@@ -197,8 +197,11 @@ class ProxyProcess:
         env: dict[str, str] | None = None,
         log_path: Path | None = None,
         startup_timeout: float = STARTUP_TIMEOUT,
+        fork: bool = not EXEC_PROXIES,
     ) -> None:
         self.config = config
+        self.fork = fork
+        """Forked from the launcher that imported LiteLLM once (see ``launcher``), else exec'd."""
         self.port = port or free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.extra_env = dict(env or {})
@@ -296,7 +299,7 @@ class ProxyProcess:
         """Write the config and start the process in its own session so signals reach only it."""
         self.config_path.write_text(yaml.safe_dump(self.config, sort_keys=False))
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
-        if not EXEC_PROXIES:  # forked from a process that imported LiteLLM once (see launcher)
+        if self.fork:  # from a process that imported LiteLLM once (see launcher)
             self.log_path.write_bytes(b"")
             self._proc = launcher(shared_environment()).launch(
                 self._command(), self._environment(), self._tmp.name, self.log_path

@@ -23,6 +23,7 @@ from tests.integration.harness import (
     standin_deployment,
     standin_upstream,
 )
+from tests.integration.launcher import Forked
 from tests.integration.wire_clients import openai_sdk
 
 HEADINGS = standin_upstream.SUMMARY_HEADINGS
@@ -215,9 +216,10 @@ def test_script_standin_control_endpoints(script_standin: str) -> None:
 
 @pytest.fixture(scope="module")
 def plain_proxy(standin: Any) -> Iterator[ProxyProcess]:
-    """One proxy for the module's proxy tests: start-up costs several seconds."""
+    """One proxy for the module's proxy tests, started by exec as a user starts it (the rest of the
+    suite forks its proxies from the launcher): both ways stay tested."""
     config = {"model_list": [standin_deployment("standin", standin.url)]}
-    with ProxyProcess(config) as running:
+    with ProxyProcess(config, fork=False) as running:
         yield running
 
 
@@ -253,6 +255,18 @@ def test_proxy_forwards_stream_with_usage_requested(plain_proxy: ProxyProcess, u
 def test_proxy_log_text_has_startup_output(plain_proxy: ProxyProcess) -> None:
     assert plain_proxy.startup_seconds is not None and plain_proxy.startup_seconds < 90
     assert "Application startup complete" in plain_proxy.log_text()
+    assert isinstance(plain_proxy._proc, subprocess.Popen)  # exec'd, not forked
+
+
+def test_a_forked_proxy_logs_starts_and_stops_like_an_execd_one(standin: Any) -> None:
+    config = {"model_list": [standin_deployment("standin", standin.url)]}
+    proxy = ProxyProcess(config, fork=True).start()
+    try:
+        assert isinstance(proxy._proc, Forked) and proxy._proc.poll() is None
+        assert "Application startup complete" in proxy.log_text()
+    finally:
+        proxy.stop()
+    assert proxy._proc.poll() is not None  # reaped by the launcher, its exit code reported
 
 
 def test_proxy_start_failure_reports_the_missing_module() -> None:
