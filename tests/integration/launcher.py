@@ -103,6 +103,8 @@ class Launcher:
             message = json.loads(line)
             with self._changed:
                 if "pid" in message:
+                    # pids are reused (pid_max is 32,768 here): an earlier child's exit is not this one's
+                    self._exits.pop(message["pid"], None)
                     self._pids.append(message["pid"])
                 else:
                     self._exits[message["exited"]] = message["code"]
