@@ -17,6 +17,7 @@ from compact_hook.core.counting import item_strings, request_total
 from compact_hook.core.limits import Limits
 from compact_hook.engine import Compactor, CompactRequest, CompactResult
 from compact_hook.engine.background import Background
+from compact_hook.engine.flight import Leases
 from compact_hook.engine.library import parse_chat
 from compact_hook.engine.prepare import PrepareSetup
 from compact_hook.formats import CHAT, Conversation
@@ -150,7 +151,9 @@ def replica(
     """A proxy process's compactor: a store, and compactions prepared in the background."""
     background = Background(concurrency, queue)
     setup = PrepareSetup(prepared or MemoryStore(1000, 3600), background)
-    return Replica(Compactor(store or MemoryStore(1000, 3600), lock_wait=5, prepare=setup), background)
+    return Replica(
+        Compactor(store or MemoryStore(1000, 3600), Leases(lock_wait=5), prepare=setup), background
+    )
 
 
 async def idle(background: Background) -> None:

@@ -10,11 +10,11 @@ from dataclasses import dataclass
 
 from compact_hook.core.chain import Entry
 from compact_hook.core.outcomes import Preparation
-from compact_hook.engine.costs import change_pays_now
+from compact_hook.engine.costs import Costs
+from compact_hook.engine.decision import Decision
 from compact_hook.engine.prepare import Preparations
 from compact_hook.engine.run import Run
 from compact_hook.engine.tally import Tally
-from compact_hook.engine.view import View
 
 
 @dataclass(frozen=True)
@@ -30,10 +30,11 @@ class Ahead:
         that says so."""
         return self.preparations if run.config.prepares else None
 
-    async def start(self, run: Run, state: Entry, view: View) -> Preparation | None:
-        """Past ``prepare_ratio``: have the compaction the trigger will need made in the background."""
+    async def start(self, run: Run, due: Decision) -> Preparation | None:
+        """Past ``prepare_ratio``: have the compaction the trigger will need made in the background,
+        from the decision's state and view."""
         preparations = self._for(run)
-        return None if preparations is None else await preparations.consider(run, state, view)
+        return None if preparations is None else await preparations.consider(run, due)
 
     async def waiting(self, run: Run, state: Entry) -> bool:
         """A compaction prepared for this conversation waits for the trigger."""
@@ -43,17 +44,20 @@ class Ahead:
         """The prepared compaction the trigger applies instead of making a summary, if ready."""
         return None if self.preparations is None else await self.preparations.ready(run, state)
 
-    async def worth_applying(self, run: Run, state: Entry, tokens: int, early: bool) -> Entry | None:
+    async def worth_applying(self, run: Run, forward: Decision, early: bool) -> Entry | None:
         """Cost-aware, a prepared compaction is applied before the trigger as soon as it is ready
         and applying it pays back its rewrite (its summary is paid for already): left waiting, a
         session that ends first would leave it unused, and one the conversation outgrows would be
-        prepared again."""
-        if self.preparations is None or run.economy is None or not (early or run.known_economy):
+        prepared again. ``early``: compacting now pays (then the economy need not be heard yet)."""
+        costs = Costs(run, forward.economy)
+        if self.preparations is None or costs.economy is None or not (early or costs.known):
             return None
-        ready = await self.preparations.find(run, state)
+        ready = await self.preparations.find(run, forward.state)
         if ready is None:
             return None
-        return ready if change_pays_now(run, tokens, await run.tokens(run.tiers.view(ready))) else None
+        assert forward.view is not None
+        now, changed = await run.tokens(forward.view), await run.tokens(run.tiers.view(ready))
+        return ready if costs.change_pays(now, changed) else None
 
     async def applied(self, run: Run) -> Tally:
         """One prepared compaction applied to this conversation: counted, and its tally returned."""

@@ -1,8 +1,9 @@
 """Archive first, then replace: what leaves the model's view is written before it leaves.
 
 Every stage that takes something out of a request (a summary, the clearing of an output, the
-fit, normalization) hands it here as ``Removed``; a failed write is reported in the run's
-``archive_status`` (and the header), never silently dropped.
+fit, normalization) hands it here as ``Removed`` and gets back what the write did (``Kept``); the
+stages carry it in the values they return, and the request's report says whether any write
+failed (``x-compact-archive``) — never silently dropped.
 """
 
 from __future__ import annotations
@@ -45,13 +46,26 @@ class Kept:
     path: Path | None = None
     failed: bool = False
 
+    @property
+    def status(self) -> ArchiveStatus | None:
+        """As the report says it (None: nothing was written)."""
+        if self.failed:
+            return ArchiveStatus.FAILED
+        return ArchiveStatus.WRITTEN if self.path is not None else None
+
+
+def merged(status: ArchiveStatus | None, kept: Kept) -> ArchiveStatus | None:
+    """A request's archive status after one more write: failed once any write failed."""
+    if status is ArchiveStatus.FAILED or kept.failed:
+        return ArchiveStatus.FAILED
+    return kept.status or status
+
 
 async def keep(run: Run, removed: Removed) -> Kept:
     """Archive what leaves the model's view, before it leaves; a failure is reported.
 
     The same entries of the same session are written once (a request fitted every turn
     would otherwise be archived every turn); a failed write is not remembered as written.
-    The request's status (``run.archive_status``) is failed once any write of it failed.
     """
     if not removed.entries:
         return Kept()
@@ -63,18 +77,16 @@ async def keep(run: Run, removed: Removed) -> Kept:
     archive = run.request.archive or run.memory.folders.get(run.config.archive_dir)
     path = await archive.save(session, removed.entries, run.request.tenant, _audit(run, removed))
     if path is None:
-        run.archive_status = ArchiveStatus.FAILED
         return Kept(failed=True)
     archives.add(key)
-    run.archive_status = run.archive_status or ArchiveStatus.WRITTEN
     return Kept(path)
 
 
-async def archive_pending(run: Run, entry: Entry) -> tuple[Entry, Path | None]:
+async def archive_pending(run: Run, entry: Entry) -> tuple[Entry, Kept]:
     """Archive what the entry summarized but did not archive (a failed write earlier, or a
     compaction prepared ahead, applied now); the entry without that list once written."""
     if not entry.unarchived:
-        return entry, None
+        return entry, Kept()
     entries = run.request.conversation.entries
     removed = Removed(
         [entries[i] for i in entry.unarchived],
@@ -85,8 +97,8 @@ async def archive_pending(run: Run, entry: Entry) -> tuple[Entry, Path | None]:
     )
     kept = await keep(run, removed)
     if kept.failed:
-        return entry, None
-    return dataclasses.replace(entry, unarchived=()), kept.path
+        return entry, kept
+    return dataclasses.replace(entry, unarchived=()), kept
 
 
 def _audit(run: Run, removed: Removed) -> Audit:

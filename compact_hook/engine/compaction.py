@@ -1,8 +1,10 @@
 """Tier 3 as stages: where to cut (``plan``) and the compaction made from the cut (``make``).
 
-``plan`` tokenizes (pins cut to their share): callers run it off the event loop. ``make``
-summarizes the middle (by the model, or digested), archives what it replaces and returns the
-conversation's new state; storing it and sharing it between requests is the compactor's job.
+``plan`` tokenizes (pins cut to their share): callers run it off the event loop. It aims at the
+size it is given (``engine.costs.Costs.target``), so nothing here reads prices. ``make``
+summarizes the middle of a ``Cut`` (by the model, or digested), archives what it replaces and
+returns the conversation's new state; storing it and sharing it between requests is the
+compactor's job.
 """
 
 from __future__ import annotations
@@ -11,11 +13,10 @@ import asyncio
 import dataclasses
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 
 from compact_hook.core.assemble import assemble_order
 from compact_hook.core.chain import Entry
-from compact_hook.core.counting import item_strings, request_total
+from compact_hook.core.counting import request_total
 from compact_hook.core.digest import digest
 from compact_hook.core.failures import SummaryFailure
 from compact_hook.core.items import Item
@@ -23,7 +24,7 @@ from compact_hook.core.limits import MIN_TAIL_BUDGET
 from compact_hook.core.outcomes import CacheStatus, Reason, Removal, Summarizer
 from compact_hook.core.partition import KeepPolicy, Partition, partition
 from compact_hook.core.pinning import Pin, plan_cuts
-from compact_hook.engine.archiving import keep, removed_at
+from compact_hook.engine.archiving import Kept, keep, removed_at
 from compact_hook.engine.run import Run
 from compact_hook.engine.summarize import DIGEST_CHARS_PER_TOKEN, Budget, Summarize, summarize_middle
 from compact_hook.engine.view import View
@@ -40,7 +41,8 @@ class Made:
     entry: Entry
     cache: CacheStatus
     summary_calls: int = 0
-    archive_path: Path | None = None
+    kept: Kept = Kept()
+    """What archiving the replaced entries did (nothing: prepared ahead, or made elsewhere)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,14 +66,28 @@ class Making:
     archive: bool = True
 
 
-def plan(run: Run, view: View, ahead: int = 0) -> Partition:
+@dataclass(frozen=True, slots=True)
+class Cut:
+    """A compaction to make: the view it cuts, where (``part``), and the state it starts from."""
+
+    view: View
+    part: Partition
+    state: Entry
+
+    def key(self, run: Run) -> bytes:
+        """Where the compaction is stored: the chain at its tail's start (or the clearing boundary)."""
+        return run.chain[max(run.origin(self.view, self.part.tail_start), self.state.cleared_before)]
+
+
+def plan(run: Run, view: View, target: int, ahead: int = 0) -> Partition:
     """Where to cut (see ``sized_plan``)."""
-    return sized_plan(run, view, ahead)[0]
+    return sized_plan(run, view, target, ahead)[0]
 
 
-def sized_plan(run: Run, view: View, ahead: int = 0) -> tuple[Partition, int]:
-    """Where to cut, planned so the compacted request lands under ``Limits.target``, and the most
-    the compacted request will hold (all but the middle, pins at their share, a full summary).
+def sized_plan(run: Run, view: View, target: int, ahead: int = 0) -> tuple[Partition, int]:
+    """Where to cut, planned so the compacted request lands under ``target`` (``Limits.target``,
+    or lower: ``engine.costs.Costs.target``), and the most the compacted request will hold (all
+    but the middle, pins at their share, a full summary).
 
     With the default shares it is the first try; when the head, the users' kept messages or
     one big unit make the result too large, the tail's and the kept messages' budgets halve
@@ -82,8 +98,8 @@ def sized_plan(run: Run, view: View, ahead: int = 0) -> tuple[Partition, int]:
     applied at the trigger): the tail is that much shorter now, so it is as long then.
     """
     config, limits = run.config, run.window
-    counts = run.counter.count(view.prints, lambda i: item_strings(view.items[i]))
-    budget, target = limits.tail_budget(config), compaction_target(run)
+    counts = run.sizes.counts(view)
+    budget = limits.tail_budget(config)
     tail = max(min(MIN_TAIL_BUDGET, budget), budget - ahead)
     kept = limits.keep_budget(config)
     pins = {i: run.pins[o] for i, o in enumerate(view.origins) if o is not None and o in run.pins}
@@ -103,18 +119,6 @@ def sized_plan(run: Run, view: View, ahead: int = 0) -> tuple[Partition, int]:
         if tail <= MIN_TAIL_BUDGET or size + ahead < target or (fits and tail <= budget // SHRINK_FLOOR):
             return _planned(run, view, part), size
         tail, kept = max(MIN_TAIL_BUDGET, tail // 2), kept // 2
-
-
-def compaction_target(run: Run) -> int:
-    """What a compaction aims to leave at most: ``Limits.target``; cost-aware, lower when
-    compactions would otherwise come closer together than the spacing that costs least per turn
-    (``core.economics``: each event pays a summary and a rewritten prefix) — the tail kept
-    verbatim shrinks for it to no less than a quarter of its budget."""
-    limits, economy = run.window, run.known_economy
-    if economy is None:
-        return limits.target
-    floor = limits.target // 2
-    return max(floor, min(limits.target, limits.compact - economy.gap(floor)))
 
 
 def _planned(run: Run, view: View, part: Partition) -> Partition:
@@ -138,14 +142,9 @@ def _estimate(run: Run, part: Partition, counts: Sequence[int], pins: Mapping[in
     return request_total(run.context_tokens, kept) + pinned + run.config.summary_max_tokens
 
 
-def compaction_key(run: Run, view: View, part: Partition, state: Entry) -> bytes:
-    """Where the compaction is stored: the chain at its tail's start (or the clearing boundary)."""
-    return run.chain[max(run.origin(view, part.tail_start), state.cleared_before)]
-
-
-async def make(run: Run, view: View, part: Partition, state: Entry, making: Making) -> Made | Failed:
-    """The new state after compacting ``part`` of ``view`` from ``state``."""
-    config = run.config
+async def make(run: Run, cut: Cut, making: Making) -> Made | Failed:
+    """The new state after compacting ``cut``."""
+    config, view, part, state = run.config, cut.view, cut.part, cut.state
     middle = [_for_summary(run, view, index) for index in part.middle]
     budget = Budget(config)
     if making.probe:
@@ -169,9 +168,9 @@ async def make(run: Run, view: View, part: Partition, state: Entry, making: Maki
     if making.archive:
         removed = removed_at(run, view, gone, Removal.SUMMARIZED)
         written = await keep(run, dataclasses.replace(removed, summary=text, summarizer=summarizer))
-        path, unarchived = written.path, originals if written.failed else ()
+        unarchived = originals if written.failed else ()
     else:
-        path, unarchived = None, tuple(sorted({*state.unarchived, *originals}))
+        written, unarchived = Kept(), tuple(sorted({*state.unarchived, *originals}))
     entry = Entry(
         run.origin(view, part.tail_start),
         kept,
@@ -182,7 +181,7 @@ async def make(run: Run, view: View, part: Partition, state: Entry, making: Maki
         unarchived,
         tuple((run.origin(view, i), shape) for i, shape in part.shapes),
     )
-    return Made(run.applied(entry), CacheStatus.MISS, budget.calls, path)
+    return Made(run.applied(entry), CacheStatus.MISS, budget.calls, written)
 
 
 def _newly_cut(run: Run, view: View, part: Partition) -> list[int]:

@@ -25,19 +25,14 @@ import dataclasses
 import logging
 
 from compact_hook.core.chain import Entry
-from compact_hook.core.outcomes import (
-    CacheStatus,
-    Mode,
-    Reason,
-    Summarizer,
-)
+from compact_hook.core.outcomes import CacheStatus, Mode, Reason, Summarizer
 from compact_hook.core.partition import Partition
 from compact_hook.engine.ahead import Ahead
-from compact_hook.engine.archiving import archive_pending, keep
+from compact_hook.engine.archiving import archive_pending, keep, merged
 from compact_hook.engine.breaker import Breaker
 from compact_hook.engine.clearing import advance_clearing, before_a_summary
-from compact_hook.engine.compaction import Failed, Made, Making, compaction_key, make, plan
-from compact_hook.engine.costs import clearing_waits, early_plan, economy_of, prepares
+from compact_hook.engine.compaction import Cut, Failed, Made, Making, make, plan
+from compact_hook.engine.costs import Costs
 from compact_hook.engine.decision import Decision, Step, skip_reason
 from compact_hook.engine.finish import Outcome, finish, untouched
 from compact_hook.engine.flight import Leases, SingleFlight
@@ -47,32 +42,28 @@ from compact_hook.engine.once import SummaryOnce
 from compact_hook.engine.prepare import Preparations, PrepareSetup
 from compact_hook.engine.result import CompactRequest, CompactResult
 from compact_hook.engine.run import ProcessMemory, Run
-from compact_hook.engine.states import States
+from compact_hook.engine.states import Recalled, States
 from compact_hook.engine.view import View, without_stale_thinking
-from compact_hook.process_config import (
-    DEFAULT_FAILURE_TTL_SECONDS,
-    DEFAULT_LOCK_TTL_SECONDS,
-    DEFAULT_LOCK_WAIT_SECONDS,
-)
 from compact_hook.state.store import CompactionStore
 
 logger = logging.getLogger(__name__)
 
 
 class Compactor:
-    """Compaction with memory: a store of conversation states and single flight per compaction."""
+    """Compaction with memory: a store of conversation states and single flight per compaction.
+
+    ``leases``: how long a replica holds a compaction's lock, waits for another's, and remembers
+    a failure; ``prepare``: what preparing ahead needs (None: the trigger compacts itself)."""
 
     def __init__(
         self,
         store: CompactionStore | None,
-        lock_ttl: float = DEFAULT_LOCK_TTL_SECONDS,
-        lock_wait: float = DEFAULT_LOCK_WAIT_SECONDS,
-        failure_ttl: float = DEFAULT_FAILURE_TTL_SECONDS,
+        leases: Leases | None = None,
         prepare: PrepareSetup | None = None,
         memory: ProcessMemory | None = None,
     ) -> None:
         self.store = store
-        self.leases = Leases(lock_ttl, lock_wait, failure_ttl)
+        self.leases = leases or Leases()
         self.memory = memory or ProcessMemory()
         self.breaker = Breaker(store)
         self.once = SummaryOnce(store, self.leases, self.breaker)
@@ -100,112 +91,81 @@ class Compactor:
         return await self.carry_out(run, await self.decide(run))
 
     async def decide(self, run: Run) -> Decision:
-        """The one place a request's step is chosen (see ``engine.decision``)."""
+        """The one place a request's step is chosen (see ``engine.decision``). It reads (the stored
+        state, the economy, a prepared compaction) and writes nothing."""
         skipped = skip_reason(run)
         if skipped is not None:
             return Decision(Step.UNTOUCHED, skipped)
         request, limits = run.request, run.window
-        forced, remembered = request.mode is Mode.FORCE, request.recall or request.mode is Mode.FORCE
+        forced = request.mode is Mode.FORCE
+        remembered = request.recall or forced
         quiet = run.total < limits.engage and not run.tiers.oversized and run.config.normalize != "always"
+        recalled = None
         if not remembered and quiet:
-            if not await self._thinking_state(run):
+            recalled = await self._thinking_state(run)
+            if recalled is None:
                 return Decision(Step.UNTOUCHED, Reason.BELOW_THRESHOLD)
-            remembered = True
         await run.tiers.prepare()
         view = run.tiers.view(None)
-        if not remembered and await run.tokens(view) < limits.engage:
-            if not await self._thinking_state(run):
+        if recalled is None and not remembered and await run.tokens(view) < limits.engage:
+            recalled = await self._thinking_state(run)
+            if recalled is None:
                 return Decision(Step.FORWARD, Reason.BELOW_THRESHOLD, view=view)
-        state, cache = await self.states.recall(run)
-        run.economy = await economy_of(run, self.ledger, state)
-        state = await self._clear(run, state)
+        recalled = recalled or await self.states.recall(run)
+        costs = await Costs.of(run, self.ledger, recalled.state)
+        state = await self._clear(costs, recalled.state)
         view = run.tiers.view(state)
+        found = Decision(
+            Step.FORWARD,
+            state=state,
+            view=view,
+            cache=recalled.cache,
+            economy=costs.economy,
+            prefix_changed=state is not recalled.state,
+            archived=recalled.archived,
+        )
         tokens = await run.tokens(view)
-        early = None if forced or tokens >= limits.compact else await early_plan(run, view, tokens)
+        early = None if forced or tokens >= limits.compact else await costs.early_plan(view, tokens)
         if tokens < limits.compact and not forced and (early is None or self.ahead.on(run)):
-            return await self._under_trigger(run, Decision(Step.FORWARD, None, state, view, cache), early)
+            return await self._under_trigger(costs, found, early)
         prepared = None if forced else await self.ahead.at_trigger(run, state)
         if prepared is not None:
-            return Decision(Step.APPLY_PREPARED, None, state, view, cache, prepared)
-        return Decision(Step.COMPACT, None, state, view, cache, part=early)
+            return dataclasses.replace(found, step=Step.APPLY_PREPARED, prepared=prepared)
+        return dataclasses.replace(found, step=Step.COMPACT, part=early)
 
-    async def _under_trigger(self, run: Run, forward: Decision, early: Partition | None) -> Decision:
+    async def _under_trigger(self, costs: Costs, forward: Decision, early: Partition | None) -> Decision:
         """Under the trigger: forwarded with the cheap tiers, the next compaction prepared where due.
         ``early``: compacting now pays (cost-aware): a prepared compaction that is ready is applied,
         else one is prepared now and applied on a later turn, so no turn waits for its summary."""
-        state, view = forward.state, forward.view
+        run, view = costs.run, forward.view
         assert view is not None
-        tokens = await run.tokens(view)
-        ready = await self.ahead.worth_applying(run, state, tokens, early is not None)
+        ready = await self.ahead.worth_applying(run, forward, early is not None)
         if ready is not None:
             return dataclasses.replace(forward, step=Step.APPLY_PREPARED, prepared=ready)
+        tokens = await run.tokens(view)
         due = self.ahead.on(run) and (
-            early is not None or (tokens >= run.window.prepare and await prepares(run, state, view, tokens))
+            early is not None
+            or (tokens >= run.window.prepare and await costs.prepares(forward.state, view, tokens))
         )
         return dataclasses.replace(forward, step=Step.PREPARE) if due else forward
 
-    async def carry_out(self, run: Run, decision: Decision) -> CompactResult:
-        """Do what the decision says: forward (the fit guarantee first), prepare, apply, compact."""
-        state, view, cache = decision.state, decision.view, decision.cache
-        if decision.step is Step.UNTOUCHED:
-            if decision.reason is Reason.NO_ROOM:
-                _warn_no_room(run)
-            return untouched(run, decision.reason)
-        assert view is not None, "every step but UNTOUCHED carries the view it forwards"
-        if decision.step is Step.APPLY_PREPARED:
-            assert decision.prepared is not None
-            return await self._apply(run, decision.prepared)
-        if decision.step is Step.COMPACT:
-            return await self._compact(run, state, view, cache, decision.part)
-        outcome = Outcome(state, cache, decision.reason)
-        if decision.step is Step.PREPARE:
-            preparation = await self.ahead.start(run, state, view)
-            unused = await self.ahead.unused(run) if preparation is not None else None
-            outcome = dataclasses.replace(outcome, preparation=preparation, prepared_unused=unused)
-        return await self._fit(run, view, outcome)
-
-    async def _thinking_state(self, run: Run) -> bool:
+    async def _thinking_state(self, run: Run) -> Recalled | None:
         """Under the thresholds, a conversation we changed before still gets its stored state when
         its provider checks thinking blocks and it sends them back: forwarded as the client sent
         it, the prefix would change again (a window grown back, say) and every block produced
         since our change would be refused. One store lookup, only for such requests."""
         if not run.checks_thinking or not run.sends_thinking:
-            return False
-        _, cache = await self.states.recall(run)
-        return cache is CacheStatus.HIT
+            return None
+        recalled = await self.states.recall(run)
+        return recalled if recalled.cache is CacheStatus.HIT else None
 
-    async def _apply(self, run: Run, prepared: Entry) -> CompactResult:
-        """The trigger is reached and a compaction was prepared: applied with no summary call.
-
-        Archived and stored first (it is this conversation's state from now on); if too much
-        arrived since it was prepared, the rest is compacted as usual, its summary merged.
-        """
-        entry, path = await archive_pending(run, run.applied(prepared))
-        await self.states.put(run, entry)
-        tally = await self.ahead.applied(run)
-        run.prefix_changed = True
-        view = run.tiers.view(entry)
-        tokens = await run.tokens(view)
-        if tokens >= run.window.compact:
-            return await self._compact(run, entry, view, CacheStatus.PREPARED)
-        # prepared long ago (the clearing tier kept the turns since under prepare_ratio): it
-        # leaves the conversation past prepare_ratio, so the next one is prepared right away
-        due = tokens >= run.window.prepare and await prepares(run, entry, view, tokens)
-        preparation = await self.ahead.start(run, entry, view) if due else None
-        outcome = Outcome(
-            entry,
-            CacheStatus.PREPARED,
-            archive_path=path,
-            preparation=preparation,
-            prepared_unused=tally.unused,
-        )
-        return await self._fit(run, view, outcome)
-
-    async def _clear(self, run: Run, state: Entry) -> Entry:
-        """Tier 2: advance the clearing boundary by a batch when the request is past the clear ratio;
-        past ``prepare_ratio``, by whatever gets it back under, before any summary is prepared. Not
-        while a prepared compaction waits for the trigger: it takes the old results out there, and
-        clearing them first would only leave it short when applied (a second summary then)."""
+    async def _clear(self, costs: Costs, state: Entry) -> Entry:
+        """Tier 2: the clearing boundary advanced by a batch when the request is past the clear
+        ratio; past ``prepare_ratio``, by whatever gets it back under, before any summary is
+        prepared. Not while a prepared compaction waits for the trigger: it takes the old results
+        out there, and clearing them first would only leave it short when applied (a second
+        summary then). The new state is stored when the decision is carried out."""
+        run = costs.run
         now = run.tiers.view(state)
         tokens = await run.tokens(now)
         if not run.config.clear_tool_results or tokens < run.window.clear:
@@ -215,63 +175,116 @@ class Compactor:
         advanced = advance_clearing(run, state)
         if advanced is None and tokens >= run.window.prepare:
             advanced = await before_a_summary(run, state)
-        if advanced is None or await clearing_waits(run, now, advanced):
+        if advanced is None or await costs.clearing_waits(now, advanced):
             return state
-        await self.states.put(run, advanced)
-        run.prefix_changed = True
         return advanced
 
-    async def _compact(
-        self, run: Run, state: Entry, view: View, cache: CacheStatus, part: Partition | None = None
-    ) -> CompactResult:
-        """Tier 3: summarize the middle (once per compaction event), then fit. ``part``: the cut
-        already planned (an early compaction's)."""
+    async def carry_out(self, run: Run, decision: Decision) -> CompactResult:
+        """Do what the decision says: store a clearing batch, then forward (the fit guarantee
+        first), prepare, apply, or compact."""
+        if decision.step is Step.UNTOUCHED:
+            if decision.reason is Reason.NO_ROOM:
+                _warn_no_room(run)
+            return untouched(run, decision.reason)
+        view = decision.view
+        assert view is not None, "every step but UNTOUCHED carries the view it forwards"
+        if decision.prefix_changed:
+            await self.states.put(run, decision.state)
+        if decision.step is Step.APPLY_PREPARED:
+            return await self._apply(run, decision)
+        if decision.step is Step.COMPACT:
+            return await self._compact(run, decision)
+        outcome = Outcome.of(decision)
+        if decision.step is Step.PREPARE:
+            preparation = await self.ahead.start(run, decision)
+            unused = await self.ahead.unused(run) if preparation is not None else None
+            outcome = dataclasses.replace(outcome, preparation=preparation, prepared_unused=unused)
+        return await self._fit(run, view, outcome)
+
+    async def _apply(self, run: Run, decision: Decision) -> CompactResult:
+        """The trigger is reached and a compaction was prepared: applied with no summary call.
+
+        Archived and stored first (it is this conversation's state from now on); if too much
+        arrived since it was prepared, the rest is compacted as usual, its summary merged.
+        """
+        assert decision.prepared is not None
+        entry, kept = await archive_pending(run, run.applied(decision.prepared))
+        await self.states.put(run, entry)
+        tally = await self.ahead.applied(run)
+        view = run.tiers.view(entry)
+        applied = dataclasses.replace(
+            decision,
+            state=entry,
+            view=view,
+            cache=CacheStatus.PREPARED,
+            prepared=None,
+            prefix_changed=True,
+            archived=merged(decision.archived, kept),
+        )
+        tokens = await run.tokens(view)
+        if tokens >= run.window.compact:
+            return await self._compact(run, applied)
+        # prepared long ago (the clearing tier kept the turns since under prepare_ratio): it
+        # leaves the conversation past prepare_ratio, so the next one is prepared right away
+        costs = Costs(run, decision.economy)
+        due = tokens >= run.window.prepare and await costs.prepares(entry, view, tokens)
+        preparation = await self.ahead.start(run, applied) if due else None
+        outcome = dataclasses.replace(
+            Outcome.of(applied), archive_path=kept.path, preparation=preparation, prepared_unused=tally.unused
+        )
+        return await self._fit(run, view, outcome)
+
+    async def _compact(self, run: Run, decision: Decision) -> CompactResult:
+        """Tier 3: summarize the middle (once per compaction event), then fit. The decision's
+        ``part``: the cut already planned (an early compaction's)."""
+        view, outcome = decision.view, Outcome.of(decision)
+        assert view is not None
+        part = decision.part
         if part is None:
-            part = await asyncio.to_thread(plan, run, view)
+            part = await asyncio.to_thread(plan, run, view, Costs(run, decision.economy).target())
         if not part.middle:
-            return await self._fit(run, view, Outcome(state, cache, Reason.NOTHING_TO_SUMMARIZE))
-        made, shared = await self.once.made(run, compaction_key(run, view, part, state), view, part, state)
+            return await self._fit(
+                run, view, dataclasses.replace(outcome, reason=Reason.NOTHING_TO_SUMMARIZE)
+            )
+        cut = Cut(view, part, decision.state)
+        made, shared = await self.once.made(run, cut)
         calls = 0 if shared else made.summary_calls
+        outcome = dataclasses.replace(outcome, summary_calls=calls)
         if isinstance(made, Failed):
-            return await self._without_summary(run, state, view, part, cache, made, calls)
-        status = CacheStatus.SHARED if shared else made.cache
-        run.prefix_changed = True
+            failed = dataclasses.replace(outcome, reason=made.reason, summary_failure=made.kind)
+            return await self._without_summary(run, cut, failed, made)
         entry = run.applied(made.entry)  # made for another request (shared): stale from ours on
         if entry != made.entry:
             await self.states.put(run, entry)
         compacted = run.tiers.view(entry)
         over = await run.tokens(compacted) >= run.window.compact
-        outcome = Outcome(entry, status, Reason.OVER_TRIGGER if over else None, calls, made.archive_path)
+        outcome = dataclasses.replace(
+            outcome,
+            state=entry,
+            cache=CacheStatus.SHARED if shared else made.cache,
+            reason=Reason.OVER_TRIGGER if over else None,
+            archive_path=made.kept.path,
+            archived=merged(outcome.archived, made.kept),
+            prefix_changed=True,
+        )
         return await self._fit(run, compacted, outcome)
 
-    async def _without_summary(
-        self,
-        run: Run,
-        state: Entry,
-        view: View,
-        part: Partition,
-        cache: CacheStatus,
-        failed: Failed,
-        calls: int,
-    ) -> CompactResult:
+    async def _without_summary(self, run: Run, cut: Cut, outcome: Outcome, failed: Failed) -> CompactResult:
         """No summary: forwarded with the cheap tiers; over the window the digest stands in, then the fit."""
         logger.error("compact_hook: compaction failed: %s", failed.error)
-        if run.config.on_overflow != "fit" or await run.tokens(view) <= run.window.window:
-            return await self._fit(
-                run, view, Outcome(state, cache, failed.reason, calls, summary_failure=failed.kind)
-            )
-        digested = await make(run, view, part, state, Making(None))
+        if run.config.on_overflow != "fit" or await run.tokens(cut.view) <= run.window.window:
+            return await self._fit(run, cut.view, outcome)
+        digested = await make(run, cut, Making(None))
         assert isinstance(digested, Made)
-        run.prefix_changed = True
         await self.states.put(run, digested.entry)
-        outcome = Outcome(
-            digested.entry,
-            CacheStatus.MISS,
-            failed.reason,
-            calls,
-            digested.archive_path,
+        outcome = dataclasses.replace(
+            outcome,
+            state=digested.entry,
+            cache=CacheStatus.MISS,
+            archive_path=digested.kept.path,
+            archived=merged(outcome.archived, digested.kept),
             summarizer=Summarizer.DIGEST,
-            summary_failure=failed.kind,
+            prefix_changed=True,
         )
         return await self._fit(run, run.tiers.view(digested.entry), outcome)
 
@@ -282,21 +295,25 @@ class Compactor:
         """
         if run.config.on_overflow != "fit":
             return await finish(run, view, outcome)
-        view, fixes = await normalized(run, view, force=await run.tokens(view) > run.window.window)
-        outcome = dataclasses.replace(outcome, normalized=outcome.normalized + fixes)
+        done = await normalized(run, view, force=await run.tokens(view) > run.window.window)
+        view = done.view
+        outcome = dataclasses.replace(
+            outcome, normalized=outcome.normalized + done.fixes, archived=merged(outcome.archived, done.kept)
+        )
         if await run.tokens(view) <= run.window.window:
             return await finish(run, view, outcome)
         fit = await asyncio.to_thread(fitted, run, view)  # shrinking tokenizes
-        await keep(run, fit.lost)
+        kept = await keep(run, fit.lost)
         reason = outcome.reason or Reason.FITTED
         if not fit.fits:
             logger.warning("compact_hook: request cannot be brought under %d tokens", run.window.window)
             reason = Reason.CANNOT_FIT
         state = await self.states.unstable(run, outcome.state)
         view = without_stale_thinking(fit.view, state.stale_thinking, run.request.conversation)
-        return await finish(
-            run, view, dataclasses.replace(outcome, state=state, reason=reason, dropped=fit.dropped)
+        fitted_outcome = dataclasses.replace(
+            outcome, state=state, reason=reason, dropped=fit.dropped, archived=merged(outcome.archived, kept)
         )
+        return await finish(run, view, fitted_outcome)
 
 
 def _warn_no_room(run: Run) -> None:

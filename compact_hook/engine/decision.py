@@ -1,9 +1,10 @@
 """What the compactor does with a request, as a value: the decision, then its carrying out.
 
 ``Compactor.decide`` looks up what it needs (the stored state, the economy, a prepared
-compaction), advances the clearing tier, and returns one ``Decision``; ``Compactor.carry_out``
-does what it says. Which step a request takes is therefore read in one function and tested as
-a value (``tests/unit/test_decision.py``), not spread over a branch chain that also acts.
+compaction), works out the clearing tier's next boundary, and returns one ``Decision`` — it
+writes nothing; ``Compactor.carry_out`` does what it says (stores the boundary, applies, makes the
+summary, fits). Which step a request takes is therefore read in one function and tested as a value
+(``tests/unit/test_decision.py``), not spread over a branch chain that also acts.
 """
 
 from __future__ import annotations
@@ -12,7 +13,8 @@ import enum
 from dataclasses import dataclass
 
 from compact_hook.core.chain import Entry
-from compact_hook.core.outcomes import CacheStatus, Mode, Reason
+from compact_hook.core.economics import Economy
+from compact_hook.core.outcomes import ArchiveStatus, CacheStatus, Mode, Reason
 from compact_hook.core.partition import Partition
 from compact_hook.engine.run import Run
 from compact_hook.engine.view import View
@@ -44,6 +46,13 @@ class Decision:
     """``APPLY_PREPARED``: the prepared compaction."""
     part: Partition | None = None
     """``COMPACT``: the cut an early (cost-aware) compaction already planned."""
+    economy: Economy | None = None
+    """What cost-aware timing weighs for this request (``engine.costs.Costs``; None: off, unpriced)."""
+    prefix_changed: bool = False
+    """``state`` is a clearing batch this request advances: stored when carried out (later steps
+    set it too: a compaction applied), and the provider's cache is written again from the change."""
+    archived: ArchiveStatus | None = None
+    """What archiving the recalled state's pending entries did (``engine.states``)."""
 
 
 def skip_reason(run: Run) -> Reason | None:

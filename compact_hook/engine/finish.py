@@ -8,9 +8,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from compact_hook.core.chain import Entry
+from compact_hook.core.economics import Economy
 from compact_hook.core.failures import SummaryFailure
-from compact_hook.core.outcomes import CacheStatus, Preparation, Reason, Summarizer
-from compact_hook.engine.costs import saving
+from compact_hook.core.outcomes import ArchiveStatus, CacheStatus, Preparation, Reason, Summarizer
+from compact_hook.engine.archiving import merged
+from compact_hook.engine.costs import Costs
+from compact_hook.engine.decision import Decision
 from compact_hook.engine.guarantee import normalized
 from compact_hook.engine.result import CompactResult, CompactStats
 from compact_hook.engine.run import Run
@@ -19,7 +22,8 @@ from compact_hook.engine.view import View, thinking_removed
 
 @dataclass(frozen=True, slots=True)
 class Outcome:
-    """How a view came to be forwarded: the report's fields besides the tokens."""
+    """How a view came to be forwarded: the report's fields besides the tokens. Each stage
+    returns a new one; nothing about the request is written anywhere else."""
 
     state: Entry
     cache: CacheStatus
@@ -32,19 +36,40 @@ class Outcome:
     preparation: Preparation | None = None
     summary_failure: SummaryFailure | None = None
     prepared_unused: int | None = None
+    archived: ArchiveStatus | None = None
+    """Whether what this request took out of the model's view was archived (failed once any
+    write failed; None: nothing was written)."""
+    prefix_changed: bool = False
+    """This request changes the forwarded prefix (a compaction applied, a clearing batch): the
+    provider's cache is written again from the change on."""
+    economy: Economy | None = None
+    """What the money figures weigh (``engine.costs``)."""
+
+    @classmethod
+    def of(cls, decision: Decision) -> Outcome:
+        """The outcome a decision starts from."""
+        return cls(
+            decision.state,
+            decision.cache,
+            decision.reason,
+            archived=decision.archived,
+            prefix_changed=decision.prefix_changed,
+            economy=decision.economy,
+        )
 
 
 async def finish(run: Run, view: View, outcome: Outcome) -> CompactResult:
     """Normalize what we changed, count it, and describe it."""
     config = run.config
-    view, fixes = await normalized(run, view)
-    items = view.items
+    done = await normalized(run, view)
+    view, archived = done.view, merged(outcome.archived, done.kept)
     after = await run.tokens(view)
     if run.limits is not None and after > run.limits.window and config.on_overflow == "passthrough":
         sent = untouched(run, outcome.reason or Reason.OVER_WINDOW, summary_calls=outcome.summary_calls)
-        return dataclasses.replace(sent, summary_failure=outcome.summary_failure)
+        return dataclasses.replace(sent, summary_failure=outcome.summary_failure, archive_status=archived)
     compacted = outcome.state.summary is not None
-    entries = [item.raw for item in items]
+    entries = [item.raw for item in view.items]
+    rewritten = after if outcome.prefix_changed else 0
     return CompactResult(
         entries,
         compacted,
@@ -58,15 +83,15 @@ async def finish(run: Run, view: View, outcome: Outcome) -> CompactResult:
         truncated=run.tiers.truncated_count(),
         cleared=run.tiers.cleared_count(outcome.state),
         dropped=outcome.dropped,
-        normalized=outcome.normalized + fixes,
+        normalized=outcome.normalized + done.fixes,
         summarizer=outcome.summarizer or (outcome.state.summarizer if compacted else None),
-        archive_status=run.archive_status,
+        archive_status=archived,
         preparation=outcome.preparation,
         summary_failure=outcome.summary_failure,
         prepared_unused=outcome.prepared_unused,
         thinking_removed=thinking_removed(view, outcome.state.stale_thinking, run.request.conversation),
         conversation=watched(run),
-        cost_saved=saving(run, run.total - after, after if run.prefix_changed else 0),
+        cost_saved=Costs(run, outcome.economy).saving(run.total - after, rewritten),
     )
 
 
@@ -80,9 +105,8 @@ def untouched(run: Run, reason: Reason | None, summary_calls: int = 0) -> Compac
         output_tokens=run.total,
         reason=reason,
         summary_calls=summary_calls,
-        archive_status=run.archive_status,
         conversation=watched(run),
-        cost_saved=saving(run, 0, 0),
+        cost_saved=Costs(run).saving(0, 0),
     )
 
 

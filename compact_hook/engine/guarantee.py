@@ -9,16 +9,15 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from compact_hook.core.counting import TokenCounter, item_strings, request_total
+from compact_hook.core.counting import item_strings, request_total
 from compact_hook.core.fit import Fitted, drop_order, fit
 from compact_hook.core.items import Item
 from compact_hook.core.normalize import normalize
 from compact_hook.core.outcomes import Removal
 from compact_hook.core.truncate import truncate_results
-from compact_hook.engine.archiving import Removed, keep, removed_at
+from compact_hook.engine.archiving import Kept, Removed, keep, removed_at
 from compact_hook.engine.run import Run
 from compact_hook.engine.view import View
-from compact_hook.formats.base import Conversation
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,11 +31,20 @@ class Fit:
     fits: bool
 
 
+@dataclass(frozen=True, slots=True)
+class Normalized:
+    """A normalized view, how many fixes it took (results added or removed), and what archiving
+    the removed ones did."""
+
+    view: View
+    fixes: int = 0
+    kept: Kept = Kept()
+
+
 def fitted(run: Run, view: View) -> Fit:
     """Drop and shrink until the view fits the window."""
     wire, config = run.request.conversation.wire, run.config
-    counts = run.counter.count(view.prints, lambda i: item_strings(view.items[i]))
-    sizing = _ViewSizing(run.counter, run.request.conversation, view, counts, config.protected_tools)
+    sizing = _ViewSizing(run, view, config.protected_tools)
     units = view.pairing.units
     order = drop_order(view.items, units, config.protected_tools, view.summary_at, wire.first_turn_user)
     budget = run.window.window - request_total(run.context_tokens, [0])
@@ -63,7 +71,7 @@ def _view_of(run: Run, view: View, done: Fitted) -> View:
     return view.rebuilt(done.items, prints, origins)
 
 
-async def normalized(run: Run, view: View, force: bool = False) -> tuple[View, int]:
+async def normalized(run: Run, view: View, force: bool = False) -> Normalized:
     """The view with every call answered, every orphan result gone and every instruction
     placed where the format allows it, and how many fixes (results added or removed).
 
@@ -71,26 +79,26 @@ async def normalized(run: Run, view: View, force: bool = False) -> tuple[View, i
     so what normalization adds counts toward the window). What it removes is archived.
     """
     if view.normalized:
-        return view, 0
+        return Normalized(view)
     original = run.tiers.items
     unchanged = view.items is original or [id(item) for item in view.items] == [id(item) for item in original]
     if unchanged and not force and run.config.normalize != "always":
-        return view, 0
+        return Normalized(view)
     wire = run.request.conversation.wire
     fixed = normalize(view.items, wire, view.pairing, wire.placement)
     if [id(item) for item in fixed] == [id(item) for item in view.items]:
         view.normalized = True
-        return view, 0
+        return Normalized(view)
     before, after = {id(item) for item in view.items}, {id(item) for item in fixed}
     gone = [k for k, item in enumerate(view.items) if id(item) not in after]
-    await keep(run, removed_at(run, view, gone, Removal.NORMALIZED))
+    kept = await keep(run, removed_at(run, view, gone, Removal.NORMALIZED))
     known = {id(item): k for k, item in enumerate(view.items)}
     fingerprint = run.request.conversation.fingerprint
     prints = [view.prints[known[id(i)]] if id(i) in known else fingerprint(i.raw) for i in fixed]
     origins = [view.origins[known[id(i)]] if id(i) in known else None for i in fixed]
     done = view.rebuilt(fixed, prints, origins)
     done.normalized = True
-    return done, len(after - before) + len(before - after)
+    return Normalized(done, len(after - before) + len(before - after), kept)
 
 
 def _protected_parts(view: View, protected: Sequence[str]) -> dict[int, tuple[int, ...]]:
@@ -105,15 +113,10 @@ def _protected_parts(view: View, protected: Sequence[str]) -> dict[int, tuple[in
 class _ViewSizing:
     """Sizes of a view's items (counted once), and shrinking that spares protected tools' results."""
 
-    def __init__(
-        self,
-        counter: TokenCounter,
-        conversation: Conversation,
-        view: View,
-        counts: Sequence[int],
-        protected: Sequence[str],
-    ) -> None:
-        self.counter, self.conversation, self.wire = counter, conversation, conversation.wire
+    def __init__(self, run: Run, view: View, protected: Sequence[str]) -> None:
+        self.counter, self.conversation = run.counter, run.request.conversation
+        self.wire = self.conversation.wire
+        counts = run.sizes.counts(view)
         self.known = {id(item): count for item, count in zip(view.items, counts, strict=True)}
         self.protected = _protected_parts(view, protected)
 

@@ -11,15 +11,12 @@ from __future__ import annotations
 import logging
 import time
 
-from compact_hook.core.chain import Entry
 from compact_hook.core.failures import SummaryFailure
 from compact_hook.core.outcomes import CacheStatus, Reason
-from compact_hook.core.partition import Partition
 from compact_hook.engine.breaker import Breaker, Gate
-from compact_hook.engine.compaction import Failed, Made, Making, make
+from compact_hook.engine.compaction import Cut, Failed, Made, Making, make
 from compact_hook.engine.flight import Leases, SingleFlight, pause
 from compact_hook.engine.run import Run
-from compact_hook.engine.view import View
 from compact_hook.state.store import CompactionStore
 
 logger = logging.getLogger(__name__)
@@ -34,10 +31,9 @@ class SummaryOnce:
         self.store, self.leases, self.breaker = store, leases, breaker
         self.flights: SingleFlight[Made | Failed] = SingleFlight()
 
-    async def made(
-        self, run: Run, key: bytes, view: View, part: Partition, state: Entry
-    ) -> tuple[Made | Failed, bool]:
-        """The compaction stored under ``key``, and whether another request made it (shared)."""
+    async def made(self, run: Run, cut: Cut) -> tuple[Made | Failed, bool]:
+        """The compaction of ``cut`` (stored under ``cut.key``), and whether another request made
+        it (shared)."""
         gate = await self._gate(run)
         if gate is Gate.OPEN:
             return Failed(
@@ -50,30 +46,27 @@ class SummaryOnce:
             ), False
         model = None if run.config.uses_digest else run.request.summarize
         making = Making(model, probe=gate is Gate.PROBE)
-        return await self.flights.run(key, lambda: self._make_once(key, run, view, part, state, making))
+        return await self.flights.run(cut.key(run), lambda: self._make_once(run, cut, making))
 
     async def _gate(self, run: Run) -> Gate:
         if run.config.uses_digest:
             return Gate.CLOSED
         return await self.breaker.gate(run.breaker_key, run.config)
 
-    async def _make_once(
-        self, key: bytes, run: Run, view: View, part: Partition, state: Entry, making: Making
-    ) -> Made | Failed:
+    async def _make_once(self, run: Run, cut: Cut, making: Making) -> Made | Failed:
         """Once per compaction across requests; the breaker hears of every model summary made."""
-        made = await self._made_or_awaited(key, run, view, part, state, making)
+        made = await self._made_or_awaited(run, cut, making)
         if making.model is not None and made.summary_calls:
             await self.breaker.heard(
                 run.breaker_key, run.config, None if isinstance(made, Made) else made.kind
             )
         return made
 
-    async def _made_or_awaited(
-        self, key: bytes, run: Run, view: View, part: Partition, state: Entry, making: Making
-    ) -> Made | Failed:
+    async def _made_or_awaited(self, run: Run, cut: Cut, making: Making) -> Made | Failed:
         """Across replicas: hold the key's lock and compute, or wait for the holder's entry."""
         if self.store is None:
-            return await make(run, view, part, state, making)
+            return await make(run, cut, making)
+        key = cut.key(run)
         token = await self.store.try_lock(key, self.leases.lock_ttl)
         if token is None:
             patience = min(self.leases.lock_wait, run.config.summary_deadline_seconds)
@@ -82,7 +75,7 @@ class SummaryOnce:
                 return ready
             token = await self.store.try_lock(key, self.leases.lock_ttl)
         try:
-            made = await make(run, view, part, state, making)
+            made = await make(run, cut, making)
             if isinstance(made, Made):
                 await self.store.put(run.root, key, made.entry)
             else:  # before unlocking: a waiting replica must not repeat what just failed

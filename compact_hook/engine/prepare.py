@@ -33,12 +33,14 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from compact_hook.core.chain import Entry, entry_is_usable
+from compact_hook.core.economics import Economy
 from compact_hook.core.outcomes import Preparation
 from compact_hook.engine.archiving import session_of
 from compact_hook.engine.background import Background, Job
 from compact_hook.engine.breaker import Breaker, Gate
-from compact_hook.engine.compaction import Made, Making, make, plan
-from compact_hook.engine.costs import turns_ahead
+from compact_hook.engine.compaction import Cut, Made, Making, make, plan
+from compact_hook.engine.costs import Costs
+from compact_hook.engine.decision import Decision
 from compact_hook.engine.flight import Leases, pause
 from compact_hook.engine.run import Run
 from compact_hook.engine.tally import SessionTally
@@ -64,6 +66,18 @@ class PrepareSetup:
     store: CompactionStore
     background: Background
     stopping: Callable[[], bool] = _never
+
+
+@dataclass(frozen=True, slots=True)
+class Preparing:
+    """One preparation for the background: under which lock, the state and view it cuts from,
+    whether it is the breaker's probe, and the economy its cut aims by."""
+
+    key: bytes
+    base: Entry
+    view: View
+    probe: bool
+    economy: Economy | None
 
 
 @dataclass
@@ -102,10 +116,11 @@ class Preparations:
         """Per conversation: summaries prepared, and applied."""
         return SessionTally(self.setup.store)
 
-    async def consider(self, run: Run, state: Entry, view: View) -> Preparation | None:
+    async def consider(self, run: Run, due: Decision) -> Preparation | None:
         """Past ``prepare_ratio``, under the trigger: start preparing unless it is under way or what
         is prepared will suffice at the trigger. Never waits for the summary."""
-        key = LOCK + run.root
+        key, state, view = LOCK + run.root, due.state, due.view
+        assert view is not None
         if key in self.setup.background:
             return Preparation.RUNNING
         found = await self.find(run, state)
@@ -126,11 +141,8 @@ class Preparations:
         gate = await self.breaker.gate(run.breaker_key, run.config)
         if gate is Gate.OPEN:
             return None
-        job = Job(
-            run.request.tenant,
-            lambda: self._prepare(key, run, base, base_view, gate is Gate.PROBE),
-            self._dropped,
-        )
+        preparing = Preparing(key, base, base_view, gate is Gate.PROBE, due.economy)
+        job = Job(run.request.tenant, lambda: self._prepare(run, preparing), self._dropped)
         if not self.setup.background.submit(key, job):
             return None
         self.stats.started += 1
@@ -162,17 +174,19 @@ class Preparations:
             return None
         return dataclasses.replace(entry, cleared_before=max(entry.cleared_before, state.cleared_before))
 
-    async def _prepare(self, key: bytes, run: Run, base: Entry, view: View, probe: bool) -> None:
+    async def _prepare(self, run: Run, preparing: Preparing) -> None:
         """The background job: the trigger's partition and summary, kept as prepared."""
+        key, view, costs = preparing.key, preparing.view, Costs(run, preparing.economy)
         token = await self.store.try_lock(key, self.leases.lock_ttl)
         if token is None:  # another replica prepares it
             return
         try:
-            ahead = turns_ahead(run, await run.tokens(view))
-            part = await asyncio.to_thread(plan, run, view, ahead)
+            ahead = costs.turns_ahead(await run.tokens(view))
+            part = await asyncio.to_thread(plan, run, view, costs.target(), ahead)
             if not part.middle:
                 return
-            made = await make(run, view, part, base, Making(run.request.summarize, probe, archive=False))
+            making = Making(run.request.summarize, preparing.probe, archive=False)
+            made = await make(run, Cut(view, part, preparing.base), making)
             self.stats.summary_calls += made.summary_calls
             if isinstance(made, Made):
                 await self.breaker.heard(run.breaker_key, run.config, None)

@@ -2,8 +2,10 @@
 
 A ``Run`` is the value every stage reads (``engine.clearing``, ``engine.compaction``,
 ``engine.guarantee``, ``engine.archiving``, ``engine.finish``): the request, its fingerprints
-and counts, its limits and tiers, and where it stands in its conversation's chain. It holds no
-store and no locks; those are the compactor's.
+and counts, its limits and tiers, and where it stands in its conversation's chain. It is frozen
+once measured: what later stages learn (the stored state, the economy, what was archived) travels
+in the values they return — ``engine.decision.Decision``, ``engine.finish.Outcome`` — never
+written back here. It holds no store and no locks; those are the compactor's.
 """
 
 from __future__ import annotations
@@ -16,15 +18,14 @@ from functools import cached_property
 from compact_hook.config import CompactConfig
 from compact_hook.core.chain import Entry, prefix_chain, root_position, unbind
 from compact_hook.core.counting import TokenCounter, item_strings, request_total
-from compact_hook.core.economics import Economy
 from compact_hook.core.fingerprint import Fingerprint
 from compact_hook.core.items import PartKind, Role
 from compact_hook.core.limits import Limits
-from compact_hook.core.outcomes import ArchiveStatus, CacheStatus
 from compact_hook.core.pinning import Pin, find_pins
 from compact_hook.engine.breaker import Breaker
 from compact_hook.engine.notices import Notices
 from compact_hook.engine.result import CompactRequest
+from compact_hook.engine.sizes import Sizes
 from compact_hook.engine.truncation import TruncationCache
 from compact_hook.engine.view import Tiers, View
 from compact_hook.formats.base import context_strings
@@ -45,7 +46,7 @@ class ProcessMemory:
     notices: Notices = field(default_factory=Notices)
 
 
-@dataclass
+@dataclass(frozen=True)
 class Run:
     """The request, its fingerprints and counts (computed once), its limits and tiers."""
 
@@ -58,16 +59,7 @@ class Run:
     limits: Limits | None
     tiers: Tiers
     memory: ProcessMemory
-    archive_status: ArchiveStatus | None = None
-    """Whether what this request took out of the model's view was archived (``engine.archiving``)."""
-    recalled: tuple[Entry, CacheStatus] | None = None
-    """The conversation's stored state, once looked up (see ``Compactor._recall``)."""
-    economy: Economy | None = None
-    """What cost-aware decisions weigh for this request (``engine.costs``), once looked up."""
-    prefix_changed: bool = False
-    """This request changes the forwarded prefix (a compaction applied, a clearing batch): the
-    provider's cache is written again from the change on."""
-    _last: tuple[View | None, int] = field(default=(None, 0), repr=False)
+    sizes: Sizes = field(repr=False)
 
     @classmethod
     async def measure(cls, request: CompactRequest, memory: ProcessMemory) -> Run:
@@ -84,7 +76,8 @@ class Run:
         output_limit = limits.output_limit(config) if limits is not None else None
         tiers = Tiers(conversation, prints, counts, config, counter, memory.truncations, output_limit)
         total = request_total(context_tokens, counts)
-        return cls(request, counter, prints, counts, context_tokens, total, limits, tiers, memory)
+        sizes = Sizes(counter, context_tokens)
+        return cls(request, counter, prints, counts, context_tokens, total, limits, tiers, memory, sizes)
 
     @property
     def config(self) -> CompactConfig:
@@ -94,13 +87,6 @@ class Run:
     def cost_aware(self) -> bool:
         """Cost-aware timing applies: switched on, and the model priced."""
         return self.config.cost_aware and self.request.prices is not None
-
-    @property
-    def known_economy(self) -> Economy | None:
-        """The economy prices may refine decisions with: cost-aware, and the provider has reported
-        on this conversation; None means the rules about tokens alone decide."""
-        economy = self.economy
-        return economy if economy is not None and economy.known else None
 
     @property
     def window(self) -> Limits:
@@ -150,13 +136,10 @@ class Run:
         return False
 
     async def tokens(self, view: View) -> int:
-        """The view's size; each view is counted once (the pipeline asks several times)."""
+        """The view's size (``engine.sizes``); the client's own items are the measured total."""
         if view.items is self.tiers.items:
             return self.total
-        if self._last[0] is not view:
-            counts = await self.counter.acount(view.prints, lambda i: item_strings(view.items[i]))
-            self._last = (view, request_total(self.context_tokens, counts))
-        return self._last[1]
+        return await self.sizes.tokens(view)
 
     def origin(self, view: View, position: int) -> int:
         """Index in the client's list of view position ``position`` (the end maps to the end)."""

@@ -7,23 +7,41 @@ writes each new one here; with no store, every request starts from nothing.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from compact_hook.core.chain import OPEN_END, Entry, entry_is_usable
-from compact_hook.core.outcomes import CacheStatus
+from compact_hook.core.outcomes import ArchiveStatus, CacheStatus
 from compact_hook.engine.archiving import archive_pending
 from compact_hook.engine.run import Run
 from compact_hook.state.store import CompactionStore
+
+
+@dataclass(frozen=True, slots=True)
+class Recalled:
+    """A conversation's stored state as one request found it: the state, whether an earlier
+    request left it (``HIT``), and what archiving its pending entries did."""
+
+    state: Entry = Entry()
+    cache: CacheStatus = CacheStatus.NONE
+    archived: ArchiveStatus | None = None
 
 
 class States:
     def __init__(self, store: CompactionStore | None) -> None:
         self.store = store
 
-    async def recall(self, run: Run) -> tuple[Entry, CacheStatus]:
-        """The longest stored prefix's state; ``hit`` only when an earlier request left it.
-        Looked up once per request."""
-        if run.recalled is None:
-            run.recalled = await self._lookup(run)
-        return run.recalled
+    async def recall(self, run: Run) -> Recalled:
+        """The longest stored prefix's state; ``hit`` only when an earlier request left it. The
+        compactor looks it up once per request (``Compactor.decide``) and passes it on."""
+        if self.store is None:
+            return Recalled()
+        found = await self.store.find(run.root, run.chain)
+        if found is None or not entry_is_usable(found[1], len(run.prints)):
+            return Recalled()
+        entry, kept = await archive_pending(run, found[1])
+        if entry is not found[1]:
+            await self.put(run, entry)
+        return Recalled(entry, CacheStatus.HIT, kept.status)
 
     async def put(self, run: Run, entry: Entry) -> None:
         if self.store is not None:
@@ -37,14 +55,3 @@ class States:
         if unstable.span > 0 and unstable != state:
             await self.put(run, unstable)
         return unstable
-
-    async def _lookup(self, run: Run) -> tuple[Entry, CacheStatus]:
-        if self.store is None:
-            return Entry(), CacheStatus.NONE
-        found = await self.store.find(run.root, run.chain)
-        if found is None or not entry_is_usable(found[1], len(run.prints)):
-            return Entry(), CacheStatus.NONE
-        entry, _ = await archive_pending(run, found[1])
-        if entry is not found[1]:
-            await self.put(run, entry)
-        return entry, CacheStatus.HIT

@@ -9,6 +9,7 @@ from __future__ import annotations
 from compact_hook.config import CompactConfig
 from compact_hook.engine.background import Background
 from compact_hook.engine.compactor import Compactor
+from compact_hook.engine.flight import Leases
 from compact_hook.engine.prepare import PrepareSetup
 from compact_hook.engine.run import ProcessMemory
 from compact_hook.process_config import ProcessConfig
@@ -45,9 +46,7 @@ class Services:
             background = Background(process.prepare_concurrency, process.prepare_queue)
             self._compactor = Compactor(
                 build_store(process, litellm_redis),
-                lock_ttl=process.lock_ttl_seconds,
-                lock_wait=process.lock_wait_seconds,
-                failure_ttl=process.failure_ttl_seconds,
+                Leases(process.lock_ttl_seconds, process.lock_wait_seconds, process.failure_ttl_seconds),
                 prepare=PrepareSetup(prepared, background, shutting_down) if prepared is not None else None,
                 memory=ProcessMemory(folders=ArchiveFolders(process.archive_max_age_days)),
             )

@@ -11,7 +11,7 @@ from compact_hook.config import CompactConfig
 from compact_hook.core.chain import Entry
 from compact_hook.core.outcomes import ArchiveStatus, Removal
 from compact_hook.engine import CompactRequest
-from compact_hook.engine.archiving import Removed, archive_pending, keep
+from compact_hook.engine.archiving import Removed, archive_pending, keep, merged
 from compact_hook.engine.library import parse_chat
 from compact_hook.engine.run import ProcessMemory, Run
 from compact_hook.formats import Conversation
@@ -46,8 +46,11 @@ async def test_a_write_after_a_failed_one_counts_as_written_and_the_request_says
     )
     run = await Run.measure(request, ProcessMemory())
     failed = await keep(run, Removed([messages[1]], (1,), Removal.DROPPED))
-    assert failed.failed and run.archive_status is ArchiveStatus.FAILED
-    entry, path = await archive_pending(run, Entry(covered=3, summary="s", unarchived=(2, 3)))
-    assert entry.unarchived == () and path is not None  # written: not left to archive again
+    assert failed.failed and failed.status is ArchiveStatus.FAILED
+    entry, written = await archive_pending(run, Entry(covered=3, summary="s", unarchived=(2, 3)))
+    assert entry.unarchived == () and written.path is not None  # written: not left to archive again
+    assert written.status is ArchiveStatus.WRITTEN and not written.failed
     assert archive.saved == [("s", [messages[2], messages[3]])]
-    assert run.archive_status is ArchiveStatus.FAILED  # the request still says one of its writes failed
+    status = merged(merged(None, failed), written)
+    assert status is ArchiveStatus.FAILED  # the request still says one of its writes failed
+    assert merged(merged(None, written), failed) is ArchiveStatus.FAILED  # in either order

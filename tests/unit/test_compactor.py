@@ -9,6 +9,7 @@ from compact_hook.core.chain import scope_of
 from compact_hook.core.limits import Limits
 from compact_hook.core.outcomes import Removal, Summarizer
 from compact_hook.engine import Compactor, CompactRequest, CompactResult
+from compact_hook.engine.flight import Leases
 from compact_hook.engine.library import parse_chat
 from compact_hook.formats import Conversation
 from compact_hook.state.archive import Origin
@@ -118,7 +119,7 @@ async def test_eight_concurrent_identical_requests_share_one_summary() -> None:
 
 async def test_a_replica_waits_for_the_lock_holders_summary() -> None:
     shared = LockingMemoryStore()
-    first, second = Compactor(shared, lock_wait=5), Compactor(shared, lock_wait=5)
+    first, second = Compactor(shared, Leases(lock_wait=5)), Compactor(shared, Leases(lock_wait=5))
     summarizer = SlowSummarizer(0.3)
     messages = AT_FIRST_COMPACTION
     a, b = await asyncio.gather(
@@ -132,7 +133,7 @@ async def test_a_replica_waits_for_the_lock_holders_summary() -> None:
 
 async def test_a_crashed_lock_holder_does_not_block_others_forever() -> None:
     shared = LockingMemoryStore()
-    compactor = Compactor(shared, lock_ttl=0.3, lock_wait=5)
+    compactor = Compactor(shared, Leases(lock_ttl=0.3, lock_wait=5))
     messages = AT_FIRST_COMPACTION
     probe = await compact_chat(Compactor(MemoryStore(10, 10)), messages, FakeSummarizer())
     assert probe.cache == "miss"
@@ -156,7 +157,7 @@ async def test_a_crashed_lock_holder_does_not_block_others_forever() -> None:
 
 async def test_a_waiter_times_out_into_computing_itself() -> None:
     shared = LockingMemoryStore()
-    compactor = Compactor(shared, lock_ttl=60, lock_wait=0.2)
+    compactor = Compactor(shared, Leases(lock_ttl=60, lock_wait=0.2))
     messages = AT_FIRST_COMPACTION
     original_try_lock = shared.try_lock
     calls = 0
@@ -240,7 +241,7 @@ async def test_a_clearing_boundary_made_by_this_request_is_not_reported_as_a_cac
 
 
 async def test_a_failed_summary_is_remembered_so_the_next_turns_do_not_repeat_it() -> None:
-    compactor = Compactor(MemoryStore(100, 3600), failure_ttl=60)
+    compactor = Compactor(MemoryStore(100, 3600), Leases(failure_ttl=60))
     broken = FakeSummarizer(*[RuntimeError("down")] * 20)
     first = await compact_chat(compactor, AT_FIRST_COMPACTION, broken, archive=InMemoryArchive())
     assert first.reason == "summary_failed" and first.summary_calls == 3
@@ -252,7 +253,7 @@ async def test_a_failed_summary_is_remembered_so_the_next_turns_do_not_repeat_it
 
 
 async def test_a_failure_is_forgotten_after_its_ttl() -> None:
-    compactor = Compactor(MemoryStore(100, 3600), failure_ttl=0.05)
+    compactor = Compactor(MemoryStore(100, 3600), Leases(failure_ttl=0.05))
     await compact_chat(compactor, AT_FIRST_COMPACTION, FakeSummarizer(*[RuntimeError("down")] * 3))
     await asyncio.sleep(0.1)
     working = FakeSummarizer()
@@ -262,7 +263,7 @@ async def test_a_failure_is_forgotten_after_its_ttl() -> None:
 
 async def test_a_waiting_replica_does_not_repeat_the_holders_failure() -> None:
     shared = LockingMemoryStore()
-    first, second = Compactor(shared, lock_wait=5), Compactor(shared, lock_wait=5)
+    first, second = Compactor(shared, Leases(lock_wait=5)), Compactor(shared, Leases(lock_wait=5))
     failing = SlowSummarizer(0.2, *[RuntimeError("down")] * 20)
     a, b = await asyncio.gather(
         compact_chat(first, AT_FIRST_COMPACTION, failing, archive=InMemoryArchive()),
