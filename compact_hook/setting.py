@@ -16,7 +16,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from compact_hook.settings_checks import (
-    check_below_trigger,
     check_fraction,
     check_non_empty,
     check_range,
@@ -39,6 +38,11 @@ class Below:
 
     why: str
     strict: bool = True
+
+    def check(self, name: str, value: float, trigger: float) -> None:
+        if value > trigger or (self.strict and value == trigger):
+            bound = "be below" if self.strict else "not exceed"
+            raise ValueError(f"{name}: must {bound} trigger_ratio ({trigger}), got {value}; {self.why}")
 
 
 @dataclass(frozen=True, slots=True)
@@ -112,8 +116,7 @@ def _check(config: Any, name: str, value: Any, rules: Setting) -> None:
     if rules.fraction is not None:
         check_fraction(name, value, allow_one=rules.fraction is Fraction.CLOSED)
     if rules.below_trigger is not None:
-        below = rules.below_trigger
-        check_below_trigger(name, value, config.trigger_ratio, strict=below.strict, why=below.why)
+        rules.below_trigger.check(name, value, config.trigger_ratio)
     if rules.at_least is not None:
         low = rules.at_least
         check_range(name, value, low=getattr(config, low) if isinstance(low, str) else low)

@@ -66,12 +66,6 @@ def _from_yaml(value: Any, hint: Any) -> Any:
     return tuple(value) if get_origin(hint) is tuple and isinstance(value, list) else value
 
 
-def check_below_trigger(name: str, value: float, trigger: float, *, strict: bool, why: str) -> None:
-    if value > trigger or (strict and value == trigger):
-        bound = "be below" if strict else "not exceed"
-        raise ValueError(f"{name}: must {bound} trigger_ratio ({trigger}), got {value}; {why}")
-
-
 def check_choice(name: str, value: object, choices: tuple[Any, ...]) -> None:
     if value not in choices:
         raise ValueError(f"{name}: must be one of {', '.join(choices)}, got {value!r}")

@@ -12,7 +12,7 @@ from typing import Any
 
 from compact_hook import count_tokens
 from compact_hook.config import CompactConfig
-from compact_hook.core.chain import scope_of
+from compact_hook.core.chain import Owner, scope_of
 from compact_hook.core.counting import item_strings, request_total
 from compact_hook.core.limits import Limits
 from compact_hook.engine import Compactor, CompactRequest, CompactResult
@@ -85,7 +85,7 @@ STORE_CONFIG = CompactConfig(
 )
 """The store's world: a 20K window, the cheap tiers off (these tests are about remembering
 compactions; test_tiers.py covers the tiers and their interplay with the store)."""
-STORE_SCOPE = scope_of(STORE_CONFIG, "model", "team:a", "chat", "1")
+STORE_SCOPE = scope_of(STORE_CONFIG, Owner("model", "team:a", "chat"), "1")
 
 
 def chat_request(

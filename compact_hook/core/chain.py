@@ -39,17 +39,27 @@ HASHED_AS = {"tail_retention_ratio": "tail_ratio", "clear_trigger_ratio": "clear
 would make every stored compaction unreachable after an upgrade."""
 
 
+@dataclass(frozen=True, slots=True)
+class Owner:
+    """Whose compactions a scope holds: the model group, the tenant, and the wire format's name
+    (the same entries mean different things in each)."""
+
+    model: str
+    tenant: str
+    wire: str
+
+
 @lru_cache(maxsize=4096)
-def scope_of(config: CompactConfig, model: str, tenant: str, wire: str, prompt_version: str) -> bytes:
+def scope_of(config: CompactConfig, owner: Owner, prompt_version: str) -> bytes:
     """Everything that changes what a compaction looks like, plus who may reuse it.
 
     Not the context window: a stored compaction summarizes the same prefix whatever the window,
     and a window learned from a provider's error must not orphan every conversation's state
     (a smaller window merely compacts again, from it).
 
-    ``wire`` is the format's name: the same entries mean different things in each.
     Memoized: the hook asks on every request, and the answer only depends on these.
     """
+    model, tenant, wire = owner.model, owner.tenant, owner.wire
     settings = {HASHED_AS.get(name, name): resolved(config, name) for name in SCOPE_SETTINGS}
     settings["protected_tools"] = sorted(config.protected_tools)
     label = json.dumps(

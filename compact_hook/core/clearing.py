@@ -11,6 +11,7 @@ stable.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 
 from compact_hook.core.facts import error_lines
 from compact_hook.core.items import Item, PartKind
@@ -56,23 +57,30 @@ def placeholders(item: Item, tools: Mapping[int, str]) -> dict[int, str]:
     return found
 
 
+@dataclass(frozen=True, slots=True)
+class Batch:
+    """What a clearing batch must leave and gain: the newest ``keep`` results stay, and the batch
+    saves at least ``at_least`` tokens (``keep_tool_results``, ``clear_at_least``)."""
+
+    keep: int
+    at_least: int
+
+
 def next_boundary(
-    result_items: Sequence[int],
-    savings: Mapping[int, int],
-    keep: int,
-    boundary: int,
-    at_least: int,
+    result_items: Sequence[int], savings: Mapping[int, int], boundary: int, batch: Batch
 ) -> int | None:
-    """The new boundary if clearing every item older than the one holding the newest ``keep``
-    results saves at least ``at_least`` tokens beyond what ``boundary`` already clears; else None.
+    """The new boundary if clearing every item older than the one holding the newest
+    ``batch.keep`` results saves at least ``batch.at_least`` tokens beyond what ``boundary``
+    already clears; else None.
 
     ``result_items``: the item index of every tool result, in order (an item may hold several).
     ``savings[i]``: what clearing item ``i`` would save (0 or absent when it may not be cleared).
     """
+    keep = batch.keep
     if len(result_items) <= keep:
         return None
     candidate = result_items[len(result_items) - keep] if keep else result_items[-1] + 1
     gained = sum(
         savings.get(index, 0) for index in sorted(set(result_items)) if boundary <= index < candidate
     )
-    return candidate if candidate > boundary and gained >= at_least else None
+    return candidate if candidate > boundary and gained >= batch.at_least else None

@@ -42,76 +42,84 @@ class Fitted:
     shrunk: dict[int, Item]
 
 
-def fit(
-    items: Sequence[Item], units: Sequence[Unit], order: Sequence[Unit], budget: int, sizing: Sizing
-) -> Fitted:
+def fit(items: Sequence[Item], order: Sequence[Unit], budget: int, sizing: Sizing) -> Fitted:
     """Bring the items' total size to at most ``budget``.
 
     ``order`` lists the units that may go, in the order to try; the last of them is only
     dropped after every tool output has been shrunk (it is what the model answers next).
     """
-    groups = {unit.start: [items[i] for i in range(unit.start, unit.end)] for unit in units}
+    current: list[Item | None] = list(items)
     total = sum(sizing.count(item) for item in items)
     dropped: list[Item] = []
     droppable = list(order)
 
     def drop() -> int:
-        gone = groups.pop(droppable.pop(0).start)
+        unit = droppable.pop(0)
+        gone = [item for item in current[unit.start : unit.end] if item is not None]
+        current[unit.start : unit.end] = [None] * (unit.end - unit.start)
         dropped.extend(gone)
         return sum(sizing.count(item) for item in gone)
 
     while total > budget and len(droppable) > 1:
         total -= drop()
-    shrunk: dict[int, Item] = {}
-    total = _shrink_outputs(groups, budget, total, sizing, shrunk)
+    total, shrunk = _shrink_outputs(current, budget, total, sizing)
     while total > budget and droppable:
         total -= drop()
-    kept = [item for start in sorted(groups) for item in groups[start]]
+    kept = [item for item in current if item is not None]
     return Fitted(kept, dropped, total <= budget, shrunk)
 
 
 def _shrink_outputs(
-    groups: dict[int, list[Item]], budget: int, total: int, sizing: Sizing, shrunk: dict[int, Item]
-) -> int:
-    """Halve the largest tool output until everything fits or no output can shrink further.
+    current: list[Item | None], budget: int, total: int, sizing: Sizing
+) -> tuple[int, dict[int, Item]]:
+    """Halve the largest tool output until everything fits or no output can shrink further: the
+    new total, and each shrunk item (by ``id``) with the original it stands for.
 
     A heap of outputs by size: O((outputs + halvings) log outputs), never a rescan per step.
+    Among outputs of one size the latest shrinks first.
     """
     heap = [
-        (-size, -start, -position)
-        for start, group in groups.items()
-        for position, item in enumerate(group)
-        if item.has_results and (size := sizing.count(item)) > MIN_OUTPUT_TOKENS
+        (-size, -position)
+        for position, item in enumerate(current)
+        if item is not None and item.has_results and (size := sizing.count(item)) > MIN_OUTPUT_TOKENS
     ]
     heapq.heapify(heap)
+    shrunk: dict[int, Item] = {}
     while total > budget and heap:
-        negative, start, position = heapq.heappop(heap)
-        tokens, start, position = -negative, -start, -position
-        replaced = groups[start][position]
+        negative, position = heapq.heappop(heap)
+        tokens, position = -negative, -position
+        replaced = current[position]
+        assert replaced is not None
         smaller = sizing.shrink(replaced, max(MIN_OUTPUT_TOKENS, tokens // 2))
         size = sizing.count(smaller) if smaller is not None else tokens
         if smaller is None or size >= tokens:
             continue
         shrunk[id(smaller)] = shrunk.pop(id(replaced), replaced)
-        groups[start][position] = smaller
+        current[position] = smaller
         total -= tokens - size
         if size > MIN_OUTPUT_TOKENS:
-            heapq.heappush(heap, (-size, -start, -position))
-    return total
+            heapq.heappush(heap, (-size, -position))
+    return total, shrunk
 
 
-def drop_order(
-    items: Sequence[Item],
-    units: Sequence[Unit],
-    protected: Sequence[str],
-    summary_at: int | None,
-    first_turn_user: bool,
-) -> list[Unit]:
+@dataclass(frozen=True, slots=True)
+class Spared:
+    """What the fit never drops besides the head and the latest user message: the newest result
+    of each of ``protected`` tools, the summary (at ``summary_at``), and — where the format needs
+    the conversation to open with a user turn (``first_turn_user``) — the first unit after the
+    head if it is one."""
+
+    protected: Sequence[str] = ()
+    summary_at: int | None = None
+    first_turn_user: bool = False
+
+
+def drop_order(items: Sequence[Item], units: Sequence[Unit], spared: Spared) -> list[Unit]:
     """Units the fit may drop, in order: those after the summary oldest first, then those
     before it, then units with protected tool results. Never the head, the latest user
-    message, the summary, the newest result of each protected tool — nor, where the format
-    needs the conversation to open with a user turn, the first unit after the head if it is one.
+    message, nor what ``spared`` names.
     """
+    protected, summary_at, first_turn_user = spared.protected, spared.summary_at, spared.first_turn_user
     latest_user = latest_user_index(items)
     head_end = head_length(items)
     summary = summary_at if summary_at is not None else -1

@@ -36,6 +36,17 @@ class KeepPolicy:
 
 
 @dataclass(frozen=True, slots=True)
+class Cutting:
+    """Where a partition may cut: the tail keeps whole units from the end up to ``tail_budget``
+    tokens, never below ``floor`` (where the items not yet summarized begin, after a spliced-in
+    summary), and the middle keeps what ``keep`` says."""
+
+    tail_budget: int
+    floor: int = 0
+    keep: KeepPolicy = KeepPolicy()
+
+
+@dataclass(frozen=True, slots=True)
 class Partition:
     """Index ranges into the item list.
 
@@ -76,23 +87,18 @@ def latest_user_index(items: Sequence[Item]) -> int | None:
 
 
 def partition(
-    items: Sequence[Item],
-    counts: Sequence[int],
-    units: Sequence[Unit],
-    tail_budget: int,
-    floor: int = 0,
-    keep: KeepPolicy = KeepPolicy(),
+    items: Sequence[Item], counts: Sequence[int], units: Sequence[Unit], cutting: Cutting
 ) -> Partition:
     """Split for compaction; an empty ``middle`` means there is nothing worth summarizing.
 
-    ``floor`` is where items not yet summarized begin (after a spliced-in summary): the
-    tail stays above it, and unless something above it ages out there is nothing new to
-    summarize — re-summarizing a summary alone would only cost a call.
+    The tail stays above ``cutting.floor``, and unless something above it ages out there is
+    nothing new to summarize — re-summarizing a summary alone would only cost a call.
     """
+    floor = cutting.floor
     head_end = head_length(items)
-    start = tail_start(units, counts, max(head_end, floor), tail_budget)
+    start = tail_start(units, counts, max(head_end, floor), cutting.tail_budget)
     inner = [unit for unit in units if head_end <= unit.start and unit.end <= start]
-    kept, shapes = select_kept(items, counts, inner, keep)
+    kept, shapes = select_kept(items, counts, inner, cutting.keep)
     text_only = {index for index, shape in shapes if shape.text_only}
     whole = set(kept) - text_only
     middle = tuple(index for index in range(head_end, start) if index not in whole)

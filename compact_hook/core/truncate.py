@@ -8,6 +8,7 @@ output usually says what ran, the end how it finished: both are kept, half each.
 from __future__ import annotations
 
 from collections.abc import Callable, Container
+from dataclasses import dataclass
 
 from compact_hook.core.items import Item, PartKind
 
@@ -29,14 +30,24 @@ def marker(amount: int, unit: str, lines: int, what: str = "output") -> str:
     return f"\n…{amount} {unit} truncated{where}…\n"
 
 
-def truncate_text(text: str, limit: int, policy: str, cut: Cut, what: str = "output") -> str | None:
-    """``text`` cut to about ``limit`` tokens (head + marker + tail), or None when it fits.
+@dataclass(frozen=True, slots=True)
+class Truncating:
+    """How to truncate: to about ``limit`` tokens, by ``policy`` (``tokens``, ``bytes``, ``none``:
+    ``tool_output_policy``), placing a token cut with ``cut``."""
+
+    limit: int
+    policy: str
+    cut: Cut
+
+
+def truncate_text(text: str, how: Truncating, what: str = "output") -> str | None:
+    """``text`` cut to about ``how.limit`` tokens (head + marker + tail), or None when it fits.
 
     ``what`` the text is, for the marker ("output", "message")."""
-    if policy == "tokens" and len(text) <= TOKENIZE_AT_MOST:
-        return _truncate_tokens(text, limit, cut, what)
-    if policy in ("tokens", "bytes"):
-        return _truncate_bytes(text, limit * BYTES_PER_TOKEN, what)
+    if how.policy == "tokens" and len(text) <= TOKENIZE_AT_MOST:
+        return _truncate_tokens(text, how.limit, how.cut, what)
+    if how.policy in ("tokens", "bytes"):
+        return _truncate_bytes(text, how.limit * BYTES_PER_TOKEN, what)
     return None
 
 
@@ -79,17 +90,15 @@ def line_count(text: str) -> int:
     return text.count("\n") + (0 if text.endswith("\n") else 1)
 
 
-def truncate_results(
-    item: Item, limit: int, policy: str, cut: Cut, skip: Container[int] = ()
-) -> dict[int, str]:
-    """New outputs for the tool results of ``item`` over ``limit`` tokens, by part index.
+def truncate_results(item: Item, how: Truncating, skip: Container[int] = ()) -> dict[int, str]:
+    """New outputs for the tool results of ``item`` over ``how.limit`` tokens, by part index.
 
     Empty when nothing needs cutting. ``skip``: part indices to leave alone (protected tools).
     """
     cuts: dict[int, str] = {}
     for index, part in enumerate(item.parts):
         if part.kind is PartKind.RESULT and index not in skip:
-            shorter = truncate_text(part.text, limit, policy, cut)
+            shorter = truncate_text(part.text, how)
             if shorter is not None:
                 cuts[index] = shorter
     return cuts

@@ -9,7 +9,7 @@ from __future__ import annotations
 import dataclasses
 
 from compact_hook.core.chain import Entry
-from compact_hook.core.clearing import next_boundary
+from compact_hook.core.clearing import Batch, next_boundary
 from compact_hook.core.counting import item_strings
 from compact_hook.engine.run import Run
 
@@ -20,13 +20,8 @@ def advance_clearing(run: Run, state: Entry, at_least: int | None = None) -> Ent
     results = [index for index in run.tiers.result_items if index >= state.covered]
     savings = {index: _saving(run, index) for index in set(results)}
     config = run.config
-    boundary = next_boundary(
-        results,
-        savings,
-        config.keep_tool_results,
-        state.cleared_before,
-        config.clear_at_least if at_least is None else at_least,
-    )
+    batch = Batch(config.keep_tool_results, config.clear_at_least if at_least is None else at_least)
+    boundary = next_boundary(results, savings, state.cleared_before, batch)
     if boundary is None:
         return None
     advanced = dataclasses.replace(state, cleared_before=boundary)

@@ -22,11 +22,17 @@ from compact_hook.core.failures import SummaryFailure
 from compact_hook.core.items import Item
 from compact_hook.core.limits import MIN_TAIL_BUDGET
 from compact_hook.core.outcomes import CacheStatus, Reason, Removal, Summarizer
-from compact_hook.core.partition import KeepPolicy, Partition, partition
+from compact_hook.core.partition import Cutting, KeepPolicy, Partition, partition
 from compact_hook.core.pinning import Pin, plan_cuts
 from compact_hook.engine.archiving import Kept, keep, removed_at
 from compact_hook.engine.run import Run
-from compact_hook.engine.summarize import DIGEST_CHARS_PER_TOKEN, Budget, Summarize, summarize_middle
+from compact_hook.engine.summarize import (
+    DIGEST_CHARS_PER_TOKEN,
+    Budget,
+    Summarize,
+    Summarizing,
+    summarize_middle,
+)
 from compact_hook.engine.view import View
 from compact_hook.errors import SummarizerError
 
@@ -104,16 +110,10 @@ def sized_plan(run: Run, view: View, target: int, ahead: int = 0) -> tuple[Parti
     kept = limits.keep_budget(config)
     pins = {i: run.pins[o] for i, o in enumerate(view.origins) if o is not None and o in run.pins}
     while True:
-        part = partition(
-            view.items,
-            counts,
-            view.pairing.units,
-            tail,
-            floor=view.spliced_prefix,
-            keep=KeepPolicy(
-                kept, config.protected_tools, pins, limits.pinned_budget(config), _keeps_turn_opening(run)
-            ),
+        keep = KeepPolicy(
+            kept, config.protected_tools, pins, limits.pinned_budget(config), _keeps_turn_opening(run)
         )
+        part = partition(view.items, counts, view.pairing.units, Cutting(tail, view.spliced_prefix, keep))
         size = _estimate(run, part, counts, pins)
         fits = size + ahead < limits.target
         if tail <= MIN_TAIL_BUDGET or size + ahead < target or (fits and tail <= budget // SHRINK_FLOOR):
@@ -154,9 +154,8 @@ async def make(run: Run, cut: Cut, making: Making) -> Made | Failed:
         text, summarizer = await asyncio.to_thread(digest, middle, limit), Summarizer.DIGEST
     else:
         try:
-            text = await summarize_middle(
-                middle, config, making.model, run.counter, budget, run.request.focus
-            )
+            how = Summarizing(config, making.model, run.counter, run.request.focus)
+            text = await summarize_middle(middle, how, budget)
         except SummarizerError as exc:
             return Failed(str(exc), budget.calls, exc.kind)
         summarizer = Summarizer.MODEL

@@ -10,11 +10,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from compact_hook.core.counting import item_strings, request_total
-from compact_hook.core.fit import Fitted, drop_order, fit
+from compact_hook.core.fit import Fitted, Spared, drop_order, fit
 from compact_hook.core.items import Item
 from compact_hook.core.normalize import normalize
 from compact_hook.core.outcomes import Removal
-from compact_hook.core.truncate import truncate_results
+from compact_hook.core.truncate import Truncating, truncate_results
 from compact_hook.engine.archiving import Kept, Removed, keep, removed_at
 from compact_hook.engine.run import Run
 from compact_hook.engine.view import View
@@ -46,9 +46,10 @@ def fitted(run: Run, view: View) -> Fit:
     wire, config = run.request.conversation.wire, run.config
     sizing = _ViewSizing(run, view, config.protected_tools)
     units = view.pairing.units
-    order = drop_order(view.items, units, config.protected_tools, view.summary_at, wire.first_turn_user)
+    spared = Spared(config.protected_tools, view.summary_at, wire.first_turn_user)
+    order = drop_order(view.items, units, spared)
     budget = run.window.window - request_total(run.context_tokens, [0])
-    done = fit(view.items, units, order, budget, sizing)
+    done = fit(view.items, order, budget, sizing)
     still = {id(item) for item in done.items}
     lost = [i for i, item in enumerate(view.items) if id(item) not in still]
     return Fit(
@@ -128,5 +129,5 @@ class _ViewSizing:
 
     def shrink(self, item: Item, limit: int) -> Item | None:
         skip = self.protected.get(id(item), ())
-        cuts = truncate_results(item, limit, "tokens", self.counter.cut, skip=skip)
+        cuts = truncate_results(item, Truncating(limit, "tokens", self.counter.cut), skip=skip)
         return self.wire.replace_outputs(item, cuts, keep_media=True) if cuts else None

@@ -7,7 +7,7 @@ are the stateless entry points for chat-completions message lists.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, TypedDict, Unpack
 
 from compact_hook.config import CompactConfig
 from compact_hook.core.counting import TokenCounter, item_strings, request_total
@@ -55,20 +55,33 @@ def should_compact(
     return request_total(0, counts) >= limits.compact
 
 
+class ChatOptions(TypedDict, total=False):
+    """What ``compact_messages`` may be told besides the messages, settings and summarizer."""
+
+    session_id: str | None
+    """Names the archive folder (else a hash of the conversation's start)."""
+    max_output_tokens: int | None
+    """The reply's reserve, as the request's ``max_tokens`` would say."""
+    counter: TokenCounter | None
+    """Replaces the tokenizer the settings name (tests, a model we do not ship)."""
+    archive: Archive | None
+    """Replaces the archive under ``archive_dir``."""
+
+
 async def compact_messages(
-    messages: Sequence[Any],
-    config: CompactConfig,
-    summarize: Summarize,
-    session_id: str | None = None,
-    *,
-    max_output_tokens: int | None = None,
-    counter: TokenCounter | None = None,
-    archive: Archive | None = None,
+    messages: Sequence[Any], config: CompactConfig, summarize: Summarize, **options: Unpack[ChatOptions]
 ) -> CompactResult:
     """Compact chat ``messages`` if they reach the threshold; otherwise return them as they are
     (but for the cheap tiers). Stateless: nothing is remembered between calls."""
-    conversation = parse_chat(messages, max_output_tokens)
+    conversation = parse_chat(messages, options.get("max_output_tokens"))
     if isinstance(conversation, Rejected):
         return CompactResult.passthrough(list(messages), conversation)
-    request = CompactRequest(conversation, config, summarize, session_id, archive=archive, counter=counter)
+    request = CompactRequest(
+        conversation,
+        config,
+        summarize,
+        options.get("session_id"),
+        archive=options.get("archive"),
+        counter=options.get("counter"),
+    )
     return await Compactor(store=None).compact(request)

@@ -26,8 +26,8 @@ from compact_hook.engine.breaker import Breaker
 from compact_hook.engine.notices import Notices
 from compact_hook.engine.result import CompactRequest
 from compact_hook.engine.sizes import Sizes
-from compact_hook.engine.truncation import TruncationCache
-from compact_hook.engine.view import Tiers, View
+from compact_hook.engine.truncation import Tier1, TruncationCache
+from compact_hook.engine.view import Counted, Tiers, View
 from compact_hook.formats.base import context_strings
 from compact_hook.state.archive import ArchiveFolders, ArchiveLog
 from compact_hook.state.tokenizers import DEFAULT_TOKENIZER, acounter_for
@@ -74,7 +74,8 @@ class Run:
         context_tokens = sum(context_counts) + (conversation.overhead if context else 0)
         limits = Limits.of(config, conversation.reserve, context_tokens)
         output_limit = limits.output_limit(config) if limits is not None else None
-        tiers = Tiers(conversation, prints, counts, config, counter, memory.truncations, output_limit)
+        counted = Counted(prints, counts, counter)
+        tiers = Tiers(conversation, counted, config, Tier1(memory.truncations, output_limit))
         total = request_total(context_tokens, counts)
         sizes = Sizes(counter, context_tokens)
         return cls(request, counter, prints, counts, context_tokens, total, limits, tiers, memory, sizes)

@@ -51,14 +51,15 @@ def summary_prompt() -> str:
 
 
 def summary_request(
-    chunk: str, running_summary: str | None, part: int, parts: int, focus: str = ""
+    chunk: str, running_summary: str | None, part: tuple[int, int] = (1, 1), focus: str = ""
 ) -> list[Message]:
-    """The chat messages of one summary call; ``focus`` (from ``/compact <focus>`` or the request's
-    control) is what the user asked the summary to keep in view."""
+    """The chat messages of one summary call: chunk ``part[0]`` of ``part[1]``; ``focus`` (from
+    ``/compact <focus>`` or the request's control) is what the user asked the summary to keep in
+    view."""
     sections = []
     if running_summary:
         sections.append(f"<summary-so-far>\n{running_summary}\n</summary-so-far>")
-    label = f' part="{part} of {parts}"' if parts > 1 else ""
+    label = f' part="{part[0]} of {part[1]}"' if part[1] > 1 else ""
     sections.append(f"<transcript{label}>\n{chunk}\n</transcript>")
     if focus:
         sections.append(f"Pay particular attention to: {focus}")
@@ -193,21 +194,26 @@ class Budget:
         return self.deadline - self.clock()
 
 
-async def summarize_middle(
-    middle: Sequence[Item],
-    config: CompactConfig,
-    summarize: Summarize,
-    counter: TokenCounter,
-    budget: Budget,
-    focus: str = "",
-) -> str:
+@dataclass(frozen=True, slots=True)
+class Summarizing:
+    """How a middle is summarized: under these settings, by this model, its transcript measured
+    with this counter, keeping ``focus`` in view (``/compact <focus>``)."""
+
+    config: CompactConfig
+    model: Summarize
+    counter: TokenCounter
+    focus: str = ""
+
+
+async def summarize_middle(middle: Sequence[Item], how: Summarizing, budget: Budget) -> str:
     """One summary covering every item of ``middle``: in chunks when needed, at most
     ``max_summary_calls`` of them — the oldest items beyond that are digested and the digest
     goes in as the summary so far. Planning (tokenizing the whole middle) runs off the event loop.
 
     A chunk the summary model finds too long is split in two and each half sent in its turn
     (one retry each time; never resent unchanged)."""
-    start, chunks = await asyncio.to_thread(_plan, middle, config, counter)
+    config = how.config
+    start, chunks = await asyncio.to_thread(_plan, middle, config, how.counter)
     running = digest(middle[:start], config.summary_max_tokens * DIGEST_CHARS_PER_TOKEN) if start else None
     if start:
         logger.warning(
@@ -220,9 +226,8 @@ async def summarize_middle(
         chunk = pending.pop()
         part += 1
         try:
-            running = await call_with_retries(
-                summarize, summary_request(chunk, running, part, parts, focus), config, budget
-            )
+            request = summary_request(chunk, running, (part, parts), how.focus)
+            running = await call_with_retries(how.model, request, config, budget)
         except SummarizerError as exc:
             halves = _halved(exc, chunk, budget)
             pending.extend(reversed(halves))

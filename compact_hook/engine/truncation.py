@@ -8,18 +8,29 @@ from __future__ import annotations
 
 import asyncio
 from collections import OrderedDict
+from dataclasses import dataclass
 from functools import cached_property
 from typing import TYPE_CHECKING
 
 from compact_hook.core.fingerprint import Fingerprint
 from compact_hook.core.items import Item
-from compact_hook.core.truncate import truncate_results
+from compact_hook.core.truncate import Truncating, truncate_results
 
 if TYPE_CHECKING:
     from compact_hook.engine.view import Tiers
 
 TRUNCATION_CACHE_SIZE = 20_000
 TRUNCATION_CACHE_BYTES = 64 * 1024 * 1024
+
+
+@dataclass(frozen=True, slots=True)
+class Tier1:
+    """Tier 1's setup for one request: the process's cache of cut outputs, and how many tokens an
+    output may keep (None: ``tool_output_max_tokens``; less in a small window, see
+    ``Limits.output_limit``)."""
+
+    cache: TruncationCache
+    output_limit: int | None = None
 
 
 class Truncation:
@@ -97,9 +108,8 @@ class Truncation:
         config = self.tiers.config
         limit, policy = self.output_limit, config.tool_output_policy
         skip = self._protected.get(index, ())
-        return truncate_results(
-            self.tiers.conversation.item(index), limit, policy, self.tiers.counter.cut, skip=skip
-        )
+        how = Truncating(limit, policy, self.tiers.counter.cut)
+        return truncate_results(self.tiers.conversation.item(index), how, skip=skip)
 
     def count(self) -> int:
         """How many tool outputs tier 1 cut in this request."""

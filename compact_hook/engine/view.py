@@ -20,7 +20,7 @@ from compact_hook.core.fingerprint import Fingerprint
 from compact_hook.core.items import Item, PartKind
 from compact_hook.core.pairing import Pairing, pair
 from compact_hook.core.pinning import Shape, shown_texts
-from compact_hook.engine.truncation import Truncation, TruncationCache
+from compact_hook.engine.truncation import Tier1, Truncation
 from compact_hook.formats.base import Conversation
 
 
@@ -101,26 +101,26 @@ def _thinking_parts(item: Item) -> int:
     return sum(part.kind is PartKind.THINKING for part in item.parts)
 
 
+@dataclass(frozen=True, slots=True)
+class Counted:
+    """The client's entries as measured: their fingerprints and token counts, and the counter."""
+
+    prints: Sequence[Fingerprint]
+    counts: Sequence[int]
+    counter: TokenCounter
+
+
 class Tiers:
     """The cheap tiers for one request: which item each client index becomes."""
 
     def __init__(
-        self,
-        conversation: Conversation,
-        prints: Sequence[Fingerprint],
-        counts: Sequence[int],
-        config: CompactConfig,
-        counter: TokenCounter,
-        cache: TruncationCache,
-        output_limit: int | None = None,
+        self, conversation: Conversation, counted: Counted, config: CompactConfig, tier1: Tier1
     ) -> None:
         self.conversation = conversation
-        self.prints = prints
-        self.counts = counts
+        self.prints, self.counts, self.counter = counted.prints, counted.counts, counted.counter
         self.config = config
-        self.counter = counter
-        self.cache = cache
-        self.tier1 = Truncation(self, output_limit or config.tool_output_max_tokens)
+        self.cache = tier1.cache
+        self.tier1 = Truncation(self, tier1.output_limit or config.tool_output_max_tokens)
 
     @property
     def oversized(self) -> bool:

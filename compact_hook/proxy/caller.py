@@ -12,11 +12,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from compact_hook.config import CompactConfig
-from compact_hook.core.chain import scope_of
+from compact_hook.core.chain import Owner, scope_of
 from compact_hook.core.pricing import Prices
 from compact_hook.engine.result import CompactRequest
 from compact_hook.engine.summarize import PROMPT_VERSION
-from compact_hook.formats import WireFormat
 from compact_hook.formats.base import Conversation
 from compact_hook.formats.command import ran_command
 from compact_hook.proxy import server
@@ -48,31 +47,31 @@ class Engaged:
     control: Control
 
 
+@dataclass(frozen=True, slots=True)
+class Settled:
+    """What a request to a compacting model group is compacted under: its settings (the key's and
+    team's overrides applied, the learned window) and its prices (``proxy.settings.settle``)."""
+
+    config: CompactConfig
+    pricing: Pricing = UNPRICED
+
+
 def engine_request(
-    data: Mapping[str, Any],
-    wire: WireFormat,
-    parsed: Conversation,
-    config: CompactConfig,
-    who: Engaged,
-    pricing: Pricing = UNPRICED,
+    data: Mapping[str, Any], parsed: Conversation, who: Engaged, settled: Settled
 ) -> CompactRequest:
     """The engine's request: the conversation, its settings, a summarizer through the proxy's
     router (spend on the caller's key), and the scope that keeps tenants and settings apart."""
+    config, pricing, wire = settled.config, settled.pricing, parsed.wire
     summary_model = config.summary_model or who.model
-    summarizer = RouterSummarizer(
-        server.proxy_router(),
-        summary_model,
-        config.summary_max_tokens,
-        config.summary_timeout_seconds,
-        summary_metadata(data.get(wire.metadata_key), who.session_id),
-    )
+    metadata = summary_metadata(data.get(wire.metadata_key), who.session_id)
+    summarizer = RouterSummarizer(server.proxy_router(), summary_model, config, metadata)
     summarizer.prices = pricing.summary
     return CompactRequest(
         parsed,
         config,
         summarizer,
         who.session_id,
-        scope=scope_of(config, who.model, who.tenant, wire.name, PROMPT_VERSION),
+        scope=scope_of(config, Owner(who.model, who.tenant, wire.name), PROMPT_VERSION),
         tenant=who.tenant,
         mode=who.control.mode,
         focus=who.control.focus,

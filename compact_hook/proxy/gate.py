@@ -67,7 +67,7 @@ class RequestGate:
             else:  # compacted now, and the model answers the command (see ``proxy.answer``)
                 command = None
         who = Engaged(model, session_id_of(data, parsed.entries), tenant_of(user_api_key_dict), control)
-        request = engine_request(data, wire, parsed, config, who, settled.pricing)
+        request = engine_request(data, parsed, who, settled)
         summarizer = request.summarize
         if isinstance(summarizer, RouterSummarizer):
             summarizer.on_spent = self.reporting.spender(model, wire)

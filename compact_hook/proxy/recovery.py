@@ -154,7 +154,7 @@ class Recovery:
         control = dataclasses.replace(previous.control, mode=Mode.FORCE)
         who = Engaged(group, session_id, previous.tenant, control)
         config = dataclasses.replace(settled.config, context_window=window)
-        request = engine_request(kwargs, wire, parsed, config, who, settled.pricing)
+        request = engine_request(kwargs, parsed, who, dataclasses.replace(settled, config=config))
         result = await self.services.compactor.compact(request)
         previous.update(
             report_of(result, session_id, wire.name), recovered=True

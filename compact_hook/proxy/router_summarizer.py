@@ -14,6 +14,7 @@ import secrets
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from compact_hook.config import CompactConfig
 from compact_hook.core.pricing import Prices, Usage
 from compact_hook.engine.summarize import Message
 from compact_hook.proxy.server import complete
@@ -70,11 +71,13 @@ class RouterSummarizer:
     summary is paid after the request that started it has gone).
     """
 
-    def __init__(self, router: Any, model: str, max_tokens: int, timeout: float, metadata: dict[str, Any]):
+    def __init__(self, router: Any, model: str, config: CompactConfig, metadata: dict[str, Any]):
+        """Calls ``model`` through ``router`` with the settings' ``summary_max_tokens`` and
+        ``summary_timeout_seconds``, carrying ``metadata`` (``summary_metadata``)."""
         self.router = router
         self.model = model
-        self.max_tokens = max_tokens
-        self.timeout = timeout
+        self.max_tokens = config.summary_max_tokens
+        self.timeout = config.summary_timeout_seconds
         self.metadata = metadata
         self.prices: Prices | None = None
         self.on_spent: Callable[[float], None] = _no_spending

@@ -9,21 +9,14 @@ here, so a retry cannot drift from its first attempt.
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass
 from typing import Any
 
 from compact_hook.config import CompactConfig
-from compact_hook.proxy.caller import Pricing
+from compact_hook.proxy.caller import Pricing, Settled
 from compact_hook.proxy.control import Control
 from compact_hook.proxy.services import Services
 
-
-@dataclass(frozen=True, slots=True)
-class Settled:
-    """What a request to a compacting model group is compacted under."""
-
-    config: CompactConfig
-    pricing: Pricing
+__all__ = ["Settled", "settle"]
 
 
 async def settle(services: Services, router: Any, group: str, control: Control) -> Settled | None:

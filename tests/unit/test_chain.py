@@ -1,12 +1,12 @@
 import dataclasses
 
 from compact_hook.config import CompactConfig
-from compact_hook.core.chain import Entry, entry_is_usable, prefix_chain, root_position, scope_of
+from compact_hook.core.chain import Entry, Owner, entry_is_usable, prefix_chain, root_position, scope_of
 from compact_hook.core.counting import item_strings
 from compact_hook.core.fingerprint import Fingerprint, fingerprint
 from compact_hook.core.outcomes import Summarizer
-from compact_hook.engine.truncation import TruncationCache
-from compact_hook.engine.view import Tiers, View
+from compact_hook.engine.truncation import Tier1, TruncationCache
+from compact_hook.engine.view import Counted, Tiers, View
 from compact_hook.formats import CHAT, Conversation
 from tests.fakes import WordCounter
 from tests.support import Message, assistant, items_of, system, user
@@ -19,14 +19,15 @@ def fingerprints(messages: list[Message]) -> list[Fingerprint]:
 
 
 def scope(config: CompactConfig, model: str, tenant: str, wire: str = "chat") -> bytes:
-    return scope_of(config, model, tenant, wire, "1")
+    return scope_of(config, Owner(model, tenant, wire), "1")
 
 
 def view_of(messages: list[Message], entry: Entry | None) -> View:
     conversation = Conversation(CHAT, messages)
     prints = conversation.prints()
     counts = WordCounter().count(prints, lambda i: item_strings(conversation.item(i)))
-    return Tiers(conversation, prints, counts, CONFIG, WordCounter(), TruncationCache()).view(entry)
+    tier1 = Tier1(TruncationCache())
+    return Tiers(conversation, Counted(prints, counts, WordCounter()), CONFIG, tier1).view(entry)
 
 
 def raw(view: View) -> list[Message]:
@@ -39,7 +40,7 @@ def test_scope_separates_tenants_models_and_result_changing_settings() -> None:
     assert base != scope(CONFIG, "m", "team:b")
     assert base != scope(CONFIG, "other", "team:a")
     assert base != scope(CONFIG, "m", "team:a", wire="anthropic")
-    assert base != scope_of(CONFIG, "m", "team:a", "chat", "2")  # the prompt version
+    assert base != scope_of(CONFIG, Owner("m", "team:a", "chat"), "2")  # the prompt version
     assert base != scope(dataclasses.replace(CONFIG, trigger_ratio=0.8), "m", "team:a")
     assert base != scope(dataclasses.replace(CONFIG, tokenizer="claude"), "m", "team:a")
     # a derived default that changes with the trigger changes the scope with it

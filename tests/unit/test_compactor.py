@@ -5,7 +5,7 @@ import dataclasses
 import json
 
 from compact_hook import CompactConfig, count_tokens
-from compact_hook.core.chain import scope_of
+from compact_hook.core.chain import Owner, scope_of
 from compact_hook.core.limits import Limits
 from compact_hook.core.outcomes import Removal, Summarizer
 from compact_hook.engine import Compactor, CompactRequest, CompactResult
@@ -182,7 +182,7 @@ async def test_tenants_never_see_each_others_compactions() -> None:
     team_a = FakeSummarizer("summary for team a")
     team_b = FakeSummarizer("summary for team b")
     a = await compact_chat(compactor, messages, team_a, scope=STORE_SCOPE, archive=InMemoryArchive())
-    team_b_scope = scope_of(STORE_CONFIG, "model", "team:b", "chat", "1")
+    team_b_scope = scope_of(STORE_CONFIG, Owner("model", "team:b", "chat"), "1")
     b = await compact_chat(compactor, messages, team_b, scope=team_b_scope, archive=InMemoryArchive())
     assert (a.cache, b.cache) == ("miss", "miss")
     assert "team b" in json.dumps(b.messages) and "team a" not in json.dumps(b.messages)

@@ -80,3 +80,24 @@ async def test_forcing_compacts_now_even_under_the_trigger_and_with_one_prepared
     await idle(node.background)
     forced = await decided(node.compactor, IN_ZONE, mode=Mode.FORCE)
     assert forced.step is Step.COMPACT and forced.view is not None
+
+
+async def test_deciding_writes_nothing_the_clearing_batch_is_stored_when_carried_out() -> None:
+    """``decide`` only reads: the clearing tier's next boundary travels in the decision, and the
+    store holds it only once ``carry_out`` has run."""
+    clearing = dataclasses.replace(STORE_CONFIG, clear_tool_results=True, prepare=False)
+    compactor = Compactor(MemoryStore(1000, 3600))
+    for end in POINTS:
+        built = chat_request(list(TRANSCRIPT[:end]), FakeSummarizer(), "s", config=clearing)
+        run = await Run.measure(built, compactor.memory)
+        decision = await compactor.decide(run)
+        if decision.prefix_changed:
+            break
+    else:
+        raise AssertionError("no turn of the session clears")
+    assert decision.step is Step.FORWARD and decision.state.cleared_before > 0
+    assert (await compactor.states.recall(run)).cache.value == "none"  # nothing stored by deciding
+    result = await compactor.carry_out(run, decision)
+    assert result.cleared > 0
+    stored = await compactor.states.recall(run)
+    assert stored.cache.value == "hit" and stored.state.cleared_before == decision.state.cleared_before

@@ -120,7 +120,7 @@ async def test_compaction_assembles_head_kept_user_summary_tail(archive: InMemor
     original = copy.deepcopy(messages)
     summarizer = FakeSummarizer("## Goal\nthe summary text")
     out = await compact_messages(
-        messages, small_window_config(), summarizer, "s1", counter=WordCounter(), archive=archive
+        messages, small_window_config(), summarizer, session_id="s1", counter=WordCounter(), archive=archive
     )
     assert out.compacted
     assert messages == original  # input not mutated
@@ -142,7 +142,12 @@ async def test_compaction_assembles_head_kept_user_summary_tail(archive: InMemor
 async def test_the_archive_holds_exactly_the_summarized_middle(archive: InMemoryArchive) -> None:
     messages = history(200)
     out = await compact_messages(
-        messages, small_window_config(), FakeSummarizer(), "sess", counter=WordCounter(), archive=archive
+        messages,
+        small_window_config(),
+        FakeSummarizer(),
+        session_id="sess",
+        counter=WordCounter(),
+        archive=archive,
     )
     kept_ids = {id(m) for m in out.messages}
     middle = [m for m in messages if id(m) not in kept_ids]
@@ -237,7 +242,7 @@ async def test_real_file_archive_is_written_by_default(tmp_path: Path) -> None:
         history(200),
         small_window_config(archive_dir=str(tmp_path)),
         FakeSummarizer(),
-        "abc",
+        session_id="abc",
         counter=WordCounter(),
     )
     assert out.archive_path is not None and out.archive_path.parent == tmp_path / "abc"

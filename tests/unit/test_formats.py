@@ -21,7 +21,7 @@ from compact_hook.core.items import Role
 from compact_hook.core.normalize import ABORTED_RESULT
 from compact_hook.core.outcomes import CacheStatus, Reason
 from compact_hook.core.pairing import group_units
-from compact_hook.core.partition import KeepPolicy, partition
+from compact_hook.core.partition import Cutting, KeepPolicy, partition
 from compact_hook.engine import Compactor
 from compact_hook.formats import ANTHROPIC, CHAT, RESPONSES, Conversation, Rejected
 from compact_hook.state.store import MemoryStore
@@ -493,7 +493,7 @@ def test_every_cut_of_every_transcript_keeps_calls_with_their_results(wire: str,
     units = group_units(items)
     before = {kind for kind, _ in pairing_problems(sent, format_)}
     for budget in sorted({sum(counts[u.start :]) for u in units})[::3] + [1, sum(counts)]:
-        part = partition(items, counts, units, budget, keep=KeepPolicy(200, ("manage_todo_list",)))
+        part = partition(items, counts, units, Cutting(budget, keep=KeepPolicy(200, ("manage_todo_list",))))
         summary = format_.summary("s")
         out = [summary.raw if i is None else sent[i] for i in assemble_order(items, part)]
         problems = {kind for kind, _ in pairing_problems(out, format_)}

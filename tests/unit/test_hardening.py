@@ -176,12 +176,12 @@ class CountingSizing:
 
 @pytest.mark.parametrize("count", [2000, 8000])
 def test_the_fit_asks_each_items_size_a_bounded_number_of_times(count: int) -> None:
-    from compact_hook.core.fit import drop_order, fit
+    from compact_hook.core.fit import Spared, drop_order, fit
 
     items = [CHAT.item(message) for message in interrupted_turns(count)]
     units = pair(items).units
     sizing = CountingSizing()
-    fitted = fit(items, units, drop_order(items, units, (), None, False), 500, sizing)
+    fitted = fit(items, drop_order(items, units, Spared()), 500, sizing)
     assert fitted.fits and len(fitted.dropped) > count - 30
     assert sizing.calls <= 3 * count  # re-summing the list per drop would be count² / 2
 

@@ -30,6 +30,6 @@ async def test_a_compacted_request_that_fits_is_normalized_once(monkeypatch: pyt
         retry_backoff_seconds=0,
         on_overflow="fit",
     )
-    out = await compact_messages(messages, config, FakeSummarizer(), "s", counter=WordCounter())
+    out = await compact_messages(messages, config, FakeSummarizer(), session_id="s", counter=WordCounter())
     assert out.compacted and pairing_problems(out.messages) == []
     assert len(walked) == 1

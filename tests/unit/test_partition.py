@@ -8,7 +8,7 @@ from compact_hook.core.assemble import assemble_order
 from compact_hook.core.counting import item_strings
 from compact_hook.core.items import Item
 from compact_hook.core.pairing import Unit, group_units
-from compact_hook.core.partition import KeepPolicy, Partition, partition
+from compact_hook.core.partition import Cutting, KeepPolicy, Partition, partition
 from compact_hook.formats import ANTHROPIC, CHAT
 from tests.conversations import w
 from tests.support import (
@@ -46,7 +46,7 @@ def assemble(messages: list[Message], part: Partition, summary: Message) -> list
 
 def split(messages: list[Message], budget: int) -> tuple[int, tuple[int, ...], tuple[int, ...], int]:
     items = items_of(messages)
-    part = partition(items, word_counts(items), group_units(items), budget)
+    part = partition(items, word_counts(items), group_units(items), Cutting(budget))
     return part.head_end, part.kept, part.middle, part.tail_start
 
 
@@ -174,7 +174,7 @@ def test_partition_table(messages: list[Message], budget: int, expected: tuple[A
 def test_every_message_lands_in_exactly_one_part() -> None:
     messages = load_transcript("tau_bench_airline_gpt4o_task3_trial0.json")
     items = items_of(messages)
-    part = partition(items, word_counts(items), group_units(items), 200)
+    part = partition(items, word_counts(items), group_units(items), Cutting(200))
     covered = [*range(part.head_end), *part.kept, *part.middle, *range(part.tail_start, len(messages))]
     assert sorted(covered) == list(range(len(messages)))
 
@@ -193,7 +193,7 @@ def test_no_cut_point_of_a_real_conversation_orphans_a_call_or_result(name: str)
         before = set(pairing_problems(messages))
         seen_tails: set[int] = set()
         for budget in _budgets_for_each_tail(units, counts):
-            part = partition(items, counts, units, budget)
+            part = partition(items, counts, units, Cutting(budget))
             if part.tail_start in seen_tails or not part.middle:
                 continue
             seen_tails.add(part.tail_start)
@@ -241,7 +241,7 @@ def test_the_summary_comes_right_after_the_head_when_the_first_kept_unit_is_the_
     ]
     items = items_of(messages)
     keep = KeepPolicy(0, ("todo",))
-    part = partition(items, word_counts(items), group_units(items), 10, keep=keep)
+    part = partition(items, word_counts(items), group_units(items), Cutting(10, keep=keep))
     assert part.kept == (1, 2, 5)
     assert assemble_order(items, part) == [0, None, 1, 2, 5, 6]
 
@@ -249,7 +249,7 @@ def test_the_summary_comes_right_after_the_head_when_the_first_kept_unit_is_the_
 def test_the_summary_follows_the_kept_items_when_the_first_is_the_users() -> None:
     messages = [system(w(3)), user(w(5)), calling("read"), result(w(20)), user(w(3)), assistant(w(9))]
     items = items_of(messages)
-    part = partition(items, word_counts(items), group_units(items), 10)
+    part = partition(items, word_counts(items), group_units(items), Cutting(10))
     assert part.kept == (4,)
     assert assemble_order(items, part) == [0, 4, None, 5]
 
@@ -268,5 +268,5 @@ def test_the_latest_user_message_is_the_users_words_not_a_later_carrier_of_tool_
 
     messages = [user(w(5)), use("a"), answer("a", w(20)), use("b"), answer("b", w(9)), assistant(w(9))]
     items = items_of(messages, ANTHROPIC)
-    part = partition(items, word_counts(items), group_units(items), 10)
+    part = partition(items, word_counts(items), group_units(items), Cutting(10))
     assert (part.head_end, part.kept, part.middle, part.tail_start) == (0, (0,), (1, 2, 3, 4), 5)

@@ -3,7 +3,7 @@
 import pytest
 
 from compact_hook.config import CompactConfig
-from compact_hook.core.chain import SCOPE_SETTINGS, scope_of
+from compact_hook.core.chain import SCOPE_SETTINGS, Owner, scope_of
 from compact_hook.process_config import ProcessConfig
 from compact_hook.setting import resolved
 
@@ -43,7 +43,7 @@ def test_the_scope_is_the_settings_declared_to_scope_a_compaction() -> None:
 )
 def test_scope_hashes_are_those_of_earlier_releases(config: CompactConfig, scope: str) -> None:
     """Computed by the release before settings were declared once: stored compactions stay reachable."""
-    assert scope_of(config, "m", "t", "openai", "p1").hex() == scope
+    assert scope_of(config, Owner("m", "t", "openai"), "p1").hex() == scope
 
 
 def test_a_setting_left_unset_stands_for_its_rule_and_a_set_one_for_itself() -> None:

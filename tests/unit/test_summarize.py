@@ -12,6 +12,7 @@ from compact_hook.core.transcript import transcript_entries
 from compact_hook.engine.summarize import (
     PROMPT_VERSION,
     Budget,
+    Summarizing,
     call_with_retries,
     input_budget,
     plan_capped,
@@ -124,7 +125,7 @@ async def test_a_middle_larger_than_the_summary_window_is_summarized_in_chunks_w
     config = CompactConfig(context_window=200_000, summary_context_window=4000, summary_max_tokens=300)
     summarizer = FakeSummarizer(*[f"summary after part {i}" for i in range(1, 100)])
     budget = Budget(config)
-    text = await summarize_middle(middle, config, summarizer, WordCounter(), budget)
+    text = await summarize_middle(middle, Summarizing(config, summarizer, WordCounter()), budget)
     assert len(summarizer.requests) > 1 and budget.calls == len(summarizer.requests)
     assert text == f"summary after part {len(summarizer.requests)}"
     for index, request in enumerate(summarizer.requests[1:], start=1):
@@ -136,9 +137,8 @@ async def test_a_middle_larger_than_the_summary_window_is_summarized_in_chunks_w
 async def test_a_single_chunk_request_has_the_system_prompt_and_the_transcript() -> None:
     summarizer = FakeSummarizer()
     config = CompactConfig(context_window=100_000)
-    await summarize_middle(
-        items_of([user("hello"), assistant("hi")]), config, summarizer, WordCounter(), Budget(config)
-    )
+    how = Summarizing(config, summarizer, WordCounter())
+    await summarize_middle(items_of([user("hello"), assistant("hi")]), how, Budget(config))
     [request] = summarizer.requests
     assert request[0] == {"role": "system", "content": summary_prompt()}
     assert "<transcript>\n### user\nhello\n\n### assistant\nhi\n</transcript>" in request[1]["content"]
@@ -230,7 +230,7 @@ async def test_a_chunk_too_long_for_the_summary_model_is_sent_again_in_halves_ne
     too_long = StatusError(400, "prompt is too long: 9000 tokens > 8000 maximum")
     summarizer = FakeSummarizer(too_long, "first half", "second half")
     budget = Budget(config)
-    text = await summarize_middle(middle, config, summarizer, WordCounter(), budget)
+    text = await summarize_middle(middle, Summarizing(config, summarizer, WordCounter()), budget)
     first, *again = summarizer.transcripts
     assert text == "second half" and len(again) == 2
     assert all(len(retry) < len(first) * 0.7 for retry in again)  # smaller each time, never the same
@@ -245,7 +245,7 @@ async def test_a_too_long_chunk_with_no_retries_left_fails_as_too_long() -> None
     )
     summarizer = FakeSummarizer(StatusError(400, "input is too long"))
     with pytest.raises(SummarizerError) as raised:
-        await summarize_middle(middle, config, summarizer, WordCounter(), Budget(config))
+        await summarize_middle(middle, Summarizing(config, summarizer, WordCounter()), Budget(config))
     assert raised.value.kind is SummaryFailure.TOO_LONG and len(summarizer.requests) == 1
 
 
@@ -286,7 +286,7 @@ async def test_retries_are_shared_by_the_chunks_of_one_middle() -> None:
     failing = FakeSummarizer(*[RuntimeError("upstream 503")] * 9)  # unavailable: retried
     budget = Budget(config)
     with pytest.raises(SummarizerError):
-        await summarize_middle(middle, config, failing, WordCounter(), budget)
+        await summarize_middle(middle, Summarizing(config, failing, WordCounter()), budget)
     assert budget.calls == 3  # one chunk's first attempt and the two retries: not 3 per chunk
 
 
@@ -296,7 +296,7 @@ async def test_a_middle_beyond_the_call_cap_digests_its_oldest_part_and_makes_at
         context_window=200_000, summary_context_window=4000, summary_max_tokens=300, max_summary_calls=4
     )
     summarizer = FakeSummarizer(*[f"summary after part {i}" for i in range(1, 100)])
-    await summarize_middle(middle, config, summarizer, WordCounter(), Budget(config))
+    await summarize_middle(middle, Summarizing(config, summarizer, WordCounter()), Budget(config))
     assert len(summarizer.requests) == 4
     first = summarizer.transcripts[0]
     digest_part, transcript_part = first.split("<transcript", 1)

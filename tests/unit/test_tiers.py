@@ -12,7 +12,7 @@ from compact_hook.core.clearing import PLACEHOLDER
 from compact_hook.core.digest import digest
 from compact_hook.core.normalize import ABORTED_RESULT, is_valid, normalize
 from compact_hook.core.pairing import pair
-from compact_hook.core.truncate import Cut, truncate_results
+from compact_hook.core.truncate import Cut, Truncating, truncate_results
 from compact_hook.engine import Compactor, CompactRequest, CompactResult
 from compact_hook.engine.library import parse_chat
 from compact_hook.formats import CHAT, Conversation
@@ -43,7 +43,7 @@ is_summary_message = is_summary
 def truncate_tool_message(message: Message, limit: int, policy: str, cut: Cut) -> Message | None:
     """Tier 1 on one chat tool message: the rebuilt message, or None when nothing needs cutting."""
     item = CHAT.item(message)
-    cuts = truncate_results(item, limit, policy, cut)
+    cuts = truncate_results(item, Truncating(limit, policy, cut))
     return CHAT.replace_outputs(item, cuts, keep_media=True).raw if cuts else None
 
 
@@ -76,7 +76,7 @@ async def compact_via_library(
         messages,
         config,
         summarizer or FakeSummarizer(),
-        "s",
+        session_id="s",
         counter=WordCounter(),
         archive=InMemoryArchive(),
     )
@@ -373,7 +373,7 @@ async def test_a_tail_too_large_alone_is_fitted_dropping_oldest_units_never_head
     )
     archive = InMemoryArchive()
     out = await compact_messages(
-        messages, config, FakeSummarizer(), "s", counter=WordCounter(), archive=archive
+        messages, config, FakeSummarizer(), session_id="s", counter=WordCounter(), archive=archive
     )
     assert word_total(out.messages) <= 1000
     assert out.messages[0] is messages[0] and messages[1] in out.messages
@@ -435,8 +435,12 @@ async def test_every_shared_conversation_leaves_valid_protected_and_deterministi
         retry_backoff_seconds=0,
         protected_tools=(protected,),
     )
-    first = await compact_messages(conversation, config, FakeSummarizer(), "s", archive=InMemoryArchive())
-    second = await compact_messages(conversation, config, FakeSummarizer(), "s", archive=InMemoryArchive())
+    first = await compact_messages(
+        conversation, config, FakeSummarizer(), session_id="s", archive=InMemoryArchive()
+    )
+    second = await compact_messages(
+        conversation, config, FakeSummarizer(), session_id="s", archive=InMemoryArchive()
+    )
     assert json.dumps(first.messages) == json.dumps(second.messages)
     assert pairing_problems(first.messages) == []
     latest_user = max((i for i, m in enumerate(conversation) if m["role"] == "user"), default=None)
