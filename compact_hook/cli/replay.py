@@ -9,33 +9,39 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from rich.progress import Progress
 from rich.table import Table
 
 from compact_hook.cli.inputs import ENTRIES_KEYS, Loaded
+from compact_hook.core.outcomes import CacheStatus
 from compact_hook.formats import ANTHROPIC, GOOGLE, RESPONSES
 
 ASSISTANT_TYPES = {"function_call", "reasoning"}
 DEFAULT_MAX_TOKENS = 1024
 
 
-@dataclass(frozen=True, slots=True)
-class Turn:
+EVENTS = frozenset({CacheStatus.MISS, CacheStatus.SHARED, CacheStatus.PREPARED})
+"""A turn with one of these compacted: a summary made (here or by another request) or a prepared
+one applied."""
+
+
+class Turn(NamedTuple):
+    """One replayed turn as the proxy answered it (its ``x-compact-*`` headers): tokens as the
+    client sent them and as forwarded, and the round trip the client waited for."""
+
     number: int
     sent: int
     forwarded: int
-    cache: str
+    cache: CacheStatus | None
     summary_calls: int
     compacted: bool
     milliseconds: float
 
     @property
     def event(self) -> bool:
-        """A compaction happened on this turn (a summary made or a prepared one applied)."""
-        return self.cache in ("miss", "shared", "prepared")
+        return self.cache in EVENTS
 
 
 def turn_ends(loaded: Loaded) -> list[int]:
@@ -127,11 +133,18 @@ def _turn(number: int, headers: dict[str, str], milliseconds: float) -> Turn:
         number,
         int(header("tokens-before")),
         int(header("tokens-after")),
-        header("cache", "-"),
+        _cache_status(header("cache", "")),
         int(header("summary-calls")),
         header("compacted", "false") == "true",
         milliseconds,
     )
+
+
+def _cache_status(value: str) -> CacheStatus | None:
+    try:
+        return CacheStatus(value)
+    except ValueError:  # absent (the hook did not run), or a proxy of another version
+        return None
 
 
 def turn_table(turns: list[Turn]) -> Table:
@@ -143,7 +156,7 @@ def turn_table(turns: list[Turn]) -> Table:
             str(turn.number),
             f"{turn.sent:,}",
             f"{turn.forwarded:,}",
-            turn.cache,
+            turn.cache or "-",
             str(turn.summary_calls),
             f"{turn.milliseconds:,.0f}",
             style="bold" if turn.event else None,

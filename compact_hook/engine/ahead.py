@@ -62,7 +62,8 @@ class Ahead:
     async def applied(self, run: Run) -> Tally:
         """One prepared compaction applied to this conversation: counted, and its tally returned."""
         assert self.preparations is not None, "only a prepared compaction is applied"
-        self.preparations.stats.applied += 1
+        stats = self.preparations.stats
+        stats.tally = stats.tally.counted(applied=1)
         return await self.preparations.tally.count(run.root, applied=1)
 
     async def unused(self, run: Run) -> int | None:

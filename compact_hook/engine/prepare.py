@@ -43,7 +43,7 @@ from compact_hook.engine.costs import Costs
 from compact_hook.engine.decision import Decision
 from compact_hook.engine.flight import Leases, pause
 from compact_hook.engine.run import Run
-from compact_hook.engine.tally import SessionTally
+from compact_hook.engine.tally import SessionTally, Tally
 from compact_hook.engine.view import View
 from compact_hook.state.store import CompactionStore
 
@@ -82,22 +82,18 @@ class Preparing:
 
 @dataclass
 class PrepareStats:
-    """Counts since start: what preparation cost and what it bought.
-
-    ``unused``: summaries made ahead that no trigger has applied (yet) — the price of zero wait.
-    """
+    """Counts since start: what preparation cost and what it bought. ``started``: handed to the
+    background queue; ``failed``: the summary failed (the breaker heard of it); ``dropped``: let go
+    by the bounded queue while waiting (the trigger then compacts itself); ``cancelled``: stopped
+    by the shutdown; ``summary_calls``: model calls made in the background, failed ones included;
+    ``tally``: summaries made ahead, and how many a trigger applied."""
 
     started: int = 0
-    made: int = 0
     failed: int = 0
     dropped: int = 0
     cancelled: int = 0
-    applied: int = 0
     summary_calls: int = 0
-
-    @property
-    def unused(self) -> int:
-        return max(0, self.made - self.applied)
+    tally: Tally = Tally()
 
 
 @dataclass
@@ -191,7 +187,7 @@ class Preparations:
             if isinstance(made, Made):
                 await self.breaker.heard(run.breaker_key, run.config, None)
                 await self.store.put(run.root, run.chain[made.entry.span], made.entry)
-                self.stats.made += 1
+                self.stats.tally = self.stats.tally.counted(made=1)
                 await self.tally.count(run.root, made=1)
                 logger.info(
                     "compact_hook: compaction prepared for session %s (%d entries to archive when applied, "
@@ -222,9 +218,9 @@ class Preparations:
             "compact_hook: preparations: %d started, %d made, %d applied, %d unused, %d failed, "
             "%d dropped, %d cancelled",
             stats.started,
-            stats.made,
-            stats.applied,
-            stats.unused,
+            stats.tally.made,
+            stats.tally.applied,
+            stats.tally.unused,
             stats.failed,
             stats.dropped,
             stats.cancelled,

@@ -27,6 +27,10 @@ class Tally:
         """Prepared and not (yet) applied."""
         return max(0, self.made - self.applied)
 
+    def counted(self, made: int = 0, applied: int = 0) -> Tally:
+        """This tally with more made and applied."""
+        return Tally(self.made + made, self.applied + applied)
+
     @classmethod
     def parse(cls, note: str | None) -> Tally:
         try:
@@ -49,7 +53,6 @@ class SessionTally:
         return Tally.parse(await self.store.get_note(TALLY + root))
 
     async def count(self, root: bytes, made: int = 0, applied: int = 0) -> Tally:
-        known = await self.get(root)
-        counted = Tally(known.made + made, known.applied + applied)
+        counted = (await self.get(root)).counted(made, applied)
         await self.store.set_note(TALLY + root, counted.dumps(), TALLY_TTL_SECONDS)
         return counted

@@ -36,12 +36,13 @@ from compact_hook.core.normalize import ABORTED_RESULT
 from compact_hook.core.outcomes import Reason
 from compact_hook.formats.base import (
     Conversation,
+    EntryShape,
     Rejected,
     answers_after,
     compact_json,
     media_location,
     positive_int,
-    problem_in,
+    shape_rejected,
 )
 
 
@@ -73,6 +74,7 @@ for every image and document block: an estimate, as the real cost depends on the
 TOOL_USE_SYSTEM_TOKENS = 346
 """The system prompt Anthropic adds when ``tools`` are present (its pricing page's figure)."""
 ROLES = {"user": Role.USER, "assistant": Role.ASSISTANT, "system": Role.SYSTEM}
+MESSAGE_SHAPE = EntryShape(ROLES, "content", text=True)
 MEDIA_BLOCKS = frozenset({"image", "document"})
 MANAGED_BLOCKS = frozenset({"compaction"})
 THINKING_EDIT = re.compile(r"clear_thinking_\d{8}")
@@ -81,20 +83,14 @@ KNOWN_EDIT = re.compile(r"(clear_tool_uses|compact)_\d{8}")
 
 
 class AnthropicFormat:
-    name = "anthropic"
-    seed = 2
-    metadata_key = "litellm_metadata"
-    first_turn_user = True
-    placement = Placement.AFTER_USER
-    bound_thinking = True
+    name, seed, metadata_key = "anthropic", 2, "litellm_metadata"  # see base.WireFormat
+    first_turn_user, placement, bound_thinking = True, Placement.AFTER_USER, True
 
     def parse(self, data: dict[str, Any]) -> Conversation | Rejected:
-        messages = data.get("messages")
-        if not isinstance(messages, list):
-            return Rejected(Reason.MALFORMED, f"messages is {type(messages).__name__}, not a list")
-        problem = problem_in(messages, _message_problem)
-        if problem is not None:
-            return Rejected(Reason.MALFORMED, f"messages{problem}")
+        rejected = shape_rejected(data, "messages", MESSAGE_SHAPE)
+        if rejected is not None:
+            return rejected
+        messages = data["messages"]
         managed = _managed_by_client(data, messages)
         if managed is not None:
             return Rejected(Reason.CLIENT_MANAGED, managed)
@@ -225,21 +221,6 @@ def _managed_by_client(data: Mapping[str, Any], messages: list[Any]) -> str | No
                 return f"context_management edit {kind if known else 'of a type we do not know'}"
     if _has_compaction_block(messages):
         return "compaction blocks"
-    return None
-
-
-def _message_problem(message: object) -> str | None:
-    if not isinstance(message, dict):
-        return f"is {type(message).__name__}, not an object"
-    if message.get("role") not in ROLES:
-        return f"role is {message.get('role')!r}, not user, assistant or system"
-    content = message.get("content")
-    if isinstance(content, str):
-        return None
-    if not isinstance(content, list):
-        return f"content is {type(content).__name__}"
-    if not all(isinstance(block, dict) for block in content):
-        return "content has a block that is not an object"
     return None
 
 

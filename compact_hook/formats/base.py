@@ -11,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar, overload
 
@@ -215,6 +215,42 @@ def positive_int(data: Mapping[str, Any], *keys: str) -> int | None:
         if isinstance(value, int) and not isinstance(value, bool) and value > 0:
             return value
     return None
+
+
+@dataclass(frozen=True, slots=True)
+class EntryShape:
+    """What each entry of a format's list must be before we read it: an object with one of
+    ``roles``, holding under ``key`` a list of objects (or, where ``text`` allows it, a string)."""
+
+    roles: Collection[str]
+    key: str
+    text: bool = False
+
+    def problem(self, entry: object) -> str | None:
+        """What is wrong with ``entry`` (None: nothing)."""
+        if not isinstance(entry, dict):
+            return f"is {type(entry).__name__}, not an object"
+        role = entry.get("role")
+        if role not in self.roles:
+            return f"role is {role!r}, not {', '.join(sorted(self.roles))}"
+        children = entry.get(self.key)
+        if self.text and isinstance(children, str):
+            return None
+        if not isinstance(children, list):
+            return f"{self.key} is {type(children).__name__}, not a list"
+        if not all(isinstance(child, dict) for child in children):
+            return f"{self.key} has an entry that is not an object"
+        return None
+
+
+def shape_rejected(data: Mapping[str, Any], key: str, shape: EntryShape) -> Rejected | None:
+    """Why the request's ``key`` list cannot be read (not a list, or an entry not of ``shape``),
+    as the rejection that passes it through untouched; None when it can."""
+    entries = data.get(key)
+    if not isinstance(entries, list):
+        return Rejected(Reason.MALFORMED, f"{key} is {type(entries).__name__}, not a list")
+    problem = problem_in(entries, shape.problem)
+    return None if problem is None else Rejected(Reason.MALFORMED, f"{key}{problem}")
 
 
 def problem_in(entries: Sequence[Any], check: Any) -> str | None:

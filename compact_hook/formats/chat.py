@@ -17,7 +17,7 @@ from compact_hook.core.items import Item, Part, PartKind, Placement, Role, summa
 from compact_hook.core.normalize import ABORTED_RESULT
 from compact_hook.core.outcomes import Reason
 from compact_hook.formats.base import Conversation, Rejected, positive_int, problem_in
-from compact_hook.formats.openai_parts import content_parts, joined_text, media_of, with_texts
+from compact_hook.formats.openai_parts import content_parts, joined_text, output_replaced, with_texts
 
 
 class ToolCallFunction(TypedDict):
@@ -56,12 +56,8 @@ _CONTENT_TYPES = (str, list, type(None))
 
 
 class ChatFormat:
-    name = "chat"
-    seed = 0
-    metadata_key = "metadata"
-    first_turn_user = False
-    placement = Placement.ANYWHERE
-    bound_thinking = False
+    name, seed, metadata_key = "chat", 0, "metadata"  # see base.WireFormat
+    first_turn_user, placement, bound_thinking = False, Placement.ANYWHERE, False
 
     def parse(self, data: dict[str, Any]) -> Conversation | Rejected:
         messages = data.get("messages")
@@ -95,9 +91,7 @@ class ChatFormat:
     def replace_outputs(self, item: Item, outputs: Mapping[int, str], keep_media: bool) -> Item:
         if 0 not in outputs:
             return item
-        media = media_of(item.raw.get("content")) if keep_media else []
-        new: Any = [{"type": "text", "text": outputs[0]}, *media] if media else outputs[0]
-        return self.item({**item.raw, "content": new})
+        return self.item(output_replaced(item.raw, "content", outputs[0], keep_media))
 
     def without_parts(self, item: Item, indices: Sequence[int]) -> Item | None:
         return None  # only tool messages carry results, and each is one result

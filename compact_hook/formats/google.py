@@ -38,11 +38,12 @@ from compact_hook.core.normalize import ABORTED_RESULT
 from compact_hook.core.outcomes import Reason
 from compact_hook.formats.base import (
     Conversation,
+    EntryShape,
     Rejected,
     answers_after,
     compact_json,
     positive_int,
-    problem_in,
+    shape_rejected,
 )
 
 
@@ -77,6 +78,7 @@ class GoogleContent(TypedDict):
 
 
 ROLES = {"user": Role.USER, "model": Role.ASSISTANT, "function": Role.TOOL}
+CONTENT_SHAPE = EntryShape(ROLES, "parts")
 """``function``: the role Vertex once gave a content of function responses; still accepted."""
 MEDIA_TOKENS = 1120
 """Gemini 3's image cost at its default (high) media resolution; used for every inline or file
@@ -95,23 +97,16 @@ RESULT_TEXT_KEYS = ("output", "result", "content", "error")
 
 
 class GoogleFormat:
-    name = "google"
-    seed = 6
-    metadata_key = "metadata"
-    first_turn_user = True
-    placement = Placement.ANYWHERE
-    bound_thinking = False
+    name, seed, metadata_key = "google", 6, "metadata"  # see base.WireFormat
+    first_turn_user, placement, bound_thinking = True, Placement.ANYWHERE, False
 
     def parse(self, data: dict[str, Any]) -> Conversation | Rejected:
         if any(data.get(key) for key in MANAGED_KEYS):
             return Rejected(Reason.CLIENT_MANAGED, "cachedContent")
-        contents = data.get("contents")
-        if not isinstance(contents, list):
-            return Rejected(Reason.MALFORMED, f"contents is {type(contents).__name__}, not a list")
-        problem = problem_in(contents, _content_problem)
-        if problem is not None:
-            return Rejected(Reason.MALFORMED, f"contents{problem}")
-        config = _config(data)
+        rejected = shape_rejected(data, "contents", CONTENT_SHAPE)
+        if rejected is not None:
+            return rejected
+        contents, config = data["contents"], _config(data)
         return Conversation(self, contents, _context(data, config), positive_int(config, *RESERVE_KEYS))
 
     def item(self, raw: Any) -> Item:
@@ -193,19 +188,6 @@ def _system_text(system: Any) -> Any:
         if parts and all(isinstance(part.get("text"), str) for part in parts):
             return "\n".join(part["text"] for part in parts)
     return system
-
-
-def _content_problem(content: object) -> str | None:
-    if not isinstance(content, dict):
-        return f"is {type(content).__name__}, not an object"
-    if content.get("role") not in ROLES:
-        return f"role is {content.get('role')!r}, not user or model"
-    parts = content.get("parts")
-    if not isinstance(parts, list):
-        return f"parts is {type(parts).__name__}, not a list"
-    if not all(isinstance(part, dict) for part in parts):
-        return "parts has a part that is not an object"
-    return None
 
 
 def _part(part: dict[str, Any]) -> Part:

@@ -21,6 +21,8 @@ TEXT_KEYS = {
     "summary_text": "text",
     "refusal": "refusal",
 }
+OUTPUT_TEXT_TYPE = {"content": "text", "output": "input_text"}
+"""The text part's type in a chat tool message's ``content`` and a Responses ``output``."""
 MEDIA_TYPES = frozenset(
     {"image_url", "image", "input_image", "input_audio", "audio", "file", "input_file", "document"}
 )
@@ -53,6 +55,14 @@ def media_of(content: object) -> list[Any]:
     if not isinstance(content, list):
         return []
     return [part for part in content if isinstance(part, dict) and part.get("type") in MEDIA_TYPES]
+
+
+def output_replaced(raw: Mapping[str, Any], key: str, text: str, keep_media: bool) -> dict[str, Any]:
+    """An entry whose one output (under ``key``: a chat tool message's ``content``, a
+    ``function_call_output``'s ``output``) becomes ``text``, its media kept after it if asked."""
+    media = media_of(raw.get(key)) if keep_media else []
+    new: Any = [{"type": OUTPUT_TEXT_TYPE[key], "text": text}, *media] if media else text
+    return {**raw, key: new}
 
 
 def joined_text(parts: tuple[Part, ...]) -> str:

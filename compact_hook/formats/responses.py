@@ -23,7 +23,14 @@ from compact_hook.core.items import Item, Part, PartKind, Placement, Role, summa
 from compact_hook.core.normalize import ABORTED_RESULT
 from compact_hook.core.outcomes import Reason
 from compact_hook.formats.base import Conversation, Rejected, compact_json, positive_int, problem_in
-from compact_hook.formats.openai_parts import MEDIA_TOKENS, content_parts, joined_text, media_of, with_texts
+from compact_hook.formats.openai_parts import (
+    MEDIA_TOKENS,
+    content_parts,
+    joined_text,
+    media_of,
+    output_replaced,
+    with_texts,
+)
 
 
 class FunctionCallItem(TypedDict):
@@ -77,12 +84,8 @@ token: Codex's estimate (``estimate_reasoning_length``)."""
 
 
 class ResponsesFormat:
-    name = "responses"
-    seed = 4
-    metadata_key = "litellm_metadata"
-    first_turn_user = False
-    placement = Placement.ANYWHERE
-    bound_thinking = False
+    name, seed, metadata_key = "responses", 4, "litellm_metadata"  # see base.WireFormat
+    first_turn_user, placement, bound_thinking = False, Placement.ANYWHERE, False
 
     def parse(self, data: dict[str, Any]) -> Conversation | Rejected:
         if data.get("previous_response_id") or data.get("conversation"):
@@ -140,9 +143,7 @@ class ResponsesFormat:
     def replace_outputs(self, item: Item, outputs: Mapping[int, str], keep_media: bool) -> Item:
         if 0 not in outputs:
             return item
-        media = media_of(item.raw.get("output")) if keep_media else []
-        new: Any = [{"type": "input_text", "text": outputs[0]}, *media] if media else outputs[0]
-        return self.item({**item.raw, "output": new})
+        return self.item(output_replaced(item.raw, "output", outputs[0], keep_media))
 
     def without_parts(self, item: Item, indices: Sequence[int]) -> Item | None:
         return None  # a result item is one result

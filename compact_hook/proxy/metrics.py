@@ -166,14 +166,9 @@ class EngineCollector(Collector):
         yield from _breaker(compactor)
         store = compactor.store
         if isinstance(store, TieredStore):
-            yield CounterMetricFamily(
-                f"{PREFIX}_store_errors", "Failed Redis store calls", value=store.errors
-            )
-            yield CounterMetricFamily(
-                f"{PREFIX}_store_fallbacks",
-                "Store calls answered by the in-process store (Redis failed or resting)",
-                value=store.fallbacks,
-            )
+            yield _counter("store_errors", "Failed Redis store calls", store.errors)
+            fallbacks = "Store calls answered by the in-process store (Redis failed or resting)"
+            yield _counter("store_fallbacks", fallbacks, store.fallbacks)
 
 
 def _prepared(compactor: Compactor) -> Iterator[Metric]:
@@ -183,17 +178,18 @@ def _prepared(compactor: Compactor) -> Iterator[Metric]:
     counts = CounterMetricFamily(
         f"{PREFIX}_prepared", "Compactions prepared in the background, by outcome", labels=["outcome"]
     )
-    for name in ("started", "made", "applied", "failed", "dropped", "cancelled"):
-        counts.add_metric([name], getattr(stats, name))
+    tally = stats.tally
+    outcomes = {
+        "started": stats.started,
+        "made": tally.made,
+        "applied": tally.applied,
+        "failed": stats.failed,
+    }
+    for name, value in {**outcomes, "dropped": stats.dropped, "cancelled": stats.cancelled}.items():
+        counts.add_metric([name], value)
     yield counts
-    yield GaugeMetricFamily(
-        f"{PREFIX}_prepared_unused", "Prepared summaries no trigger has applied (yet)", value=stats.unused
-    )
-    yield CounterMetricFamily(
-        f"{PREFIX}_prepare_summary_calls",
-        "Summary model calls made in the background",
-        value=stats.summary_calls,
-    )
+    yield _gauge("prepared_unused", "Prepared summaries no trigger has applied (yet)", tally.unused)
+    yield _counter("prepare_summary_calls", "Summary model calls made in the background", stats.summary_calls)
 
 
 def _breaker(compactor: Compactor) -> Iterator[Metric]:
@@ -205,11 +201,18 @@ def _breaker(compactor: Compactor) -> Iterator[Metric]:
     transitions.add_metric(["open"], compactor.breaker.opened)
     transitions.add_metric(["closed"], compactor.breaker.closed)
     yield transitions
-    yield GaugeMetricFamily(
-        f"{PREFIX}_breakers_open",
-        "Breakers this process opened and has not seen close",
-        value=max(0, compactor.breaker.opened - compactor.breaker.closed),
-    )
+    open_now = max(0, compactor.breaker.opened - compactor.breaker.closed)
+    yield _gauge("breakers_open", "Breakers this process opened and has not seen close", open_now)
+
+
+def _counter(name: str, meaning: str, value: float) -> CounterMetricFamily:
+    """A counter family of one unlabelled sample, read at scrape time."""
+    return CounterMetricFamily(f"{PREFIX}_{name}", meaning, value=value)
+
+
+def _gauge(name: str, meaning: str, value: float) -> GaugeMetricFamily:
+    """A gauge family of one unlabelled sample, read at scrape time."""
+    return GaugeMetricFamily(f"{PREFIX}_{name}", meaning, value=value)
 
 
 _default: Metrics | None = None

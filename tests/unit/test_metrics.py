@@ -10,6 +10,7 @@ from compact_hook.config import CompactConfig
 from compact_hook.engine.background import Background
 from compact_hook.engine.compactor import Compactor
 from compact_hook.engine.prepare import PrepareSetup
+from compact_hook.engine.tally import Tally
 from compact_hook.proxy.hook import CompactHook
 from compact_hook.proxy.metrics import Metrics
 from compact_hook.state.store import MemoryStore, TieredStore
@@ -115,7 +116,7 @@ async def test_what_the_engine_counts_itself_is_read_at_scrape_time() -> None:
     await tiered.get(b"k")  # Redis resting: answered by memory
     assert compactor.preparations is not None
     stats = compactor.preparations.stats
-    stats.started, stats.made, stats.applied, stats.dropped = 4, 3, 1, 1
+    stats.started, stats.tally, stats.dropped = 4, Tally(made=3, applied=1), 1
     compactor.breaker.opened = 2
     samples = scrape_registry(registry)
     assert value(samples, "compact_hook_store_errors_total") == 1

@@ -108,9 +108,9 @@ async def test_every_compaction_event_of_a_replay_applies_a_prepared_summary() -
             assert results[turn - 1].output_tokens < LIMITS.prepare
             assert results[turn].cache == CacheStatus.MISS
     stats = node.compactor.preparations.stats  # type: ignore[union-attr]
-    assert stats.applied == len(prepared)
+    assert stats.tally.applied == len(prepared)
     assert len(summarizer.requests) <= len(compactions) + 1  # at most the last one is unused
-    assert stats.unused == stats.made - len(prepared) <= 1
+    assert stats.tally.unused == stats.tally.made - len(prepared) <= 1
 
 
 async def test_what_is_forwarded_only_changes_at_compaction_events() -> None:
@@ -254,7 +254,7 @@ async def test_closing_cancels_preparations_and_releases_their_locks() -> None:
     assert await node.background.close() == 1
     assert prepared.locks == {}
     stats = node.compactor.preparations.stats  # type: ignore[union-attr]
-    assert stats.cancelled == 1 and stats.made == 0
+    assert stats.cancelled == 1 and stats.tally.made == 0
     assert (await compact_turn(node.compactor, IN_ZONE, summarizer)).preparation is None  # closed
 
 
