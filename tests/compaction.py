@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import json
+from pathlib import Path
 from typing import Any
 
 from compact_hook import count_tokens
@@ -20,12 +22,21 @@ from compact_hook.engine.background import Background
 from compact_hook.engine.flight import Leases
 from compact_hook.engine.library import parse_chat
 from compact_hook.engine.prepare import PrepareSetup
-from compact_hook.formats import CHAT, Conversation
+from compact_hook.formats import ANTHROPIC, CHAT, GOOGLE, RESPONSES, Conversation
 from compact_hook.state.archive import Archive
 from compact_hook.state.store import MemoryStore
 from tests.conversations import wire_of
 from tests.fakes import FakeSummarizer, InMemoryArchive, WordCounter
-from tests.support import load_transcript, replay_points
+from tests.support import (
+    anthropic_replay_points,
+    google_replay_points,
+    load_transcript,
+    replay_points,
+    responses_replay_points,
+    summaries_in,
+)
+
+CLIENT_DATA = Path(__file__).parent / "data" / "clients"
 
 
 def config(**overrides: Any) -> CompactConfig:
@@ -160,3 +171,63 @@ async def idle(background: Background) -> None:
     """The agent's pause: long enough for what runs in the background to finish."""
     while len(background):
         await asyncio.sleep(0.005)
+
+
+# -- a real agent CLI's loop, as it sent it, replayed through one process's compactor -----------------
+
+CLIENT_LOOPS = {
+    "claude-2.1.330": (ANTHROPIC, "messages", anthropic_replay_points),
+    "codex-0.169.0": (RESPONSES, "input", responses_replay_points),
+    "gemini-0.61.0": (GOOGLE, "contents", google_replay_points),
+    "qwen-0.24.4": (CHAT, "messages", replay_points),
+    "opencode-1.18.33": (CHAT, "messages", replay_points),
+    "pi-0.73.1": (CHAT, "messages", replay_points),
+}
+"""Each CLI's last request of its 30-turn loop (``tests/data/clients``), its wire and entries key,
+and where the CLI called the model."""
+
+
+@dataclasses.dataclass
+class LoopCount:
+    """What a replayed loop paid for and used: summary calls, distinct summaries that reached the
+    provider (each one compaction event), and the unused preparations each report said."""
+
+    calls: int
+    applied: int
+    reported_unused: list[int]
+
+
+def loop_config(window: int) -> CompactConfig:
+    """The store's world at ``window`` with the cheap tiers on, as a proxy runs by default."""
+    return dataclasses.replace(
+        STORE_CONFIG,
+        context_window=window,
+        summary_context_window=400_000,
+        clear_tool_results=True,
+        tool_output_policy="tokens",
+        on_overflow="fit",
+    )
+
+
+async def replay_client_loop(
+    client: str, config: CompactConfig, summarizer: FakeSummarizer, pause: float | None = None
+) -> LoopCount:
+    """The CLI's loop turn by turn through a replica; between turns the agent pauses until the
+    background is idle (``pause`` None) or for ``pause`` seconds (a summary may then still be in
+    flight when the next turns come, as under load)."""
+    wire, key, points = CLIENT_LOOPS[client]
+    session = json.loads((CLIENT_DATA / f"{client}-last.json").read_text())
+    node, entries = replica(), session[key]
+    applied: set[str] = set()
+    reported: list[int] = []
+    for end in points(entries):
+        parsed = wire.parse({**session, key: entries[:end]})
+        assert isinstance(parsed, Conversation)
+        request = CompactRequest(parsed, config, summarizer, "s", STORE_SCOPE, InMemoryArchive())
+        result = await node.compactor.compact(request)
+        applied.update(summaries_in(result.messages, wire))
+        if result.prepared_unused is not None:
+            reported.append(result.prepared_unused)
+        await (idle(node.background) if pause is None else asyncio.sleep(pause))
+    await idle(node.background)
+    return LoopCount(len(summarizer.requests), len(applied), reported)

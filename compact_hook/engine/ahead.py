@@ -37,8 +37,9 @@ class Ahead:
         return None if preparations is None else await preparations.consider(run, due)
 
     async def waiting(self, run: Run, state: Entry) -> bool:
-        """A compaction prepared for this conversation waits for the trigger."""
-        return self.preparations is not None and await self.preparations.find(run, state) is not None
+        """A compaction for this conversation is prepared and waits for the trigger, or is being
+        prepared (here or by another replica): the turns until the trigger must not outgrow it."""
+        return self.preparations is not None and await self.preparations.pending(run, state)
 
     async def at_trigger(self, run: Run, state: Entry) -> Entry | None:
         """The prepared compaction the trigger applies instead of making a summary, if ready."""

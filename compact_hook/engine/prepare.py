@@ -14,11 +14,16 @@ and the turn that reaches the trigger applies it with no summary call on its pat
 - One preparation per conversation: in process the background queue knows it by key; across
   replicas a lock in the prepared store says another replica is on it. The trigger awaits
   one in flight rather than starting its own.
+- While one is prepared or being prepared, the clearing tier waits (``Compactor._clear``): a
+  batch cleared meanwhile would bring the conversation back under ``prepare_ratio``, put off the
+  trigger, and leave the prepared cut short by the time it comes — a second summary then, merged,
+  and the first paid for and never forwarded (a summary slower than the agent's turns, as on a
+  loaded proxy, made that the rule: Gemini CLI's loop at 16K paid 6 calls for 3 applied).
 - A prepared compaction is extended (prepared again from it, its summary merged) only when it
   will not suffice at the trigger: applied now it leaves no less than the conversation holds
-  without it (a clearing batch since took out what it summarizes), so by the trigger it would
-  leave the conversation past it. Otherwise it waits for the trigger, even past
-  ``prepare_ratio``: one prepared again from it would be paid for and never used.
+  without it, so by the trigger it would leave the conversation past it. Otherwise it waits for
+  the trigger, even past ``prepare_ratio``: one prepared again from it would be paid for and never
+  used.
 - A failed preparation counts toward the summary model's breaker and is not retried for
   ``failure_ttl``; the trigger then compacts as it would without preparation.
 """
@@ -158,6 +163,14 @@ class Preparations:
         elif await self.store.is_locked(key):
             await self._wait_unlocked(key, min(self.leases.lock_wait, run.config.summary_deadline_seconds))
         return await self.find(run, state)
+
+    async def pending(self, run: Run, state: Entry) -> bool:
+        """A compaction for this conversation is being prepared (here, or by another replica), or is
+        prepared and covers more than ``state``."""
+        key = LOCK + run.root
+        if key in self.setup.background or await self.store.is_locked(key):
+            return True
+        return await self.find(run, state) is not None
 
     async def find(self, run: Run, state: Entry) -> Entry | None:
         """The longest prepared compaction of this request's prefix, if it covers more than

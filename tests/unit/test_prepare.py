@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import json
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -19,10 +18,9 @@ import pytest
 from compact_hook import CompactConfig, count_tokens
 from compact_hook.core.limits import Limits
 from compact_hook.core.outcomes import CacheStatus, Preparation
-from compact_hook.engine import Compactor, CompactRequest, CompactResult
+from compact_hook.engine import Compactor, CompactResult
 from compact_hook.engine.background import Background, Job
 from compact_hook.engine.breaker import Breaker
-from compact_hook.formats import GOOGLE, Conversation
 from compact_hook.setting import resolved
 from compact_hook.state.store import MemoryStore
 from tests.compaction import (
@@ -31,21 +29,20 @@ from tests.compaction import (
     LIMITS,
     POINTS,
     STORE_CONFIG,
-    STORE_SCOPE,
     TRANSCRIPT,
     Replica,
     compact_chat,
     idle,
+    loop_config,
+    replay_client_loop,
     replica,
 )
 from tests.fakes import FakeSummarizer, InMemoryArchive, LockingMemoryStore
 from tests.support import (
-    google_replay_points,
     is_prefix,
     is_summary,
     pairing_problems,
     sorted_json,
-    summaries_in,
 )
 
 
@@ -348,12 +345,6 @@ async def test_every_hooks_cleanup_is_chained_once_after_the_proxys_drain_at_shu
         shutdown._cleanups[:] = registered
 
 
-GEMINI_CLI_SESSION = json.loads(
-    (Path(__file__).parents[1] / "data/clients/gemini-0.61.0-last.json").read_text()
-)
-"""Gemini CLI's 30-turn loop as it sent it (its head is over half of a 16K window)."""
-
-
 @pytest.mark.parametrize("window", [14_000, 16_000, 18_000, 20_000])
 async def test_with_clearing_on_and_no_prices_every_summary_paid_for_is_applied_but_the_last(
     window: int,
@@ -361,31 +352,35 @@ async def test_with_clearing_on_and_no_prices_every_summary_paid_for_is_applied_
     """Tokens before money: unpriced, with the cheap tiers on, nothing is prepared that a clearing
     batch about to come would leave unused, and a prepared compaction waits for the trigger unless
     it will not suffice there (Gemini CLI's loop at 16K used to pay 14 calls for 7 compactions)."""
-    config = dataclasses.replace(
-        STORE_CONFIG,
-        context_window=window,
-        summary_context_window=400_000,
-        clear_tool_results=True,
-        tool_output_policy="tokens",
-        on_overflow="fit",
-    )
-    node = replica()
     summarizer = FakeSummarizer(*(f"summary number {n}" for n in range(100)))
-    contents = GEMINI_CLI_SESSION["contents"]
-    applied: set[str] = set()
-    reported: list[int] = []
-    for end in google_replay_points(contents):
-        body = {**GEMINI_CLI_SESSION, "contents": contents[:end]}
-        parsed = GOOGLE.parse(body)
-        assert isinstance(parsed, Conversation)
-        request = CompactRequest(parsed, config, summarizer, "s", STORE_SCOPE, InMemoryArchive())
-        result = await node.compactor.compact(request)
-        applied.update(summaries_in(result.messages, GOOGLE))
-        if result.prepared_unused is not None:
-            reported.append(result.prepared_unused)
-        await idle(node.background)
-    assert len(summarizer.requests) <= len(applied) + 1
-    assert max(reported, default=0) <= 1  # the report says so, per conversation, as it goes
+    count = await replay_client_loop("gemini-0.61.0", loop_config(window), summarizer)
+    assert count.calls <= count.applied + 1
+    assert max(count.reported_unused, default=0) <= 1  # the report says so, per conversation, as it goes
+
+
+class SlowSummarizer(FakeSummarizer):
+    """Every summary takes ``seconds``: longer than the agent's turns, as on a loaded proxy."""
+
+    def __init__(self, seconds: float) -> None:
+        super().__init__(*(f"summary number {n}" for n in range(100)))
+        self.seconds = seconds
+
+    async def __call__(self, messages: list[Any]) -> str:
+        await asyncio.sleep(self.seconds)
+        return await super().__call__(messages)
+
+
+@pytest.mark.parametrize(("client", "window"), [("gemini-0.61.0", 16_000), ("codex-0.169.0", 15_000)])
+async def test_a_summary_slower_than_the_turns_is_still_applied_not_outgrown_by_a_clearing_batch(
+    client: str, window: int
+) -> None:
+    """A preparation in flight holds the clearing tier back as a prepared one does: cleared
+    meanwhile, the conversation outgrew the summary by the trigger, and the next was made from it
+    and only the merge reached the provider (Gemini CLI 6 calls for 3 applied, Codex 9 for 5,
+    summaries taking three turns)."""
+    count = await replay_client_loop(client, loop_config(window), SlowSummarizer(0.03), pause=0.01)
+    assert count.applied >= 3  # the loop compacts several times
+    assert count.calls <= count.applied + 1
 
 
 async def test_a_prepared_compaction_that_suffices_at_the_trigger_is_not_prepared_again() -> None:
