@@ -26,7 +26,15 @@ from rich.table import Table
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from tests.integration.agent_clients import CLIENTS, ClientFacts, agent_proxy, facts_of, problems, run_client  # noqa: E402
+from tests.integration.agent_clients import (  # noqa: E402
+    CLIENTS,
+    ClientFacts,
+    agent_proxy,
+    facts_of,
+    problems,
+    run_client,
+    standing,
+)
 from tests.integration.relay import Relay  # noqa: E402
 
 PIPED_WIDTH = 200
@@ -115,7 +123,7 @@ def _table(runs: list[ClientFacts]) -> Table:
             str(facts.orphans),
             thinking,
             f"{facts.completed.seconds:.1f}",
-            "[green]ok[/green]" if not problems(facts) else "[red]FAILED[/red]",
+            f"[{'red' if problems(facts) else 'green'}]{standing(facts)}[/]",
         )
     return table
 
