@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -11,6 +12,29 @@ import pytest
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
 from tests.fakes import InMemoryArchive, WordCounter  # noqa: E402
+
+TESTS = Path(__file__).resolve().parent
+EDGE_IMPORT = re.compile(
+    r"^\s*(?:from|import) (?:litellm|compact_hook\.proxy|compact_hook\.cli|tests\.routers)\b", re.MULTILINE
+)
+"""A unit test module that imports any of these (anywhere in it) goes through LiteLLM: it runs on
+the newest LiteLLM of our range too (``make test-newest`` runs the tests marked ``edge``); the pure
+core's tests do not depend on LiteLLM's version."""
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Everything under ``integration/`` is marked ``integration`` (``-m "not integration"`` skips
+    real processes); a unit module that goes through LiteLLM is marked ``edge``."""
+    edge: dict[Path, bool] = {}
+    for item in items:
+        path = item.path.resolve()
+        if path.is_relative_to(TESTS / "integration"):
+            item.add_marker(pytest.mark.integration)
+        elif path.parent == TESTS / "unit":
+            if path not in edge:
+                edge[path] = EDGE_IMPORT.search(path.read_text(encoding="utf-8")) is not None
+            if edge[path]:
+                item.add_marker(pytest.mark.edge)
 
 
 @pytest.fixture(autouse=True)

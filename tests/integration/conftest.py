@@ -3,21 +3,11 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 
 from tests.integration.harness import StandinUpstream
-
-HERE = Path(__file__).resolve().parent
-
-
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Mark everything under this directory, so ``-m "not integration"`` skips real processes."""
-    for item in items:
-        if item.path.resolve().is_relative_to(HERE):
-            item.add_marker(pytest.mark.integration)
 
 
 @pytest.fixture(scope="session")

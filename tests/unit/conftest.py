@@ -3,7 +3,6 @@ calls spied on), and its provider faked with respx."""
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -32,23 +31,3 @@ def mocked_upstream() -> Iterator[respx.Route]:
         yield mock.post(f"{UPSTREAM}/chat/completions").mock(
             return_value=httpx.Response(200, json=completion(SUMMARY))
         )
-
-
-EDGE_IMPORT = re.compile(
-    r"^\s*(?:from|import) (?:litellm|compact_hook\.proxy|compact_hook\.cli|tests\.routers)\b", re.MULTILINE
-)
-"""A unit test module that imports any of these (anywhere in it) goes through LiteLLM: it runs on
-the newest LiteLLM of our range too (``make test-newest`` runs the tests marked ``edge``); the pure
-core's tests do not depend on LiteLLM's version."""
-
-
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    touches: dict[Path, bool] = {}
-    for item in items:
-        path = item.path
-        if path.parent.name != "unit":
-            continue
-        if path not in touches:
-            touches[path] = EDGE_IMPORT.search(path.read_text(encoding="utf-8")) is not None
-        if touches[path]:
-            item.add_marker(pytest.mark.edge)
