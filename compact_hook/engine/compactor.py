@@ -122,7 +122,6 @@ class Compactor:
             cache=recalled.cache,
             economy=costs.economy,
             prefix_changed=state is not recalled.state,
-            archived=recalled.archived,
         )
         tokens = await run.tokens(view)
         early = None if forced or tokens >= limits.compact else await costs.early_plan(view, tokens)
@@ -180,28 +179,30 @@ class Compactor:
         return advanced
 
     async def carry_out(self, run: Run, decision: Decision) -> CompactResult:
-        """Do what the decision says: store a clearing batch, then forward (the fit guarantee
-        first), prepare, apply, or compact."""
+        """Do what the decision says: archive what the state still owes and store a new state,
+        then forward (the fit guarantee first), prepare, apply, or compact."""
         if decision.step is Step.UNTOUCHED:
             if decision.reason is Reason.NO_ROOM:
                 _warn_no_room(run)
             return untouched(run, decision.reason)
         view = decision.view
         assert view is not None, "every step but UNTOUCHED carries the view it forwards"
-        if decision.prefix_changed:
-            await self.states.put(run, decision.state)
+        state, kept = await archive_pending(run, decision.state)
+        if decision.prefix_changed or state is not decision.state:
+            await self.states.put(run, state)
+        outcome = dataclasses.replace(Outcome.of(decision), state=state, archived=kept.status)
+        decision = dataclasses.replace(decision, state=state)
         if decision.step is Step.APPLY_PREPARED:
-            return await self._apply(run, decision)
+            return await self._apply(run, decision, outcome)
         if decision.step is Step.COMPACT:
-            return await self._compact(run, decision)
-        outcome = Outcome.of(decision)
+            return await self._compact(run, decision, outcome)
         if decision.step is Step.PREPARE:
             preparation = await self.ahead.start(run, decision)
             unused = await self.ahead.unused(run) if preparation is not None else None
             outcome = dataclasses.replace(outcome, preparation=preparation, prepared_unused=unused)
         return await self._fit(run, view, outcome)
 
-    async def _apply(self, run: Run, decision: Decision) -> CompactResult:
+    async def _apply(self, run: Run, decision: Decision, outcome: Outcome) -> CompactResult:
         """The trigger is reached and a compaction was prepared: applied with no summary call.
 
         Archived and stored first (it is this conversation's state from now on); if too much
@@ -213,39 +214,37 @@ class Compactor:
         tally = await self.ahead.applied(run)
         view = run.tiers.view(entry)
         applied = dataclasses.replace(
-            decision,
+            decision, state=entry, view=view, cache=CacheStatus.PREPARED, prepared=None, prefix_changed=True
+        )
+        outcome = dataclasses.replace(
+            outcome,
             state=entry,
-            view=view,
             cache=CacheStatus.PREPARED,
-            prepared=None,
             prefix_changed=True,
-            archived=merged(decision.archived, kept),
+            archive_path=kept.path,
+            archived=merged(outcome.archived, kept),
+            prepared_unused=tally.unused,
         )
         tokens = await run.tokens(view)
         if tokens >= run.window.compact:
-            return await self._compact(run, applied)
+            return await self._compact(run, applied, outcome)
         # prepared long ago (the clearing tier kept the turns since under prepare_ratio): it
         # leaves the conversation past prepare_ratio, so the next one is prepared right away
         costs = Costs(run, decision.economy)
         due = tokens >= run.window.prepare and await costs.prepares(entry, view, tokens)
         preparation = await self.ahead.start(run, applied) if due else None
-        outcome = dataclasses.replace(
-            Outcome.of(applied), archive_path=kept.path, preparation=preparation, prepared_unused=tally.unused
-        )
-        return await self._fit(run, view, outcome)
+        return await self._fit(run, view, dataclasses.replace(outcome, preparation=preparation))
 
-    async def _compact(self, run: Run, decision: Decision) -> CompactResult:
+    async def _compact(self, run: Run, decision: Decision, outcome: Outcome) -> CompactResult:
         """Tier 3: summarize the middle (once per compaction event), then fit. The decision's
         ``part``: the cut already planned (an early compaction's)."""
-        view, outcome = decision.view, Outcome.of(decision)
+        view, part = decision.view, decision.part
         assert view is not None
-        part = decision.part
         if part is None:
             part = await asyncio.to_thread(plan, run, view, Costs(run, decision.economy).target())
         if not part.middle:
-            return await self._fit(
-                run, view, dataclasses.replace(outcome, reason=Reason.NOTHING_TO_SUMMARIZE)
-            )
+            nothing = dataclasses.replace(outcome, reason=Reason.NOTHING_TO_SUMMARIZE)
+            return await self._fit(run, view, nothing)
         cut = Cut(view, part, decision.state)
         made, shared = await self.once.made(run, cut)
         calls = 0 if shared else made.summary_calls
@@ -263,7 +262,7 @@ class Compactor:
             state=entry,
             cache=CacheStatus.SHARED if shared else made.cache,
             reason=Reason.OVER_TRIGGER if over else None,
-            archive_path=made.kept.path,
+            archive_path=made.kept.path or outcome.archive_path,
             archived=merged(outcome.archived, made.kept),
             prefix_changed=True,
         )
@@ -281,7 +280,7 @@ class Compactor:
             outcome,
             state=digested.entry,
             cache=CacheStatus.MISS,
-            archive_path=digested.kept.path,
+            archive_path=digested.kept.path or outcome.archive_path,
             archived=merged(outcome.archived, digested.kept),
             summarizer=Summarizer.DIGEST,
             prefix_changed=True,

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from compact_hook.core.chain import Entry
 from compact_hook.core.economics import Economy
-from compact_hook.core.outcomes import ArchiveStatus, CacheStatus, Mode, Reason
+from compact_hook.core.outcomes import CacheStatus, Mode, Reason
 from compact_hook.core.partition import Partition
 from compact_hook.engine.run import Run
 from compact_hook.engine.view import View
@@ -51,8 +51,6 @@ class Decision:
     prefix_changed: bool = False
     """``state`` is a clearing batch this request advances: stored when carried out (later steps
     set it too: a compaction applied), and the provider's cache is written again from the change."""
-    archived: ArchiveStatus | None = None
-    """What archiving the recalled state's pending entries did (``engine.states``)."""
 
 
 def skip_reason(run: Run) -> Reason | None:

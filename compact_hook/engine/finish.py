@@ -52,7 +52,6 @@ class Outcome:
             decision.state,
             decision.cache,
             decision.reason,
-            archived=decision.archived,
             prefix_changed=decision.prefix_changed,
             economy=decision.economy,
         )

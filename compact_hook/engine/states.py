@@ -10,20 +10,19 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from compact_hook.core.chain import OPEN_END, Entry, entry_is_usable
-from compact_hook.core.outcomes import ArchiveStatus, CacheStatus
-from compact_hook.engine.archiving import archive_pending
+from compact_hook.core.outcomes import CacheStatus
 from compact_hook.engine.run import Run
 from compact_hook.state.store import CompactionStore
 
 
 @dataclass(frozen=True, slots=True)
 class Recalled:
-    """A conversation's stored state as one request found it: the state, whether an earlier
-    request left it (``HIT``), and what archiving its pending entries did."""
+    """A conversation's stored state as one request found it, and whether an earlier request left
+    it (``HIT``). Entries it summarized but could not archive yet (``unarchived``) are written when
+    the request's decision is carried out (``Compactor.carry_out``), not when it is looked up."""
 
     state: Entry = Entry()
     cache: CacheStatus = CacheStatus.NONE
-    archived: ArchiveStatus | None = None
 
 
 class States:
@@ -38,10 +37,7 @@ class States:
         found = await self.store.find(run.root, run.chain)
         if found is None or not entry_is_usable(found[1], len(run.prints)):
             return Recalled()
-        entry, kept = await archive_pending(run, found[1])
-        if entry is not found[1]:
-            await self.put(run, entry)
-        return Recalled(entry, CacheStatus.HIT, kept.status)
+        return Recalled(found[1], CacheStatus.HIT)
 
     async def put(self, run: Run, entry: Entry) -> None:
         if self.store is not None:
