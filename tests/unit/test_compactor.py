@@ -11,10 +11,11 @@ from compact_hook.core.outcomes import Removal, Summarizer
 from compact_hook.engine import Compactor, CompactRequest, CompactResult
 from compact_hook.engine.flight import Leases
 from compact_hook.engine.library import parse_chat
+from compact_hook.engine.run import Run
 from compact_hook.formats import Conversation
 from compact_hook.state.archive import Origin
 from compact_hook.state.store import MemoryStore
-from tests.compaction import STORE_CONFIG, STORE_SCOPE, compact_chat
+from tests.compaction import STORE_CONFIG, STORE_SCOPE, chat_request, compact_chat
 from tests.fakes import FailingArchive, FakeSummarizer, InMemoryArchive, LockingMemoryStore, SlowSummarizer
 from tests.support import (
     is_prefix,
@@ -281,7 +282,11 @@ async def test_a_failed_archive_is_reported_remembered_and_retried_on_a_later_tu
     assert first.compacted and first.archive_status == "failed" and first.archive_path is None
     [(_, lost)] = failing.attempts
     working = InMemoryArchive()
-    later = await compact_chat(compactor, AT_FIRST_COMPACTION, FakeSummarizer(), archive=working)
+    request = chat_request(list(AT_FIRST_COMPACTION), FakeSummarizer(), archive=working)
+    run = await Run.measure(request, compactor.memory)
+    decision = await compactor.decide(run)
+    assert decision.state.unarchived and working.saved == []  # deciding writes nothing
+    later = await compactor.carry_out(run, decision)
     assert later.cache == "hit" and later.archive_status == "written"
     assert working.saved == [(working.saved[0][0], lost)]  # the same entries, archived now
     again = await compact_chat(compactor, AT_FIRST_COMPACTION, FakeSummarizer(), archive=working)
