@@ -195,6 +195,8 @@ class LoopCount:
     calls: int
     applied: int
     reported_unused: list[int]
+    most_unused: int = 0
+    """The metrics' view: the most summaries the conversation had made and not applied at once."""
 
 
 def loop_config(window: int) -> CompactConfig:
@@ -230,4 +232,7 @@ async def replay_client_loop(
             reported.append(result.prepared_unused)
         await (idle(node.background) if pause is None else asyncio.sleep(pause))
     await idle(node.background)
-    return LoopCount(len(summarizer.requests), len(applied), reported)
+    preparations = node.compactor.preparations
+    assert preparations is not None
+    most = max(preparations.stats.sessions_unused, default=0)
+    return LoopCount(len(summarizer.requests), len(applied), reported, most)

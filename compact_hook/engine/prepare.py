@@ -34,6 +34,7 @@ import asyncio
 import dataclasses
 import logging
 import time
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -91,7 +92,9 @@ class PrepareStats:
     background queue; ``failed``: the summary failed (the breaker heard of it); ``dropped``: let go
     by the bounded queue while waiting (the trigger then compacts itself); ``cancelled``: stopped
     by the shutdown; ``summary_calls``: model calls made in the background, failed ones included;
-    ``tally``: summaries made ahead, and how many a trigger applied."""
+    ``tally``: summaries made ahead, and how many a trigger applied; ``sessions_unused``: each
+    summary made ahead, by how many its conversation had then made and not applied (itself included:
+    1 is the price of zero wait, more is a conversation paying for summaries it does not use)."""
 
     started: int = 0
     failed: int = 0
@@ -99,6 +102,7 @@ class PrepareStats:
     cancelled: int = 0
     summary_calls: int = 0
     tally: Tally = Tally()
+    sessions_unused: Counter[int] = field(default_factory=Counter)
 
 
 @dataclass
@@ -201,7 +205,8 @@ class Preparations:
                 await self.breaker.heard(run.breaker_key, run.config, None)
                 await self.store.put(run.root, run.chain[made.entry.span], made.entry)
                 self.stats.tally = self.stats.tally.counted(made=1)
-                await self.tally.count(run.root, made=1)
+                session = await self.tally.count(run.root, made=1)
+                self.stats.sessions_unused[session.unused] += 1
                 logger.info(
                     "compact_hook: compaction prepared for session %s (%d entries to archive when applied, "
                     "%d summary calls)",

@@ -15,11 +15,11 @@ from __future__ import annotations
 
 import enum
 import logging
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 
 from prometheus_client import REGISTRY, CollectorRegistry, Counter, Histogram, start_http_server
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 from compact_hook.core.failures import SummaryFailure
@@ -189,6 +189,7 @@ def _prepared(compactor: Compactor) -> Iterator[Metric]:
         counts.add_metric([name], value)
     yield counts
     yield _gauge("prepared_unused", "Prepared summaries no trigger has applied (yet)", tally.unused)
+    yield _per_session(stats.sessions_unused)
     yield _counter("prepare_summary_calls", "Summary model calls made in the background", stats.summary_calls)
 
 
@@ -203,6 +204,22 @@ def _breaker(compactor: Compactor) -> Iterator[Metric]:
     yield transitions
     open_now = max(0, compactor.breaker.opened - compactor.breaker.closed)
     yield _gauge("breakers_open", "Breakers this process opened and has not seen close", open_now)
+
+
+SESSION_UNUSED_BUCKETS = (1, 2, 3, 5)
+
+
+def _per_session(unused: Mapping[int, int]) -> HistogramMetricFamily:
+    """Each summary prepared ahead, by how many its conversation had made and not applied then
+    (itself included): above 1, a conversation paid for a summary it did not use."""
+    buckets = [(str(le), sum(n for k, n in unused.items() if k <= le)) for le in SESSION_UNUSED_BUCKETS]
+    total = sum(unused.values())
+    return HistogramMetricFamily(
+        f"{PREFIX}_prepared_session_unused",
+        "Summaries prepared ahead, by their conversation's prepared-and-not-applied count then",
+        buckets=[*buckets, ("+Inf", total)],
+        sum_value=sum(k * n for k, n in unused.items()),
+    )
 
 
 def _counter(name: str, meaning: str, value: float) -> CounterMetricFamily:

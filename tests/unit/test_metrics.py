@@ -117,6 +117,7 @@ async def test_what_the_engine_counts_itself_is_read_at_scrape_time() -> None:
     assert compactor.preparations is not None
     stats = compactor.preparations.stats
     stats.started, stats.tally, stats.dropped = 4, Tally(made=3, applied=1), 1
+    stats.sessions_unused.update({1: 2, 2: 1})  # one conversation went on to a second unused
     compactor.breaker.opened = 2
     samples = scrape_registry(registry)
     assert value(samples, "compact_hook_store_errors_total") == 1
@@ -124,5 +125,8 @@ async def test_what_the_engine_counts_itself_is_read_at_scrape_time() -> None:
     assert value(samples, "compact_hook_prepared_total", outcome="started") == 4
     assert value(samples, "compact_hook_prepared_total", outcome="applied") == 1
     assert value(samples, "compact_hook_prepared_unused") == 2
+    per_session = "compact_hook_prepared_session_unused_bucket"
+    assert value(samples, per_session, le="1") == 2 and value(samples, per_session, le="2") == 3
+    assert value(samples, "compact_hook_prepared_session_unused_count") == 3
     assert value(samples, "compact_hook_breaker_transitions_total", state="open") == 2
     assert value(samples, "compact_hook_breakers_open") == 2

@@ -356,6 +356,7 @@ async def test_with_clearing_on_and_no_prices_every_summary_paid_for_is_applied_
     count = await replay_client_loop("gemini-0.61.0", loop_config(window), summarizer)
     assert count.calls <= count.applied + 1
     assert max(count.reported_unused, default=0) <= 1  # the report says so, per conversation, as it goes
+    assert count.most_unused <= 1  # and the metrics (compact_hook_prepared_session_unused)
 
 
 class SlowSummarizer(FakeSummarizer):
@@ -380,7 +381,7 @@ async def test_a_summary_slower_than_the_turns_is_still_applied_not_outgrown_by_
     summaries taking three turns)."""
     count = await replay_client_loop(client, loop_config(window), SlowSummarizer(0.03), pause=0.01)
     assert count.applied >= 3  # the loop compacts several times
-    assert count.calls <= count.applied + 1
+    assert count.calls <= count.applied + 1 and count.most_unused <= 1
 
 
 async def test_a_prepared_compaction_that_suffices_at_the_trigger_is_not_prepared_again() -> None:
