@@ -37,7 +37,7 @@ from tests.compaction import (
     replay_client_loop,
     replica,
 )
-from tests.fakes import FakeSummarizer, InMemoryArchive, LockingMemoryStore
+from tests.fakes import FakeSummarizer, InMemoryArchive, LockingMemoryStore, SlowSummarizer
 from tests.support import (
     is_prefix,
     is_summary,
@@ -359,18 +359,6 @@ async def test_with_clearing_on_and_no_prices_every_summary_paid_for_is_applied_
     assert count.most_unused <= 1  # and the metrics (compact_hook_prepared_session_unused)
 
 
-class SlowSummarizer(FakeSummarizer):
-    """Every summary takes ``seconds``: longer than the agent's turns, as on a loaded proxy."""
-
-    def __init__(self, seconds: float) -> None:
-        super().__init__(*(f"summary number {n}" for n in range(100)))
-        self.seconds = seconds
-
-    async def __call__(self, messages: list[Any]) -> str:
-        await asyncio.sleep(self.seconds)
-        return await super().__call__(messages)
-
-
 @pytest.mark.parametrize(("client", "window"), [("gemini-0.61.0", 16_000), ("codex-0.169.0", 15_000)])
 async def test_a_summary_slower_than_the_turns_is_still_applied_not_outgrown_by_a_clearing_batch(
     client: str, window: int
@@ -379,7 +367,8 @@ async def test_a_summary_slower_than_the_turns_is_still_applied_not_outgrown_by_
     meanwhile, the conversation outgrew the summary by the trigger, and the next was made from it
     and only the merge reached the provider (Gemini CLI 6 calls for 3 applied, Codex 9 for 5,
     summaries taking three turns)."""
-    count = await replay_client_loop(client, loop_config(window), SlowSummarizer(0.03), pause=0.01)
+    summarizer = SlowSummarizer(0.03, *(f"summary number {n}" for n in range(100)))
+    count = await replay_client_loop(client, loop_config(window), summarizer, pause=0.01)
     assert count.applied >= 3  # the loop compacts several times
     assert count.calls <= count.applied + 1 and count.most_unused <= 1
 
