@@ -160,8 +160,9 @@ class Compactor:
 
     async def _clear(self, costs: Costs, state: Entry) -> Entry:
         """Tier 2: the clearing boundary advanced by a batch when the request is past the clear
-        ratio; past ``prepare_ratio``, by whatever gets it back under, before any summary is
-        prepared. Not while a prepared compaction waits for the trigger: it takes the old results
+        ratio; past ``prepare_ratio``, when a summary would otherwise be made or prepared on this
+        turn, by whatever gets it back under. Not while a compaction is prepared or being prepared
+        for the trigger: it takes the old results
         out there, and clearing them first would only leave it short when applied (a second
         summary then). The new state is stored when the decision is carried out."""
         run = costs.run
@@ -172,11 +173,22 @@ class Compactor:
         if tokens >= run.window.prepare and await self.ahead.waiting(run, state):
             return state
         advanced = advance_clearing(run, state)
-        if advanced is None and tokens >= run.window.prepare:
+        if advanced is None and tokens >= run.window.prepare and await self._summary_due(costs, state, now):
             advanced = await before_a_summary(run, state)
         if advanced is None or await costs.clearing_waits(now, advanced):
             return state
         return advanced
+
+    async def _summary_due(self, costs: Costs, state: Entry, now: View) -> bool:
+        """Without clearing, this turn would make a summary or start preparing one: it reaches the
+        trigger, or a preparation is due (``Costs.prepares``: always, unpriced; priced, only near
+        the trigger and when no cheaper clearing batch comes first). Only then does clearing
+        everything it may, at once, go first; otherwise the usual batches keep their size."""
+        run = costs.run
+        tokens = await run.tokens(now)
+        if tokens >= run.window.compact:
+            return True
+        return self.ahead.on(run) and await costs.prepares(state, now, tokens)
 
     async def carry_out(self, run: Run, decision: Decision) -> CompactResult:
         """Do what the decision says: archive what the state still owes and store a new state,
