@@ -17,6 +17,7 @@ from compact_hook.config import CompactConfig
 from compact_hook.core.chain import Owner, scope_of
 from compact_hook.core.counting import item_strings, request_total
 from compact_hook.core.limits import Limits
+from compact_hook.core.pricing import Prices
 from compact_hook.engine import Compactor, CompactRequest, CompactResult
 from compact_hook.engine.background import Background
 from compact_hook.engine.flight import Leases
@@ -25,7 +26,7 @@ from compact_hook.engine.prepare import PrepareSetup
 from compact_hook.formats import ANTHROPIC, CHAT, GOOGLE, RESPONSES, Conversation
 from compact_hook.state.archive import Archive
 from compact_hook.state.store import MemoryStore
-from tests.conversations import wire_of
+from tests.conversations import Said, body, wire_of
 from tests.fakes import FakeSummarizer, InMemoryArchive, WordCounter
 from tests.support import (
     anthropic_replay_points,
@@ -82,6 +83,25 @@ async def run(
         counter=WordCounter(),
     )
     return await (compactor or Compactor(None)).compact(request)
+
+
+def priced_request(
+    wire: str, steps: list[Any], settings_: Any, price: Prices | None
+) -> tuple[Any, CompactRequest]:
+    """The conversation ``steps`` (and a user's next question) as a priced engine request."""
+    parsed = wire_of(wire).parse(body(wire, [*steps, Said("next?")]))
+    assert isinstance(parsed, Conversation)
+    request = CompactRequest(
+        parsed,
+        settings_,
+        FakeSummarizer(),
+        "session",
+        scope=b"scope",
+        archive=InMemoryArchive(),
+        counter=WordCounter(),
+        prices=price,
+    )
+    return parsed, request
 
 
 STORE_CONFIG = CompactConfig(

@@ -7,10 +7,13 @@ tokens decide by themselves, prices only refine them (``test_economics.py``).
 from __future__ import annotations
 
 import dataclasses
+from typing import Any
 
 import pytest
 
+from compact_hook.core.economics import Heard
 from compact_hook.core.outcomes import Mode, Reason
+from compact_hook.core.pricing import Prices
 from compact_hook.engine import Compactor
 from compact_hook.engine.decision import Decision, Step
 from compact_hook.engine.run import Run
@@ -22,10 +25,15 @@ from tests.compaction import (
     STORE_CONFIG,
     TRANSCRIPT,
     chat_request,
+    config,
     idle,
+    priced_request,
     replica,
 )
+from tests.conversations import Call, Said, Tools, w
 from tests.fakes import FakeSummarizer
+
+SONNET = Prices.per_million(3.0, 3.75, 0.30, 15.0)
 
 
 async def decided(compactor: Compactor, messages: list[object], **request: object) -> Decision:
@@ -101,3 +109,28 @@ async def test_deciding_writes_nothing_the_clearing_batch_is_stored_when_carried
     assert result.cleared > 0
     stored = await compactor.states.recall(run)
     assert stored.cache.value == "hit" and stored.state.cleared_before == decision.state.cleared_before
+
+
+async def test_past_prepare_ratio_clearing_all_at_once_goes_first_only_where_a_summary_is_due() -> None:
+    """Prices only refine the token rule. Unpriced, a conversation past ``prepare_ratio`` would
+    start preparing a summary, so clearing everything it may, at once, goes first. Priced, with the
+    provider's cache warm and the trigger many turns away, no summary is due yet: the usual batch
+    keeps its size (clearing early, one big result stayed uncleared for the rest of a session: the
+    priced replay's ponyc-4593 cost 15% more)."""
+    settings = config(cost_aware=True, clear_tool_results=True, keep_tool_results=1, clear_at_least=10_000)
+    steps: list[Any] = [Said(w(30, "task"))]
+    steps += [Tools((Call(f"t{i}", w(60, f"o{i}")),)) for i in range(11)]
+    steps.append(Said(w(30, "more")))
+    decisions = {}
+    for priced in (False, True):
+        node = replica()
+        _, request = priced_request("chat", steps, settings, SONNET if priced else None)
+        run = await Run.measure(request, node.compactor.memory)
+        assert run.window.prepare <= run.total < run.window.compact
+        if priced:  # warm, and growing by 5 tokens a request: the trigger is dozens of turns off
+            await node.compactor.ledger.heard(run.root, Heard(700, 50, 5, run.total - 5), 300)
+            await node.compactor.ledger.heard(run.root, Heard(700, 50, 5, run.total), 300)
+        decisions[priced] = await node.compactor.decide(run)
+    unpriced, priced = decisions[False], decisions[True]
+    assert unpriced.prefix_changed and unpriced.state.cleared_before > 0  # cleared instead of preparing
+    assert not priced.prefix_changed and priced.step is Step.FORWARD  # nothing due: no batch yet

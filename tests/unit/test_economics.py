@@ -26,6 +26,7 @@ from compact_hook.core.economics import (
 )
 from compact_hook.core.outcomes import Reason
 from compact_hook.core.pricing import Prices, Usage
+from tests.compaction import priced_request
 
 SONNET = Prices.per_million(3.0, 3.75, 0.30, 15.0)
 GPT = Prices.per_million(1.25, 1.25, 0.125, 10.0)
@@ -215,28 +216,6 @@ async def _turns_keep_the_limits(
         if result.conversation:  # what the provider would report for it: the state under test
             await _report(compactor.ledger, result.conversation, warmth)
     assert len(checked) == len(turns)
-
-
-def priced_request(wire: str, steps: list[Any], settings_: Any, price: Prices) -> tuple[Any, Any]:
-    """The conversation ``steps`` (and a user's next question) as a priced engine request."""
-    from compact_hook.engine import CompactRequest
-    from compact_hook.formats import Conversation
-    from tests.conversations import Said, body, wire_of
-    from tests.fakes import FakeSummarizer, InMemoryArchive, WordCounter
-
-    parsed = wire_of(wire).parse(body(wire, [*steps, Said("next?")]))
-    assert isinstance(parsed, Conversation)
-    request = CompactRequest(
-        parsed,
-        settings_,
-        FakeSummarizer(),
-        "session",
-        scope=b"scope",
-        archive=InMemoryArchive(),
-        counter=WordCounter(),
-        prices=price,
-    )
-    return parsed, request
 
 
 PAST_TRIGGER = {Reason.OVER_TRIGGER, Reason.NOTHING_TO_SUMMARIZE, Reason.CANNOT_FIT, Reason.FITTED}
