@@ -92,7 +92,8 @@ class Compactor:
 
     async def decide(self, run: Run) -> Decision:
         """The one place a request's step is chosen (see ``engine.decision``). It reads (the stored
-        state, the economy, a prepared compaction) and writes nothing."""
+        state, the economy, a prepared compaction) and stores nothing; at the trigger it awaits a
+        preparation in flight, or takes back one still waiting for a slot (``Preparations.ready``)."""
         skipped = skip_reason(run)
         if skipped is not None:
             return Decision(Step.UNTOUCHED, skipped)
