@@ -153,23 +153,35 @@ def main() -> None:
     )
     parser.add_argument("--turns", type=int, default=120, help="tool turns of the scripted agent")
     parser.add_argument("--out", type=Path, default=RESULTS / "cost_clients.md")
+    parser.add_argument(
+        "--window",
+        action="append",
+        default=[],
+        metavar="CLIENT=TOKENS",
+        help="a CLI's context window (e.g. 'Claude Code=48000'); default: its own in the suite",
+    )
     args = parser.parse_args()
-    runs = []
+    windows = {name: int(tokens) for name, _, tokens in (w.partition("=") for w in args.window)}
+    runs, used = [], {}
     with tempfile.TemporaryDirectory(prefix="cost-clients-") as scratch:
         for client in (c for c in CLIENTS if c.name in PRICED_AS):
             if not client.executable.exists():
                 sys.exit(f"{client.executable} is not installed: run `make clients-install`")
             scripted = dataclasses.replace(
-                client, upstream_model=client.upstream_model.replace("script30", f"script{args.turns}")
+                client,
+                upstream_model=client.upstream_model.replace("script30", f"script{args.turns}"),
+                window=windows.get(client.name, client.window),
             )
+            used[client.name] = scripted.window
             for setup in SETUPS:
                 runs.append(measure_one(scripted, setup, Path(scratch)))
                 print(f"{client.name} / {setup}: {runs[-1].cost:.4f} USD", file=sys.stderr)
     version = importlib.metadata.version("litellm")
+    command = " ".join([".venv/bin/python bench/bench_cost_clients.py", *sys.argv[1:]])
+    sizes = ", ".join(f"{name} {tokens:,}" for name, tokens in used.items())
     text = (
-        f"# Priced replay: the real agent CLIs\n\n`.venv/bin/python bench/bench_cost_clients.py --turns "
-        f"{args.turns}` — {datetime.date.today().isoformat()}, litellm {version}; "
-        f"windows: Claude Code {CLIENTS[0].window:,}, Codex CLI {CLIENTS[1].window:,} tokens; prices as in "
+        f"# Priced replay: the real agent CLIs\n\n`{command}` — {datetime.date.today().isoformat()}, "
+        f"litellm {version}; windows: {sizes} tokens; prices as in "
         f"cost.md (Claude Code as claude-sonnet-4-5, Codex as gpt-5).\n\n{table(runs)}\n"
     )
     args.out.parent.mkdir(parents=True, exist_ok=True)

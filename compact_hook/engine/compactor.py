@@ -160,36 +160,28 @@ class Compactor:
         return recalled if recalled.cache is CacheStatus.HIT else None
 
     async def _clear(self, costs: Costs, state: Entry) -> Entry:
-        """Tier 2: the clearing boundary advanced by a batch when the request is past the clear
-        ratio; past ``prepare_ratio``, when a summary would otherwise be made or prepared on this
-        turn, by whatever gets it back under. Not while a compaction is prepared or being prepared
-        for the trigger: it takes the old results
-        out there, and clearing them first would only leave it short when applied (a second
-        summary then). The new state is stored when the decision is carried out."""
-        run = costs.run
+        """Tier 2: the clearing boundary advanced by a batch past the clear ratio. Under the
+        trigger, where a summary would otherwise be prepared on this turn (``Costs.prepares``),
+        everything it may clear goes at once when that gets back under ``prepare_ratio`` (no summary
+        made for a batch to leave unused); at the trigger the compaction happens (cleared instead,
+        the conversation lands higher and the prefix changes every few turns: the real CLIs' loops
+        4.6-25% dearer). Not while a compaction is prepared or being prepared for the trigger:
+        clearing its old results first would leave it short there (a second summary). The new
+        state is stored when the decision is carried out."""
+        run, limits = costs.run, costs.run.window
         now = run.tiers.view(state)
         tokens = await run.tokens(now)
-        if not run.config.clear_tool_results or tokens < run.window.clear:
+        if not run.config.clear_tool_results or tokens < limits.clear:
             return state
-        if tokens >= run.window.prepare and await self.ahead.waiting(run, state):
+        if tokens >= limits.prepare and await self.ahead.waiting(run, state):
             return state
         advanced = advance_clearing(run, state)
-        if advanced is None and tokens >= run.window.prepare and await self._summary_due(costs, state, now):
+        preparing = limits.prepare <= tokens < limits.compact and self.ahead.on(run)
+        if advanced is None and preparing and await costs.prepares(state, now, tokens):
             advanced = await before_a_summary(run, state)
         if advanced is None or await costs.clearing_waits(now, advanced):
             return state
         return advanced
-
-    async def _summary_due(self, costs: Costs, state: Entry, now: View) -> bool:
-        """Without clearing, this turn would make a summary or start preparing one: it reaches the
-        trigger, or a preparation is due (``Costs.prepares``: always, unpriced; priced, only near
-        the trigger and when no cheaper clearing batch comes first). Only then does clearing
-        everything it may, at once, go first; otherwise the usual batches keep their size."""
-        run = costs.run
-        tokens = await run.tokens(now)
-        if tokens >= run.window.compact:
-            return True
-        return self.ahead.on(run) and await costs.prepares(state, now, tokens)
 
     async def carry_out(self, run: Run, decision: Decision) -> CompactResult:
         """Do what the decision says: archive what the state still owes and store a new state,
