@@ -59,7 +59,6 @@ class Run:
     limits: Limits | None
     tiers: Tiers
     memory: ProcessMemory
-    sizes: Sizes = field(repr=False)
 
     @classmethod
     async def measure(cls, request: CompactRequest, memory: ProcessMemory) -> Run:
@@ -77,8 +76,7 @@ class Run:
         counted = Counted(prints, counts, counter)
         tiers = Tiers(conversation, counted, config, Tier1(memory.truncations, output_limit))
         total = request_total(context_tokens, counts)
-        sizes = Sizes(counter, context_tokens)
-        return cls(request, counter, prints, counts, context_tokens, total, limits, tiers, memory, sizes)
+        return cls(request, counter, prints, counts, context_tokens, total, limits, tiers, memory)
 
     @property
     def config(self) -> CompactConfig:
@@ -93,6 +91,12 @@ class Run:
     def window(self) -> Limits:
         assert self.limits is not None
         return self.limits
+
+    @cached_property
+    def sizes(self) -> Sizes:
+        """The one sizer of this request's views (made when a view other than the client's own
+        is first sized: most requests never need one)."""
+        return Sizes(self.counter, self.context_tokens)
 
     @cached_property
     def chain(self) -> list[bytes]:

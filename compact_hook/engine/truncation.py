@@ -8,9 +8,8 @@ from __future__ import annotations
 
 import asyncio
 from collections import OrderedDict
-from dataclasses import dataclass
 from functools import cached_property
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 from compact_hook.core.fingerprint import Fingerprint
 from compact_hook.core.items import Item
@@ -23,8 +22,7 @@ TRUNCATION_CACHE_SIZE = 20_000
 TRUNCATION_CACHE_BYTES = 64 * 1024 * 1024
 
 
-@dataclass(frozen=True, slots=True)
-class Tier1:
+class Tier1(NamedTuple):
     """Tier 1's setup for one request: the process's cache of cut outputs, and how many tokens an
     output may keep (None: ``tool_output_max_tokens``; less in a small window, see
     ``Limits.output_limit``)."""

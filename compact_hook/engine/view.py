@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
+from typing import NamedTuple
 
 from compact_hook.config import CompactConfig
 from compact_hook.core.chain import Entry, is_stale
@@ -101,9 +102,9 @@ def _thinking_parts(item: Item) -> int:
     return sum(part.kind is PartKind.THINKING for part in item.parts)
 
 
-@dataclass(frozen=True, slots=True)
-class Counted:
-    """The client's entries as measured: their fingerprints and token counts, and the counter."""
+class Counted(NamedTuple):
+    """The client's entries as measured: their fingerprints and token counts, and the counter
+    (a tuple: made on every request, on the path every request takes)."""
 
     prints: Sequence[Fingerprint]
     counts: Sequence[int]
