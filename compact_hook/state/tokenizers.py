@@ -10,6 +10,7 @@ when the batch is large). What an entry's strings are is the format's business
 from __future__ import annotations
 
 import asyncio
+import ctypes
 import threading
 from collections import OrderedDict
 from collections.abc import Sequence
@@ -55,7 +56,17 @@ def load_tokenizer(spec: str) -> Tokenizer:
     with _tokenizers_lock:
         if spec not in _tokenizers:
             _tokenizers[spec] = _read_tokenizer(spec)
+            give_back_freed_memory()
         return _tokenizers[spec]
+
+
+def give_back_freed_memory() -> None:
+    """Return the heap freed by parsing a tokenizer's JSON to the system (glibc keeps it: 123 of
+    o200k's 198 MB). Elsewhere a no-op."""
+    try:
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+    except (OSError, AttributeError):
+        pass
 
 
 def _read_tokenizer(spec: str) -> Tokenizer:
@@ -119,7 +130,7 @@ class HFTokenCounter:
         missing = self._missing(prints)
         texts, owners, counts = _collect(strings, missing)
         if sum(map(len, texts)) > OFFLOAD_CHARS:
-            lengths = await asyncio.to_thread(self._encode_lengths, texts)
+            lengths = await asyncio.to_thread(self._encode_trimmed, texts)
         else:
             lengths = self._encode_lengths(texts)
         return self._merge(prints, strings, missing, _add_lengths(counts, owners, lengths))
@@ -166,6 +177,11 @@ class HFTokenCounter:
                     known[key] = value
                     cache.move_to_end(key)
         return gone
+
+    def _encode_trimmed(self, texts: list[str]) -> list[int]:
+        lengths = self._encode_lengths(texts)
+        give_back_freed_memory()
+        return lengths
 
     def _encode_lengths(self, texts: list[str]) -> list[int]:
         if not texts:
