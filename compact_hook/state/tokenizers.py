@@ -73,7 +73,8 @@ def _read_tokenizer(spec: str) -> Tokenizer:
     try:
         if spec in BUILTIN_TOKENIZERS:
             data = resources.files("compact_hook").joinpath("tokenizer_data", f"{spec}.json")
-            return Tokenizer.from_str(data.read_text(encoding="utf-8"))
+            with resources.as_file(data) as path:  # read by the library: no copy of the JSON in Python
+                return Tokenizer.from_file(str(path))
         path = Path(spec).expanduser()
         if not path.is_file():
             raise TokenizerError(
@@ -184,6 +185,15 @@ class HFTokenCounter:
         return lengths
 
     def _encode_lengths(self, texts: list[str]) -> list[int]:
+        """Tokens of each text; a text repeated in the batch (a tool's instructions, a file read
+        twice: a tenth of a long agent history's characters) is tokenized once."""
+        unique = list(dict.fromkeys(texts))
+        if len(unique) == len(texts):
+            return self._encode_each(texts)
+        lengths = dict(zip(unique, self._encode_each(unique), strict=True))
+        return [lengths[text] for text in texts]
+
+    def _encode_each(self, texts: list[str]) -> list[int]:
         if not texts:
             return []
         try:

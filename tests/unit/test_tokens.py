@@ -252,3 +252,25 @@ async def test_the_event_loop_keeps_running_while_a_long_history_is_counted() ->
 def test_shipped_tokenizers_load() -> None:
     for spec in ("o200k_base", "cl100k_base", "claude"):
         assert isinstance(load_tokenizer(spec), Tokenizer)
+
+
+class EachSpy(HFTokenCounter):
+    """Records the strings each tokenizer call was given."""
+
+    def __init__(self) -> None:
+        super().__init__("o200k_base")
+        self.given: list[list[str]] = []
+
+    def _encode_each(self, texts: list[str]) -> list[int]:
+        self.given.append(list(texts))
+        return super()._encode_each(texts)
+
+
+def test_a_string_repeated_in_a_batch_is_tokenized_once_and_counted_each_time() -> None:
+    history = load_transcript("claude_code_fa812bfe_pre_compact.json")
+    repeated = [*history, *history[1:20]]  # the same strings again, as a long history repeats them
+    counter = EachSpy()
+    strings = [s for m in repeated for s in item_strings(CHAT.item(m))[0]]
+    assert counter._encode_lengths(strings) == [counter.count_text(s) for s in strings]
+    [tokenized] = counter.given[:1]
+    assert len(tokenized) == len(set(strings)) < len(strings)
