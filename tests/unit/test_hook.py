@@ -486,3 +486,18 @@ async def test_an_archive_that_cannot_be_written_is_a_header_and_a_log_line_with
     assert headers is not None and headers["x-compact-compacted"] == "true"
     assert headers["x-compact-archive"] == "failed"
     assert "archive write failed for session 'session-xyz'" in caplog.text
+
+
+def test_start_up_loads_the_tokenizers_of_the_compacting_models_and_no_other() -> None:
+    """What start-up preloads (so no request waits for a load): each compacting model's tokenizer,
+    by its setting or its family; a model that does not compact loads nothing (o200k alone costs a
+    worker ~56 MB)."""
+    models = [
+        deployment("mini", {}),
+        deployment("legacy", {}, model="openai/gpt-4-0613"),
+        deployment("claude", {}, model="anthropic/claude-sonnet-4-5"),
+        deployment("custom", {"tokenizer": "cl100k_base"}, model="openai/my-model"),
+        deployment("plain", None, model="openai/gpt-3.5-turbo"),
+    ]
+    assert validate_model_list(models, CompactConfig()) == {"o200k_base", "cl100k_base", "claude"}
+    assert validate_model_list(models[:1] + models[-1:], CompactConfig()) == {"o200k_base"}
