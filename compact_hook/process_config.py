@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from compact_hook.setting import Unset, check_declared, setting
-from compact_hook.settings_checks import check_choice, environ_values
+from compact_hook.settings_checks import check_choice, check_redis_url, environ_values
 
 StoreBackend = Literal["auto", "memory", "redis", "off"]
 DEFAULT_STORE_MAX_BYTES = 64 * 1024 * 1024
@@ -35,9 +35,13 @@ class ProcessConfig:
     redis_url: str | None = setting(
         None,
         (
-            "our own Redis, e.g. `redis://redis:6379/0`. **Wins over LiteLLM's Redis**; unset, the Redis "
-            "LiteLLM itself is configured with (`REDIS_HOST`/`REDIS_PORT`, `litellm_settings.cache_params` "
-            "of type redis, `general_settings.coordination_redis`) is used"
+            "our own Redis: one server (`redis://redis:6379/0`), a cluster given one or more of its nodes "
+            "(`redis+cluster://node1:7000,node2:7000`) or a master behind sentinels "
+            "(`redis+sentinel://sentinel1:26379,sentinel2:26379/service-name`); `rediss` for TLS. **Wins "
+            "over LiteLLM's Redis**; unset, the Redis LiteLLM itself is configured with (`REDIS_HOST`/"
+            "`REDIS_PORT`, `litellm_settings.cache_params` of type redis — with `redis_startup_nodes` for "
+            "a cluster, `sentinel_nodes` and `service_name` for Sentinel — "
+            "`general_settings.coordination_redis`) is used"
         ),
         non_empty=True,
         unset=Unset("unset"),
@@ -109,6 +113,7 @@ class ProcessConfig:
     def __post_init__(self) -> None:
         check_declared(self)
         check_choice("log_level", self.log_level.upper(), LOG_LEVELS)
+        check_redis_url("redis_url", self.redis_url)
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> ProcessConfig:

@@ -135,14 +135,16 @@ class FailingArchive(InMemoryArchive):
 
 
 class BrokenStore:
-    """A shared store whose every call fails, like a Redis that went away."""
+    """A shared store whose every call fails: like a Redis that went away (by default), or with
+    ``error``, one whose commands are refused."""
 
-    def __init__(self) -> None:
+    def __init__(self, error: BaseException | None = None) -> None:
         self.calls = 0
+        self.error = error or ConnectionError("redis is gone")
 
     async def _fail(self) -> None:
         self.calls += 1
-        raise ConnectionError("redis is gone")
+        raise self.error
 
     async def find(self, root: bytes, chain: Sequence[bytes]) -> None:
         await self._fail()

@@ -169,6 +169,14 @@ class EngineCollector(Collector):
             yield _counter("store_errors", "Failed Redis store calls", store.errors)
             fallbacks = "Store calls answered by the in-process store (Redis failed or resting)"
             yield _counter("store_fallbacks", fallbacks, store.fallbacks)
+            outages = "Times Redis was found unreachable and set aside for a few seconds"
+            yield _counter("store_outages", outages, store.outages)
+            topology = getattr(store.shared, "topology", "single")
+            info = GaugeMetricFamily(
+                f"{PREFIX}_store_redis", "The Redis this replica shares state through", labels=["topology"]
+            )
+            info.add_metric([str(topology)], 1)
+            yield info
 
 
 def _prepared(compactor: Compactor) -> Iterator[Metric]:

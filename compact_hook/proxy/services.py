@@ -19,7 +19,7 @@ from compact_hook.proxy.metrics import Metrics
 from compact_hook.proxy.models import ModelSettings
 from compact_hook.proxy.shutdown import on_shutdown, shutting_down
 from compact_hook.state.archive import ArchiveFolders
-from compact_hook.state.stores import build_prepared_store, build_store
+from compact_hook.state.stores import build_stores
 
 
 class Services:
@@ -41,11 +41,11 @@ class Services:
     def compactor(self) -> Compactor:
         if self._compactor is None:
             process = self.process
-            litellm_redis = server.proxy_global("redis_usage_cache")
-            prepared = build_prepared_store(process, litellm_redis)
+            stores = build_stores(process, server.proxy_global("redis_usage_cache"))
+            prepared = stores.prepared
             background = Background(process.prepare_concurrency, process.prepare_queue)
             self._compactor = Compactor(
-                build_store(process, litellm_redis),
+                stores.main,
                 Leases(process.lock_ttl_seconds, process.lock_wait_seconds, process.failure_ttl_seconds),
                 prepare=PrepareSetup(prepared, background, shutting_down) if prepared is not None else None,
                 memory=ProcessMemory(folders=ArchiveFolders(process.archive_max_age_days)),

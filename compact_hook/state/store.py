@@ -27,6 +27,7 @@ INDEX_LIMIT = 32
 KEY_PREFIX = "compact_hook:v1"
 DOWN_SECONDS = 5.0
 MAX_NOTE_CHARS = 256
+MOVED_HINT = " (MOVED: this Redis is a cluster; name it redis+cluster://host:port in COMPACT_REDIS_URL)"
 
 
 class CompactionStore(Protocol):
@@ -152,20 +153,29 @@ class RedisStore:
     """Entries as JSON strings with a TTL; the index as a capped list; locks as ``SET NX PX``.
 
     ``namespace`` separates stores sharing one Redis (prepared compactions live apart from
-    applied ones under the same keys).
+    applied ones under the same keys). Every command names one key (reads of several are
+    pipelined, never one multi-key command), so the same store works on one server, a Sentinel-
+    managed master and a Redis Cluster, where a conversation's keys live in different slots.
     """
 
-    def __init__(self, client: Any, ttl: int, namespace: str = "") -> None:
+    def __init__(self, client: Any, ttl: int, namespace: str = "", topology: str = "single") -> None:
         self.client = client
         self.ttl = ttl
         self.prefix = f"{KEY_PREFIX}:{namespace}" if namespace else KEY_PREFIX
+        self.topology = topology
+        """One server, a cluster or a Sentinel-managed master (``state.redis_clients.Topology``)."""
 
     async def find(self, root: bytes, chain: Sequence[bytes]) -> tuple[bytes, Entry] | None:
         raw_pairs = await self.client.lrange(self._index_key(root), 0, INDEX_LIMIT - 1)
         matches = best_match([_parse_pair(raw) for raw in raw_pairs], chain)
         if not matches:
             return None
-        values = await self.client.mget([self._entry_key(key) for _, key in matches])
+        pipe = self.client.pipeline(
+            transaction=False
+        )  # per-key reads: a cluster serves each from its own slot
+        for _, key in matches:
+            pipe.get(self._entry_key(key))
+        values = await pipe.execute()
         for (_, key), value in zip(matches, values, strict=True):
             if value is not None:
                 return key, Entry.from_json(value)
@@ -225,9 +235,12 @@ def _parse_pair(raw: bytes | str) -> tuple[int, bytes]:
 class TieredStore:
     """Redis first (shared truth across replicas), the in-process store always written too.
 
-    Any Redis error or timeout is logged and answered from memory; after an error Redis is
-    left alone for ``DOWN_SECONDS`` so a dead server does not add a timeout to every request.
-    ``errors`` counts failed Redis calls, ``fallbacks`` calls answered by memory alone (metrics).
+    Any Redis error or timeout is logged and answered from memory. Only a sign that Redis is
+    unreachable (a connection refused or lost, a timeout, a cluster without a node for a slot, no
+    master behind the sentinels) sets it aside for ``DOWN_SECONDS``, so a dead server does not add
+    a timeout to every request; any other failed command costs that call alone. ``errors`` counts
+    failed Redis calls, ``outages`` the times Redis was set aside, ``fallbacks`` calls answered by
+    memory alone (metrics).
     """
 
     def __init__(
@@ -243,6 +256,7 @@ class TieredStore:
         self.clock = clock
         self._down_until = 0.0
         self.errors = 0
+        self.outages = 0
         self.fallbacks = 0
 
     @property
@@ -295,10 +309,39 @@ class TieredStore:
         except Exception as exc:  # Redis down, slow, or answering garbage: never the caller's problem
             self.errors += 1
             self.fallbacks += 1
+            if not is_outage(exc):
+                logger.warning(
+                    "compact_hook: Redis store call failed (%s: %s); answered from the in-process store%s",
+                    type(exc).__name__,
+                    exc,
+                    MOVED_HINT if "MOVED" in str(exc) else "",
+                )
+                return False, None
+            self.outages += 1
             self._down_until = self.clock() + DOWN_SECONDS
             logger.warning(
-                "compact_hook: Redis store unavailable (%r); using the in-process store for %.0f s",
+                "compact_hook: Redis store unavailable (%s: %s); using the in-process store for %.0f s",
+                type(exc).__name__,
                 exc,
                 DOWN_SECONDS,
             )
             return False, None
+
+
+def is_outage(error: BaseException) -> bool:
+    """Whether an error says Redis (or the part of a cluster a key lives on) cannot be reached
+    now, rather than that one command failed: a connection refused or lost, a timeout, a cluster
+    with no node for a slot, no master behind the sentinels."""
+    from redis import exceptions
+
+    unreachable = (
+        asyncio.TimeoutError,
+        TimeoutError,
+        OSError,
+        exceptions.ConnectionError,
+        exceptions.TimeoutError,
+        exceptions.ClusterDownError,
+        exceptions.SlotNotCoveredError,
+        exceptions.MaxConnectionsError,
+    )
+    return isinstance(error, unreachable)

@@ -1,15 +1,20 @@
-"""Which store a process uses, from its settings: in-process, Redis (ours or LiteLLM's), or none.
+"""Which stores a process uses, from its settings: in-process, Redis (ours or LiteLLM's), or none.
 
 One main store (conversation states, notes, locks) and one for compactions prepared ahead of their
-trigger, on the same backend under their own keys.
+trigger, on the same backend under their own keys, through one Redis client. The choice is logged
+once, with the Redis topology (one server, a cluster, a Sentinel-managed master) and where it was
+configured, so an operator can see what each replica shares through.
 """
 
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass
 from typing import Any
 
 from compact_hook.process_config import ProcessConfig
+from compact_hook.state import redis_clients
+from compact_hook.state.redis_clients import SharedRedis
 from compact_hook.state.store import CompactionStore, MemoryStore, RedisStore, TieredStore
 
 logger = logging.getLogger(__name__)
@@ -19,46 +24,56 @@ PREPARED_SHARE = 4
 """The prepared store holds at most a quarter of the entries and bytes the main store may."""
 
 
-def build_store(config: ProcessConfig, litellm_redis: Any = None) -> CompactionStore | None:
-    """The store the settings ask for; ``litellm_redis`` is LiteLLM's own ``RedisCache``, if any.
+@dataclass(frozen=True, slots=True)
+class Stores:
+    """The main store and the prepared one (None: remember nothing)."""
+
+    main: CompactionStore | None
+    prepared: CompactionStore | None
+    description: str
+
+
+def build_stores(config: ProcessConfig, litellm_redis: Any = None) -> Stores:
+    """The stores the settings ask for; ``litellm_redis`` is LiteLLM's own ``RedisCache``, if any.
 
     Our ``redis_url`` wins over LiteLLM's Redis; with neither, ``auto`` means in-process.
     """
-    local = MemoryStore(config.store_max_entries, config.store_ttl_seconds, max_bytes=config.store_max_bytes)
-    return _build(config, litellm_redis, local, "")
-
-
-def build_prepared_store(config: ProcessConfig, litellm_redis: Any = None) -> CompactionStore | None:
-    """Where compactions prepared ahead of their trigger wait: the same backend, its own keys."""
-    local = MemoryStore(
+    main = MemoryStore(config.store_max_entries, config.store_ttl_seconds, max_bytes=config.store_max_bytes)
+    prepared = MemoryStore(
         max(1, config.store_max_entries // PREPARED_SHARE),
         config.store_ttl_seconds,
         max_bytes=max(1024, config.store_max_bytes // PREPARED_SHARE),
     )
-    return _build(config, litellm_redis, local, PREPARED_NAMESPACE)
-
-
-def _build(
-    config: ProcessConfig, litellm_redis: Any, local: MemoryStore, namespace: str
-) -> CompactionStore | None:
     if config.store == "off":
-        return None
-    if config.store == "memory":
-        return local
-    client = _redis_client(config, litellm_redis)
-    if client is None:
-        if config.store == "redis" and not namespace:
+        return _said(Stores(None, None, "none (store: off): every turn over the threshold pays a summary"))
+    shared = _shared_redis(config, litellm_redis) if config.store != "memory" else None
+    if shared is None:
+        if config.store == "redis":
             logger.warning("compact_hook: store 'redis' but no Redis configured; using the in-process store")
-        return local
-    shared = RedisStore(client, config.store_ttl_seconds, namespace)
-    return TieredStore(shared, local, config.redis_timeout_seconds)
+        return _said(Stores(main, prepared, "in-process (this replica alone)"))
+    description = (
+        f"Redis, {shared.topology.value} ({shared.where}), from {shared.source}; "
+        "the in-process store while Redis is unreachable"
+    )
+    ttl, timeout, topology = config.store_ttl_seconds, config.redis_timeout_seconds, shared.topology.value
+    main_store = TieredStore(RedisStore(shared.client, ttl, "", topology), main, timeout)
+    shared_prepared = RedisStore(shared.client, ttl, PREPARED_NAMESPACE, topology)
+    return _said(Stores(main_store, TieredStore(shared_prepared, prepared, timeout), description))
 
 
-def _redis_client(config: ProcessConfig, litellm_redis: Any) -> Any:
+def build_store(config: ProcessConfig, litellm_redis: Any = None) -> CompactionStore | None:
+    """The main store alone (see ``build_stores``)."""
+    return build_stores(config, litellm_redis).main
+
+
+def _said(stores: Stores) -> Stores:
+    logger.info("compact_hook: store: %s", stores.description)
+    return stores
+
+
+def _shared_redis(config: ProcessConfig, litellm_redis: Any) -> SharedRedis | None:
     if config.redis_url:
-        import redis.asyncio
-
-        return redis.asyncio.from_url(config.redis_url)
+        return redis_clients.from_url(config.redis_url)
     if litellm_redis is not None and hasattr(litellm_redis, "init_async_client"):
-        return litellm_redis.init_async_client()
+        return redis_clients.of_litellm(litellm_redis.init_async_client())
     return None

@@ -9,66 +9,25 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
 
 from compact_hook import count_tokens
 from compact_hook.core.items import SUMMARY_PREFIX
-from tests.integration.harness import SUMMARY_MARKER, ProxyProcess, standin_deployment
+from tests.integration.harness import SUMMARY_MARKER, ProxyProcess
 from tests.integration.redis_server import RedisServer
-from tests.integration.wire_clients import ChatTurn, chat_client, send_chat
-from tests.support import forwarded_json, is_prefix, load_transcript, pairing_problems, replay_points
-
-WINDOW = 20_000
-THRESHOLD = int(0.92 * WINDOW)
-TRANSCRIPT = load_transcript("claude_code_fa812bfe_pre_compact.json")
-POINTS = replay_points(TRANSCRIPT)
-REPLAYED = POINTS[:90:2]
-"""Replays send every other turn of the first 90 (up to 3.5 windows): four or more compaction events."""
-
-
-def stateful_config(standin: Any, tmp: Any, **general: Any) -> dict[str, Any]:
-    compact = {
-        "context_window": WINDOW,
-        "summary_max_tokens": 1000,
-        "archive_dir": str(tmp),
-        "retry_backoff_seconds": 0,
-        # remembering compactions in isolation: no cheap tiers (test_tiers_proxy.py covers those)
-        "tool_output_policy": "none",
-        "clear_tool_results": False,
-        "user_message_budget": 0,
-        "prepare": False,  # summary calls are counted per turn here; test_prepare_proxy.py prepares
-    }
-    config: dict[str, Any] = {
-        "model_list": [standin_deployment("agent", standin.url, "standin-agent", compact=compact)],
-        "litellm_settings": {"callbacks": "compact_hook.proxy_handler_instance"},
-    }
-    if general:
-        config["general_settings"] = general
-    return config
-
-
-@dataclass
-class ChatReplay:
-    turns: list[ChatTurn] = field(default_factory=list)
-
-    @property
-    def summary_calls(self) -> int:
-        return sum(turn.summary_calls for turn in self.turns)
-
-    @property
-    def events(self) -> list[ChatTurn]:
-        return [t for t in self.turns if t.headers.get("x-compact-cache") in ("miss", "shared")]
-
-
-def replay_through(standin: Any, proxies: list[ProxyProcess], points: list[int] = REPLAYED) -> ChatReplay:
-    """The session's turns at ``points``, sent to ``proxies`` in turn."""
-    result = ChatReplay()
-    for number, end in enumerate(points):
-        result.turns.append(send_chat(standin, proxies[number % len(proxies)], "agent", TRANSCRIPT[:end]))
-    return result
+from tests.integration.stateful import (
+    POINTS,
+    REPLAYED,
+    THRESHOLD,
+    TRANSCRIPT,
+    ChatReplay,
+    replay_through,
+    stateful_config,
+)
+from tests.integration.wire_clients import chat_client, send_chat
+from tests.support import forwarded_json, is_prefix, pairing_problems
 
 
 @pytest.fixture(scope="module")

@@ -60,6 +60,27 @@ async def test_a_failing_shared_store_falls_back_to_memory(caplog: pytest.LogCap
     assert broken.calls == 2  # and tried again later
 
 
+async def test_one_refused_command_costs_that_call_not_the_replicas_sharing(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A command Redis refuses (a cross-slot read on a cluster, a MOVED from a cluster node named
+    as one server) is answered from memory for that call alone; Redis is asked again at once."""
+    from redis.exceptions import ClusterDownError, ResponseError
+
+    refused = BrokenStore(ResponseError("MOVED 3999 127.0.0.1:7001"))
+    store = TieredStore(refused, MemoryStore(100, 60), timeout=0.1)  # type: ignore[arg-type]
+    await store.put(b"root", b"k1", Entry(1, (), "kept locally"))
+    assert await store.find(b"root", chain_of(b"k1")) == (b"k1", Entry(1, (), "kept locally"))
+    assert refused.calls == 2 and store.errors == 2 and store.outages == 0 and store.shared_available
+    assert "ResponseError: MOVED 3999" in caplog.text and "redis+cluster://" in caplog.text
+    down = BrokenStore(ClusterDownError("CLUSTERDOWN The cluster is down"))
+    store = TieredStore(down, MemoryStore(100, 60), timeout=0.1)  # type: ignore[arg-type]
+    await store.get(b"k1")
+    await store.get(b"k1")
+    assert down.calls == 1 and store.outages == 1 and not store.shared_available  # unreachable: set aside
+    assert "ClusterDownError: CLUSTERDOWN" in caplog.text
+
+
 class SlowStore(BrokenStore):
     async def find(self, root: bytes, chain: Sequence[bytes]) -> None:
         import asyncio
@@ -80,6 +101,41 @@ def test_build_store_follows_the_settings() -> None:
         build_store(ProcessConfig(store="redis")), MemoryStore
     )  # nothing configured: warn, memory
     assert isinstance(build_store(ProcessConfig(redis_url="redis://127.0.0.1:1/0")), TieredStore)
+
+
+@pytest.mark.parametrize(
+    ("url", "topology", "client"),
+    [
+        ("redis://127.0.0.1:1/0", "single", "Redis"),
+        ("redis+cluster://127.0.0.1:7000,127.0.0.1:7001", "cluster", "RedisCluster"),
+        ("rediss+cluster://user:secret@node:7000", "cluster", "RedisCluster"),
+        ("redis+sentinel://127.0.0.1:26379,127.0.0.1:26380/mymaster/2", "sentinel", "Redis"),
+    ],
+)
+def test_redis_url_names_one_server_a_cluster_or_a_sentinel_service(
+    url: str, topology: str, client: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    import logging
+
+    caplog.set_level(logging.INFO, logger="compact_hook")
+    store = build_store(ProcessConfig(redis_url=url))
+    assert isinstance(store, TieredStore)
+    shared = store.shared
+    assert shared.topology == topology and type(shared.client).__name__ == client  # type: ignore[attr-defined]
+    assert f"store: Redis, {topology}" in caplog.text and "secret" not in caplog.text
+
+
+@pytest.mark.parametrize(
+    ("url", "says"),
+    [
+        ("http://redis:6379", "scheme must be one of"),
+        ("redis+sentinel://127.0.0.1:26379", "names the service"),
+        ("redis+cluster://", "no host"),
+    ],
+)
+def test_a_redis_url_the_store_cannot_open_fails_at_start_up(url: str, says: str) -> None:
+    with pytest.raises(ValueError, match=says):
+        ProcessConfig(redis_url=url)
 
 
 def test_our_redis_url_wins_over_litellms_redis() -> None:

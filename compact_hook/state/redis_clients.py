@@ -1,0 +1,133 @@
+"""The Redis a process shares its state through: one server, a Cluster, or a Sentinel-managed master.
+
+``COMPACT_REDIS_URL`` names one with the URL forms redis-py and its users know — ``redis://`` and
+``rediss://`` for one server, ``redis+cluster://`` (``rediss+cluster://``) for a cluster, given one or
+more of its nodes, ``redis+sentinel://`` (``rediss+sentinel://``) for a master behind sentinels:
+
+    redis://[user:password@]host:6379/0
+    redis+cluster://[user:password@]host:7000[,host:7001...]
+    redis+sentinel://[user:password@]host:26379[,host:26380...]/service-name[/db]
+
+Unset, LiteLLM's own client is used (``REDIS_HOST``/``REDIS_PORT``, ``cache_params`` with
+``redis_startup_nodes`` or ``sentinel_nodes``, ``general_settings.coordination_redis``); its topology
+is read off the client. Either way the store says at start-up which it uses.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import unquote, urlsplit
+
+CLUSTER_SCHEMES = {"redis+cluster": False, "rediss+cluster": True}
+"""The cluster URL schemes, and whether they use TLS (``settings_checks.REDIS_URL_SCHEMES``)."""
+SENTINEL_SCHEMES = {"redis+sentinel": False, "rediss+sentinel": True}
+
+
+class Topology(enum.StrEnum):
+    """How the shared Redis is laid out (the store's start-up line and ``compact_hook_store_info``)."""
+
+    SINGLE = "single"
+    CLUSTER = "cluster"
+    SENTINEL = "sentinel"
+
+
+@dataclass(frozen=True, slots=True)
+class SharedRedis:
+    """A client, how its Redis is laid out, where it was configured, and where it points (no
+    credentials: it is logged)."""
+
+    client: Any
+    topology: Topology
+    source: str
+    where: str
+
+
+def from_url(url: str) -> SharedRedis:
+    """The client a ``COMPACT_REDIS_URL`` names (see the module docstring)."""
+    parts = urlsplit(url)
+    if parts.scheme in CLUSTER_SCHEMES:
+        return _cluster(parts.scheme, parts.netloc)
+    if parts.scheme in SENTINEL_SCHEMES:
+        return _sentinel(parts.scheme, parts.netloc, parts.path)
+    import redis.asyncio
+
+    return SharedRedis(
+        redis.asyncio.from_url(url), Topology.SINGLE, "COMPACT_REDIS_URL", _hosts(parts.netloc)
+    )
+
+
+def of_litellm(client: Any) -> SharedRedis:
+    """LiteLLM's own async client, its layout read off its type."""
+    from redis.asyncio.cluster import RedisCluster
+    from redis.asyncio.sentinel import SentinelConnectionPool
+
+    if isinstance(client, RedisCluster):
+        nodes = getattr(client.nodes_manager, "startup_nodes", {}) or {}
+        return SharedRedis(client, Topology.CLUSTER, "LiteLLM's Redis settings", ",".join(sorted(nodes)))
+    pool = getattr(client, "connection_pool", None)
+    if isinstance(pool, SentinelConnectionPool):
+        return SharedRedis(
+            client, Topology.SENTINEL, "LiteLLM's Redis settings", f"service {pool.service_name}"
+        )
+    kwargs = getattr(pool, "connection_kwargs", {}) or {}
+    where = f"{kwargs.get('host', '?')}:{kwargs.get('port', '?')}"
+    return SharedRedis(client, Topology.SINGLE, "LiteLLM's Redis settings", where)
+
+
+def _cluster(scheme: str, netloc: str) -> SharedRedis:
+    from redis.asyncio.cluster import ClusterNode, RedisCluster
+
+    credentials, hosts = _split_credentials(netloc)
+    nodes = [ClusterNode(host, port) for host, port in _host_ports(hosts, 6379)]
+    client = RedisCluster(
+        startup_nodes=nodes,
+        ssl=CLUSTER_SCHEMES[scheme],
+        username=credentials.get("username"),
+        password=credentials.get("password"),
+    )
+    return SharedRedis(client, Topology.CLUSTER, "COMPACT_REDIS_URL", hosts)
+
+
+def _sentinel(scheme: str, netloc: str, path: str) -> SharedRedis:
+    from redis.asyncio.sentinel import Sentinel
+
+    credentials, hosts = _split_credentials(netloc)
+    service, _, db = path.strip("/").partition("/")
+    if not service:
+        raise ValueError(
+            "redis_url: a redis+sentinel:// URL names the service after the hosts: /service-name"
+        )
+    tls = {"ssl": True} if SENTINEL_SCHEMES[scheme] else {}
+    sentinel = Sentinel(  # type: ignore[no-untyped-call]
+        _host_ports(hosts, 26379), sentinel_kwargs={**credentials, **tls}, **credentials, **tls
+    )
+    client = sentinel.master_for(service, db=int(db or 0))
+    return SharedRedis(client, Topology.SENTINEL, "COMPACT_REDIS_URL", f"service {service} via {hosts}")
+
+
+def _split_credentials(netloc: str) -> tuple[dict[str, str], str]:
+    """``user:password@hosts`` → the client's credentials and the hosts."""
+    userinfo, at, hosts = netloc.rpartition("@")
+    if not at:
+        return {}, netloc
+    user, colon, password = userinfo.partition(":")
+    credentials = {"password": unquote(password)} if colon else {"password": unquote(user)}
+    if colon and user:
+        credentials["username"] = unquote(user)
+    return credentials, hosts
+
+
+def _host_ports(hosts: str, default_port: int) -> list[tuple[str, int]]:
+    found = []
+    for host in hosts.split(","):
+        name, colon, port = host.strip().rpartition(":") if ":" in host else (host.strip(), "", "")
+        if not name:
+            raise ValueError(f"redis_url: {host!r} is not host:port")
+        found.append((name.strip("[]"), int(port) if colon else default_port))
+    return found
+
+
+def _hosts(netloc: str) -> str:
+    return _split_credentials(netloc)[1]

@@ -1,0 +1,139 @@
+"""Two proxy replicas sharing state through the Redis large deployments run: a 3-master Redis Cluster
+and a Sentinel-managed master, each named through ``COMPACT_REDIS_URL`` and through LiteLLM's own
+settings (``general_settings.coordination_redis``), with real servers the suite starts.
+
+What must hold on every topology: exactly one summary call per compaction event across both
+replicas, on a conversation with several events, prepared or not; no store error in either log;
+concurrent identical requests on both replicas pay one summary. A cluster node killed mid-run and
+restarted costs only the cache: every request is answered, and sharing resumes.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import pytest
+
+from compact_hook import count_tokens
+from tests.integration.harness import SUMMARY_MARKER, ProxyProcess
+from tests.integration.redis_server import RedisClusterServer, RedisSentinelServer
+from tests.integration.stateful import POINTS, THRESHOLD, TRANSCRIPT, replay_through, stateful_config
+from tests.support import summaries_in
+
+REPLAYED = POINTS[:60:2]
+"""Every other turn of the first 60: three or more compaction events at the stateful window."""
+STORE_TROUBLE = ("Redis store unavailable", "Redis store call failed")
+
+
+@pytest.fixture(scope="module")
+def cluster() -> Iterator[RedisClusterServer]:
+    with RedisClusterServer() as running:
+        yield running
+
+
+@pytest.fixture(scope="module")
+def sentinel() -> Iterator[RedisSentinelServer]:
+    with RedisSentinelServer() as running:
+        yield running
+
+
+def shared_by(
+    setup: str, cluster: RedisClusterServer, sentinel: RedisSentinelServer
+) -> tuple[dict[str, str], dict[str, Any]]:
+    """The environment and the general settings a replica gets for ``setup``, on an empty Redis."""
+    cluster.flush()
+    sentinel.flush()
+    if setup == "cluster, redis_url":
+        return {"COMPACT_REDIS_URL": cluster.url}, {}
+    if setup == "cluster, LiteLLM's settings":
+        return {}, {"coordination_redis": {"startup_nodes": cluster.startup_nodes}}
+    if setup == "sentinel, redis_url":
+        return {"COMPACT_REDIS_URL": sentinel.url}, {}
+    return {}, {
+        "coordination_redis": {"sentinel_nodes": sentinel.sentinel_nodes, "service_name": sentinel.SERVICE}
+    }
+
+
+SETUPS = [
+    "cluster, redis_url",
+    "cluster, LiteLLM's settings",
+    "sentinel, redis_url",
+    "sentinel, LiteLLM's settings",
+]
+
+
+@pytest.mark.parametrize("prepare", [False, True], ids=["summary at the trigger", "prepared ahead"])
+@pytest.mark.parametrize("setup", SETUPS)
+def test_two_replicas_make_one_summary_call_per_compaction_event(
+    setup: str,
+    prepare: bool,
+    standin: Any,
+    cluster: RedisClusterServer,
+    sentinel: RedisSentinelServer,
+    tmp_path_factory: pytest.TempPathFactory,
+) -> None:
+    """Events are the distinct summaries that reached the provider. Prepared ahead, the one
+    prepared for a trigger the replay stops short of is paid and not (yet) applied: one more."""
+    env, general = shared_by(setup, cluster, sentinel)
+    config = stateful_config(standin, tmp_path_factory.mktemp("archive"), prepare, **general)
+    with ProxyProcess(config, env=env) as first, ProxyProcess(config, env=env) as second:
+        standin.reset()
+        replay = replay_through(standin, [first, second], REPLAYED)
+        logs = first.log_text() + second.log_text()
+    applied = {summary for turn in replay.turns for summary in summaries_in(turn.forwarded)}
+    calls = sum(SUMMARY_MARKER in json.dumps(r["body"]["messages"]) for r in standin.chat_requests)
+    assert len(applied) >= 2
+    assert calls - len(applied) in ((0, 1) if prepare else (0,)), (calls, len(applied))
+    assert all(count_tokens(t.forwarded) < THRESHOLD for t in replay.turns)
+    assert not [line for line in logs.splitlines() if any(trouble in line for trouble in STORE_TROUBLE)]
+    assert f"store: Redis, {setup.split(',')[0]}" in logs
+
+
+def test_concurrent_identical_requests_on_both_replicas_over_a_cluster_make_one_summary(
+    standin: Any, cluster: RedisClusterServer, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    config = stateful_config(standin, tmp_path_factory.mktemp("archive"))
+    env = {"COMPACT_REDIS_URL": cluster.url}
+    at_trigger = next(end for end in POINTS if count_tokens(TRANSCRIPT[:end]) >= THRESHOLD)
+    messages = [{"role": "user", "content": "A fresh task for the cluster's concurrency test."}]
+    messages += TRANSCRIPT[1:at_trigger]
+    with ProxyProcess(config, env=env) as first, ProxyProcess(config, env=env) as second:
+        standin.reset()
+        with ThreadPoolExecutor(8) as pool:
+            statuses = list(pool.map(lambda i: _status([first, second][i % 2], messages), range(8)))
+    summaries = [r for r in standin.chat_requests if SUMMARY_MARKER in json.dumps(r["body"]["messages"])]
+    assert statuses == [200] * 8 and len(summaries) == 1
+
+
+def test_a_cluster_node_killed_and_restarted_costs_only_the_cache(
+    standin: Any, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """Its own cluster: a node is stopped for a few turns (the cluster, needing all its slots,
+    is down meanwhile), then restarted empty."""
+    config = stateful_config(standin, tmp_path_factory.mktemp("archive"))
+    third = len(REPLAYED) // 3
+    with RedisClusterServer() as private:
+        env = {"COMPACT_REDIS_URL": private.url}
+        with ProxyProcess(config, env=env) as first, ProxyProcess(config, env=env) as second:
+            before = replay_through(standin, [first, second], REPLAYED[:third])
+            private.stop_node(1)
+            during = replay_through(standin, [first, second], REPLAYED[third : 2 * third])
+            private.start_node(1)
+            after = replay_through(standin, [first, second], REPLAYED[2 * third :])
+            logs = first.log_text() + second.log_text()
+    turns = before.turns + during.turns + after.turns
+    assert len(turns) == len(REPLAYED) and all(count_tokens(t.forwarded) < THRESHOLD for t in turns)
+    assert "Redis store unavailable" in logs  # said, with the reason
+    shared = [t.headers.get("x-compact-cache") for t in after.turns[1:]]
+    assert "hit" in shared  # sharing resumed after the restart
+
+
+def _status(proxy: ProxyProcess, messages: list[dict[str, Any]]) -> int:
+    from tests.integration.wire_clients import chat_client
+
+    client = chat_client(proxy)
+    raw = client.chat.completions.with_raw_response.create(model="agent", messages=messages)  # type: ignore[arg-type]
+    return raw.http_response.status_code
