@@ -169,7 +169,7 @@ class EngineCollector(Collector):
             yield _counter("store_errors", "Failed Redis store calls", store.errors)
             fallbacks = "Store calls answered by the in-process store (Redis failed or resting)"
             yield _counter("store_fallbacks", fallbacks, store.fallbacks)
-            outages = "Times Redis was found unreachable and set aside for a few seconds"
+            outages = "Times Redis was found unreachable and set aside for a second"
             yield _counter("store_outages", outages, store.outages)
             topology = getattr(store.shared, "topology", "single")
             info = GaugeMetricFamily(

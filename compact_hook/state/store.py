@@ -25,7 +25,7 @@ logger = logging.getLogger(__name__)
 INDEX_LIMIT = 32
 """Compactions remembered per conversation root (forks and rewinds keep older ones useful)."""
 KEY_PREFIX = "compact_hook:v1"
-DOWN_SECONDS = 5.0
+DOWN_SECONDS = 1.0
 MAX_NOTE_CHARS = 256
 MOVED_HINT = " (MOVED: this Redis is a cluster; name it redis+cluster://host:port in COMPACT_REDIS_URL)"
 
@@ -264,9 +264,16 @@ class TieredStore:
         return self.clock() >= self._down_until
 
     async def find(self, root: bytes, chain: Sequence[bytes]) -> tuple[bytes, Entry] | None:
+        """The longest state either store knows: Redis's (copied here), or one this replica made
+        while Redis was away, which covers more (given to Redis, so the others catch up with it
+        instead of summarizing the same turns again)."""
         ok, found = await self._shared(lambda: self.shared.find(root, chain))
+        mine = await self.local.find(root, chain)
         if not ok:
-            return await self.local.find(root, chain)
+            return mine
+        if mine is not None and (found is None or mine[1].span > found[1].span):
+            await self._shared(lambda: self.shared.put(root, *mine))
+            return mine
         if found is not None:
             await self.local.put(root, *found)
         return found  # type: ignore[no-any-return]

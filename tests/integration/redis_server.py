@@ -47,6 +47,10 @@ class RedisServer:
             self._proc.wait(timeout=10)
         self._proc = None
 
+    def flush(self) -> None:
+        """Forget every key."""
+        _redis_cli("-p", str(self.port), "flushall")
+
     def _answers_ping(self) -> bool:
         try:
             with socket.create_connection(("127.0.0.1", self.port), timeout=0.5) as sock:
@@ -110,11 +114,13 @@ class RedisClusterServer:
 
     ``url`` names it for ``COMPACT_REDIS_URL`` (``redis+cluster://``); ``startup_nodes`` for
     LiteLLM's own settings. ``stop_node``/``start_node`` restart one master in place: it rejoins
-    with its slots (its ``nodes.conf`` kept) and without its data (no persistence)."""
+    with its slots (its ``nodes.conf`` kept), with its data when ``persistent`` (an append-only
+    file synced on every write), else empty."""
 
-    def __init__(self, masters: int = 3) -> None:
+    def __init__(self, masters: int = 3, persistent: bool = False) -> None:
         self._dir = tempfile.TemporaryDirectory(prefix="redis-cluster-")
         self.nodes: list[_Node] = []
+        kept = ("--appendonly", "yes", "--appendfsync", "always") if persistent else ("--appendonly", "no")
         for number in range(masters):
             folder = f"{self._dir.name}/{number}"
             os.makedirs(folder)
@@ -127,7 +133,7 @@ class RedisClusterServer:
                 "--cluster-node-timeout",
                 "2000",
             )
-            self.nodes.append(_Node(folder, port, *cluster, "--appendonly", "no"))
+            self.nodes.append(_Node(folder, port, *cluster, *kept))
 
     @property
     def url(self) -> str:

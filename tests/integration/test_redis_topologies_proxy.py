@@ -11,6 +11,7 @@ restarted costs only the cache: every request is answered, and sharing resumes.
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -120,6 +121,7 @@ def test_a_cluster_node_killed_and_restarted_costs_only_the_cache(
         with ProxyProcess(config, env=env) as first, ProxyProcess(config, env=env) as second:
             before = replay_through(standin, [first, second], REPLAYED[:third])
             private.stop_node(1)
+            time.sleep(3)  # the other masters see it gone: the cluster refuses commands, as in production
             during = replay_through(standin, [first, second], REPLAYED[third : 2 * third])
             private.start_node(1)
             after = replay_through(standin, [first, second], REPLAYED[2 * third :])
@@ -129,6 +131,9 @@ def test_a_cluster_node_killed_and_restarted_costs_only_the_cache(
     assert "Redis store unavailable" in logs  # said, with the reason
     shared = [t.headers.get("x-compact-cache") for t in after.turns[1:]]
     assert "hit" in shared  # sharing resumed after the restart
+    known = {s for turn in before.turns + during.turns for s in summaries_in(turn.forwarded)}
+    new = {s for turn in after.turns for s in summaries_in(turn.forwarded)} - known
+    assert after.summary_calls == len(new)  # once it is back, no turn is summarized twice
 
 
 def _status(proxy: ProxyProcess, messages: list[dict[str, Any]]) -> int:

@@ -122,6 +122,8 @@ async def test_what_the_engine_counts_itself_is_read_at_scrape_time() -> None:
     samples = scrape_registry(registry)
     assert value(samples, "compact_hook_store_errors_total") == 1
     assert value(samples, "compact_hook_store_fallbacks_total") == 2
+    assert value(samples, "compact_hook_store_outages_total") == 1  # a connection error: set aside
+    assert value(samples, "compact_hook_store_redis", topology="single") == 1
     assert value(samples, "compact_hook_prepared_total", outcome="started") == 4
     assert value(samples, "compact_hook_prepared_total", outcome="applied") == 1
     assert value(samples, "compact_hook_prepared_unused") == 2

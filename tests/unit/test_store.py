@@ -81,6 +81,23 @@ async def test_one_refused_command_costs_that_call_not_the_replicas_sharing(
     assert "ClusterDownError: CLUSTERDOWN" in caplog.text
 
 
+async def test_a_longer_state_made_while_redis_was_away_is_kept_and_given_back_to_redis() -> None:
+    """After an outage Redis knows less than this replica: the longer state wins and is shared, so
+    the other replicas catch up with it rather than summarizing the same turns again."""
+    redis, local = MemoryStore(100, 60), MemoryStore(100, 60)
+    store = TieredStore(redis, local, timeout=0.1)
+    chain = chain_of(b"k1", b"k2", b"k3")
+    await redis.put(b"root", b"k1", Entry(1, (), "before the outage"))
+    await local.put(b"root", b"k3", Entry(3, (), "made during the outage"))
+    assert await store.find(b"root", chain) == (b"k3", Entry(3, (), "made during the outage"))
+    assert await redis.find(b"root", chain) == (b"k3", Entry(3, (), "made during the outage"))
+    await redis.put(b"root", b"k3", Entry(3, (), "another replica's, as long"))
+    assert await store.find(b"root", chain) == (
+        b"k3",
+        Entry(3, (), "another replica's, as long"),
+    )  # a tie: Redis's
+
+
 class SlowStore(BrokenStore):
     async def find(self, root: bytes, chain: Sequence[bytes]) -> None:
         import asyncio
