@@ -93,13 +93,18 @@ def test_two_replicas_make_one_summary_call_per_compaction_event(
     assert f"store: Redis, {setup.split(',')[0]}" in logs
 
 
-def test_concurrent_identical_requests_on_both_replicas_over_a_cluster_make_one_summary(
-    standin: Any, cluster: RedisClusterServer, tmp_path_factory: pytest.TempPathFactory
+@pytest.mark.parametrize("setup", ["cluster, redis_url", "sentinel, redis_url"])
+def test_concurrent_identical_requests_on_both_replicas_make_one_summary(
+    setup: str,
+    standin: Any,
+    cluster: RedisClusterServer,
+    sentinel: RedisSentinelServer,
+    tmp_path_factory: pytest.TempPathFactory,
 ) -> None:
-    config = stateful_config(standin, tmp_path_factory.mktemp("archive"))
-    env = {"COMPACT_REDIS_URL": cluster.url}
+    env, general = shared_by(setup, cluster, sentinel)
+    config = stateful_config(standin, tmp_path_factory.mktemp("archive"), **general)
     at_trigger = next(end for end in POINTS if count_tokens(TRANSCRIPT[:end]) >= THRESHOLD)
-    messages = [{"role": "user", "content": "A fresh task for the cluster's concurrency test."}]
+    messages = [{"role": "user", "content": f"A fresh task for the concurrency test ({setup})."}]
     messages += TRANSCRIPT[1:at_trigger]
     with ProxyProcess(config, env=env) as first, ProxyProcess(config, env=env) as second:
         standin.reset()
