@@ -15,6 +15,7 @@ is read off the client. Either way the store says at start-up which it uses.
 
 from __future__ import annotations
 
+import asyncio
 import enum
 from dataclasses import dataclass
 from typing import Any
@@ -23,14 +24,6 @@ from urllib.parse import unquote, urlsplit
 CLUSTER_SCHEMES = {"redis+cluster": False, "rediss+cluster": True}
 """The cluster URL schemes, and whether they use TLS (``settings_checks.REDIS_URL_SCHEMES``)."""
 SENTINEL_SCHEMES = {"redis+sentinel": False, "rediss+sentinel": True}
-
-
-class Topology(enum.StrEnum):
-    """How the shared Redis is laid out (the store's start-up line and ``compact_hook_store_info``)."""
-
-    SINGLE = "single"
-    CLUSTER = "cluster"
-    SENTINEL = "sentinel"
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,6 +35,14 @@ class SharedRedis:
     topology: Topology
     source: str
     where: str
+
+
+class Topology(enum.StrEnum):
+    """How the shared Redis is laid out (the store's start-up line and ``compact_hook_store_info``)."""
+
+    SINGLE = "single"
+    CLUSTER = "cluster"
+    SENTINEL = "sentinel"
 
 
 def from_url(url: str) -> SharedRedis:
@@ -131,3 +132,26 @@ def _host_ports(hosts: str, default_port: int) -> list[tuple[str, int]]:
 
 def _hosts(netloc: str) -> str:
     return _split_credentials(netloc)[1]
+
+
+MOVED_HINT = " (MOVED: this Redis is a cluster; name it redis+cluster://host:port in COMPACT_REDIS_URL)"
+"""Added to a failed call's log line when a single-server client met a cluster."""
+
+
+def is_outage(error: BaseException) -> bool:
+    """Whether an error says Redis (or the part of a cluster a key lives on) cannot be reached
+    now, rather than that one command failed: a connection refused or lost, a timeout, a cluster
+    with no node for a slot, no master behind the sentinels."""
+    from redis import exceptions
+
+    unreachable = (
+        asyncio.TimeoutError,
+        TimeoutError,
+        OSError,
+        exceptions.ConnectionError,
+        exceptions.TimeoutError,
+        exceptions.ClusterDownError,
+        exceptions.SlotNotCoveredError,
+        exceptions.MaxConnectionsError,
+    )
+    return isinstance(error, unreachable)

@@ -19,6 +19,7 @@ from typing import Any, Protocol
 
 from compact_hook.core.chain import Entry
 from compact_hook.process_config import DEFAULT_STORE_MAX_BYTES
+from compact_hook.state.redis_clients import MOVED_HINT, is_outage
 
 logger = logging.getLogger(__name__)
 
@@ -27,7 +28,6 @@ INDEX_LIMIT = 32
 KEY_PREFIX = "compact_hook:v1"
 DOWN_SECONDS = 1.0
 MAX_NOTE_CHARS = 256
-MOVED_HINT = " (MOVED: this Redis is a cluster; name it redis+cluster://host:port in COMPACT_REDIS_URL)"
 
 
 class CompactionStore(Protocol):
@@ -333,22 +333,3 @@ class TieredStore:
                 DOWN_SECONDS,
             )
             return False, None
-
-
-def is_outage(error: BaseException) -> bool:
-    """Whether an error says Redis (or the part of a cluster a key lives on) cannot be reached
-    now, rather than that one command failed: a connection refused or lost, a timeout, a cluster
-    with no node for a slot, no master behind the sentinels."""
-    from redis import exceptions
-
-    unreachable = (
-        asyncio.TimeoutError,
-        TimeoutError,
-        OSError,
-        exceptions.ConnectionError,
-        exceptions.TimeoutError,
-        exceptions.ClusterDownError,
-        exceptions.SlotNotCoveredError,
-        exceptions.MaxConnectionsError,
-    )
-    return isinstance(error, unreachable)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import random
+import re
 import threading
 import time
 from collections.abc import Iterator
@@ -246,7 +247,9 @@ def test_a_soak_with_flaky_summaries_and_a_redis_restart_fails_no_request_and_lo
     assert all(h.get("x-compact-archive") == "written" for h in compactions)
     assert not [h for h in headers if h.get("x-compact-archive") == "failed"]
     # the flaky summaries were met: on a request's path, or by a compaction prepared in the background
+    # (failed there, or failed once and retried: the retry is logged as a failed attempt)
     met_on_path = any(h.get("x-compact-reason") == "summary_failed" for h in headers)
-    assert met_on_path or "preparing a compaction failed" in logs
+    retried = re.search(r"summary attempt \d+ failed", logs) is not None
+    assert met_on_path or retried or "preparing a compaction failed" in logs
     assert "Redis store unavailable" in logs
     assert list(archive.rglob("compact-*.json"))
