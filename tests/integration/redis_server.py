@@ -4,69 +4,13 @@ from __future__ import annotations
 
 import os
 import shutil
-import socket
 import subprocess
 import tempfile
 import time
 from types import TracebackType
+from typing import Self
 
 from tests.integration.harness import free_port
-
-
-class RedisServer:
-    """``redis-server`` without persistence; ``stop()``/``start()`` can be called mid-test."""
-
-    def __init__(self, port: int | None = None) -> None:
-        self.port = port or free_port()
-        self.url = f"redis://127.0.0.1:{self.port}/0"
-        self._dir = tempfile.TemporaryDirectory(prefix="redis-")
-        self._proc: subprocess.Popen[bytes] | None = None
-
-    def start(self) -> RedisServer:
-        executable = shutil.which("redis-server")
-        if executable is None:
-            raise RuntimeError(
-                "redis-server is not installed (make test installs it: apt-get install redis-server)"
-            )
-        self._proc = subprocess.Popen(
-            [executable, "--port", str(self.port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"],
-            cwd=self._dir.name,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )
-        deadline = time.monotonic() + 10
-        while not self._answers_ping():
-            if self._proc.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"redis-server did not start on port {self.port}")
-            time.sleep(0.05)
-        return self
-
-    def stop(self) -> None:
-        if self._proc is not None and self._proc.poll() is None:
-            self._proc.terminate()
-            self._proc.wait(timeout=10)
-        self._proc = None
-
-    def flush(self) -> None:
-        """Forget every key."""
-        _redis_cli("-p", str(self.port), "flushall")
-
-    def _answers_ping(self) -> bool:
-        try:
-            with socket.create_connection(("127.0.0.1", self.port), timeout=0.5) as sock:
-                sock.sendall(b"PING\r\n")
-                return sock.recv(16).startswith(b"+PONG")
-        except OSError:
-            return False
-
-    def __enter__(self) -> RedisServer:
-        return self.start()
-
-    def __exit__(
-        self, kind: type[BaseException] | None, value: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        self.stop()
-        self._dir.cleanup()
 
 
 def _redis_cli(*args: str) -> str:
@@ -89,7 +33,9 @@ class _Node:
     def start(self) -> None:
         executable = shutil.which("redis-server")
         if executable is None:
-            raise RuntimeError("redis-server is not installed (make test installs it)")
+            raise RuntimeError(
+                "redis-server is not installed (make test installs it: apt-get install redis-server)"
+            )
         self._proc = subprocess.Popen(
             [executable, *self.extra, "--port", str(self.port), "--bind", "127.0.0.1", "--save", ""],
             cwd=self.folder,
@@ -109,7 +55,61 @@ class _Node:
         self._proc = None
 
 
-class RedisClusterServer:
+class _Servers:
+    """Redis processes in one temporary folder, started in order and stopped in reverse; a
+    context manager, so a test owns them."""
+
+    def __init__(self, prefix: str) -> None:
+        self._dir = tempfile.TemporaryDirectory(prefix=prefix)
+        self.nodes: list[_Node] = []
+
+    def _node(self, name: str, port: int, *extra: str) -> _Node:
+        folder = self._folder(name)
+        os.makedirs(folder)
+        self.nodes.append(_Node(folder, port, *extra))
+        return self.nodes[-1]
+
+    def _folder(self, name: str) -> str:
+        return f"{self._dir.name}/{name}"
+
+    def start(self) -> Self:
+        for node in self.nodes:
+            node.start()
+        self._ready()
+        return self
+
+    def _ready(self) -> None:
+        """Wait until the servers work together (nothing to wait for when there is one)."""
+
+    def stop(self) -> None:
+        for node in reversed(self.nodes):
+            node.stop()
+
+    def __enter__(self) -> Self:
+        return self.start()
+
+    def __exit__(
+        self, kind: type[BaseException] | None, value: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.stop()
+        self._dir.cleanup()
+
+
+class RedisServer(_Servers):
+    """``redis-server`` without persistence; ``stop()``/``start()`` can be called mid-test."""
+
+    def __init__(self, port: int | None = None) -> None:
+        super().__init__("redis-")
+        self.port = port or free_port()
+        self.url = f"redis://127.0.0.1:{self.port}/0"
+        self._node("server", self.port, "--appendonly", "no")
+
+    def flush(self) -> None:
+        """Forget every key."""
+        _redis_cli("-p", str(self.port), "flushall")
+
+
+class RedisClusterServer(_Servers):
     """A real Redis Cluster: ``masters`` nodes (no replicas) on free ports, every slot assigned.
 
     ``url`` names it for ``COMPACT_REDIS_URL`` (``redis+cluster://``); ``startup_nodes`` for
@@ -118,22 +118,11 @@ class RedisClusterServer:
     file synced on every write), else empty."""
 
     def __init__(self, masters: int = 3, persistent: bool = False) -> None:
-        self._dir = tempfile.TemporaryDirectory(prefix="redis-cluster-")
-        self.nodes: list[_Node] = []
+        super().__init__("redis-cluster-")
         kept = ("--appendonly", "yes", "--appendfsync", "always") if persistent else ("--appendonly", "no")
         for number in range(masters):
-            folder = f"{self._dir.name}/{number}"
-            os.makedirs(folder)
-            port, bus = free_port(), free_port()
-            cluster = (
-                "--cluster-enabled",
-                "yes",
-                "--cluster-port",
-                str(bus),
-                "--cluster-node-timeout",
-                "2000",
-            )
-            self.nodes.append(_Node(folder, port, *cluster, *kept))
+            bus = ("--cluster-port", str(free_port()), "--cluster-node-timeout", "2000")
+            self._node(str(number), free_port(), "--cluster-enabled", "yes", *bus, *kept)
 
     @property
     def url(self) -> str:
@@ -143,13 +132,10 @@ class RedisClusterServer:
     def startup_nodes(self) -> list[dict[str, object]]:
         return [{"host": "127.0.0.1", "port": node.port} for node in self.nodes]
 
-    def start(self) -> RedisClusterServer:
-        for node in self.nodes:
-            node.start()
+    def _ready(self) -> None:
         addresses = [f"127.0.0.1:{node.port}" for node in self.nodes]
         output = _redis_cli("--cluster", "create", *addresses, "--cluster-replicas", "0", "--cluster-yes")
         self.wait_ok(output)
-        return self
 
     def wait_ok(self, context: str = "") -> None:
         """Until every node says the cluster is up (all slots served)."""
@@ -173,21 +159,8 @@ class RedisClusterServer:
         self.nodes[number].start()
         self.wait_ok()
 
-    def stop(self) -> None:
-        for node in self.nodes:
-            node.stop()
 
-    def __enter__(self) -> RedisClusterServer:
-        return self.start()
-
-    def __exit__(
-        self, kind: type[BaseException] | None, value: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        self.stop()
-        self._dir.cleanup()
-
-
-class RedisSentinelServer:
+class RedisSentinelServer(_Servers):
     """A master and its replica, watched by two sentinels (quorum 1) under ``SERVICE``.
 
     ``url`` names it for ``COMPACT_REDIS_URL`` (``redis+sentinel://``); ``sentinel_nodes`` and
@@ -196,28 +169,22 @@ class RedisSentinelServer:
     SERVICE = "compactmaster"
 
     def __init__(self) -> None:
-        self._dir = tempfile.TemporaryDirectory(prefix="redis-sentinel-")
-        master, replica = free_port(), free_port()
-        self.master = _Node(self._folder("master"), master, "--appendonly", "no")
-        self.replica = _Node(
-            self._folder("replica"), replica, "--appendonly", "no", "--replicaof", "127.0.0.1", str(master)
-        )
-        self.sentinels = []
-        for number in range(2):
-            folder = self._folder(f"sentinel{number}")
-            config = f"{folder}/sentinel.conf"
-            with open(config, "w") as file:
-                file.write(
-                    f"sentinel monitor {self.SERVICE} 127.0.0.1 {master} 1\n"
-                    f"sentinel down-after-milliseconds {self.SERVICE} 2000\n"
-                    f"sentinel failover-timeout {self.SERVICE} 5000\n"
-                )
-            self.sentinels.append(_Node(folder, free_port(), config, "--sentinel"))
+        super().__init__("redis-sentinel-")
+        self.master = self._node("master", free_port(), "--appendonly", "no")
+        replica_of = ("--replicaof", "127.0.0.1", str(self.master.port))
+        self._node("replica", free_port(), "--appendonly", "no", *replica_of)
+        self.sentinels = [self._sentinel(f"sentinel{number}") for number in range(2)]
 
-    def _folder(self, name: str) -> str:
-        folder = f"{self._dir.name}/{name}"
-        os.makedirs(folder)
-        return folder
+    def _sentinel(self, name: str) -> _Node:
+        config = f"{self._folder(name)}/sentinel.conf"
+        node = self._node(name, free_port(), config, "--sentinel")
+        with open(config, "w") as file:
+            file.write(
+                f"sentinel monitor {self.SERVICE} 127.0.0.1 {self.master.port} 1\n"
+                f"sentinel down-after-milliseconds {self.SERVICE} 2000\n"
+                f"sentinel failover-timeout {self.SERVICE} 5000\n"
+            )
+        return node
 
     @property
     def url(self) -> str:
@@ -228,32 +195,14 @@ class RedisSentinelServer:
     def sentinel_nodes(self) -> list[list[object]]:
         return [["127.0.0.1", node.port] for node in self.sentinels]
 
-    def start(self) -> RedisSentinelServer:
-        self.master.start()
-        self.replica.start()
-        for node in self.sentinels:
-            node.start()
+    def _ready(self) -> None:
         deadline = time.monotonic() + 20
         query = ("sentinel", "get-master-addr-by-name", self.SERVICE)
         while str(self.master.port) not in _redis_cli("-p", str(self.sentinels[0].port), *query):
             if time.monotonic() > deadline:
                 raise RuntimeError("the sentinels did not find the master")
             time.sleep(0.1)
-        return self
 
     def flush(self) -> None:
         """Forget every key (each test starts from an empty master)."""
         _redis_cli("-p", str(self.master.port), "flushall")
-
-    def stop(self) -> None:
-        for node in [*self.sentinels, self.replica, self.master]:
-            node.stop()
-
-    def __enter__(self) -> RedisSentinelServer:
-        return self.start()
-
-    def __exit__(
-        self, kind: type[BaseException] | None, value: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        self.stop()
-        self._dir.cleanup()
