@@ -11,7 +11,8 @@ from dataclasses import dataclass
 from typing import Literal
 
 from compact_hook.setting import Unset, check_declared, setting
-from compact_hook.settings_checks import check_choice, check_redis_url, environ_values
+from compact_hook.settings_checks import check_choice, environ_values
+from compact_hook.state.redis_clients import check_url
 
 StoreBackend = Literal["auto", "memory", "redis", "off"]
 DEFAULT_STORE_MAX_BYTES = 64 * 1024 * 1024
@@ -113,7 +114,7 @@ class ProcessConfig:
     def __post_init__(self) -> None:
         check_declared(self)
         check_choice("log_level", self.log_level.upper(), LOG_LEVELS)
-        check_redis_url("redis_url", self.redis_url)
+        check_url("redis_url", self.redis_url)
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> ProcessConfig:

@@ -137,26 +137,3 @@ def _parse_bool(text: str) -> bool:
     if lowered in ("0", "false", "no", "off"):
         return False
     raise ValueError(text)
-
-
-REDIS_URL_SCHEMES = frozenset(
-    {"redis", "rediss", "unix", "redis+cluster", "rediss+cluster", "redis+sentinel", "rediss+sentinel"}
-)
-
-
-def check_redis_url(name: str, url: str | None) -> None:
-    """A Redis URL our store can open: one server, a cluster or a Sentinel service
-    (``state.redis_clients``); said at start-up rather than on the first request."""
-    if url is None:
-        return
-    from urllib.parse import urlsplit
-
-    parts = urlsplit(url)
-    if parts.scheme not in REDIS_URL_SCHEMES:
-        schemes = ", ".join(f"{scheme}://" for scheme in sorted(REDIS_URL_SCHEMES))
-        raise ValueError(f"{name}: the scheme must be one of {schemes}, got {url.split(':', 1)[0]!r}")
-    if parts.scheme.endswith("+sentinel") and not parts.path.strip("/"):
-        raise ValueError(f"{name}: a {parts.scheme}:// URL names the service after the hosts: /service-name")
-    hosts = parts.netloc.rpartition("@")[2]
-    if parts.scheme != "unix" and not all(host.strip() for host in hosts.split(",")):
-        raise ValueError(f"{name}: no host in {parts.scheme}:// URL")

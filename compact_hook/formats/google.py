@@ -78,8 +78,8 @@ class GoogleContent(TypedDict):
 
 
 ROLES = {"user": Role.USER, "model": Role.ASSISTANT, "function": Role.TOOL}
-CONTENT_SHAPE = EntryShape(ROLES, "parts")
 """``function``: the role Vertex once gave a content of function responses; still accepted."""
+CONTENT_SHAPE = EntryShape(ROLES, "parts")
 MEDIA_TOKENS = 1120
 """Gemini 3's image cost at its default (high) media resolution; used for every inline or file
 part: an estimate, as audio and video cost by their length."""

@@ -187,13 +187,14 @@ def _prepared(compactor: Compactor) -> Iterator[Metric]:
         f"{PREFIX}_prepared", "Compactions prepared in the background, by outcome", labels=["outcome"]
     )
     tally = stats.tally
-    outcomes = {
-        "started": stats.started,
-        "made": tally.made,
-        "applied": tally.applied,
-        "failed": stats.failed,
-    }
-    for name, value in {**outcomes, "dropped": stats.dropped, "cancelled": stats.cancelled}.items():
+    for name, value in (
+        ("started", stats.started),
+        ("made", tally.made),
+        ("applied", tally.applied),
+        ("failed", stats.failed),
+        ("dropped", stats.dropped),
+        ("cancelled", stats.cancelled),
+    ):
         counts.add_metric([name], value)
     yield counts
     yield _gauge("prepared_unused", "Prepared summaries no trigger has applied (yet)", tally.unused)

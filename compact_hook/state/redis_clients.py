@@ -22,8 +22,9 @@ from typing import Any
 from urllib.parse import unquote, urlsplit
 
 CLUSTER_SCHEMES = {"redis+cluster": False, "rediss+cluster": True}
-"""The cluster URL schemes, and whether they use TLS (``settings_checks.REDIS_URL_SCHEMES``)."""
+"""The cluster URL schemes, and whether they use TLS."""
 SENTINEL_SCHEMES = {"redis+sentinel": False, "rediss+sentinel": True}
+SCHEMES = frozenset({"redis", "rediss", "unix", *CLUSTER_SCHEMES, *SENTINEL_SCHEMES})
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,11 +39,30 @@ class SharedRedis:
 
 
 class Topology(enum.StrEnum):
-    """How the shared Redis is laid out (the store's start-up line and ``compact_hook_store_info``)."""
+    """How the shared Redis is laid out (the store's start-up line, the
+    ``compact_hook_store_redis`` metric)."""
 
     SINGLE = "single"
     CLUSTER = "cluster"
     SENTINEL = "sentinel"
+
+
+def check_url(name: str, url: str | None) -> None:
+    """A URL ``from_url`` can open, or a ``ValueError`` naming the setting and the form it wants:
+    said at start-up rather than on the first request."""
+    if url is None:
+        return
+    parts = urlsplit(url)
+    try:
+        if parts.scheme not in SCHEMES:
+            schemes = ", ".join(f"{scheme}://" for scheme in sorted(SCHEMES))
+            raise ValueError(f"the scheme must be one of {schemes}, got {url.split(':', 1)[0]!r}")
+        if parts.scheme != "unix":
+            _host_ports(_hosts(parts.netloc), 0)
+        if parts.scheme in SENTINEL_SCHEMES:
+            _service_and_db(parts.path)
+    except ValueError as exc:
+        raise ValueError(f"{name}: {exc}") from None
 
 
 def from_url(url: str) -> SharedRedis:
@@ -95,16 +115,12 @@ def _sentinel(scheme: str, netloc: str, path: str) -> SharedRedis:
     from redis.asyncio.sentinel import Sentinel
 
     credentials, hosts = _split_credentials(netloc)
-    service, _, db = path.strip("/").partition("/")
-    if not service:
-        raise ValueError(
-            "redis_url: a redis+sentinel:// URL names the service after the hosts: /service-name"
-        )
+    service, db = _service_and_db(path)
     tls = {"ssl": True} if SENTINEL_SCHEMES[scheme] else {}
     sentinel = Sentinel(  # type: ignore[no-untyped-call]
         _host_ports(hosts, 26379), sentinel_kwargs={**credentials, **tls}, **credentials, **tls
     )
-    client = sentinel.master_for(service, db=int(db or 0))
+    client = sentinel.master_for(service, db=db)
     return SharedRedis(client, Topology.SENTINEL, "COMPACT_REDIS_URL", f"service {service} via {hosts}")
 
 
@@ -120,12 +136,22 @@ def _split_credentials(netloc: str) -> tuple[dict[str, str], str]:
     return credentials, hosts
 
 
+def _service_and_db(path: str) -> tuple[str, int]:
+    """A sentinel URL's ``/service-name[/db]``."""
+    service, _, db = path.strip("/").partition("/")
+    if not service:
+        raise ValueError("a redis+sentinel:// URL names the service after the hosts: /service-name")
+    if db and not db.isdigit():
+        raise ValueError(f"the database after the service is a number, got {db!r}")
+    return service, int(db or 0)
+
+
 def _host_ports(hosts: str, default_port: int) -> list[tuple[str, int]]:
     found = []
     for host in hosts.split(","):
         name, colon, port = host.strip().rpartition(":") if ":" in host else (host.strip(), "", "")
-        if not name:
-            raise ValueError(f"redis_url: {host!r} is not host:port")
+        if not name or (colon and not port.isdigit()):
+            raise ValueError(f"no host in {host!r} (host or host:port)")
         found.append((name.strip("[]"), int(port) if colon else default_port))
     return found
 

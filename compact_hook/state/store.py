@@ -19,7 +19,7 @@ from typing import Any, Protocol
 
 from compact_hook.core.chain import Entry
 from compact_hook.process_config import DEFAULT_STORE_MAX_BYTES
-from compact_hook.state.redis_clients import MOVED_HINT, is_outage
+from compact_hook.state.redis_clients import MOVED_HINT, Topology, is_outage
 
 logger = logging.getLogger(__name__)
 
@@ -158,21 +158,22 @@ class RedisStore:
     managed master and a Redis Cluster, where a conversation's keys live in different slots.
     """
 
-    def __init__(self, client: Any, ttl: int, namespace: str = "", topology: str = "single") -> None:
+    def __init__(
+        self, client: Any, ttl: int, namespace: str = "", topology: Topology = Topology.SINGLE
+    ) -> None:
         self.client = client
         self.ttl = ttl
         self.prefix = f"{KEY_PREFIX}:{namespace}" if namespace else KEY_PREFIX
         self.topology = topology
-        """One server, a cluster or a Sentinel-managed master (``state.redis_clients.Topology``)."""
+        """One server, a cluster or a Sentinel-managed master (the ``compact_hook_store_redis`` metric)."""
 
     async def find(self, root: bytes, chain: Sequence[bytes]) -> tuple[bytes, Entry] | None:
         raw_pairs = await self.client.lrange(self._index_key(root), 0, INDEX_LIMIT - 1)
         matches = best_match([_parse_pair(raw) for raw in raw_pairs], chain)
         if not matches:
             return None
-        pipe = self.client.pipeline(
-            transaction=False
-        )  # per-key reads: a cluster serves each from its own slot
+        # one GET per key, pipelined without a transaction: a cluster serves each from its own slot
+        pipe = self.client.pipeline(transaction=False)
         for _, key in matches:
             pipe.get(self._entry_key(key))
         values = await pipe.execute()

@@ -55,7 +55,7 @@ def build_stores(config: ProcessConfig, litellm_redis: Any = None) -> Stores:
         f"Redis, {shared.topology.value} ({shared.where}), from {shared.source}; "
         "the in-process store while Redis is unreachable"
     )
-    ttl, timeout, topology = config.store_ttl_seconds, config.redis_timeout_seconds, shared.topology.value
+    ttl, timeout, topology = config.store_ttl_seconds, config.redis_timeout_seconds, shared.topology
     main_store = TieredStore(RedisStore(shared.client, ttl, "", topology), main, timeout)
     shared_prepared = RedisStore(shared.client, ttl, PREPARED_NAMESPACE, topology)
     return _said(Stores(main_store, TieredStore(shared_prepared, prepared, timeout), description))

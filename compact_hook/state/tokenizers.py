@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import asyncio
 import ctypes
+import functools
 import threading
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from importlib import resources
 from pathlib import Path
 
@@ -63,10 +64,18 @@ def load_tokenizer(spec: str) -> Tokenizer:
 def give_back_freed_memory() -> None:
     """Return the heap freed by parsing a tokenizer's JSON to the system (glibc keeps it: 123 of
     o200k's 198 MB). Elsewhere a no-op."""
+    trim = _malloc_trim()
+    if trim is not None:
+        trim(0)
+
+
+@functools.cache
+def _malloc_trim() -> Callable[[int], int] | None:
+    """glibc's ``malloc_trim``, opened once (None: not glibc)."""
     try:
-        ctypes.CDLL("libc.so.6").malloc_trim(0)
+        return ctypes.CDLL("libc.so.6").malloc_trim
     except (OSError, AttributeError):
-        pass
+        return None
 
 
 def _read_tokenizer(spec: str) -> Tokenizer:

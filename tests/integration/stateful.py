@@ -3,11 +3,10 @@ stateful tests' kit (one proxy or several replicas, any shared Redis)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Any
 
 from tests.integration.harness import ProxyProcess, standin_deployment
-from tests.integration.wire_clients import ChatTurn, send_chat
+from tests.integration.wire_clients import ChatTurn, Replay, send_chat
 from tests.support import load_transcript, replay_points
 
 WINDOW = 20_000
@@ -41,14 +40,7 @@ def stateful_config(standin: Any, tmp: Any, prepare: bool = False, **general: An
     return config
 
 
-@dataclass
-class ChatReplay:
-    turns: list[ChatTurn] = field(default_factory=list)
-
-    @property
-    def summary_calls(self) -> int:
-        return sum(turn.summary_calls for turn in self.turns)
-
+class ChatReplay(Replay[ChatTurn]):
     @property
     def events(self) -> list[ChatTurn]:
         return [t for t in self.turns if t.headers.get("x-compact-cache") in ("miss", "shared")]

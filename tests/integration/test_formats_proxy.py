@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
-from dataclasses import dataclass, field
 from typing import Any
 
 import anthropic
@@ -29,7 +28,7 @@ from tests.integration.harness import (
     gemini_deployment,
     standin_deployment,
 )
-from tests.integration.wire_clients import Sent, send
+from tests.integration.wire_clients import Replay, Sent, send
 from tests.support import (
     ANTHROPIC,
     CHAT,
@@ -175,14 +174,7 @@ def formats_proxy(standin: Any, tmp_path_factory: pytest.TempPathFactory) -> Ite
         yield process
 
 
-@dataclass
-class SentReplay:
-    turns: list[Sent] = field(default_factory=list)
-
-    @property
-    def summary_calls(self) -> int:
-        return sum(turn.summary_calls for turn in self.turns)
-
+class SentReplay(Replay[Sent]):
     def summaries(self, wire: Any) -> list[str | None]:
         """The summary each forwarded request carries (None: none), turn by turn."""
         found = []

@@ -13,8 +13,8 @@ messages the provider got for the main call, read from the stand-in's chat reque
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, field
+from typing import Any, Generic, Protocol, TypeVar
 
 import anthropic
 import openai
@@ -145,6 +145,24 @@ class ChatTurn:
     headers: dict[str, str]
     forwarded: list[dict[str, Any]]
     summary_calls: int
+
+
+class Counted(Protocol):
+    summary_calls: int
+
+
+TurnT = TypeVar("TurnT", bound=Counted)
+
+
+@dataclass
+class Replay(Generic[TurnT]):
+    """A replay's turns, in order, and the summary calls they made in all."""
+
+    turns: list[TurnT] = field(default_factory=list)
+
+    @property
+    def summary_calls(self) -> int:
+        return sum(turn.summary_calls for turn in self.turns)
 
 
 def openai_sdk(base_url: str, api_key: str = "none") -> openai.OpenAI:

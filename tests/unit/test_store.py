@@ -148,6 +148,8 @@ def test_redis_url_names_one_server_a_cluster_or_a_sentinel_service(
         ("http://redis:6379", "scheme must be one of"),
         ("redis+sentinel://127.0.0.1:26379", "names the service"),
         ("redis+cluster://", "no host"),
+        ("redis+cluster://node:70x0,node:7001", "host:port"),
+        ("redis+sentinel://127.0.0.1:26379/mymaster/zero", "database after the service"),
     ],
 )
 def test_a_redis_url_the_store_cannot_open_fails_at_start_up(url: str, says: str) -> None:
