@@ -138,6 +138,20 @@ class CompactConfig:
         scope=True,
         unset=Unset("by the deployment's model"),
     )
+    count_ratio: float | None = setting(
+        None,
+        (
+            "the provider's tokens per token `tokenizer` counts, until its usage teaches better (each "
+            "response's usage does, per conversation and per model group: see *Counts the provider agrees "
+            "with*); between 0.2 and 5"
+        ),
+        at_least=0.2,
+        at_most=5.0,
+        unset=Unset(
+            "by the deployment's model: measured for Claude (1.10 with the `claude` tokenizer for Claude 3 "
+            "to Opus 4.6, 1.44 for Opus 4.7 on; 1.19 / 1.49 with o200k), else 1"
+        ),
+    )
     tool_output_max_tokens: int = setting(
         5_000,
         (

@@ -79,6 +79,11 @@ class CacheNote:
         if self.read > 0 or self.written > 0:
             object.__setattr__(self, "cached_ever", True)
 
+    @property
+    def billed(self) -> int:
+        """The provider's count of the request's input (``forwarded`` is ours)."""
+        return self.read + self.written + self.uncached
+
     def warmth(self, now: float, ttl: float) -> Warmth:
         if self.cached_ever and now - self.seen_at > ttl:
             return Warmth.COLD

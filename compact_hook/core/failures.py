@@ -3,7 +3,7 @@
 Pure: it reads an exception's class name, its ``status_code`` (LiteLLM's and the OpenAI and
 Anthropic SDKs' errors carry one; httpx's carry a ``response``) and its words. The summary
 engine decides per kind whether to retry (``engine.summarize``); the proxy's recovery reads
-the same "too long" sentences for the request itself (``proxy.learned``).
+the same "too long" sentences for the request itself (``proxy.recovery``).
 """
 
 from __future__ import annotations
@@ -12,6 +12,8 @@ import asyncio
 import enum
 import re
 from dataclasses import dataclass
+
+from compact_hook.core.calibration import sample
 
 
 class SummaryFailure(enum.StrEnum):
@@ -48,6 +50,7 @@ CONTEXT_PHRASES = (
     "contextwindowexceedederror",
 )
 LIMIT_PATTERNS = (
+    re.compile(r"maximum context length is (?P<limit>\d+) tokens.*?\((?P<sent>\d+) in the messages"),
     re.compile(
         r"maximum context length is (?P<limit>\d+) tokens.*?(?:resulted in|requested) (?P<sent>\d+) tokens"
     ),
@@ -59,9 +62,10 @@ LIMIT_PATTERNS = (
     re.compile(r"maximum context length is (?P<limit>\d+) tokens"),
 )
 SAFETY = 0.95
-"""A learned window is this share of the limit (in our tokens): tokenizers disagree a little."""
+"""With a limit but not what the provider counted, the window is this share of the lower of the
+limit and our estimate of what was sent (we may have under-counted: it was refused)."""
 UNKNOWN_SHRINK = 0.8
-"""With no limit in the error, the learned window is this share of what was sent."""
+"""With no limit in the error, the window is this share of our estimate of what was sent."""
 REFUSED_NAMES = frozenset(
     {
         "AuthenticationError",
@@ -90,13 +94,19 @@ class Overflow:
                 return cls(int(found["limit"]), int(found["sent"]) if found.get("sent") else None)
         return cls()
 
-    def window(self, counted: int) -> int:
-        """The window, in our tokens, that would have fitted: ``counted`` is our count of what was sent."""
+    def window(self, estimated: int) -> int:
+        """The window, in the provider's tokens, a retry must fit (``estimated``: our estimate of
+        what was sent, in its tokens). The stated limit where the error also says what it counted
+        (``ratio`` then makes our count right); else see ``SAFETY`` and ``UNKNOWN_SHRINK``."""
         if self.limit is not None and self.sent:
-            return max(1, int(self.limit * counted / self.sent * SAFETY))
+            return self.limit
         if self.limit is not None:
-            return max(1, int(min(self.limit, counted) * SAFETY))
-        return max(1, int(counted * UNKNOWN_SHRINK))
+            return max(1, int(min(self.limit, estimated) * SAFETY))
+        return max(1, int(estimated * UNKNOWN_SHRINK))
+
+    def ratio(self, counted: int) -> float | None:
+        """The provider's count of what was sent over ours (``counted``), where the error says it."""
+        return sample(self.sent, counted) if self.sent else None
 
 
 def is_context_error(exception: object) -> bool:

@@ -5,6 +5,11 @@ The window holds the items *and* what we never change — tool definitions, an A
 the reply the request asks for. Triggers compare the whole total; budgets for what a
 compaction keeps are shares of the room the items have (window minus output reserve minus
 the fixed context), so a request with 20K tokens of tool definitions keeps a tail that fits.
+
+The window, the reserve and every budget in the settings are the provider's tokens; the engine
+counts in ours. ``Limits`` holds them in ours, converted with the request's ``CountRatio``
+(``core.calibration``): comparing our count with the window in our tokens is comparing the
+provider's count with its window.
 """
 
 from __future__ import annotations
@@ -12,6 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from compact_hook.config import DEFAULT_PINNED_SHARE, MIN_TOOL_OUTPUT_TOKENS, CompactConfig
+from compact_hook.core.calibration import IDENTITY, CountRatio
 from compact_hook.setting import resolved
 
 TARGET_SHARE = 0.85
@@ -25,7 +31,8 @@ class Limits:
     """``clear`` / ``compact``: totals at which tiers 2 and 3 start. ``window``: the most we may
     forward (context window minus output reserve). ``room``: what the items may use of it.
     ``prepare``: the total from which tier 3's compaction is prepared in the background
-    (``compact`` when preparation is off: never below the trigger)."""
+    (``compact`` when preparation is off: never below the trigger). All in our tokens, converted
+    from the provider's with ``ratio``."""
 
     clear: int
     compact: int
@@ -35,31 +42,32 @@ class Limits:
     no_room: bool = False
     """The output reserve and what the model reads besides the items (system, tools) fill the
     whole context window: compacting could only leave nothing, so the request is forwarded as sent."""
+    ratio: CountRatio = IDENTITY
 
     @classmethod
-    def of(cls, config: CompactConfig, reserve: int | None, fixed: int) -> Limits | None:
-        """None when the context window is unknown (then we never compact)."""
+    def of(
+        cls, config: CompactConfig, reserve: int | None, fixed: int, ratio: CountRatio = IDENTITY
+    ) -> Limits | None:
+        """None when the context window is unknown (then we never compact). ``fixed``: our count
+        of what the model reads besides the items."""
         if config.context_window is None:
             return None
-        window = max(1, config.context_window - (reserve or 0))
-        compact = min(max(1, int(config.trigger_ratio * config.context_window)), window)
+        provider = config.context_window
+        ours = ratio.ours
+        window = ours(max(1, provider - (reserve or 0)))
+        compact = min(ours(config.trigger_ratio * provider), window)
         clear = (
-            max(1, int(resolved(config, "clear_trigger_ratio") * config.context_window))
-            if config.clear_tool_results
-            else compact
+            ours(resolved(config, "clear_trigger_ratio") * provider) if config.clear_tool_results else compact
         )
-        prepare = (
-            max(1, int(resolved(config, "prepare_ratio") * config.context_window))
-            if config.prepares
-            else compact
-        )
+        prepare = ours(resolved(config, "prepare_ratio") * provider) if config.prepares else compact
         return cls(
             clear=min(clear, compact),
             compact=compact,
             window=window,
             room=max(1, window - fixed),
             prepare=min(prepare, compact),
-            no_room=(reserve or 0) + fixed >= config.context_window,
+            no_room=(reserve or 0) + ratio.billed(fixed) >= provider,
+            ratio=ratio,
         )
 
     @property
@@ -79,17 +87,25 @@ class Limits:
     def output_limit(self, config: CompactConfig) -> int:
         """Tokens one tool output may keep: ``tool_output_max_tokens``, but never more than the
         tail's budget — in a small window one 5,000-token output would otherwise fill the tail
-        alone, and every compaction would land over the trigger again."""
-        return min(config.tool_output_max_tokens, max(MIN_TOOL_OUTPUT_TOKENS, self.tail_budget(config)))
+        alone, and every compaction would land over the trigger again. Asked of limits at the
+        model's prior ratio (``Run.measure``): an output is cut at the same place every turn, however
+        the learned ratio moves (a cut that moved would change the forwarded prefix)."""
+        ours = self.ratio.ours
+        floor = ours(MIN_TOOL_OUTPUT_TOKENS)
+        return min(ours(config.tool_output_max_tokens), max(floor, self.tail_budget(config)))
 
     def keep_budget(self, config: CompactConfig) -> int:
         """Tokens of users' own messages kept verbatim, capped at the tail's: keeping must not
         defeat compacting."""
-        return min(config.user_message_budget, self.tail_budget(config))
+        return min(self.ours(config.user_message_budget), self.tail_budget(config))
 
     def pinned_budget(self, config: CompactConfig) -> int:
         """Tokens of pinned messages (the task, injected instructions) kept through compaction:
         ``pinned_budget``, or by default a tenth of the room the items have."""
         if config.pinned_budget is not None:
-            return config.pinned_budget
+            return self.ours(config.pinned_budget)
         return int(DEFAULT_PINNED_SHARE * self.room)
+
+    def ours(self, tokens: int) -> int:
+        """A budget of the settings (the provider's tokens) in ours; 0 stays 0."""
+        return self.ratio.ours(tokens) if tokens > 0 else 0

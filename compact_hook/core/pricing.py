@@ -29,6 +29,14 @@ class Prices:
             input / PER_MILLION, cache_write / PER_MILLION, cache_read / PER_MILLION, output / PER_MILLION
         )
 
+    def scaled(self, ratio: float) -> Prices:
+        """Per token of a count that is ``1 / ratio`` of the provider's (``core.calibration``)."""
+        if ratio == 1.0:
+            return self
+        return Prices(
+            self.input * ratio, self.cache_write * ratio, self.cache_read * ratio, self.output * ratio
+        )
+
     @property
     def rewrite_premium(self) -> float:
         """What writing a token to the cache costs beyond reading it (the price of a changed prefix)."""

@@ -20,7 +20,8 @@ def advance_clearing(run: Run, state: Entry, at_least: int | None = None) -> Ent
     results = [index for index in run.tiers.result_items if index >= state.covered]
     savings = {index: _saving(run, index) for index in set(results)}
     config = run.config
-    batch = Batch(config.keep_tool_results, config.clear_at_least if at_least is None else at_least)
+    least = run.window.ours(config.clear_at_least) if at_least is None else at_least
+    batch = Batch(config.keep_tool_results, least)
     boundary = next_boundary(results, savings, state.cleared_before, batch)
     if boundary is None:
         return None

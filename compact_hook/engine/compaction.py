@@ -139,7 +139,7 @@ def _estimate(run: Run, part: Partition, counts: Sequence[int], pins: Mapping[in
     pinned = sum(
         (shape.limit or pins[i].tokens) - (0 if i in middle else counts[i]) for i, shape in part.shapes
     )
-    return request_total(run.context_tokens, kept) + pinned + run.config.summary_max_tokens
+    return request_total(run.context_tokens, kept) + pinned + run.window.ours(run.config.summary_max_tokens)
 
 
 async def make(run: Run, cut: Cut, making: Making) -> Made | Failed:
@@ -154,7 +154,7 @@ async def make(run: Run, cut: Cut, making: Making) -> Made | Failed:
         text, summarizer = await asyncio.to_thread(digest, middle, limit), Summarizer.DIGEST
     else:
         try:
-            how = Summarizing(config, making.model, run.counter, run.request.focus)
+            how = Summarizing(config, making.model, run.counter, run.request.focus, run.ratio)
             text = await summarize_middle(middle, how, budget)
         except SummarizerError as exc:
             return Failed(str(exc), budget.calls, exc.kind)

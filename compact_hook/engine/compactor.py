@@ -87,7 +87,7 @@ class Compactor:
             await self.preparations.close()
 
     async def compact(self, request: CompactRequest) -> CompactResult:
-        run = await Run.measure(request, self.memory)
+        run = await Run.measure(request, self.memory, self.ledger)
         return await self.carry_out(run, await self.decide(run))
 
     async def decide(self, run: Run) -> Decision:
@@ -113,7 +113,7 @@ class Compactor:
             if recalled is None:
                 return Decision(Step.FORWARD, Reason.BELOW_THRESHOLD, view=view)
         recalled = recalled or await self.states.recall(run)
-        costs = await Costs.of(run, self.ledger, recalled.state)
+        costs = Costs.of(run, recalled.state)
         state = await self._clear(costs, recalled.state)
         view = run.tiers.view(state)
         found = Decision(

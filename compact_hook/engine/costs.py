@@ -30,7 +30,6 @@ from compact_hook.core.items import Role
 from compact_hook.core.partition import Partition
 from compact_hook.engine.clearing import advance_clearing
 from compact_hook.engine.compaction import sized_plan
-from compact_hook.engine.ledger import CacheLedger
 from compact_hook.engine.run import Run
 from compact_hook.engine.view import View
 
@@ -45,20 +44,25 @@ class Costs:
     economy: Economy | None = None
 
     @classmethod
-    async def of(cls, run: Run, ledger: CacheLedger, state: Entry) -> Costs:
-        """Looked up once per request, after its state: a summary's length is this conversation's
-        last one's, where it has one (else the most allowed)."""
+    def of(cls, run: Run, state: Entry) -> Costs:
+        """Once per request, after its state, from the conversation's note the run looked up: prices
+        per token of ours (the provider bills its own), a summary's length this conversation's last
+        one's, where it has one (else the most allowed)."""
         request, config = run.request, run.config
         if not run.cost_aware or request.prices is None:
             return cls(run)
-        note = await ledger.note(run.root)
+        note, ratio = run.note, run.ratio.value
         warmth = note.warmth(time.time(), config.cache_ttl_seconds) if note is not None else Warmth.UNKNOWN
         turns = sum(1 for item in run.tiers.items if item.role is Role.ASSISTANT)
         growth = note.growth if note is not None and note.growth > 0 else run.total / max(1, turns)
-        summary_tokens = run.counter.count_text(state.summary) if state.summary else config.summary_max_tokens
-        economy = Economy(
-            request.prices, request.summary_prices or request.prices, warmth, growth, turns, summary_tokens
+        summary_tokens = (
+            run.counter.count_text(state.summary)
+            if state.summary
+            else run.window.ours(config.summary_max_tokens)
         )
+        prices = request.prices.scaled(ratio)
+        summary = (request.summary_prices or request.prices).scaled(ratio)
+        economy = Economy(prices, summary, warmth, growth, turns, summary_tokens)
         return cls(run, economy)
 
     @property
@@ -146,6 +150,7 @@ class Costs:
         prices = self.run.request.prices
         if prices is None:
             return None
+        prices = prices.scaled(self.run.ratio.value)
         warmth = self.economy.warmth if self.economy is not None else Warmth.UNKNOWN
         return estimated_saving(prices, warmth, removed, rewritten)
 

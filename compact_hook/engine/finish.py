@@ -69,16 +69,19 @@ async def finish(run: Run, view: View, outcome: Outcome) -> CompactResult:
     compacted = outcome.state.summary is not None
     entries = [item.raw for item in view.items]
     rewritten = after if outcome.prefix_changed else 0
+    billed = run.ratio.billed
     return CompactResult(
         entries,
         compacted,
         _stats(run, entries, after) if compacted else CompactStats(),
         outcome.archive_path,
-        input_tokens=run.total,
+        input_tokens=billed(run.total),
         reason=outcome.reason,
         cache=outcome.cache,
         summary_calls=outcome.summary_calls,
-        output_tokens=after,
+        output_tokens=billed(after),
+        counted=after,
+        count_ratio=run.ratio,
         truncated=run.tiers.truncated_count(),
         cleared=run.tiers.cleared_count(outcome.state),
         dropped=outcome.dropped,
@@ -97,11 +100,14 @@ async def finish(run: Run, view: View, outcome: Outcome) -> CompactResult:
 def untouched(run: Run, reason: Reason | None, summary_calls: int = 0) -> CompactResult:
     """The request exactly as the client sent it."""
     entries = run.request.conversation.entries
+    total = run.ratio.billed(run.total)
     return CompactResult(
         entries,
         False,
-        input_tokens=run.total,
-        output_tokens=run.total,
+        input_tokens=total,
+        output_tokens=total,
+        counted=run.total,
+        count_ratio=run.ratio,
         reason=reason,
         summary_calls=summary_calls,
         conversation=watched(run),
@@ -112,9 +118,10 @@ def untouched(run: Run, reason: Reason | None, summary_calls: int = 0) -> Compac
 def _stats(run: Run, entries: Sequence[object], after: int) -> CompactStats:
     retained = len(entries) - 1
     original = len(run.prints)
+    billed = run.ratio.billed
     return CompactStats(
-        original_token_count=run.total,
-        compacted_token_count=after,
+        original_token_count=billed(run.total),
+        compacted_token_count=billed(after),
         compaction_ratio=round(after / run.total, 4) if run.total else 0.0,
         compacted_message_count=max(0, original - retained),
         retained_message_count=retained,
@@ -122,10 +129,6 @@ def _stats(run: Run, entries: Sequence[object], after: int) -> CompactStats:
 
 
 def watched(run: Run) -> bytes:
-    """The key the provider's cache reports for this conversation are kept under (empty: not
-    kept): with cost-aware timing on for a priced model, from half the total at which anything
-    can change."""
-    limits = run.limits
-    if not run.cost_aware or limits is None or run.total < limits.engage // 2 or not run.prints:
-        return b""
-    return run.root
+    """The key the provider's reports of this conversation are kept under (empty: not kept): from
+    half the total at which anything can change (``Run.watched``)."""
+    return run.root if run.watched else b""

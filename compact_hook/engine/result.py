@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from compact_hook.config import CompactConfig
+from compact_hook.core.calibration import IDENTITY, CountRatio
 from compact_hook.core.counting import TokenCounter
 from compact_hook.core.failures import SummaryFailure
 from compact_hook.core.outcomes import ArchiveStatus, CacheStatus, Mode, Preparation, Reason, Summarizer
@@ -29,6 +30,8 @@ class CompactRequest:
     ``summary_model`` names the summary model for its circuit breaker; ``origin`` (model group,
     format, request id) goes into the archive's audit. ``prices`` / ``summary_prices``: what the
     model's and the summary model's tokens cost (None: unpriced; no money is weighed or reported).
+    ``count_ratio``: the provider's tokens per one of ours as the model group knows it (its
+    estimate, or its prior; ``core.calibration``) — the conversation's own, once billed, refines it.
     """
 
     conversation: Conversation
@@ -46,6 +49,7 @@ class CompactRequest:
     origin: Origin = Origin()
     prices: Prices | None = None
     summary_prices: Prices | None = None
+    count_ratio: CountRatio = IDENTITY
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,10 +74,12 @@ class CompactResult:
     ``messages``: the entries (chat messages, Anthropic messages or Responses items), the
     client's own objects wherever we kept one. ``compacted``: a summary (stored or new) is
     among them. ``input_tokens`` / ``output_tokens``: everything the model reads, as received
-    / as forwarded. ``reason`` says why nothing (new) was compacted (``detail`` adds words for
-    a malformed request). ``truncated`` / ``cleared`` / ``dropped`` / ``normalized`` count
-    what the cheap tiers, the fit guarantee and normalization changed; ``summary_calls``
-    counts every summary attempt this request made, failed ones included. ``archive_status``:
+    / as forwarded, in the provider's tokens (our count at ``count_ratio``); ``counted``: our own
+    count of what is forwarded (what the provider's usage is set against, ``core.calibration``).
+    ``reason`` says why nothing (new) was compacted (``detail`` adds words for a malformed request).
+    ``truncated`` / ``cleared`` / ``dropped`` / ``normalized`` count what the cheap tiers, the fit
+    guarantee and normalization changed; ``summary_calls`` counts every summary attempt this
+    request made, failed ones included. ``archive_status``:
     whether what this request took out of the model's view was archived (None: nothing was).
     ``summary_failure``: why the summary could not be made, when it could not.
     ``prepared_unused``: past ``prepare_ratio``, the summaries prepared ahead for this conversation
@@ -108,6 +114,8 @@ class CompactResult:
     thinking_removed: int = 0
     conversation: bytes = b""
     cost_saved: float | None = None
+    counted: int = 0
+    count_ratio: CountRatio = IDENTITY
 
     def changes(self, sent: list[Any]) -> bool:
         """Whether the entries to forward differ from ``sent`` (by identity: every entry we kept

@@ -6,6 +6,11 @@ and counts, its limits and tiers, and where it stands in its conversation's chai
 once measured: what later stages learn (the stored state, the economy, what was archived) travels
 in the values they return — ``engine.decision.Decision``, ``engine.finish.Outcome`` — never
 written back here. It holds no store and no locks; those are the compactor's.
+
+Counts are ours; the limits are the provider's, converted at the request's ``CountRatio``
+(``core.calibration``): the model group's (or its prior) as the request brings it, or — from half
+the total at which anything can change, where a conversation's last billed request is looked up
+(``engine.ledger``) — the conversation's own.
 """
 
 from __future__ import annotations
@@ -16,13 +21,16 @@ from dataclasses import dataclass, field
 from functools import cached_property
 
 from compact_hook.config import CompactConfig
+from compact_hook.core.calibration import CountRatio, RatioSource, conversation_ratio
 from compact_hook.core.chain import Entry, prefix_chain, root_position, unbind
 from compact_hook.core.counting import TokenCounter, item_strings, request_total
+from compact_hook.core.economics import CacheNote
 from compact_hook.core.fingerprint import Fingerprint
 from compact_hook.core.items import PartKind, Role
 from compact_hook.core.limits import Limits
 from compact_hook.core.pinning import Pin, find_pins
 from compact_hook.engine.breaker import Breaker
+from compact_hook.engine.ledger import CacheLedger
 from compact_hook.engine.notices import Notices
 from compact_hook.engine.result import CompactRequest
 from compact_hook.engine.sizes import Sizes
@@ -33,6 +41,14 @@ from compact_hook.state.archive import ArchiveFolders, ArchiveLog
 from compact_hook.state.tokenizers import DEFAULT_TOKENIZER, acounter_for
 
 logger = logging.getLogger(__name__)
+
+
+def _output_limit(request: CompactRequest, fixed: int) -> int | None:
+    """Tokens (ours) one tool output may keep, at the model's prior ratio: the learned one moves from
+    request to request, and an output must be cut at the same place every turn."""
+    config = request.config
+    steady = Limits.of(config, request.conversation.reserve, fixed, CountRatio(config.count_ratio or 1.0))
+    return steady.output_limit(config) if steady is not None else None
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,10 +75,17 @@ class Run:
     limits: Limits | None
     tiers: Tiers
     memory: ProcessMemory
+    ratio: CountRatio = CountRatio()
+    """The provider's tokens per one of ours for this request (``core.calibration``)."""
+    note: CacheNote | None = None
+    """The provider's report of the conversation's last request, where it was looked up."""
 
     @classmethod
-    async def measure(cls, request: CompactRequest, memory: ProcessMemory) -> Run:
-        """Count everything the model reads: only entries never seen before are tokenized."""
+    async def measure(
+        cls, request: CompactRequest, memory: ProcessMemory, ledger: CacheLedger | None = None
+    ) -> Run:
+        """Count everything the model reads (only entries never seen before are tokenized), then put
+        the limits in our tokens at the request's ratio (``calibrated``)."""
         conversation, config = request.conversation, request.config
         counter = request.counter or await acounter_for(config.tokenizer or DEFAULT_TOKENIZER)
         conversation.for_tenant(request.tenant)
@@ -71,12 +94,37 @@ class Run:
         context = conversation.context
         context_counts = counter.count(conversation.context_prints(), lambda i: context_strings(context[i]))
         context_tokens = sum(context_counts) + (conversation.overhead if context else 0)
-        limits = Limits.of(config, conversation.reserve, context_tokens)
-        output_limit = limits.output_limit(config) if limits is not None else None
+        ratio = request.count_ratio
+        limits = Limits.of(config, conversation.reserve, context_tokens, ratio)
         counted = Counted(prints, counts, counter)
-        tiers = Tiers(conversation, counted, config, Tier1(memory.truncations, output_limit))
+        tiers = Tiers(
+            conversation, counted, config, Tier1(memory.truncations, _output_limit(request, context_tokens))
+        )
         total = request_total(context_tokens, counts)
-        return cls(request, counter, prints, counts, context_tokens, total, limits, tiers, memory)
+        run = cls(request, counter, prints, counts, context_tokens, total, limits, tiers, memory, ratio)
+        return await run.calibrated(ledger) if ledger is not None else run
+
+    async def calibrated(self, ledger: CacheLedger) -> Run:
+        """This run at its conversation's own ratio, where its last billed request teaches one; from
+        half the total at which anything can change (below, the group's ratio does: no lookup)."""
+        if not self.watched:
+            return self
+        note = await ledger.note(self.root)
+        taught = None
+        if note is not None and self.ratio.source is not RatioSource.REFUSAL:  # a refusal knows better
+            taught = conversation_ratio(note.billed, note.forwarded, self.ratio)
+        if taught is None:
+            return dataclasses.replace(self, note=note)
+        conversation = self.request.conversation
+        limits = Limits.of(self.config, conversation.reserve, self.context_tokens, taught)
+        return dataclasses.replace(self, limits=limits, ratio=taught, note=note)
+
+    @property
+    def watched(self) -> bool:
+        """The provider's reports of this conversation are kept and read (``engine.ledger``): from
+        half the total at which anything can change."""
+        limits = self.limits
+        return limits is not None and self.total >= limits.engage // 2 and bool(self.prints)
 
     @property
     def config(self) -> CompactConfig:

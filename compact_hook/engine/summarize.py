@@ -21,6 +21,7 @@ from importlib import resources
 from typing import Any
 
 from compact_hook.config import CompactConfig
+from compact_hook.core.calibration import IDENTITY, CountRatio
 from compact_hook.core.counting import TokenCounter
 from compact_hook.core.digest import digest
 from compact_hook.core.failures import SummaryFailure, failure_of
@@ -74,13 +75,14 @@ def summary_request(
     ]
 
 
-def input_budget(config: CompactConfig, counter: TokenCounter) -> int:
-    """Transcript tokens one summary call can carry beside the prompt and a running summary."""
+def input_budget(config: CompactConfig, counter: TokenCounter, ratio: CountRatio = IDENTITY) -> int:
+    """Transcript tokens (ours) one summary call can carry beside the prompt and a running summary:
+    the summary model's window is its own tokens, taken at the request's ``ratio``."""
     window = config.summary_context_window or config.context_window
     if window is None:
         raise SummarizerError("summary model context window unknown", SummaryFailure.TOO_LONG)
-    reserved = counter.count_text(summary_prompt()) + 2 * config.summary_max_tokens
-    budget = int(window * (1 - SAFETY_MARGIN)) - reserved - 64
+    reserved = counter.count_text(summary_prompt()) + ratio.ours(2 * config.summary_max_tokens)
+    budget = ratio.ours(window * (1 - SAFETY_MARGIN)) - reserved - 64
     if budget < MIN_CHUNK_TOKENS:
         raise SummarizerError(
             f"summary model window ({window} tokens) leaves only {budget} tokens for the transcript "
@@ -203,6 +205,8 @@ class Summarizing:
     model: Summarize
     counter: TokenCounter
     focus: str = ""
+    ratio: CountRatio = IDENTITY
+    """The provider's tokens per one of the counter's (``core.calibration``)."""
 
 
 async def summarize_middle(middle: Sequence[Item], how: Summarizing, budget: Budget) -> str:
@@ -213,7 +217,7 @@ async def summarize_middle(middle: Sequence[Item], how: Summarizing, budget: Bud
     A chunk the summary model finds too long is split in two and each half sent in its turn
     (one retry each time; never resent unchanged)."""
     config = how.config
-    start, chunks = await asyncio.to_thread(_plan, middle, config, how.counter)
+    start, chunks = await asyncio.to_thread(_plan, middle, how)
     running = digest(middle[:start], config.summary_max_tokens * DIGEST_CHARS_PER_TOKEN) if start else None
     if start:
         logger.warning(
@@ -257,9 +261,9 @@ def _halved(failure: SummarizerError, chunk: str, budget: Budget) -> list[str]:
     return [chunk[:cut], chunk[cut + len(ENTRY_SEPARATOR) :]]
 
 
-def _plan(middle: Sequence[Item], config: CompactConfig, counter: TokenCounter) -> tuple[int, list[str]]:
-    entries = transcript_entries(middle)
-    return plan_capped(entries, counter, input_budget(config, counter), config.max_summary_calls)
+def _plan(middle: Sequence[Item], how: Summarizing) -> tuple[int, list[str]]:
+    entries, config, counter = transcript_entries(middle), how.config, how.counter
+    return plan_capped(entries, counter, input_budget(config, counter, how.ratio), config.max_summary_calls)
 
 
 async def call_with_retries(

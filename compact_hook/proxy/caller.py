@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from compact_hook.config import CompactConfig
+from compact_hook.core.calibration import IDENTITY, CountRatio
 from compact_hook.core.chain import Owner, scope_of
 from compact_hook.core.pricing import Prices
 from compact_hook.engine.result import CompactRequest
@@ -50,10 +51,12 @@ class Engaged:
 @dataclass(frozen=True, slots=True)
 class Settled:
     """What a request to a compacting model group is compacted under: its settings (the key's and
-    team's overrides applied, the learned window) and its prices (``proxy.settings.settle``)."""
+    team's overrides applied, the learned window), its prices and how the group's provider counts
+    against us (``proxy.settings.settle``)."""
 
     config: CompactConfig
     pricing: Pricing = UNPRICED
+    ratio: CountRatio = IDENTITY
 
 
 def engine_request(
@@ -80,6 +83,7 @@ def engine_request(
         origin=Origin(who.model, wire.name, str(data.get("litellm_call_id") or "")),
         prices=pricing.model,
         summary_prices=pricing.summary,
+        count_ratio=settled.ratio,
     )
 
 

@@ -3,7 +3,7 @@
 Each hook hands its call to one of them: the pre-call hook to the ``RequestGate``
 (``proxy.gate``), the deployment hooks to ``Recovery`` (``proxy.recovery``), the headers and
 streaming hooks to ``Reporting`` (``proxy.reporting``) and the ``/compact`` answer
-(``proxy.answer``), the success log to ``CacheReports`` (``proxy.usage``). Any error forwards
+(``proxy.answer``), the success log to ``Bills`` (``proxy.usage``). Any error forwards
 the request exactly as the client sent it.
 
 LiteLLM only calls hook methods defined on the leaf class itself (a ``vars(cls)`` check),
@@ -37,7 +37,7 @@ from compact_hook.proxy.router_summarizer import INTERNAL_MARKER, is_internal_ca
 from compact_hook.proxy.services import Services
 from compact_hook.proxy.shutdown import on_shutdown
 from compact_hook.proxy.startup import preload_tokenizers, validate_loaded_proxy_config
-from compact_hook.proxy.usage import CacheReports
+from compact_hook.proxy.usage import Bills
 
 logger = logging.getLogger(__name__)
 
@@ -61,7 +61,7 @@ class CompactHook(CustomLogger):
         self.reporting = Reporting(self.services.metrics, lambda: self.compactor.memory.notices)
         self.gate = RequestGate(self.services, self.reporting)
         self.recovery = Recovery(self.services)
-        self.cache_reports = CacheReports(self.services)
+        self.bills = Bills(self.services)
         serve(self.services.process.metrics_port, self.services.process.metrics_host)
         self._log_limit = configure_logging(self.services.process.log_level)
         on_shutdown(self._flush_logs)
@@ -134,8 +134,8 @@ class CompactHook(CustomLogger):
     async def async_log_success_event(
         self, kwargs: dict[str, Any], response_obj: Any, start_time: Any, end_time: Any
     ) -> None:
-        """The provider's prompt-cache usage of a request we reported on, kept for its conversation."""
-        await self.cache_reports.heard(kwargs)
+        """What the provider billed a request we reported on (``proxy.usage``)."""
+        await self.bills.heard(kwargs)
 
     async def async_post_call_response_headers_hook(
         self,

@@ -18,7 +18,7 @@ import logging
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 
-from prometheus_client import REGISTRY, CollectorRegistry, Counter, Histogram, start_http_server
+from prometheus_client import REGISTRY, CollectorRegistry, Counter, Gauge, Histogram, start_http_server
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.registry import Collector
 
@@ -26,6 +26,7 @@ from compact_hook.core.failures import SummaryFailure
 from compact_hook.core.outcomes import CacheStatus, Reason
 from compact_hook.engine.compactor import Compactor
 from compact_hook.engine.result import CompactResult
+from compact_hook.proxy.learned import Learned
 from compact_hook.state.store import TieredStore
 
 logger = logging.getLogger(__name__)
@@ -104,6 +105,25 @@ class Metrics:
             "store_lookups", "Stored compactions reused (hit) or needing a summary (miss)", outcome=True
         )
         self.archive = counter("archive_writes", "Archive writes, written or failed", outcome=True)
+        self.count_ratio = Gauge(
+            f"{PREFIX}_count_ratio",
+            "The provider's input tokens per token we count, per model group (its estimate from usage)",
+            ("model_group",),
+            registry=registry,
+        )
+        self.count_spread = Gauge(
+            f"{PREFIX}_count_ratio_spread",
+            "How much responses' ratios vary around that estimate (one standard deviation, as a share)",
+            ("model_group",),
+            registry=registry,
+        )
+        self.count_samples = Counter(
+            f"{PREFIX}_count_samples",
+            "Responses whose billed input was set against our count: learned, outlier, unusable (usage "
+            "missing, zero or absurd)",
+            ("model_group", "outcome"),
+            registry=registry,
+        )
         self.engine = EngineCollector()
         registry.register(self.engine)
         self._groups: set[str] = set()
@@ -150,6 +170,16 @@ class Metrics:
 
     def held(self, seconds: float, where: Labels) -> None:
         self.latency.labels(where.model_group, where.wire).observe(seconds)
+
+    def count_sample(self, model_group: str, counted: Learned | None) -> None:
+        """One response's usage against our count (``proxy.learned``; None: it taught nothing)."""
+        group = self.labels(model_group, "").model_group
+        if counted is None:
+            self.count_samples.labels(group, "unusable").inc()
+            return
+        self.count_samples.labels(group, "learned" if counted.counted else "outlier").inc()
+        self.count_ratio.labels(group).set(counted.stats.ratio)
+        self.count_spread.labels(group).set(counted.stats.spread)
 
 
 class EngineCollector(Collector):

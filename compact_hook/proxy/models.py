@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from compact_hook.config import CompactConfig
+from compact_hook.core.calibration import family_prior
+from compact_hook.core.model_names import claude_version
 from compact_hook.core.pricing import Prices
 from compact_hook.proxy import server as router_api
 from compact_hook.proxy.prices import group_prices
@@ -110,11 +111,13 @@ class ModelSettings:
                 "(or model_info.max_input_tokens). Not compacting it.",
                 group,
             )
+        tokenizer = config.tokenizer or tokenizer_name_for_model(_provider_model(deployments[0], group))
         return dataclasses.replace(
             config,
             context_window=window,
             summary_context_window=config.summary_context_window or self._summary_window(router, config),
-            tokenizer=config.tokenizer or tokenizer_name_for_model(_provider_model(deployments[0], group)),
+            tokenizer=tokenizer,
+            count_ratio=config.count_ratio or _prior(tokenizer, group, deployments),
             thinking_prefix_check=_prefix_check(config, group, deployments),
         )
 
@@ -143,6 +146,12 @@ def _prefix_check(config: CompactConfig, group: str, deployments: Sequence[Mappi
     if config.thinking_prefix_check is not None:
         return config.thinking_prefix_check
     return any(runs_prefix_check(_provider_model(d, group)) for d in deployments)
+
+
+def _prior(tokenizer: str, group: str, deployments: Sequence[Mapping[str, Any]]) -> float:
+    """The measured ratio of the group's models (``core.calibration.family_prior``): the largest, where
+    a group mixes them (counting a request high compacts it a little early; low, the provider refuses it)."""
+    return max(family_prior(_provider_model(d, group), tokenizer) for d in deployments)
 
 
 def _provider_model(deployment: Mapping[str, Any], group: str) -> str:
@@ -176,14 +185,10 @@ PREFIX_CHECK_SINCE = (5, 1)
 """Claude models from 5.1 on check each thinking block sent back against its prefix (Anthropic,
 *Preserved thinking*: Fable 5.1/5.2, Mythos, Opus/Sonnet/Haiku 5.5); older ones ignore earlier
 turns' thinking but, with ``thinking`` enabled, refuse a tool turn whose thinking is missing."""
-_CLAUDE_VERSION = re.compile(r"claude-[a-z]+-(\d{1,2})(?:[-.](\d{1,2}))?(?!\d)")
 
 
 def runs_prefix_check(model: str) -> bool:
     """Whether a deployment's model (``anthropic/claude-opus-5-5``, ``anthropic.claude-fable-5-1-v1:0``,
-    ``claude-sonnet-4-5-20250929``) runs the prefix check: by its family-first version (dates and
-    the old ``claude-3-5-sonnet`` names are older)."""
-    match = _CLAUDE_VERSION.search(model.lower())
-    if match is None:
-        return False
-    return (int(match.group(1)), int(match.group(2) or 0)) >= PREFIX_CHECK_SINCE
+    ``claude-sonnet-4-5-20250929``) runs the prefix check: by its version (``core.model_names``)."""
+    version = claude_version(model)
+    return version is not None and version >= PREFIX_CHECK_SINCE

@@ -8,8 +8,11 @@ lets it go. Chat and /v1/messages raise ``ContextWindowExceededError``, which
 ``context_window_fallbacks`` catch; /v1/responses raises a plain ``BadRequestError``, so there
 the mark rides in ``fallbacks`` and a retry of any other error re-raises that error unchanged.
 
-The limit learned is remembered per model group (``proxy.learned``), and later requests to
-the group use it as their window.
+A refusal teaches two things. Where the error says what the provider counted ("prompt is too
+long: 52000 tokens > 40000 maximum"), its count over ours is this very request's ratio: the retry is
+counted at it, and the model group learns it (``proxy.learned.LearnedRatios``). A limit below the
+configured window is remembered per model group (``proxy.learned.LearnedWindows``), and later
+requests to the group use it as their window.
 """
 
 from __future__ import annotations
@@ -18,8 +21,10 @@ import dataclasses
 import logging
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
+from compact_hook.core.calibration import CountRatio, RatioSource
 from compact_hook.core.failures import Overflow, is_context_error
 from compact_hook.core.outcomes import Mode
 from compact_hook.formats import Rejected, format_for
@@ -125,7 +130,9 @@ class Recovery:
         """A failed attempt: learn the group's real limit from a context-length error."""
         try:
             if is_context_error(exception):
-                await self._learn(request, Overflow.parse(str(exception)))
+                refusal = await self._refusal(request, Overflow.parse(str(exception)))
+                if refusal is not None and refusal.ratio is not None:
+                    await self._teach(request, refusal.ratio)
             elif call_type_name(call_type) == "aresponses" and report_in(request) is not None:
                 # our retry on /v1/responses follows any error: it must be able to re-raise this one
                 self.snapshots.add(request.get("litellm_call_id"), exception)
@@ -133,8 +140,8 @@ class Recovery:
             logger.exception("compact_hook: could not learn from a provider's error")
 
     async def _recover(self, kwargs: dict[str, Any], call_type: str, overflow: Overflow) -> None:
-        """Compact the refused request, forced, to the window its error taught us, as the same
-        tenant and session the pre-call hook saw (its report says)."""
+        """Compact the refused request, forced, to the window its error taught us and at the ratio it
+        said, as the same tenant and session the pre-call hook saw (its report says)."""
         wire, router, previous, group = (
             format_for(call_type),
             server.proxy_router(),
@@ -147,18 +154,16 @@ class Recovery:
         if settled is not None:
             for_model_group(group)
         parsed = wire.parse(kwargs) if settled is not None else None
-        window = await self._learn(kwargs, overflow)
-        if settled is None or parsed is None or isinstance(parsed, Rejected) or window is None:
+        refusal = await self._refusal(kwargs, overflow)
+        if settled is None or parsed is None or isinstance(parsed, Rejected) or refusal is None:
             return
         session_id = str(previous.get("session_id") or session_id_of(kwargs, parsed.entries))
         control = dataclasses.replace(previous.control, mode=Mode.FORCE)
         who = Engaged(group, session_id, previous.tenant, control)
-        config = dataclasses.replace(settled.config, context_window=window)
-        request = engine_request(kwargs, parsed, who, dataclasses.replace(settled, config=config))
-        result = await self.services.compactor.compact(request)
-        previous.update(
-            report_of(result, session_id, wire.name), recovered=True
-        )  # what the headers hook reads
+        config = dataclasses.replace(settled.config, context_window=refusal.window)
+        retried = dataclasses.replace(settled, config=config, ratio=refusal.ratio or settled.ratio)
+        result = await self.services.compactor.compact(engine_request(kwargs, parsed, who, retried))
+        previous.follow(report_of(result, session_id, wire.name))  # what the headers hook reads
         record_savings(kwargs, wire.metadata_key, result)
         if result.changes(parsed.entries):
             wire.render(kwargs, result.messages)
@@ -167,22 +172,47 @@ class Recovery:
             kwargs.get("litellm_call_id"),
             group,
             result.output_tokens,
-            window,
+            refusal.window,
         )
 
-    async def _learn(self, request: Mapping[str, Any], overflow: Overflow) -> int | None:
-        """Remember the window the provider's error implies for the request's model group.
+    async def _refusal(self, request: Mapping[str, Any], overflow: Overflow) -> Refusal | None:
+        """What the provider's refusal of ``request`` teaches (its window remembered for the group
+        where it is below the configured one); None when there is nothing to learn from.
 
-        Our count of what was sent is our report's ``tokens_after`` (retry fallbacks only ride on
-        requests we reported on); None when there is nothing to learn from.
+        Our count of what was sent is our report's (retry fallbacks only ride on requests we
+        reported on).
         """
         report, group, router = report_in(request), group_of(request), server.proxy_router()
-        if report is None or group is None or router is None:
+        if report is None or group is None or router is None or report.counted <= 0:
             return None
         settled = await settle(self.services, router, group, report.control)
-        counted = report.get("tokens_after")
-        if settled is None or not settled.config.recover or not isinstance(counted, int):
+        if settled is None or not settled.config.recover:
             return None
         config = settled.config
-        learned = self.services.learned
-        return await learned.learn(group, overflow.window(counted), config.learned_window_ttl_seconds)
+        said = overflow.ratio(report.counted)
+        ratio = CountRatio(said, RatioSource.REFUSAL) if said is not None else None
+        window = overflow.window((ratio or settled.ratio).billed(report.counted))
+        if config.context_window is not None and window >= config.context_window:
+            return Refusal(config.context_window, ratio)  # the window was right: the count was not
+        learned = await self.services.learned.learn(group, window, config.learned_window_ttl_seconds)
+        return Refusal(learned, ratio)
+
+    async def _teach(self, request: Mapping[str, Any], ratio: CountRatio) -> None:
+        """The refused request's ratio, into its model group's estimate (once per refusal: here,
+        after the failure, not again on the retry)."""
+        report, router = report_in(request), server.proxy_router()
+        config = self.services.models.resolve(router, report.group) if report and router is not None else None
+        if report is None or config is None:
+            return
+        ttl = config.learned_window_ttl_seconds
+        learned = await self.services.ratios.learn(report.group, ratio.value, config.count_ratio or 1.0, ttl)
+        self.services.metrics.count_sample(report.group, counted=learned)
+
+
+@dataclass(frozen=True, slots=True)
+class Refusal:
+    """What a provider's "too long" taught: the window the retry must fit (the provider's tokens),
+    and the request's ratio where the error said what it counted."""
+
+    window: int
+    ratio: CountRatio | None

@@ -38,6 +38,8 @@ HEADER_FIELDS = (
     "prepare",
     "cost_saved_usd",
     "summary_cost_usd",
+    "count_ratio",
+    "count_source",
 )
 METADATA_KEYS = ("litellm_metadata", "metadata")
 SAVINGS_KEY = "compression_savings"
@@ -51,14 +53,23 @@ class Report(dict[str, Any]):
     """Our report. A ``dict`` (spend logs and callbacks serialize it as one), but its own type.
 
     ``tenant`` and ``control`` are attributes, not keys: the retry after a provider's "too long"
-    must compact as the same tenant under the same key's and team's settings, and that is nothing
-    for spend logs to carry. Nor is ``conversation``: the key the provider's cache report for this
-    request is kept under (``engine.ledger``).
+    must compact as the same tenant under the same key's and team's settings (and ``group``: the
+    model group it was counted for), and that is nothing for spend logs to carry. Nor is
+    ``conversation``: the key the provider's report of this request is kept under
+    (``engine.ledger``), nor ``counted``: our own count of what was forwarded, which the provider's
+    usage is set against (the report's token figures are the provider's tokens).
     """
 
     tenant: str = ""
     control: Control = Control()
+    group: str = ""
     conversation: bytes = b""
+    counted: int = 0
+
+    def follow(self, retried: Report) -> None:
+        """This request was retried (``proxy.recovery``): its report is now the retry's."""
+        self.update(retried, recovered=True)
+        self.conversation, self.counted = retried.conversation, retried.counted
 
 
 """Where LiteLLM keeps its per-request dict: ``litellm_metadata`` on /v1/messages and
@@ -79,6 +90,8 @@ def report_of(result: CompactResult, session_id: str, wire: str) -> Report:
             "cleared": result.cleared,
             "dropped": result.dropped,
             "normalized": result.normalized,
+            "count_ratio": round(result.count_ratio.value, 4),
+            "count_source": result.count_ratio.source.value,
         }
     )
     if result.compacted:
@@ -102,7 +115,7 @@ def report_of(result: CompactResult, session_id: str, wire: str) -> Report:
         report["thinking_removed"] = result.thinking_removed
     if result.cost_saved is not None:
         report["cost_saved_usd"] = usd(result.cost_saved)
-    report.conversation = result.conversation
+    report.conversation, report.counted = result.conversation, result.counted
     return report
 
 

@@ -94,7 +94,7 @@ class Reporting:
         """What the engine did, in the request's metadata (its report, LiteLLM's savings) and metrics."""
         self.metrics.observe(result, self.metrics.labels(str(data.get("model")), wire.name))
         report = report_of(result, who.session_id, wire.name)
-        report.tenant, report.control = who.tenant, who.control
+        report.tenant, report.control, report.group = who.tenant, who.control, who.model
         record(data, wire.metadata_key, report)
         record_savings(data, wire.metadata_key, result)
         return report

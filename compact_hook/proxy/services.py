@@ -14,7 +14,7 @@ from compact_hook.engine.prepare import PrepareSetup
 from compact_hook.engine.run import ProcessMemory
 from compact_hook.process_config import ProcessConfig
 from compact_hook.proxy import server
-from compact_hook.proxy.learned import LearnedWindows
+from compact_hook.proxy.learned import LearnedRatios, LearnedWindows
 from compact_hook.proxy.metrics import Metrics
 from compact_hook.proxy.models import ModelSettings
 from compact_hook.proxy.shutdown import on_shutdown, shutting_down
@@ -24,13 +24,14 @@ from compact_hook.state.stores import build_stores
 
 class Services:
     """One per hook: the base settings, the process settings, per-model settings, metrics, and
-    the lazily built compactor and learned windows."""
+    the lazily built compactor, learned windows and count ratios."""
 
     def __init__(self, base: CompactConfig, process: ProcessConfig, metrics: Metrics) -> None:
         self.base, self.process, self.metrics = base, process, metrics
         self.models = ModelSettings(base)
         self._compactor: Compactor | None = None
         self._learned: LearnedWindows | None = None
+        self._ratios: LearnedRatios | None = None
 
     @property
     def built(self) -> Compactor | None:
@@ -59,3 +60,10 @@ class Services:
         if self._learned is None:
             self._learned = LearnedWindows(self.compactor.store)
         return self._learned
+
+    @property
+    def ratios(self) -> LearnedRatios:
+        """How each group's provider counts against us, in the compactor's store (replicas share it)."""
+        if self._ratios is None:
+            self._ratios = LearnedRatios(self.compactor.store)
+        return self._ratios

@@ -1,9 +1,10 @@
-"""A request's settings and prices, resolved in one place for every attempt.
+"""A request's settings, prices and count ratio, resolved in one place for every attempt.
 
 The pre-call path and the retry after a provider's "too long" (``proxy.recovery``) must compact
 under the same settings: the model group's, the key's and team's overrides (``Control``), a
-window a provider taught us, and the model's and summary model's prices. Both resolve them
-here, so a retry cannot drift from its first attempt.
+window a provider taught us, the model's and summary model's prices, and how the group's provider
+counts against us (``proxy.learned``). Both resolve them here, so a retry cannot drift from its
+first attempt.
 """
 
 from __future__ import annotations
@@ -20,8 +21,8 @@ __all__ = ["Settled", "settle"]
 
 
 async def settle(services: Services, router: Any, group: str, control: Control) -> Settled | None:
-    """The group's settings with the key's and team's overrides, the learned window and the
-    prices; None when the group does not compact."""
+    """The group's settings with the key's and team's overrides, the learned window, the prices and
+    the group's count ratio; None when the group does not compact."""
     resolved = services.models.resolve(router, group)
     if resolved is None:
         return None
@@ -29,7 +30,8 @@ async def settle(services: Services, router: Any, group: str, control: Control) 
     learned = await services.learned.get(group) if config.recover else None
     if learned is not None and (config.context_window is None or learned < config.context_window):
         config = dataclasses.replace(config, context_window=learned)
-    return Settled(config, _pricing(services, router, group, config))
+    ratio = await services.ratios.ratio(group, config.count_ratio or 1.0)
+    return Settled(config, _pricing(services, router, group, config), ratio)
 
 
 def _pricing(services: Services, router: Any, group: str, config: CompactConfig) -> Pricing:

@@ -1,12 +1,20 @@
-"""What the provider reported of a request's prompt cache, heard from LiteLLM's success logging.
+"""What the provider billed each request, heard from LiteLLM's success logging.
 
-LiteLLM hands every successful call to ``async_log_success_event`` — all three surfaces,
-streaming and not — with the usage converted to one shape in
+LiteLLM hands every successful call to ``async_log_success_event`` — every surface, streaming
+and not (a stream's usage at its end) — with the usage converted to one shape in
 ``standard_logging_object.metadata.usage_object``: ``prompt_tokens`` (all input),
 ``prompt_tokens_details.cached_tokens`` (read from the cache), and on Anthropic
 ``cache_read_input_tokens`` / ``cache_creation_input_tokens``. Our report rides in the same
-request's metadata (the very object the pre-call hook put there), and names the conversation the
-numbers belong to; they are kept for its next request (``engine.ledger``).
+request's metadata (the very object the pre-call hook put there) with our own count of what was
+forwarded. The two teach:
+
+- the conversation (``engine.ledger``): its prompt cache, for cost-aware timing, and what its
+  next request is counted at (the billed input over our count);
+- the model group (``proxy.learned.LearnedRatios``): what a conversation's first requests are
+  counted at, and the ``compact_hook_count_ratio`` metrics.
+
+Only a response from the group we counted for teaches (a fallback to another group was not what
+we counted), and only usage that is there, not zero and not absurd (``core.calibration.sample``).
 """
 
 from __future__ import annotations
@@ -15,11 +23,12 @@ import logging
 from collections.abc import Mapping
 from typing import Any
 
+from compact_hook.core.calibration import sample
 from compact_hook.core.economics import Heard
 from compact_hook.core.pricing import Usage
 from compact_hook.proxy import server
 from compact_hook.proxy.caller import group_of
-from compact_hook.proxy.report import report_in
+from compact_hook.proxy.report import Report, report_in
 from compact_hook.proxy.router_summarizer import is_internal_call
 from compact_hook.proxy.services import Services
 
@@ -46,8 +55,8 @@ def _count(value: object) -> int:
     return int(value) if isinstance(value, int | float) and not isinstance(value, bool) and value > 0 else 0
 
 
-class CacheReports:
-    """Hears each served request's cache usage and keeps it for its conversation's next request."""
+class Bills:
+    """Hears what the provider billed each request we reported on, and keeps what it teaches."""
 
     def __init__(self, services: Services) -> None:
         self.services = services
@@ -60,16 +69,34 @@ class CacheReports:
                 return
             report = report_in(params)
             usage = provider_usage(kwargs)
-            if report is None or not report.conversation or usage is None:
+            if report is None or usage is None or not report.group or group_of(params) != report.group:
                 return
-            forwarded = _count(report.get("tokens_after"))
-            heard = Heard(usage.cache_read, usage.cache_write, usage.uncached, forwarded)
-            await self.services.compactor.ledger.heard(report.conversation, heard, self._ttl(params))
+            if report.conversation:
+                heard = Heard(usage.cache_read, usage.cache_write, usage.uncached, report.counted)
+                await self.services.compactor.ledger.heard(report.conversation, heard, self._ttl(report))
+            await self._learn(report, usage)
         except Exception:
-            logger.exception("compact_hook: could not keep a provider's cache report")
+            logger.exception("compact_hook: could not keep what a provider billed")
 
-    def _ttl(self, params: Mapping[str, Any]) -> float:
+    async def _learn(self, report: Report, usage: Usage) -> None:
+        """The group's count ratio, and its metrics."""
+        router, group = server.proxy_router(), report.group
+        config = self.services.models.resolve(router, group) if router is not None else None
+        if config is None:
+            return
+        metrics = self.services.metrics
+        taught = sample(usage.input, report.counted)
+        if taught is None:
+            metrics.count_sample(group, counted=None)
+            return
+        ratios = self.services.ratios
+        learned = await ratios.learn(
+            group, taught, config.count_ratio or 1.0, config.learned_window_ttl_seconds
+        )
+        metrics.count_sample(group, counted=learned)
+
+    def _ttl(self, report: Report) -> float:
         """The cache lifetime of the request's model group (the base setting if it is unknown)."""
-        router, group = server.proxy_router(), group_of(params)
-        config = self.services.models.resolve(router, group) if router is not None and group else None
+        router = server.proxy_router()
+        config = self.services.models.resolve(router, report.group) if router is not None else None
         return (config or self.services.base).cache_ttl_seconds

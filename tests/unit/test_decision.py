@@ -128,8 +128,11 @@ async def test_past_prepare_ratio_clearing_all_at_once_goes_first_only_where_a_s
         run = await Run.measure(request, node.compactor.memory)
         assert run.window.prepare <= run.total < run.window.compact
         if priced:  # warm, and growing by 5 tokens a request: the trigger is dozens of turns off
-            await node.compactor.ledger.heard(run.root, Heard(700, 50, 5, run.total - 5), 300)
-            await node.compactor.ledger.heard(run.root, Heard(700, 50, 5, run.total), 300)
+            total, ledger = run.total, node.compactor.ledger
+            await ledger.heard(run.root, Heard(total - 60, 50, 5, total - 5), 300)
+            await ledger.heard(run.root, Heard(total - 55, 50, 5, total), 300)  # billed as we count
+            run = await Run.measure(request, node.compactor.memory, ledger)
+            assert run.note is not None and run.ratio.value == 1.0
         decisions[priced] = await node.compactor.decide(run)
     unpriced, priced = decisions[False], decisions[True]
     assert unpriced.prefix_changed and unpriced.state.cleared_before > 0  # cleared instead of preparing

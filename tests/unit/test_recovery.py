@@ -35,6 +35,12 @@ from tests.support import load_transcript, openai_transcripts, replay_points
             9000,
             12000,
         ),
+        (  # OpenAI's "requested" counts the completion too: the messages' share is what was sent
+            "This model's maximum context length is 128000 tokens. However, you requested 133000 tokens "
+            "(125000 in the messages, 8000 in the completion). Please reduce the length of the messages.",
+            128000,
+            125000,
+        ),
         (
             '{"type":"error","error":{"message":"prompt is too long: 201234 tokens > 200000 maximum"}}',
             200000,
@@ -62,12 +68,16 @@ def test_other_errors_are_not_context_errors() -> None:
     assert not is_context_error(RuntimeError("stand-in failure"))
 
 
-def test_the_learned_window_is_in_our_tokens_and_below_the_limit() -> None:
-    # the provider counted 12,000 where we counted 10,000: its 9,000 are our 7,500 (less a margin)
-    assert Overflow(9000, 12000).window(10_000) == int(9000 * 10_000 / 12_000 * 0.95)
-    assert Overflow(9000, None).window(20_000) == int(9000 * 0.95)
+def test_a_refusal_gives_the_window_in_the_providers_tokens_and_the_ratio_it_counted_at() -> None:
+    # the provider counted 12,000 where we counted 10,000: its count is 1.2 of ours, its window its own
+    assert Overflow(9000, 12000).window(10_000) == 9000 and Overflow(9000, 12000).ratio(10_000) == 1.2
+    # not what it counted: the lower of its limit and our estimate of what was sent, less a margin
+    assert (
+        Overflow(9000, None).window(20_000) == int(9000 * 0.95) and Overflow(9000, None).ratio(10_000) is None
+    )
     assert Overflow(9000, None).window(8_000) == int(8000 * 0.95)  # we undercount: below what failed
     assert Overflow().window(10_000) == 8_000
+    assert Overflow(9000, 10**9).ratio(10_000) is None  # absurd: teaches nothing
 
 
 async def test_a_learned_window_is_shared_through_the_store_and_only_ever_shrinks() -> None:

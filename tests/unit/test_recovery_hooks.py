@@ -9,6 +9,7 @@ import respx
 from prometheus_client import CollectorRegistry
 
 from compact_hook.config import CompactConfig
+from compact_hook.core.calibration import CountRatio, RatioSource
 from compact_hook.process_config import ProcessConfig
 from compact_hook.proxy.gate import RequestGate
 from compact_hook.proxy.metrics import Metrics
@@ -22,6 +23,11 @@ from tests.support import is_summary, load_transcript, pairing_problems
 
 TOO_LONG = (
     "This model's maximum context length is 9000 tokens. However, your messages resulted in 12000 tokens."
+)
+
+
+MISCOUNTED = (  # the configured 20K window is right, our count is not: the provider counted 1.2× it
+    "This model's maximum context length is 20000 tokens. However, your messages resulted in 36000 tokens."
 )
 
 
@@ -40,7 +46,7 @@ def attempt(messages: list[Any], failure: str, tokens_after: int = 10_000, **ext
         **extra,
     }
     report = Report(tokens_after=tokens_after, session_id="s-1")
-    report.tenant = "team:t"
+    report.tenant, report.group, report.counted = "team:t", "agent", tokens_after
     record(kwargs, "metadata", report)
     return kwargs
 
@@ -55,12 +61,18 @@ async def test_a_first_attempt_is_left_alone_and_a_forged_mark_never_reaches_the
     assert await recovery().before_attempt(forged, "acompletion") is forged and RETRY_KEY not in forged
 
 
-async def test_a_context_error_teaches_the_group_its_window_in_our_tokens(router: SpyRouter) -> None:
+async def test_a_context_error_teaches_the_group_its_window_and_how_the_provider_counts(
+    router: SpyRouter,
+) -> None:
     healer = recovery()
     failed = attempt([], TOO_LONG, tokens_after=10_000)
     await healer.after_failure(failed, RuntimeError(TOO_LONG), "acompletion")
-    assert await healer.services.learned.get("agent") == int(9000 * 10_000 / 12_000 * 0.95)
+    assert await healer.services.learned.get("agent") == 9000  # the provider's own limit, in its tokens
+    ratio = await healer.services.ratios.ratio("agent", 1.0)
+    assert ratio.source is RatioSource.MODEL_GROUP  # 12,000 for our 10,000:
+    assert ratio.value == pytest.approx(1.2)
     assert await healer.services.learned.get("plain") is None
+    assert (await healer.services.ratios.ratio("plain", 1.1)) == CountRatio(1.1)
 
 
 async def test_the_retry_is_compacted_to_the_learned_window_as_the_same_tenant_and_session(
@@ -69,13 +81,15 @@ async def test_the_retry_is_compacted_to_the_learned_window_as_the_same_tenant_a
 ) -> None:
     healer = recovery()
     messages = load_transcript("claude_code_fa812bfe_pre_compact.json")
-    kwargs = attempt(copy.deepcopy(messages), TOO_LONG, tokens_after=30_000, **{RETRY_KEY: INTERNAL_TOKEN})
+    kwargs = attempt(copy.deepcopy(messages), MISCOUNTED, tokens_after=30_000, **{RETRY_KEY: INTERNAL_TOKEN})
     assert await healer.before_attempt(kwargs, "acompletion") is kwargs
     assert RETRY_KEY not in kwargs
     assert any(is_summary(m) for m in kwargs["messages"]) and pairing_problems(kwargs["messages"]) == []
     report = report_in(kwargs)
-    window = int(9000 * 30_000 / 12_000 * 0.95)
-    assert report is not None and report["recovered"] is True and report["tokens_after"] <= window
+    assert report is not None and report["recovered"] is True and report["tokens_after"] <= 20_000
+    assert report["count_source"] == "refusal" and report["count_ratio"] == 1.2  # 36,000 for our 30,000
+    assert report.counted * 1.2 == pytest.approx(report["tokens_after"], abs=1)
+    assert await healer.services.learned.get("agent") is None  # the window was right: nothing learned
     assert report["session_id"] == "s-1" and report.tenant == "team:t"
     assert router.calls[0]["metadata"]["compact_hook_internal"] == INTERNAL_TOKEN
 
