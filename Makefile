@@ -8,10 +8,15 @@ export LITELLM_LOCAL_MODEL_COST_MAP := True
 
 .PHONY: install system-deps clients-install clients run test newest-install test-newest unit lint typecheck bench clean
 
-$(INSTALLED): pyproject.toml constraints/lowest.txt
+# ctok: the stand-in bills as Claude counts with it (tools/billing.py). It declares Python >= 3.12 and
+# runs on 3.11 (pure Python, its one dependency `regex` is LiteLLM's too): installed without the check.
+CTOK := --no-deps --ignore-requires-python ctok==1.3.0
+
+$(INSTALLED): pyproject.toml constraints/lowest.txt Makefile
 	test -x $(PY) || python3 -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q -e '.[dev]' -c constraints/lowest.txt
+	$(PY) -m pip install -q $(CTOK)
 	touch $(INSTALLED)
 
 install: $(INSTALLED)
@@ -57,6 +62,7 @@ $(NEWEST_INSTALLED): pyproject.toml constraints/newest-overrides.txt
 	$(NEWEST_VENV)/bin/python -m pip install -q uv
 	$(NEWEST_VENV)/bin/uv pip install -q --python $(NEWEST_VENV)/bin/python \
 		--override constraints/newest-overrides.txt -e '.[dev]' 'litellm[proxy]==$(NEWEST_LITELLM)'
+	$(NEWEST_VENV)/bin/python -m pip install -q $(CTOK)
 	touch $(NEWEST_INSTALLED)
 
 newest-install: $(NEWEST_INSTALLED)

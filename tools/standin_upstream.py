@@ -46,7 +46,8 @@ Endpoints, each answering natively in its own wire format, streaming (``"stream"
 
 Control endpoints are not recorded; every other request is, before it is answered, as ``{"method", "path",
 "headers", "body", "raw"}`` (headers with lower-cased names, ``body`` the parsed JSON or ``None``, ``raw`` the
-exact request bytes decoded as UTF-8); once answered, ``"cache"`` (the prompt cache's input counts:
+exact request bytes decoded as UTF-8); once read, ``"billed"`` (the input tokens it bills, see below);
+once answered, ``"cache"`` (the prompt cache's input counts:
 ``input_tokens``, ``cache_creation_input_tokens``, ``cache_read_input_tokens`` on /v1/messages,
 ``prompt_tokens``, ``cached_tokens`` otherwise) and ``"output_tokens"`` are added to it.
 
@@ -71,6 +72,9 @@ or ``gemini/`` prefix; Google's is the path's), and the modes compose:
   allowed (N).`` (``INVALID_ARGUMENT``, which LiteLLM maps to its ``ContextWindowExceededError``: a proxy
   client receives an HTTP 400, OpenAI-shaped, whose message starts ``litellm.ContextWindowExceededError``
   and quotes Google's body);
+* ``bill<NNN>`` (e.g. ``standin-bill125``) and ``ctok30`` / ``ctok47`` / ``ctok48`` -> the input is billed
+  (usage, and the ``limit<N>`` refusal) unlike the default: ``NNN / 100`` times what compact_hook counts,
+  or as Claude counts (``billing``); the prompt cache's split of it kept in proportion;
 * ``script`` (e.g. ``standin-script``, ``gemini-3-pro-script12``) -> the scripted agent (``agent_script``)
   answers instead of a text, on every surface: shell tool calls for N turns (30 by default, every seventh
   two in parallel), then ``AGENT_FINAL``; turns are counted per session (``up.agent_turns``);
@@ -117,6 +121,7 @@ from typing import Any
 
 sys.path.append(str(Path(__file__).resolve().parent))  # agent_script, beside this file (no package here)
 import agent_script  # noqa: E402
+import billing  # noqa: E402
 import prompt_cache  # noqa: E402
 import standin_google  # noqa: E402
 from prompt_cache import (  # noqa: E402  what the model reads of each surface: one definition, the cache's
@@ -977,6 +982,25 @@ def cached_usage(surface_name: str, usage: dict[str, Any], result: Any) -> dict[
     return usage
 
 
+def billed_input(surface: Surface, req: dict[str, Any]) -> int:
+    """The input tokens the stand-in bills a request: a quarter of the characters of its texts and
+    tool definitions, or as the model's name asks (``billing``: 1.25× o200k, as Claude counts, …)."""
+    texts = surface.texts(req)
+    tools = None if surface.name == GOOGLE.name else req.get("tools")  # Google's texts hold its tools
+    bill = billing.billing_for(str(req.get("model", "")))
+    if bill is None:
+        described = json.dumps(tools, sort_keys=True) if tools else ""
+        return approx_tokens(sum(len(t) for t in texts) + len(described))
+    return bill(surface.name, req, texts, tools)
+
+
+def cached_total(cached: Any) -> int:
+    """The input a prompt cache's result counts (what the usage then reports)."""
+    if isinstance(cached, prompt_cache.AnthropicCacheResult):
+        return int(cached.total_input_tokens)
+    return int(cached.prompt_tokens)
+
+
 def with_cached_usage(payload: Any, surface_name: str, result: Any) -> Any:
     """``payload`` with each ``usage`` object in it counted by the prompt cache (responses, events)."""
     if isinstance(payload, dict):
@@ -1148,12 +1172,11 @@ class _Handler(BaseHTTPRequestHandler):
             self._send_json(400, surface.bad_request(str(exc), exc.param))
             return
         model = req.get("model", "")
+        tokens = self._recorded["billed"] = billed_input(surface, req)
         limit = window_limit(model)
-        if limit is not None:
-            tokens = approx_tokens(sum(len(t) for t in surface.texts(req)))
-            if tokens > limit:
-                self._send_json(400, surface.too_long(tokens, limit))
-                return
+        if limit is not None and tokens > limit:
+            self._send_json(400, surface.too_long(tokens, limit))
+            return
         if self._delay_or_fail(model, surface.failure, raw):
             return
         try:
@@ -1165,26 +1188,31 @@ class _Handler(BaseHTTPRequestHandler):
             cached = None
         if cached is not None:
             self._recorded["cache"] = cached._asdict()
+            if billing.billing_for(model) is None:  # the default bills what its cache counts
+                tokens = self._recorded["billed"] = cached_total(cached)
         if agent_script.is_agent(model):
-            self._agent(surface, req, cached)
+            self._agent(surface, req, cached, tokens)
             return
         reply = reply_for(model, surface.texts(req), surface.count(req))
         self._recorded["output_tokens"] = approx_tokens(len(reply))
-        if req.get("stream") is True:
-            events = (
-                (name, with_cached_usage(payload, surface.name, cached))
-                for name, payload in surface.stream(model, req, reply)
-            )
-            self._send_stream(surface, events)
-        else:
-            self._send_json(200, with_cached_usage(surface.body(model, req, reply), surface.name, cached))
 
-    def _agent(self, surface: Surface, req: dict[str, Any], cached: Any) -> None:
+        def billed(payload: Any) -> Any:
+            counted = with_cached_usage(payload, surface.name, cached)
+            return billing.billed_usage(counted, surface.name, tokens)
+
+        if req.get("stream") is True:
+            self._send_stream(
+                surface, ((name, billed(payload)) for name, payload in surface.stream(model, req, reply))
+            )
+        else:
+            self._send_json(200, billed(surface.body(model, req, reply)))
+
+    def _agent(self, surface: Surface, req: dict[str, Any], cached: Any, tokens: int) -> None:
         """The scripted agent's turn (see ``agent_script``): tool calls, then a final answer."""
         model, headers = req.get("model", ""), {k.lower(): v for k, v in self.headers.items()}
-        tokens = approx_tokens(sum(len(t) for t in surface.texts(req)))
         plan = agent_script.plan_turn(self.server.sessions, surface.session(req, headers), model)
-        whole = with_cached_usage(surface.agent(plan, req, tokens), surface.name, cached)
+        answer = with_cached_usage(surface.agent(plan, req, tokens), surface.name, cached)
+        whole = billing.billed_usage(answer, surface.name, tokens)
         self._recorded["output_tokens"] = surface.output_tokens(whole)
         if req.get("stream") is True:
             self._send_stream(surface, surface.agent_stream(whole, req))

@@ -10,9 +10,10 @@ from rich.console import Console
 
 from compact_hook.cli import archive as archive_view
 from compact_hook.cli.check import dry_run, report
-from compact_hook.cli.count import count_parts, count_table
+from compact_hook.cli.count import Shown, count_parts, count_table
 from compact_hook.cli.inputs import load
 from compact_hook.cli.settings import resolve, validate
+from compact_hook.core.calibration import family_prior
 from compact_hook.core.limits import Limits
 from compact_hook.state.archive import audit_path, prune
 from compact_hook.state.tokenizers import counter_for, tokenizer_name_for_model
@@ -21,7 +22,14 @@ from compact_hook.state.tokenizers import counter_for, tokenizer_name_for_model
 def count(args: argparse.Namespace, console: Console) -> int:
     loaded = load(args.file, args.line)
     name = args.tokenizer or tokenizer_name_for_model(args.model)
-    console.print(count_table(count_parts(loaded, counter_for(name)), loaded.wire.name, name))
+    prior = family_prior(args.model, name)
+    if args.ratio is not None:
+        shown = Shown(loaded.wire.name, name, args.ratio, "--ratio")
+    elif prior != 1.0:
+        shown = Shown(loaded.wire.name, name, prior, f"the measured prior for {args.model}")
+    else:
+        shown = Shown(loaded.wire.name, name, 1.0, f"no prior for {args.model}")
+    console.print(count_table(count_parts(loaded, counter_for(name)), shown))
     return 0
 
 

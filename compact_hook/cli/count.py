@@ -1,4 +1,9 @@
-"""``count``: what a request costs, by part, with the tokenizer the proxy would use."""
+"""``count``: what a request costs, by part, with the tokenizer the proxy would use.
+
+Our tokenizer's count, and the provider's estimated from it at the model's measured prior (or
+``--ratio``): offline, nothing has been billed yet; the proxy itself learns the provider's ratio
+from usage (``core.calibration``).
+"""
 
 from __future__ import annotations
 
@@ -57,18 +62,39 @@ def count_parts(loaded: Loaded, counter: TokenCounter) -> PartCounts:
     return PartCounts(head + instructions, definitions, messages, outputs, total, len(items))
 
 
-def count_table(counts: PartCounts, wire: str, tokenizer: str) -> Table:
-    table = Table(title=f"{counts.entries} entries, {wire} format, tokenizer {tokenizer}")
+@dataclass(frozen=True, slots=True)
+class Shown:
+    """How ``count`` shows a request: the tokenizer it counts with, and the ratio to the provider's
+    count with where that comes from (a prior, or the operator's ``--ratio``)."""
+
+    wire: str
+    tokenizer: str
+    ratio: float = 1.0
+    why: str = ""
+
+
+def count_table(counts: PartCounts, shown: Shown) -> Table:
+    table = Table(title=f"{counts.entries} entries, {shown.wire} format, tokenizer {shown.tokenizer}")
     table.add_column("part")
-    table.add_column("tokens", justify="right")
+    table.add_column("tokens (ours)", justify="right")
+    estimated = shown.ratio != 1.0
+    if estimated:
+        table.add_column(f"provider's (x{shown.ratio:g})", justify="right")
     table.add_column("share", justify="right")
     rows = [
         ("system / instructions", counts.head),
         ("tool definitions", counts.tool_definitions),
         ("messages (framing included)", counts.messages),
         ("tool outputs", counts.tool_outputs),
+        ("total", counts.total),
     ]
     for name, tokens in rows:
-        table.add_row(name, f"{tokens:,}", f"{tokens / max(1, counts.total):.1%}")
-    table.add_row("total", f"{counts.total:,}", "100.0%", style="bold")
+        provider = [f"{round(tokens * shown.ratio):,}"] if estimated else []
+        style = "bold" if name == "total" else None
+        table.add_row(name, f"{tokens:,}", *provider, f"{tokens / max(1, counts.total):.1%}", style=style)
+    table.caption = (
+        f"the provider's count estimated at x{shown.ratio:g} ({shown.why}); the proxy learns it from usage"
+        if estimated
+        else f"our tokenizer's count ({shown.why}); the proxy learns the provider's from usage"
+    )
     return table

@@ -28,6 +28,11 @@ def parser() -> argparse.ArgumentParser:
     count.add_argument("file", type=Path)
     count.add_argument("--model", default="gpt-4o", help="picks the tokenizer the proxy would use")
     count.add_argument("--tokenizer", help="o200k_base, cl100k_base, claude, or a tokenizer.json")
+    count.add_argument(
+        "--ratio",
+        type=float,
+        help="the provider's tokens per one of ours, for its column (default: the model's measured prior)",
+    )
     count.add_argument("--line", type=int, help="JSONL: which request (1-based; default the longest)")
 
     check = commands.add_parser("check", help="dry run: what the proxy would do (no model call)")

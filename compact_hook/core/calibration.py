@@ -11,8 +11,9 @@ the provider's tokens. Where it comes from, best first (``RatioSource``):
 
 - **the provider's refusal** of this very request ("prompt is too long: 52000 tokens > …"), on the
   retry it makes (``proxy.recovery``);
-- **the conversation's** last billed request against our count of it (``engine.ledger``): what is
-  new since is counted at the same ratio;
+- **the conversation's** last billed request against our count of it (``engine.ledger``), and what
+  it grew by since its first cost at the provider: what is new since is counted at that margin, the
+  part that stays the same (system, tools, what the provider adds) as it was billed;
 - **the model group's** estimate over its recent responses (``RatioStats``), for a conversation's
   first requests;
 - **a prior**: ``count_ratio`` where the operator set one, else the family's measured ratio
@@ -28,6 +29,7 @@ from __future__ import annotations
 import enum
 import math
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from compact_hook.core.model_names import claude_version
 
@@ -35,6 +37,8 @@ MIN_COUNTED = 256
 """A request we counted smaller than this teaches nothing: fixed framing dominates it."""
 LOWEST, HIGHEST = 0.2, 5.0
 """A ratio outside these is a provider's usage gone wrong (or not its own), never a tokenizer's."""
+MIN_SPAN = 2048
+"""A conversation's margin is measured over at least this much growth (our tokens)."""
 MIN_SAMPLES = 3
 """A group's estimate rejects outliers once it rests on this many responses."""
 OUTLIER = 1.5
@@ -74,18 +78,32 @@ class RatioSource(enum.StrEnum):
 
 @dataclass(frozen=True, slots=True)
 class CountRatio:
-    """The provider's tokens per one of ours, and where that came from."""
+    """How the provider counts what we count: ``offset + value × ours`` for a whole request.
+
+    ``value``: the provider's tokens per one of ours (at the margin: what a token more costs);
+    ``offset``: what it counts that our count does not scale to (a conversation's fixed part billed
+    unlike the rest: Anthropic's tool-use prompt, framing) — 0 for a group's ratio and a prior."""
 
     value: float = 1.0
     source: RatioSource = RatioSource.PRIOR
+    offset: float = 0.0
 
     def billed(self, ours: int) -> int:
-        """Our count in the provider's tokens."""
-        return int(round(ours * self.value))
+        """A request we count ``ours``, in the provider's tokens."""
+        return max(0, int(round(self.offset + ours * self.value)))
 
     def ours(self, billed: float) -> int:
-        """The provider's tokens in ours (at least 1: a window or budget is never empty)."""
-        return max(1, int(billed / self.value))
+        """A limit on a whole request (a window, a threshold), the provider's tokens in ours (at
+        least 1: a window is never empty)."""
+        return max(1, int((billed - self.offset) / self.value))
+
+    def ours_of(self, amount: float) -> int:
+        """A budget within a request (a tail, a tool output), the provider's tokens in ours."""
+        return max(1, int(amount / self.value))
+
+    def effective(self, ours: int) -> float:
+        """The provider's tokens per one of ours for a request we count ``ours`` (the report's)."""
+        return (self.offset + ours * self.value) / ours if ours > 0 else self.value
 
 
 IDENTITY = CountRatio()
@@ -111,15 +129,29 @@ def sample(billed: int, counted: int) -> float | None:
     return ratio if LOWEST <= ratio <= HIGHEST else None
 
 
-def conversation_ratio(billed: int, counted: int, group: CountRatio) -> CountRatio | None:
-    """A conversation's ratio from its last billed request; None when that teaches nothing, or is an
-    outlier against an estimate its group has learned."""
-    found = sample(billed, counted)
+def conversation_ratio(last: Billed, first: Billed, group: CountRatio) -> CountRatio | None:
+    """A conversation's ratio from its last billed request and its first: what it grew by between
+    them cost at the provider (the margin) — the new since is counted at it, and the part that
+    stays the same (system, tools, what the provider adds of its own) keeps what it was billed.
+    Multiplicative until the two are ``MIN_SPAN`` apart. None when the last request teaches nothing,
+    or is an outlier against an estimate its group has learned."""
+    found = sample(last.billed, last.counted)
     if found is None:
         return None
     if group.source is RatioSource.MODEL_GROUP and _off(found, group.value):
         return None
-    return CountRatio(found, RatioSource.CONVERSATION)
+    span = last.counted - first.counted
+    margin = (last.billed - first.billed) / span if span >= MIN_SPAN else 0.0
+    if not LOWEST <= margin <= HIGHEST or _off(margin, found):
+        return CountRatio(found, RatioSource.CONVERSATION)
+    return CountRatio(margin, RatioSource.CONVERSATION, last.billed - margin * last.counted)
+
+
+class Billed(NamedTuple):
+    """One request: what the provider billed, and what we counted."""
+
+    billed: int
+    counted: int
 
 
 def _off(ratio: float, around: float) -> bool:

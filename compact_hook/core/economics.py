@@ -74,6 +74,10 @@ class CacheNote:
     forwarded: int = 0
     growth: float = 0.0
     """Tokens the forwarded request grows by per request, smoothed; 0 until two were heard."""
+    first_billed: int = 0
+    first_forwarded: int = 0
+    """The conversation's first request heard: the provider's count of it and ours. Set against
+    the last, what the conversation grew by cost at the provider (``core.calibration``)."""
 
     def __post_init__(self) -> None:
         if self.read > 0 or self.written > 0:
@@ -110,6 +114,8 @@ class CacheNote:
             cached,
             heard.forwarded,
             growth,
+            self.first_billed,
+            self.first_forwarded,
         )
 
     def to_text(self) -> str:
@@ -122,6 +128,8 @@ class CacheNote:
             int(self.cached_ever),
             self.forwarded,
             round(self.growth, 1),
+            self.first_billed,
+            self.first_forwarded,
         )
         return ",".join(str(value) for value in fields)
 
@@ -130,7 +138,7 @@ class CacheNote:
         """None for anything that is not a note we wrote."""
         parts = text.split(",")
         try:
-            seen_at, read, written, uncached, requests, cached, forwarded, growth = parts
+            seen_at, read, written, uncached, requests, cached, forwarded, growth, first, first_ours = parts
             return cls(
                 float(seen_at),
                 int(read),
@@ -140,6 +148,8 @@ class CacheNote:
                 cached == "1",
                 int(forwarded),
                 float(growth),
+                int(first),
+                int(first_ours),
             )
         except ValueError:
             return None
@@ -154,8 +164,20 @@ class Heard:
     uncached: int
     forwarded: int
 
+    @property
+    def billed(self) -> int:
+        return self.read + self.written + self.uncached
+
     def first(self, seen_at: float) -> CacheNote:
-        return CacheNote(seen_at, self.read, self.written, self.uncached, forwarded=self.forwarded)
+        return CacheNote(
+            seen_at,
+            self.read,
+            self.written,
+            self.uncached,
+            forwarded=self.forwarded,
+            first_billed=self.billed,
+            first_forwarded=self.forwarded,
+        )
 
 
 @dataclass(frozen=True, slots=True)

@@ -90,7 +90,7 @@ class Limits:
         alone, and every compaction would land over the trigger again. Asked of limits at the
         model's prior ratio (``Run.measure``): an output is cut at the same place every turn, however
         the learned ratio moves (a cut that moved would change the forwarded prefix)."""
-        ours = self.ratio.ours
+        ours = self.ratio.ours_of
         floor = ours(MIN_TOOL_OUTPUT_TOKENS)
         return min(ours(config.tool_output_max_tokens), max(floor, self.tail_budget(config)))
 
@@ -108,4 +108,4 @@ class Limits:
 
     def ours(self, tokens: int) -> int:
         """A budget of the settings (the provider's tokens) in ours; 0 stays 0."""
-        return self.ratio.ours(tokens) if tokens > 0 else 0
+        return self.ratio.ours_of(tokens) if tokens > 0 else 0

@@ -130,5 +130,6 @@ def _stats(run: Run, entries: Sequence[object], after: int) -> CompactStats:
 
 def watched(run: Run) -> bytes:
     """The key the provider's reports of this conversation are kept under (empty: not kept): from
-    half the total at which anything can change (``Run.watched``)."""
-    return run.root if run.watched else b""
+    its first request, where the window is known (what it grew by since is its margin,
+    ``core.calibration``)."""
+    return run.root if run.limits is not None and run.prints else b""

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 
 from compact_hook.config import CompactConfig
-from compact_hook.core.calibration import CountRatio, RatioSource, conversation_ratio
+from compact_hook.core.calibration import Billed, CountRatio, RatioSource, conversation_ratio
 from compact_hook.core.chain import Entry, prefix_chain, root_position, unbind
 from compact_hook.core.counting import TokenCounter, item_strings, request_total
 from compact_hook.core.economics import CacheNote
@@ -107,12 +107,13 @@ class Run:
     async def calibrated(self, ledger: CacheLedger) -> Run:
         """This run at its conversation's own ratio, where its last billed request teaches one; from
         half the total at which anything can change (below, the group's ratio does: no lookup)."""
-        if not self.watched:
+        if not self.looks_up:
             return self
         note = await ledger.note(self.root)
         taught = None
         if note is not None and self.ratio.source is not RatioSource.REFUSAL:  # a refusal knows better
-            taught = conversation_ratio(note.billed, note.forwarded, self.ratio)
+            last, first = Billed(note.billed, note.forwarded), Billed(note.first_billed, note.first_forwarded)
+            taught = conversation_ratio(last, first, self.ratio)
         if taught is None:
             return dataclasses.replace(self, note=note)
         conversation = self.request.conversation
@@ -120,9 +121,10 @@ class Run:
         return dataclasses.replace(self, limits=limits, ratio=taught, note=note)
 
     @property
-    def watched(self) -> bool:
-        """The provider's reports of this conversation are kept and read (``engine.ledger``): from
-        half the total at which anything can change."""
+    def looks_up(self) -> bool:
+        """The provider's report of this conversation's last request is read (``engine.ledger``):
+        from half the total at which anything can change (below, no store lookup: the group's ratio
+        counts it). Reports are kept from its first request on (``engine.finish.watched``)."""
         limits = self.limits
         return limits is not None and self.total >= limits.engage // 2 and bool(self.prints)
 

@@ -81,8 +81,8 @@ def input_budget(config: CompactConfig, counter: TokenCounter, ratio: CountRatio
     window = config.summary_context_window or config.context_window
     if window is None:
         raise SummarizerError("summary model context window unknown", SummaryFailure.TOO_LONG)
-    reserved = counter.count_text(summary_prompt()) + ratio.ours(2 * config.summary_max_tokens)
-    budget = ratio.ours(window * (1 - SAFETY_MARGIN)) - reserved - 64
+    reserved = counter.count_text(summary_prompt()) + ratio.ours_of(2 * config.summary_max_tokens)
+    budget = ratio.ours_of(window * (1 - SAFETY_MARGIN)) - reserved - 64
     if budget < MIN_CHUNK_TOKENS:
         raise SummarizerError(
             f"summary model window ({window} tokens) leaves only {budget} tokens for the transcript "

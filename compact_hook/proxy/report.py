@@ -90,7 +90,7 @@ def report_of(result: CompactResult, session_id: str, wire: str) -> Report:
             "cleared": result.cleared,
             "dropped": result.dropped,
             "normalized": result.normalized,
-            "count_ratio": round(result.count_ratio.value, 4),
+            "count_ratio": round(result.count_ratio.effective(result.counted), 4),
             "count_source": result.count_ratio.source.value,
         }
     )

@@ -1,0 +1,193 @@
+"""How the stand-in bills a request's input when it should count unlike compact_hook does.
+
+By default the stand-in bills a quarter of a request's characters (``prompt_cache.approx_tokens``).
+A model name can ask for a provider whose count differs from ours in a known way, so a test can see
+whether the hook's decisions and figures follow what is billed:
+
+* ``bill125`` / ``bill080`` (any ``bill<NNN>``): ``NNN / 100`` times what compact_hook counts of the
+  request it received (its own format adapter and tokenizer for the model's name): a provider whose
+  count is ours times a constant, so a test sees every window, threshold and figure converted, and
+  nothing else;
+* ``ctok30`` / ``ctok47`` / ``ctok48``: as Claude counts, by ctok (an offline reconstruction of
+  Claude's ``count_tokens``, exact on its held-out sets; family 3.0 is Claude 3 to Opus 4.6, 4.7 Opus
+  4.7, 4.8 Opus 4.8, Sonnet 5 and Fable 5): each text's tokens, the request's frame once, 3 tokens a
+  message, tool definitions as their JSON, and the 346 tokens of Anthropic's tool-use system prompt
+  when there are tools. The framing is our model of Anthropic's (it publishes none but the 346); the
+  text counts are Claude's.
+
+Each text's count is kept (by the text) so an agent's growing history is counted once per new text.
+ctok and compact_hook are imported only when a model asks for them: the stand-in itself needs
+nothing installed. ctok declares Python >= 3.12 and is installed beside the project with
+``--ignore-requires-python`` (``make install``): it runs on 3.11.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import threading
+from collections import OrderedDict
+from collections.abc import Callable, Mapping
+from typing import Any
+
+CLAUDE_MESSAGE_TOKENS = 3
+CLAUDE_TOOLS_PROMPT = 346
+"""Anthropic's documented tool-use system prompt (``tool_choice`` auto or none), billed as input."""
+CLAUDE_FRAME = {"3.0": 7, "4.7": 7, "4.8": 6}
+"""ctok's frame of a one-message request: counted once per request, the rest of each text's count is
+its content."""
+MEMO_CHARS = 64 * 1024 * 1024
+
+_RATIO = re.compile(r"bill(\d{2,3})")
+_CLAUDE = re.compile(r"ctok(30|47|48)")
+
+
+class TextCounts:
+    """A counter of texts, remembering each text's count (bounded by the characters kept)."""
+
+    def __init__(self, count: Callable[[str], int]) -> None:
+        self._count = count
+        self._memo: OrderedDict[str, int] = OrderedDict()
+        self._chars = 0
+        self._lock = threading.Lock()
+
+    def __call__(self, text: str) -> int:
+        with self._lock:
+            found = self._memo.get(text)
+            if found is not None:
+                self._memo.move_to_end(text)
+                return found
+        counted = self._count(text) if text else 0
+        with self._lock:
+            self._memo[text] = counted
+            self._chars += len(text)
+            while self._chars > MEMO_CHARS and self._memo:
+                gone, _ = self._memo.popitem(last=False)
+                self._chars -= len(gone)
+        return counted
+
+
+_counters: dict[str, TextCounts] = {}
+_counters_lock = threading.Lock()
+
+
+def _counter(name: str) -> TextCounts:
+    with _counters_lock:
+        if name not in _counters:
+            _counters[name] = TextCounts(_load(name))
+        return _counters[name]
+
+
+def _load(name: str) -> Callable[[str], int]:
+    from ctok import token_count
+
+    family, frame = name, CLAUDE_FRAME[name]
+    return lambda text: token_count(text, family) - frame
+
+
+Bill = Callable[[str, dict[str, Any], list[str], Any], int]
+"""How a request is billed: ``(surface, body, texts, tools)``: the surface's name, the request body, the
+texts the stand-in reads in it, its tool definitions (None where the texts hold them)."""
+
+
+def billing_for(model: str) -> Bill | None:
+    """How a model named so bills a request; None for the stand-in's default."""
+    ratio = _RATIO.search(model)
+    if ratio is not None:
+        factor = int(ratio.group(1)) / 100
+        return lambda surface, body, texts, tools: round(factor * _ours(surface, body))
+    claude = _CLAUDE.search(model)
+    if claude is not None:
+        family = {"30": "3.0", "47": "4.7", "48": "4.8"}[claude.group(1)]
+        return lambda surface, body, texts, tools: _claude(family, texts, tools)
+    return None
+
+
+def _ours(surface: str, body: dict[str, Any]) -> int:
+    """What compact_hook counts of the request: its own adapter and the tokenizer it picks by name."""
+    from compact_hook.core.counting import item_strings, request_total
+    from compact_hook.formats import ANTHROPIC, CHAT, GOOGLE, RESPONSES, Conversation
+    from compact_hook.formats.base import context_strings
+    from compact_hook.state.tokenizers import counter_for, tokenizer_name_for_model
+
+    wire = {"chat": CHAT, "messages": ANTHROPIC, "responses": RESPONSES, "google": GOOGLE}[surface]
+    parsed = wire.parse({key: value for key, value in body.items() if key not in ("model", "stream")})
+    if not isinstance(parsed, Conversation):
+        return 0
+    counter = counter_for(tokenizer_name_for_model(str(body.get("model", ""))))
+    counts = counter.count(parsed.prints(), lambda i: item_strings(parsed.item(i)))
+    context = counter.count(parsed.context_prints(), lambda i: context_strings(parsed.context[i]))
+    return request_total(sum(context) + (parsed.overhead if parsed.context else 0), counts)
+
+
+def _claude(family: str, texts: list[str], tools: Any) -> int:
+    count = _counter(family)
+    total = CLAUDE_FRAME[family] + sum(count(text) for text in texts) + CLAUDE_MESSAGE_TOKENS * len(texts)
+    if tools:
+        total += CLAUDE_TOOLS_PROMPT + sum(count(json.dumps(tool, sort_keys=True)) for tool in tools)
+    return total
+
+
+INPUT_FIELDS = {
+    "chat": ("prompt_tokens", "prompt_tokens_details", "cached_tokens"),
+    "responses": ("input_tokens", "input_tokens_details", "cached_tokens"),
+    "google": ("promptTokenCount", None, "cachedContentTokenCount"),
+}
+"""Per surface: the usage's total input, where its cached share sits (None: beside it), its name."""
+TOTALS = (
+    ("total_tokens", "completion_tokens"),
+    ("total_tokens", "output_tokens"),
+    ("totalTokenCount", "candidatesTokenCount"),
+)
+
+
+def billed_usage(payload: Any, surface: str, billed: int) -> Any:
+    """``payload`` (an answer or a stream event) with each usage's input billed ``billed`` tokens: the
+    cache's share of it kept in proportion; its output untouched."""
+    if isinstance(payload, dict):
+        return {
+            key: _billed(value, surface, billed)
+            if key in ("usage", "usageMetadata") and isinstance(value, dict)
+            else billed_usage(value, surface, billed)
+            for key, value in payload.items()
+        }
+    if isinstance(payload, list):
+        return [billed_usage(value, surface, billed) for value in payload]
+    return payload
+
+
+def _billed(found: Mapping[str, Any], surface: str, billed: int) -> dict[str, Any]:
+    usage = dict(found)
+    if surface == "messages":
+        return _billed_messages(usage, billed)
+    total_key, details_key, cached_key = INPUT_FIELDS[surface]
+    if total_key not in usage:
+        return usage
+    scale = billed / int(usage[total_key]) if usage[total_key] else 0.0
+    holder = usage if details_key is None else dict(usage.get(details_key) or {})
+    if holder.get(cached_key):
+        holder[cached_key] = round(int(holder[cached_key]) * scale)
+    if details_key is not None and details_key in usage:
+        usage[details_key] = holder
+    usage[total_key] = billed
+    for total, output in TOTALS:
+        if total in usage and output in usage:
+            usage[total] = billed + int(usage[output] or 0)
+    return usage
+
+
+def _billed_messages(usage: dict[str, Any], billed: int) -> dict[str, Any]:
+    """Anthropic splits the input three ways (after the last breakpoint, written, read)."""
+    if "input_tokens" not in usage:
+        return usage  # message_delta: the output only
+    read = int(usage.get("cache_read_input_tokens") or 0)
+    written = int(usage.get("cache_creation_input_tokens") or 0)
+    total = int(usage["input_tokens"]) + read + written
+    scale = billed / total if total else 0.0
+    read, written = round(read * scale), round(written * scale)
+    usage.update(
+        cache_read_input_tokens=read,
+        cache_creation_input_tokens=written,
+        input_tokens=billed - read - written,
+    )
+    return usage
