@@ -14,6 +14,7 @@ from typing import Any
 
 from compact_hook import count_tokens
 from compact_hook.config import CompactConfig
+from compact_hook.core.calibration import IDENTITY, CountRatio
 from compact_hook.core.chain import Owner, scope_of
 from compact_hook.core.counting import item_strings, request_total
 from compact_hook.core.limits import Limits
@@ -70,7 +71,10 @@ async def run(
     summarizer: FakeSummarizer | None = None,
     compactor: Compactor | None = None,
     archive: InMemoryArchive | None = None,
+    ratio: CountRatio = IDENTITY,
 ) -> CompactResult:
+    """``data`` through a compactor; ``ratio``: the provider's tokens per one of ours, as the model
+    group knows it."""
     parsed = wire_of(wire).parse(data)
     assert isinstance(parsed, Conversation), parsed
     request = CompactRequest(
@@ -81,6 +85,7 @@ async def run(
         scope=b"scope",
         archive=archive or InMemoryArchive(),
         counter=WordCounter(),
+        count_ratio=ratio,
     )
     return await (compactor or Compactor(None)).compact(request)
 

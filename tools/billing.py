@@ -1,9 +1,12 @@
-"""How the stand-in bills a request's input when it should count unlike compact_hook does.
+"""How the stand-in bills a request's input.
 
-By default the stand-in bills a quarter of a request's characters (``prompt_cache.approx_tokens``).
-A model name can ask for a provider whose count differs from ours in a known way, so a test can see
-whether the hook's decisions and figures follow what is billed:
+By default it bills exactly what compact_hook counts of the request it received (its own format
+adapter and the tokenizer it picks by the model's name): a provider that agrees with us, for the
+tests whose subject is not counting. A model name can ask for one whose count differs, so a test
+sees whether the hook's decisions and figures follow what is billed:
 
+* ``quarter``: a quarter of the characters of the request's texts and tool definitions
+  (``prompt_cache.approx_tokens``, what its prompt cache counts);
 * ``bill125`` / ``bill080`` (any ``bill<NNN>``): ``NNN / 100`` times what compact_hook counts of the
   request it received (its own format adapter and tokenizer for the model's name): a provider whose
   count is ours times a constant, so a test sees every window, threshold and figure converted, and
@@ -29,6 +32,8 @@ import threading
 from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from typing import Any
+
+import prompt_cache
 
 CLAUDE_MESSAGE_TOKENS = 3
 CLAUDE_TOOLS_PROMPT = 346
@@ -91,7 +96,9 @@ texts the stand-in reads in it, its tool definitions (None where the texts hold 
 
 
 def billing_for(model: str) -> Bill | None:
-    """How a model named so bills a request; None for the stand-in's default."""
+    """How a model named so bills a request; None for ``quarter`` (the stand-in's own estimate)."""
+    if "quarter" in model:
+        return None
     ratio = _RATIO.search(model)
     if ratio is not None:
         factor = int(ratio.group(1)) / 100
@@ -100,7 +107,7 @@ def billing_for(model: str) -> Bill | None:
     if claude is not None:
         family = {"30": "3.0", "47": "4.7", "48": "4.8"}[claude.group(1)]
         return lambda surface, body, texts, tools: _claude(family, texts, tools)
-    return None
+    return lambda surface, body, texts, tools: _ours(surface, body)
 
 
 def _ours(surface: str, body: dict[str, Any]) -> int:
@@ -126,6 +133,29 @@ def _claude(family: str, texts: list[str], tools: Any) -> int:
     if tools:
         total += CLAUDE_TOOLS_PROMPT + sum(count(json.dumps(tool, sort_keys=True)) for tool in tools)
     return total
+
+
+def scaled_cache(result: Any, billed: int) -> Any:
+    """A prompt cache's counts of a request (``prompt_cache``: a quarter of the characters), its
+    split kept, totalling what the request is billed: what its usage then reports."""
+    if isinstance(result, prompt_cache.AnthropicCacheResult):
+        total = result.total_input_tokens
+        scale = billed / total if total else 0.0
+        read, written = (
+            round(result.cache_read_input_tokens * scale),
+            round(result.cache_creation_input_tokens * scale),
+        )
+        longer = min(written, round(result.cache_creation_1h_input_tokens * scale))
+        return result._replace(
+            input_tokens=billed - read - written,
+            cache_creation_input_tokens=written,
+            cache_read_input_tokens=read,
+            cache_creation_1h_input_tokens=longer,
+        )
+    scale = billed / result.prompt_tokens if result.prompt_tokens else 0.0
+    return result._replace(
+        prompt_tokens=billed, cached_tokens=min(billed, round(result.cached_tokens * scale))
+    )
 
 
 INPUT_FIELDS = {

@@ -72,9 +72,9 @@ or ``gemini/`` prefix; Google's is the path's), and the modes compose:
   allowed (N).`` (``INVALID_ARGUMENT``, which LiteLLM maps to its ``ContextWindowExceededError``: a proxy
   client receives an HTTP 400, OpenAI-shaped, whose message starts ``litellm.ContextWindowExceededError``
   and quotes Google's body);
-* ``bill<NNN>`` (e.g. ``standin-bill125``) and ``ctok30`` / ``ctok47`` / ``ctok48`` -> the input is billed
-  (usage, and the ``limit<N>`` refusal) unlike the default: ``NNN / 100`` times what compact_hook counts,
-  or as Claude counts (``billing``); the prompt cache's split of it kept in proportion;
+* ``quarter``, ``bill<NNN>`` (e.g. ``standin-bill125``) and ``ctok30`` / ``ctok47`` / ``ctok48`` -> the
+  input is billed (usage, and the ``limit<N>`` refusal) unlike the default (below): a quarter of the
+  characters, ``NNN / 100`` times what compact_hook counts, or as Claude counts (``billing``);
 * ``script`` (e.g. ``standin-script``, ``gemini-3-pro-script12``) -> the scripted agent (``agent_script``)
   answers instead of a text, on every surface: shell tool calls for N turns (30 by default, every seventh
   two in parallel), then ``AGENT_FINAL``; turns are counted per session (``up.agent_turns``);
@@ -85,19 +85,21 @@ or ``gemini/`` prefix; Google's is the path's), and the modes compose:
   ``system`` is not a message there), of the Responses ``input`` list (1 for a string ``input``) or of
   Google's ``contents``.
 
-Usage is ``ceil(request text chars / 4)`` input tokens and ``ceil(reply chars / 4)`` output tokens, where the
-request text is what ``chat_texts`` / ``anthropic_texts`` / ``responses_texts`` /
-``standin_google.google_texts`` extract (tool definitions count too, as their JSON; Google reports them as
-``usageMetadata.promptTokenCount`` / ``candidatesTokenCount``; a scripted agent's output counts its
-answer's JSON). Prompt caching is simulated as the real providers do it (``prompt_cache``, keyed
-by the request's ``model``): ``/v1/messages`` caches up to each ``cache_control`` breakpoint (and a top-level
-``cache_control``) and reports ``cache_creation_input_tokens`` / ``cache_read_input_tokens``, with
-``input_tokens`` the part after the last breakpoint; chat and Responses cache every prefix of 1,024 tokens or
-more and report ``prompt_tokens_details.cached_tokens`` / ``input_tokens_details.cached_tokens`` (in 128-token
-steps); Google's implicit cache is not simulated (no ``cachedContentTokenCount``). The cache's clock is the
-stand-in's: ``advance(seconds)`` (or ``POST /_clock`` with ``{"advance": seconds}``) moves it, so a replay
-can take an agent's pauses without waiting them out; ``cache_ttl`` (``--cache-ttl``) sets the 5-minute
-lifetime.
+The input is billed what compact_hook counts of the request received (``billing``: a provider that agrees
+with us; the model's name may ask otherwise, above), the output ``ceil(reply chars / 4)`` tokens (a
+scripted agent's output counts its answer's JSON). With ``quarter``, the input is ``ceil(request text
+chars / 4)``, the request text being what ``chat_texts`` / ``anthropic_texts`` / ``responses_texts`` /
+``standin_google.google_texts`` extract, tool definitions as their JSON (Google reports them as
+``usageMetadata.promptTokenCount`` / ``candidatesTokenCount``). Prompt caching is simulated as the real
+providers do it (``prompt_cache``, keyed by the request's ``model``): ``/v1/messages`` caches up to each
+``cache_control`` breakpoint (and a top-level ``cache_control``) and reports ``cache_creation_input_tokens``
+/ ``cache_read_input_tokens``, with ``input_tokens`` the part after the last breakpoint; chat and Responses
+cache every prefix of 1,024 tokens or more and report ``prompt_tokens_details.cached_tokens`` /
+``input_tokens_details.cached_tokens`` (in 128-token steps); the cache counts a quarter of the characters,
+and its split is scaled to the input billed. Google's implicit cache is not simulated (no
+``cachedContentTokenCount``). The cache's clock is the stand-in's: ``advance(seconds)`` (or ``POST /_clock``
+with ``{"advance": seconds}``) moves it, so a replay can take an agent's pauses without waiting them out;
+``cache_ttl`` (``--cache-ttl``) sets the 5-minute lifetime.
 """
 
 from __future__ import annotations
@@ -1187,9 +1189,11 @@ class _Handler(BaseHTTPRequestHandler):
         except Exception:  # a shape the cache cannot read (fuzzed junk): answered, not cached
             cached = None
         if cached is not None:
-            self._recorded["cache"] = cached._asdict()
-            if billing.billing_for(model) is None:  # the default bills what its cache counts
+            if billing.billing_for(model) is None:  # ``quarter`` bills what its cache counts
                 tokens = self._recorded["billed"] = cached_total(cached)
+            else:
+                cached = billing.scaled_cache(cached, tokens)
+            self._recorded["cache"] = cached._asdict()
         if agent_script.is_agent(model):
             self._agent(surface, req, cached, tokens)
             return

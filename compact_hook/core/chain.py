@@ -112,6 +112,9 @@ class Entry:
     stale_thinking: tuple[tuple[int, int], ...] = ()
     """Ranges ``[start, end)`` of the client's entries whose thinking blocks are not forwarded:
     they were produced before we changed what precedes them (see ``unbind``)."""
+    anchor: int = 0
+    """A state about a fitted request's thinking alone (nothing compacted, nothing cleared) is kept
+    under the conversation's start: its length (``engine.states.States.unstable``)."""
 
     @property
     def summary_position(self) -> int:
@@ -121,7 +124,7 @@ class Entry:
     @property
     def span(self) -> int:
         """How many of the client's messages this state is about (its key is ``chain[span]``)."""
-        return max(self.covered, self.cleared_before)
+        return max(self.covered, self.cleared_before, self.anchor)
 
     def to_json(self) -> str:
         return json.dumps(
@@ -135,6 +138,7 @@ class Entry:
                 "unarchived": list(self.unarchived),
                 "shapes": [[index, shape.to_json()] for index, shape in self.shapes],
                 "stale_thinking": [list(span) for span in self.stale_thinking],
+                "anchor": self.anchor,
             }
         )
 
@@ -152,6 +156,7 @@ class Entry:
             unarchived=tuple(int(i) for i in data.get("unarchived", ())),
             shapes=tuple((int(index), Shape.from_json(shape)) for index, shape in data.get("shapes", ())),
             stale_thinking=tuple((int(start), int(end)) for start, end in data.get("stale_thinking", ())),
+            anchor=int(data.get("anchor", 0)),
         )
 
 
@@ -191,7 +196,7 @@ def is_stale(index: int, spans: Sequence[tuple[int, int]]) -> bool:
 
 def entry_is_usable(entry: Entry, length: int) -> bool:
     """An entry read from a shared store is checked before its indices are trusted."""
-    if not 0 < entry.span <= length or entry.cleared_before < 0:
+    if not 0 < entry.span <= length or entry.cleared_before < 0 or entry.anchor < 0:
         return False
     spans = entry.stale_thinking
     if len(spans) > MAX_STALE_RANGES or not all(0 <= s < e <= OPEN_END for s, e in spans):

@@ -157,10 +157,15 @@ class Run:
         return Breaker.key(self.request.summary_model, self.request.tenant)
 
     @cached_property
+    def root_span(self) -> int:
+        """How many of the client's entries make the conversation's start (``core.chain.root_position``)."""
+        return root_position(self.request.conversation.lazy_items())
+
+    @cached_property
     def root(self) -> bytes:
         """The conversation's key: the chain at its first user turn (hashed alone, not the whole
         chain: a request under the thresholds needs only this)."""
-        position = root_position(self.request.conversation.lazy_items())
+        position = self.root_span
         if "chain" in self.__dict__:
             return self.chain[position]
         return prefix_chain(self.request.scope, self.prints[:position])[position]

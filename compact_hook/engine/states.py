@@ -7,6 +7,7 @@ writes each new one here; with no store, every request starts from nothing.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 from compact_hook.core.chain import OPEN_END, Entry, entry_is_usable
@@ -44,10 +45,14 @@ class States:
             await self.store.put(run.root, run.chain[entry.span], entry)
 
     async def unstable(self, run: Run, state: Entry) -> Entry:
-        """A fitted request is no stable prefix (the next fit may drop differently): thinking
-        blocks produced from here on are not sent back until the next compaction sets a new,
-        stable prefix. Stored when the state has a key; this request strips them either way."""
+        """A fitted request is no stable prefix (the next fit may drop differently, or none be
+        needed: the provider's count taught since): thinking blocks produced from here on are not
+        sent back until the next compaction sets a new, stable prefix. Stored (a conversation with
+        no state yet under its start, ``Run.root``), so the next request strips them too."""
         unstable = run.unbound(state, state.covered, OPEN_END)
-        if unstable.span > 0 and unstable != state:
-            await self.put(run, unstable)
+        if unstable == state:
+            return unstable
+        if unstable.span == 0:
+            unstable = dataclasses.replace(unstable, anchor=run.root_span)
+        await self.put(run, unstable)
         return unstable

@@ -40,7 +40,7 @@ def ask_anthropic(upstream: StandinUpstream, model: str, messages: list[Any], st
 def test_anthropic_breakpoints_write_then_read_and_a_new_turn_writes_only_what_is_new(
     caching_upstream: StandinUpstream, stream: bool
 ) -> None:
-    model = f"standin-cache-a-{stream}"
+    model = f"standin-quarter-cache-a-{stream}"
     first = [
         {"role": "user", "content": [{"type": "text", "text": "go", "cache_control": {"type": "ephemeral"}}]}
     ]
@@ -68,7 +68,7 @@ def test_anthropic_breakpoints_write_then_read_and_a_new_turn_writes_only_what_i
 def test_anthropic_without_breakpoints_caches_nothing_and_the_ttl_expires_what_it_did(
     caching_upstream: StandinUpstream,
 ) -> None:
-    client, model = anthropic_client(caching_upstream), "standin-cache-b"
+    client, model = anthropic_client(caching_upstream), "standin-quarter-cache-b"
     plain = client.messages.create(model=model, max_tokens=5, messages=[{"role": "user", "content": LONG}])
     assert plain.usage.cache_creation_input_tokens == 0 and plain.usage.input_tokens > 2_000
     marked = [
@@ -96,7 +96,7 @@ def test_chat_caches_every_long_prefix_in_128_token_steps(
     caching_upstream: StandinUpstream, stream: bool
 ) -> None:
     client = openai.OpenAI(api_key="x", base_url=caching_upstream.url, max_retries=0)
-    model = f"standin-cache-c-{stream}"
+    model = f"standin-quarter-cache-c-{stream}"
 
     def usage(messages: list[Any]) -> Any:
         if not stream:
@@ -123,7 +123,7 @@ def test_chat_caches_every_long_prefix_in_128_token_steps(
 @pytest.mark.parametrize("stream", [False, True])
 def test_responses_report_cached_input_tokens(caching_upstream: StandinUpstream, stream: bool) -> None:
     client = openai.OpenAI(api_key="x", base_url=caching_upstream.url, max_retries=0)
-    model = f"standin-cache-r-{stream}"
+    model = f"standin-quarter-cache-r-{stream}"
 
     def usage() -> Any:
         if not stream:

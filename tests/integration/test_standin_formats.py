@@ -257,8 +257,12 @@ def test_shapes_validate_against_the_official_sdk_types() -> None:
 
 def test_standin_messages_direct(upstream: Any) -> None:
     client = _anthropic_client(upstream.root_url)
-    reply = client.messages.create(model="standin", max_tokens=64, system=SYSTEM, messages=ANTHROPIC_MESSAGES)
-    with client.messages.stream(model="standin", max_tokens=64, messages=ANTHROPIC_MESSAGES) as stream:
+    reply = client.messages.create(
+        model="standin-quarter", max_tokens=64, system=SYSTEM, messages=ANTHROPIC_MESSAGES
+    )
+    with client.messages.stream(
+        model="standin-quarter", max_tokens=64, messages=ANTHROPIC_MESSAGES
+    ) as stream:
         streamed = stream.get_final_message()
 
     text = "stand-in reply to 3 messages"

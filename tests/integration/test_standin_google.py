@@ -107,25 +107,25 @@ def _sse(response: httpx.Response) -> list[dict[str, Any]]:
 
 def test_the_sdk_gets_whole_and_streamed_answers_and_usage(upstream: StandinUpstream) -> None:
     client = _client(upstream.root_url)
-    whole = client.models.generate_content(model="gemini-2.5-flash", contents="hello")
+    whole = client.models.generate_content(model="gemini-2.5-flash-quarter", contents="hello")
     assert whole.text == "stand-in reply to 1 messages" and whole.usage_metadata is not None
     usage = whole.usage_metadata
     assert (usage.prompt_token_count, usage.candidates_token_count, usage.total_token_count) == (2, 7, 9)
     assert whole.candidates and whole.candidates[0].finish_reason == types.FinishReason.STOP
-    chunks = list(client.models.generate_content_stream(model="gemini-2.5-flash", contents="hi"))
+    chunks = list(client.models.generate_content_stream(model="gemini-2.5-flash-quarter", contents="hi"))
     assert len(chunks) > 1 and "".join(c.text or "" for c in chunks) == "stand-in reply to 1 messages"
     assert chunks[-1].usage_metadata is not None and chunks[-1].usage_metadata.candidates_token_count == 7
     assert all(c.usage_metadata is None for c in chunks[:-1])
     recorded = upstream.google_requests
-    assert [r["model"] for r in recorded] == ["gemini-2.5-flash"] * 2
-    assert recorded[0]["path"] == "/v1beta/models/gemini-2.5-flash:generateContent"
-    assert recorded[1]["path"] == "/v1beta/models/gemini-2.5-flash:streamGenerateContent?alt=sse"
+    assert [r["model"] for r in recorded] == ["gemini-2.5-flash-quarter"] * 2
+    assert recorded[0]["path"] == "/v1beta/models/gemini-2.5-flash-quarter:generateContent"
+    assert recorded[1]["path"] == "/v1beta/models/gemini-2.5-flash-quarter:streamGenerateContent?alt=sse"
     assert recorded[0]["output_tokens"] == 7 and upstream.chat_requests == []
 
 
 def test_the_sdk_default_api_version_and_every_route_answer(upstream: StandinUpstream) -> None:
     client = _client(upstream.root_url, api_version="v1")  # bound: a Client closes its transport when freed
-    assert client.models.generate_content(model="gemini-2.5-flash", contents="hello").text
+    assert client.models.generate_content(model="gemini-2.5-flash-quarter", contents="hello").text
     for prefix in ("/v1beta", "/v1alpha", "/v1", ""):
         answer = httpx.post(
             f"{upstream.root_url}{prefix}/models/gemini-3-pro-preview:generateContent",
@@ -134,7 +134,7 @@ def test_the_sdk_default_api_version_and_every_route_answer(upstream: StandinUps
         )
         assert answer.status_code == 200, answer.text
         assert answer.json()["modelVersion"] == "gemini-3-pro-preview"
-    assert [r["model"] for r in upstream.google_requests] == ["gemini-2.5-flash"] + [
+    assert [r["model"] for r in upstream.google_requests] == ["gemini-2.5-flash-quarter"] + [
         "gemini-3-pro-preview"
     ] * 4
     assert httpx.post(f"{upstream.root_url}/v1beta/models/x:countTokens", json={}).status_code == 404
@@ -144,7 +144,7 @@ def test_an_sse_stream_sends_text_in_pieces_and_usage_last_and_without_sse_one_j
     upstream: StandinUpstream,
 ) -> None:
     streamed = httpx.post(
-        f"{upstream.root_url}/v1beta/models/gemini-2.5-flash:streamGenerateContent?alt=sse",
+        f"{upstream.root_url}/v1beta/models/gemini-2.5-flash-quarter:streamGenerateContent?alt=sse",
         json={"contents": [_user("hi")]},
         timeout=30,
     )
@@ -157,7 +157,7 @@ def test_an_sse_stream_sends_text_in_pieces_and_usage_last_and_without_sse_one_j
     assert chunks[-1]["candidates"][0]["finishReason"] == "STOP" and "usageMetadata" in chunks[-1]
     text = "".join(c["candidates"][0]["content"]["parts"][0]["text"] for c in chunks)
     assert text == "stand-in reply to 1 messages"
-    array = _post(upstream, "gemini-2.5-flash", [_user("hi")], "streamGenerateContent")
+    array = _post(upstream, "gemini-2.5-flash-quarter", [_user("hi")], "streamGenerateContent")
     assert array.status_code == 200 and array.headers["content-type"] == "application/json"
     assert isinstance(array.json(), list) and len(array.json()) == 4
     assert array.json()[-1]["usageMetadata"] == chunks[-1]["usageMetadata"]
@@ -165,18 +165,20 @@ def test_an_sse_stream_sends_text_in_pieces_and_usage_last_and_without_sse_one_j
 
 def test_replies_count_contents_and_a_summary_request_gets_the_summary(upstream: StandinUpstream) -> None:
     contents = [_user("a"), {"role": "model", "parts": [{"text": "b", "thought": True}]}, _user("c")]
-    answer = _post(upstream, "gemini-2.5-flash", contents)
+    answer = _post(upstream, "gemini-2.5-flash-quarter", contents)
     assert answer.json()["candidates"][0]["content"]["parts"] == [{"text": "stand-in reply to 3 messages"}]
     system = {"parts": [{"text": f"Summarize. {SUMMARY_MARKER}"}]}
-    summary = _post(upstream, "gemini-2.5-flash", [_user("the task")], systemInstruction=system).json()
+    summary = _post(
+        upstream, "gemini-2.5-flash-quarter", [_user("the task")], systemInstruction=system
+    ).json()
     assert summary["candidates"][0]["content"]["parts"][0]["text"].startswith("## Goal and user constraints")
-    snake = _post(upstream, "gemini-2.5-flash", [_user("the task")], system_instruction=system).json()
+    snake = _post(upstream, "gemini-2.5-flash-quarter", [_user("the task")], system_instruction=system).json()
     assert snake["candidates"][0]["content"]["parts"] == summary["candidates"][0]["content"]["parts"]
     # usage counts the system instruction, the tools' JSON and every part the model reads
     tools = [{"functionDeclarations": [{"name": "run", "parameters": {"type": "object"}}]}]
     call = {"name": "run", "args": {"command": "ls"}}
     contents = [_user("go"), {"role": "model", "parts": [{"functionCall": call}]}, _answers("run")]
-    counted = _post(upstream, "gemini-2.5-flash", contents, tools=tools).json()["usageMetadata"]
+    counted = _post(upstream, "gemini-2.5-flash-quarter", contents, tools=tools).json()["usageMetadata"]
     texts = [
         "go",
         json.dumps(call, sort_keys=True),
@@ -194,7 +196,7 @@ def test_modes_fail_empty_and_a_context_window_as_google_words_them(upstream: St
     }
     empty = _post(upstream, "gemini-2.5-standin-empty", [_user("hi")])
     assert empty.status_code == 200 and empty.json()["candidates"][0]["content"]["parts"] == [{"text": ""}]
-    too_long = _post(upstream, "gemini-2.5-standin-limit50", [_user("word " * 400)])
+    too_long = _post(upstream, "gemini-2.5-standin-quarter-limit50", [_user("word " * 400)])
     assert too_long.status_code == 400
     assert too_long.json() == {
         "error": {
@@ -203,10 +205,10 @@ def test_modes_fail_empty_and_a_context_window_as_google_words_them(upstream: St
             "status": "INVALID_ARGUMENT",
         }
     }
-    assert _post(upstream, "gemini-2.5-standin-limit50", [_user("word")]).status_code == 200
+    assert _post(upstream, "gemini-2.5-standin-quarter-limit50", [_user("word")]).status_code == 200
     client = _client(upstream.root_url)
     with pytest.raises(errors.ClientError) as refused:
-        client.models.generate_content(model="gemini-2.5-limit50", contents="word " * 400)
+        client.models.generate_content(model="gemini-2.5-quarter-limit50", contents="word " * 400)
     assert refused.value.code == 400 and refused.value.status == "INVALID_ARGUMENT"
     assert "exceeds the maximum number of tokens allowed (50)" in (refused.value.message or "")
 
@@ -311,7 +313,9 @@ def test_gemini_3_refuses_a_current_turn_call_without_its_signature(
     else:
         assert answer.status_code == 400 and refused in answer.json()["error"]["message"]
         assert answer.json()["error"]["status"] == "INVALID_ARGUMENT"
-    assert _post(upstream, "gemini-2.5-flash", contents).status_code == 200  # older models sign nothing
+    assert (
+        _post(upstream, "gemini-2.5-flash-quarter", contents).status_code == 200
+    )  # older models sign nothing
     assert _post(upstream, "gemini-30-standin", contents).status_code == answer.status_code  # and newer
 
 
@@ -468,7 +472,7 @@ def test_through_a_proxy_litellm_reaches_the_surface_whole_and_streamed_and_a_to
             "model_list": [
                 gemini_deployment("gemini-3", upstream.root_url, "gemini-3-pro-standin-strict"),
                 gemini_deployment("gemini-2", upstream.root_url, "gemini-2.5-flash-standin-strict"),
-                gemini_deployment("gemini-small", upstream.root_url, "gemini-2.5-standin-limit50"),
+                gemini_deployment("gemini-small", upstream.root_url, "gemini-2.5-standin-quarter-limit50"),
             ],
             "router_settings": {"num_retries": 0},
         }

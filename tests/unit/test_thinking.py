@@ -20,6 +20,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from compact_hook.config import CompactConfig
+from compact_hook.core.calibration import IDENTITY, CountRatio, RatioSource
 from compact_hook.core.chain import MAX_STALE_RANGES, OPEN_END, Entry, entry_is_usable, is_stale, unbind
 from compact_hook.core.items import Item, Part, PartKind, Role
 from compact_hook.core.normalize import place_instructions
@@ -177,6 +178,8 @@ class Loop:
         ]
     )
     output_words: int = 60
+    ratio: CountRatio = IDENTITY
+    """The provider's tokens per one of ours, as the model group knows it."""
     kept: int = 0
     removed: int = 0
     compacted: int = 0
@@ -193,7 +196,9 @@ class Loop:
         if THINKING[self.thinking] is not None:
             body |= {"thinking": THINKING[self.thinking], "context_management": CLEAR_THINKING}
         body["messages"] = copy.deepcopy(self.history)
-        result = await run("anthropic", body, self.settings, self.summarizer, self.compactor)
+        result = await run(
+            "anthropic", body, self.settings, self.summarizer, self.compactor, ratio=self.ratio
+        )
         forwarded = {**body, "messages": result.messages}
         standin_upstream.check_anthropic_messages(forwarded)  # pairing, roles, system placement
         assert agent_script.thinking_problem(forwarded) is None, f"turn {number}"
@@ -324,6 +329,27 @@ async def test_after_a_fitted_request_no_thinking_is_sent_back_until_the_next_co
     for number in range(7, 10):
         await loop.turn(number)
     assert loop.kept == 0
+
+
+async def test_a_fitted_request_the_providers_count_then_lets_through_sends_no_thinking_bound_to_the_fit() -> (
+    None
+):
+    """The group's ratio (a prior) counted a resumed session's first request over the window, so it
+    was fitted (its tool output shrunk); the provider's bill then taught a lower one, and the next
+    request goes through as sent. The block the model produced for the fitted request saw the shrunk
+    output: sent back beside the whole one, it would be refused. The fitted request left a state at
+    the conversation's start, so it is not."""
+    loop = Loop(config(), ratio=CountRatio(2.0))
+    loop.history = [
+        {"role": "user", "content": [{"type": "text", "text": "task: read the log " + w(20)}]},
+        {"role": "assistant", "content": [{"type": "tool_use", "id": "t0", "name": "Bash", "input": {}}]},
+        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t0", "content": w(400, "log")}]},
+    ]
+    await loop.turn(1)
+    assert loop.reasons & {"fitted", "nothing_to_summarize"}, loop.reasons
+    loop.ratio = CountRatio(1.0, RatioSource.CONVERSATION)
+    await loop.turn(2)  # checked by the provider's rules
+    assert loop.removed > 0  # forwarded as sent, the block produced for the fitted request left out
 
 
 # -- the reserve leaves no room -------------------------------------------------------------------------------
