@@ -42,8 +42,8 @@ ROUTES = {"chat": "/v1/chat/completions", "anthropic": "/v1/messages", "response
 def config(upstream: StandinUpstream, with_hook: bool) -> dict[str, Any]:
     result: dict[str, Any] = {
         "model_list": [
-            standin_deployment("bench", upstream.url, "standin-bench", **COMPACT),
-            anthropic_deployment("bench-claude", upstream.root_url, "standin-bench-claude", **COMPACT),
+            standin_deployment("bench", upstream.url, "standin-quarter-bench", **COMPACT),
+            anthropic_deployment("bench-claude", upstream.root_url, "standin-quarter-bench-claude", **COMPACT),
         ],
         "router_settings": {"num_retries": 0},
     }

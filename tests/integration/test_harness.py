@@ -55,7 +55,7 @@ MESSAGES: Any = [  # Any: the openai SDK types messages as TypedDicts
 
 
 def test_standin_answers_openai_sdk(upstream: Any) -> None:
-    reply = openai_sdk(upstream.url).chat.completions.create(model="standin", messages=MESSAGES)
+    reply = openai_sdk(upstream.url).chat.completions.create(model="standin-quarter", messages=MESSAGES)
 
     assert reply.choices[0].message.content == "stand-in reply to 5 messages"
     assert reply.choices[0].finish_reason == "stop"
@@ -66,7 +66,7 @@ def test_standin_answers_openai_sdk(upstream: Any) -> None:
     [rec] = upstream.requests
     assert rec["path"] == "/v1/chat/completions"
     assert rec["headers"]["authorization"] == "Bearer none"
-    assert rec["body"] == {"model": "standin", "messages": MESSAGES}
+    assert rec["body"] == {"model": "standin-quarter", "messages": MESSAGES}
     assert json.loads(rec["raw"]) == rec["body"]
 
 

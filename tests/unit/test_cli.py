@@ -163,3 +163,16 @@ def test_python_dash_m_runs_the_cli() -> None:
         [sys.executable, "-m", "compact_hook", "--help"], capture_output=True, text=True, check=False
     )
     assert done.returncode == 0 and "count" in done.stdout and "replay" in done.stdout
+
+
+def test_count_says_whose_tokens_it_shows(capsys: pytest.CaptureFixture[str]) -> None:
+    """Ours, and for a Claude model the provider's estimated at the generation's measured prior
+    (``--ratio`` for another): offline nothing has been billed, and the table says so."""
+    assert main(["count", str(ANTHROPIC_TRANSCRIPT), "--model", "anthropic/claude-fable-5"]) == 0
+    claude = capsys.readouterr().out
+    assert "tokens (ours)" in claude and "provider's (x1.44)" in claude and "measured prior" in claude
+    assert main(["count", str(TRANSCRIPT), "--model", "gpt-4o", "--ratio", "1.25"]) == 0
+    assert "provider's (x1.25)" in capsys.readouterr().out
+    assert main(["count", str(TRANSCRIPT)]) == 0
+    plain = capsys.readouterr().out
+    assert "provider's" not in plain.split("\n")[1] and "no prior for gpt-4o" in " ".join(plain.split())
