@@ -43,7 +43,9 @@ def config(upstream: StandinUpstream, with_hook: bool) -> dict[str, Any]:
     result: dict[str, Any] = {
         "model_list": [
             standin_deployment("bench", upstream.url, "standin-quarter-bench", **COMPACT),
-            anthropic_deployment("bench-claude", upstream.root_url, "standin-quarter-bench-claude", **COMPACT),
+            anthropic_deployment(
+                "bench-claude", upstream.root_url, "standin-quarter-bench-claude", **COMPACT
+            ),
         ],
         "router_settings": {"num_retries": 0},
     }

@@ -22,17 +22,17 @@ from compact_hook.proxy.control import control_of, with_command
 from compact_hook.proxy.logs import for_model_group
 from compact_hook.proxy.recovery import attach_fallbacks
 from compact_hook.proxy.report import record_summary_cost
-from compact_hook.proxy.reporting import Reporting, log_reshaped
 from compact_hook.proxy.router_summarizer import RouterSummarizer
 from compact_hook.proxy.services import Services
 from compact_hook.proxy.settings import settle
+from compact_hook.proxy.telemetry import Telemetry, log_reshaped
 
 
 class RequestGate:
     """Compacts what it may of each request before LiteLLM routes it."""
 
-    def __init__(self, services: Services, reporting: Reporting) -> None:
-        self.services, self.reporting = services, reporting
+    def __init__(self, services: Services, telemetry: Telemetry) -> None:
+        self.services, self.telemetry = services, telemetry
 
     async def handle(self, user_api_key_dict: Any, data: dict[str, Any], call_type: str) -> str | None:
         """Compact ``data`` in place where it helps; the proxy's own answer to a ``/compact``
@@ -48,7 +48,7 @@ class RequestGate:
         wire = format_for(call_type)
         if wire is None:
             if carries_conversation(call_type):
-                self.reporting.unhandled(call_type, model)
+                self.telemetry.unhandled(call_type, model)
             return None
         control = control_of(data, wire.metadata_key, user_api_key_dict)
         settled = await settle(self.services, router, model, control)
@@ -57,7 +57,7 @@ class RequestGate:
         config = settled.config
         parsed = wire.parse(data)
         if isinstance(parsed, Rejected):
-            self.reporting.rejected(data, wire, model, parsed)
+            self.telemetry.rejected(data, wire, model, parsed)
             return None
         command = command_in(parsed.entries[-1]) if parsed.entries else None
         if command is not None:
@@ -70,9 +70,9 @@ class RequestGate:
         request = engine_request(data, parsed, who, settled)
         summarizer = request.summarize
         if isinstance(summarizer, RouterSummarizer):
-            summarizer.on_spent = self.reporting.spender(model, wire)
+            summarizer.on_spent = self.telemetry.spender(model, wire)
         result = await self.services.compactor.compact(request)
-        report = self.reporting.compacted(data, wire, result, who)
+        report = self.telemetry.compacted(data, wire, result, who)
         if isinstance(summarizer, RouterSummarizer):
             record_summary_cost(data, wire.metadata_key, report, summarizer.spent)
         if command is not None:

@@ -2,7 +2,7 @@
 
 Each hook hands its call to one of them: the pre-call hook to the ``RequestGate``
 (``proxy.gate``), the deployment hooks to ``Recovery`` (``proxy.recovery``), the headers and
-streaming hooks to ``Reporting`` (``proxy.reporting``) and the ``/compact`` answer
+streaming hooks to ``Telemetry`` (``proxy.telemetry``) and the ``/compact`` answer
 (``proxy.answer``), the success log to ``Bills`` (``proxy.usage``). Any error forwards
 the request exactly as the client sent it.
 
@@ -32,11 +32,11 @@ from compact_hook.proxy.metrics import Metrics, Outcome, default_metrics, serve
 from compact_hook.proxy.models import ModelSettings
 from compact_hook.proxy.recovery import Recovery
 from compact_hook.proxy.report import scrub
-from compact_hook.proxy.reporting import Reporting
 from compact_hook.proxy.router_summarizer import INTERNAL_MARKER, is_internal_call
 from compact_hook.proxy.services import Services
 from compact_hook.proxy.shutdown import on_shutdown
 from compact_hook.proxy.startup import preload_tokenizers, validate_loaded_proxy_config
+from compact_hook.proxy.telemetry import Telemetry
 from compact_hook.proxy.usage import Bills
 
 logger = logging.getLogger(__name__)
@@ -58,8 +58,8 @@ class CompactHook(CustomLogger):
             metrics or default_metrics(),
         )
         self.services.metrics.engine.source = lambda: self.services.built
-        self.reporting = Reporting(self.services.metrics, lambda: self.compactor.memory.notices)
-        self.gate = RequestGate(self.services, self.reporting)
+        self.telemetry = Telemetry(self.services.metrics, lambda: self.compactor.memory.notices)
+        self.gate = RequestGate(self.services, self.telemetry)
         self.recovery = Recovery(self.services)
         self.bills = Bills(self.services)
         serve(self.services.process.metrics_port, self.services.process.metrics_host)
@@ -94,13 +94,13 @@ class CompactHook(CustomLogger):
             reply = await self.gate.handle(user_api_key_dict, data, str(call_type))
         except MalformedError as exc:
             logger.info("compact_hook: request %s passed through: %s", data.get("litellm_call_id"), exc)
-            self.reporting.failed_open(data, call_type, Reason.MALFORMED)
+            self.telemetry.failed_open(data, call_type, Reason.MALFORMED)
         except Exception:
             logger.exception(
                 "compact_hook: internal error, request %s forwarded unchanged", data.get("litellm_call_id")
             )
-            self.reporting.failed_open(data, call_type, Outcome.FAILED_OPEN)
-        self.reporting.held(data, call_type, start)
+            self.telemetry.failed_open(data, call_type, Outcome.FAILED_OPEN)
+        self.telemetry.held(data, call_type, start)
         if reply is not None:  # /compact: the proxy answers, no model call
             answering = answer(reply, data, str(call_type))
             if answering is not None:
@@ -145,7 +145,7 @@ class CompactHook(CustomLogger):
         request_headers: dict[str, str] | None = None,
         litellm_call_info: dict[str, Any] | None = None,
     ) -> dict[str, str] | None:
-        return self.reporting.headers(data)
+        return self.telemetry.headers(data)
 
 
 proxy_handler_instance = CompactHook()

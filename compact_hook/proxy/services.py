@@ -19,7 +19,7 @@ from compact_hook.proxy.metrics import Metrics
 from compact_hook.proxy.models import ModelSettings
 from compact_hook.proxy.shutdown import on_shutdown, shutting_down
 from compact_hook.state.archive import ArchiveFolders
-from compact_hook.state.stores import build_stores
+from compact_hook.state.backends import build_stores
 
 
 class Services:

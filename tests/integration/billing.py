@@ -11,7 +11,7 @@ Shared by ``test_billing_proxy.py`` and ``bench/bench_billing.py``.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -172,15 +172,16 @@ def wire_session(wire: str, turns: int) -> Session:
     return Session(head + messages, [len(head) + end for end in points], {"tools": captured["tools"]})
 
 
-def replay(standin: Any, proxy: ProxyProcess, wire: str, group: str, session: Session) -> Replay:
-    """The session turn by turn, every other turn streamed; Anthropic turns carry Claude Code's
-    moving cache breakpoint."""
+def replay(standin: Any, proxies: Sequence[ProxyProcess], wire: str, group: str, session: Session) -> Replay:
+    """The session turn by turn, to ``proxies`` in turn (replicas), every other turn streamed;
+    Anthropic turns carry Claude Code's moving cache breakpoint."""
     limit = CLAUDE_WINDOW if wire == "anthropic" else WIRE_WINDOW
     result = Replay(limit)
     for number, end in enumerate(session.points):
         sent = session.entries[:end]
         if wire == "anthropic":
             sent = with_moving_marker(sent)
+        proxy = proxies[number % len(proxies)]
         result.turns.append(_turn(standin, proxy, wire, group, sent, number % 2 == 1, session.extra))
     return result
 

@@ -27,6 +27,7 @@ from tests.integration.billing import (
     wire_session,
 )
 from tests.integration.harness import ProxyProcess
+from tests.integration.redis_server import RedisServer
 
 pytestmark = [pytest.mark.integration, pytest.mark.edge]
 
@@ -55,7 +56,7 @@ def test_claude_code_sessions_are_counted_as_claude_counts_them(
     standin: Any, billing_proxy: ProxyProcess, family: str
 ) -> None:
     main, subagent = (
-        replay(standin, billing_proxy, "anthropic", f"claude-{family}", session)
+        replay(standin, [billing_proxy], "anthropic", f"claude-{family}", session)
         for session in claude_code_sessions().values()
     )
     for done in (main, subagent):
@@ -72,8 +73,23 @@ def test_claude_code_sessions_are_counted_as_claude_counts_them(
 def test_every_wire_counts_what_the_provider_bills(
     standin: Any, billing_proxy: ProxyProcess, wire: str, bill: str
 ) -> None:
-    done = replay(standin, billing_proxy, wire, f"{wire}-{bill}", wire_session(wire, WIRE_TURNS))
+    done = replay(standin, [billing_proxy], wire, f"{wire}-{bill}", wire_session(wire, WIRE_TURNS))
     assert_agrees(done, WIRE_WINDOW)
     assert done.compactions >= 2
     if bill == "0.8":  # forwarded as sent up to the trigger in the provider's tokens (0.92), not 0.74
         assert max(turn.billed for turn in done.before_first_compaction()) >= 0.85 * WIRE_WINDOW
+
+
+def test_replicas_share_what_the_provider_bills_through_redis(
+    standin: Any, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """A conversation alternating between two replicas on one Redis: what one heard billed counts the
+    next request on the other, the group's estimate included (its second request, from the first's)."""
+    config = billing_config(standin, tmp_path_factory.mktemp("archive"))
+    with RedisServer() as redis:
+        env = {"COMPACT_REDIS_URL": redis.url}
+        with ProxyProcess(config, env=env) as one, ProxyProcess(config, env=env) as two:
+            done = replay(standin, [one, two], "chat", "chat-1.25", wire_session("chat", WIRE_TURNS))
+    assert_agrees(done, WIRE_WINDOW)
+    assert done.turns[1].headers["x-compact-count-source"] == "model_group"  # learned on the other replica
+    assert done.compactions >= 2

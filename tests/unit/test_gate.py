@@ -1,5 +1,5 @@
 """The request gate (``proxy/gate.py``) on its own: a real ``litellm.Router``, the provider faked
-with respx, the gate's services and reporting built as the hook builds them."""
+with respx, the gate's services and telemetry built as the hook builds them."""
 
 import json
 import logging
@@ -16,15 +16,15 @@ from compact_hook.proxy.gate import RequestGate
 from compact_hook.proxy.metrics import Metrics
 from compact_hook.proxy.recovery import RETRY_KEY
 from compact_hook.proxy.report import report_in
-from compact_hook.proxy.reporting import Reporting
 from compact_hook.proxy.services import Services
+from compact_hook.proxy.telemetry import Telemetry
 from tests.routers import Key, SpyRouter, request
 from tests.support import is_summary, pairing_problems
 
 
 def gate(registry: CollectorRegistry | None = None) -> RequestGate:
     services = Services(CompactConfig(), ProcessConfig(), Metrics(registry or CollectorRegistry()))
-    return RequestGate(services, Reporting(services.metrics, lambda: services.compactor.memory.notices))
+    return RequestGate(services, Telemetry(services.metrics, lambda: services.compactor.memory.notices))
 
 
 def turns(pairs: int, words: int) -> list[dict[str, Any]]:

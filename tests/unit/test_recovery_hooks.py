@@ -15,9 +15,9 @@ from compact_hook.proxy.gate import RequestGate
 from compact_hook.proxy.metrics import Metrics
 from compact_hook.proxy.recovery import RETRY_KEY, Recovery
 from compact_hook.proxy.report import Report, record, report_in
-from compact_hook.proxy.reporting import Reporting
 from compact_hook.proxy.router_summarizer import INTERNAL_TOKEN
 from compact_hook.proxy.services import Services
+from compact_hook.proxy.telemetry import Telemetry
 from tests.routers import Key, SpyRouter, request
 from tests.support import is_summary, load_transcript, pairing_problems
 
@@ -114,7 +114,7 @@ async def test_the_retry_is_compacted_under_the_settings_of_its_first_attempt(
     """The key's overrides (here: summaries made by ``plain``, at most 1,000 tokens) hold for the retry after a
     provider's "too long" as they did for the first attempt: both resolve settings one way."""
     services = Services(CompactConfig(), ProcessConfig(), Metrics(CollectorRegistry()))
-    gate = RequestGate(services, Reporting(services.metrics, lambda: services.compactor.memory.notices))
+    gate = RequestGate(services, Telemetry(services.metrics, lambda: services.compactor.memory.notices))
     data = request("agent")
     key = Key(team_id="t", metadata={"compact": {"summary_model": "plain", "summary_max_tokens": 1000}})
     assert await gate.handle(key, data, "acompletion") is None

@@ -6,8 +6,8 @@ import pytest
 
 from compact_hook.core.chain import Entry
 from compact_hook.process_config import ProcessConfig
+from compact_hook.state.backends import build_store
 from compact_hook.state.store import MemoryStore, TieredStore
-from compact_hook.state.stores import build_store
 from tests.fakes import BrokenStore
 
 

@@ -1,4 +1,4 @@
-"""What operators are told (``proxy/reporting.py``): reports, metrics, warnings, headers."""
+"""What operators are told (``proxy/telemetry.py``): reports, metrics, warnings, headers."""
 
 import logging
 from typing import Any
@@ -11,19 +11,19 @@ from compact_hook.engine.notices import Notices
 from compact_hook.engine.result import CompactResult
 from compact_hook.formats import CHAT, RESPONSES
 from compact_hook.formats.base import Rejected
-from compact_hook.proxy import reporting as reporting_module
+from compact_hook.proxy import telemetry as telemetry_module
 from compact_hook.proxy.caller import Engaged
 from compact_hook.proxy.control import Control
 from compact_hook.proxy.metrics import Metrics, Outcome
 from compact_hook.proxy.report import Report, record, report_in
-from compact_hook.proxy.reporting import Reporting
+from compact_hook.proxy.telemetry import Telemetry
 from tests.support import metric_samples, metric_value
 
 
-def reporting() -> tuple[Reporting, CollectorRegistry]:
+def telemetry() -> tuple[Telemetry, CollectorRegistry]:
     registry = CollectorRegistry()
     notices = Notices()
-    return Reporting(Metrics(registry), lambda: notices), registry
+    return Telemetry(Metrics(registry), lambda: notices), registry
 
 
 def samples(registry: CollectorRegistry) -> Any:
@@ -36,9 +36,9 @@ def test_a_rejected_request_is_a_warning_once_per_group_and_reason_and_info_each
     caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(
-        reporting_module.logger, "filters", []
+        telemetry_module.logger, "filters", []
     )  # the process-wide rate limit: other tests' lines
-    told, registry = reporting()
+    told, registry = telemetry()
     told.metrics.known_group("agent")
     caplog.set_level(logging.INFO, logger="compact_hook")
     for n in range(3):
@@ -56,7 +56,7 @@ def test_a_rejected_request_is_a_warning_once_per_group_and_reason_and_info_each
 
 
 def test_held_is_measured_only_for_requests_we_reported_on() -> None:
-    told, registry = reporting()
+    told, registry = telemetry()
     told.metrics.known_group("agent")
     silent: dict[str, Any] = {"model": "agent", "metadata": {}}
     told.held(silent, "acompletion", 0.0)
@@ -69,7 +69,7 @@ def test_held_is_measured_only_for_requests_we_reported_on() -> None:
 
 
 def test_a_compaction_is_recorded_with_its_tenant_and_litellms_savings() -> None:
-    told, _ = reporting()
+    told, _ = telemetry()
     data: dict[str, Any] = {"model": "agent", "metadata": {}}
     result = CompactResult([], True, input_tokens=9_000, output_tokens=3_000)
     report = told.compacted(data, CHAT, result, Engaged("agent", "session-1", "key:abc", Control()))
@@ -79,7 +79,7 @@ def test_a_compaction_is_recorded_with_its_tenant_and_litellms_savings() -> None
 
 
 def test_the_headers_never_raise_whatever_breaks(monkeypatch: pytest.MonkeyPatch) -> None:
-    told, _ = reporting()
+    told, _ = telemetry()
     data: dict[str, Any] = {"metadata": {}}
     record(data, "metadata", Report(compacted=True))
     assert told.headers(data) == {"x-compact-compacted": "true"}
@@ -87,13 +87,13 @@ def test_the_headers_never_raise_whatever_breaks(monkeypatch: pytest.MonkeyPatch
     def explode(report: Any) -> dict[str, str]:
         raise RuntimeError("bug")
 
-    monkeypatch.setattr(reporting_module, "response_headers", explode)
+    monkeypatch.setattr(telemetry_module, "response_headers", explode)
     assert told.headers(data) is None
     assert told.headers({"metadata": {}}) is None
 
 
 def test_an_internal_failure_is_counted_as_failed_open() -> None:
-    told, registry = reporting()
+    told, registry = telemetry()
     told.metrics.known_group("agent")
     told.failed_open({"model": "agent"}, "acompletion", Outcome.FAILED_OPEN)
     found = samples(registry)

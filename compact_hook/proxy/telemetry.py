@@ -32,7 +32,7 @@ from compact_hook.proxy.report import (
 logger = logging.getLogger(__name__)
 
 
-class Reporting:
+class Telemetry:
     """Reports, metrics and logs for the hook's requests."""
 
     def __init__(self, metrics: Metrics, notices: Callable[[], Notices]) -> None:
