@@ -1,0 +1,77 @@
+"""What the provider billed, heard from LiteLLM's success log (``proxy/usage.py``): it teaches the
+conversation and the model group it was counted for, and nothing else."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from prometheus_client import CollectorRegistry
+
+from compact_hook.config import CompactConfig
+from compact_hook.core.calibration import RatioSource
+from compact_hook.process_config import ProcessConfig
+from compact_hook.proxy.metrics import Metrics
+from compact_hook.proxy.report import Report, record
+from compact_hook.proxy.router_summarizer import INTERNAL_MARKER, INTERNAL_TOKEN
+from compact_hook.proxy.services import Services
+from compact_hook.proxy.usage import Bills
+from tests.routers import SpyRouter
+
+
+def success(group: str, report: Report, usage: dict[str, Any]) -> dict[str, Any]:
+    """LiteLLM's success-log kwargs for a request we reported on, served by ``group``."""
+    params: dict[str, Any] = {"metadata": {"model_group": group}}
+    record(params, "metadata", report)
+    return {"litellm_params": params, "standard_logging_object": {"metadata": {"usage_object": usage}}}
+
+
+def counted(ours: int, conversation: bytes = b"conversation-1") -> Report:
+    report = Report(tokens_after=ours)
+    report.group, report.counted, report.conversation = "agent", ours, conversation
+    return report
+
+
+async def test_a_bill_teaches_the_conversation_and_its_group_and_another_groups_teaches_nothing(
+    router: SpyRouter,
+) -> None:
+    registry = CollectorRegistry()
+    services = Services(CompactConfig(), ProcessConfig(), Metrics(registry))
+    bills = Bills(services)
+    services.metrics.known_group("agent")
+    # Anthropic's split, as LiteLLM logs it: prompt_tokens is all the input, reads and writes included
+    usage = {"prompt_tokens": 12_500, "cache_read_input_tokens": 9_000, "cache_creation_input_tokens": 500}
+    await bills.heard(success("agent", counted(10_000), usage))
+    note = await services.compactor.ledger.note(b"conversation-1")
+    assert note is not None and (note.billed, note.forwarded, note.read, note.written) == (
+        12_500,
+        10_000,
+        9_000,
+        500,
+    )
+    ratio = await services.ratios.ratio("agent", 1.0)
+    assert ratio.source is RatioSource.MODEL_GROUP and ratio.value == pytest.approx(1.25)
+    assert registry.get_sample_value("compact_hook_count_ratio", {"model_group": "agent"}) == pytest.approx(
+        1.25
+    )
+    learned = {"model_group": "agent", "outcome": "learned"}
+    assert registry.get_sample_value("compact_hook_count_samples_total", learned) == 1
+    # served by a fallback group: not what we counted for
+    await bills.heard(success("plain", counted(10_000, b"conversation-2"), {"prompt_tokens": 30_000}))
+    assert await services.compactor.ledger.note(b"conversation-2") is None
+    assert registry.get_sample_value("compact_hook_count_samples_total", learned) == 1
+    # no usage worth the name: the conversation keeps its cache report, nothing is learned
+    await bills.heard(success("agent", counted(10_000, b"conversation-3"), {"prompt_tokens": 0}))
+    unusable = {"model_group": "agent", "outcome": "unusable"}
+    assert registry.get_sample_value("compact_hook_count_samples_total", unusable) == 1
+    assert (await services.ratios.ratio("agent", 1.0)).value == pytest.approx(1.25)
+
+
+async def test_our_own_summary_calls_and_unreported_requests_are_not_heard(router: SpyRouter) -> None:
+    services = Services(CompactConfig(), ProcessConfig(), Metrics(CollectorRegistry()))
+    bills = Bills(services)
+    internal = success("agent", counted(10_000), {"prompt_tokens": 12_500})
+    internal["litellm_params"]["metadata"][INTERNAL_MARKER] = INTERNAL_TOKEN
+    await bills.heard(internal)
+    await bills.heard({"litellm_params": {"metadata": {"model_group": "agent"}}})  # no report: not ours
+    assert (await services.ratios.ratio("agent", 1.1)).source is RatioSource.PRIOR
