@@ -179,6 +179,9 @@ class AgentClient:
             "context_window": self.window,
             "summary_model": f"{self.group}-summarizer",
             "summary_max_tokens": 1000,
+            # the stand-in bills what we count (tools/billing.py), whatever its model's name says; a
+            # Claude name's measured prior is for Claude's own count: the operator's setting says so
+            "count_ratio": 1.0,
         }
         agent = self.wire.deployment(self.group, upstream, self.upstream_model, compact)
         summarizer = standin_deployment(
