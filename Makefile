@@ -85,6 +85,7 @@ typecheck: install
 
 bench: install clients-install
 	$(PY) bench/bench_tokens.py
+	$(PY) bench/bench_billing.py
 	$(PY) bench/bench_hook_overhead.py
 	$(PY) bench/bench_replay.py
 	$(PY) bench/compare_builtins.py

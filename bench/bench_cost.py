@@ -107,6 +107,7 @@ QUICK_CHAT = ("openhands_ponylang__ponyc-4595", "tau_bench_airline_gpt4o_task2_t
 POLYFILL_SUMMARY = "Previous conversation summary: "
 EVENT_STATES = ("miss", "prepared", "shared")
 COST_AWARE = "cost_aware" in CompactConfig.__dataclass_fields__
+COUNTS_LEARNED = "count_ratio" in CompactConfig.__dataclass_fields__
 COST_AWARE_SETTINGS: dict[str, Any] = {
     "cost_aware": True,
     # the hook judges the cache warm or cold by the clock: the same scaled lifetime as the stand-in's
@@ -299,6 +300,8 @@ def proxy_config(job: Job, upstream: StandinUpstream, prices: Prices) -> dict[st
         compact = {"context_window": job.window, "summary_model": "summarizer", **job.setup.hook}
         if job.session.claude_code:
             compact["tokenizer"] = "claude"
+        if COUNTS_LEARNED:  # the stand-in bills what we count: a Claude name's prior is not its count
+            compact["count_ratio"] = 1.0
         info = {**info, "compact": compact}
     rules = job.rules
     settings: dict[str, Any] = {"use_chat_completions_url_for_anthropic_messages": True}
