@@ -82,17 +82,7 @@ class Limits:
 
     def tail_budget(self, config: CompactConfig) -> int:
         """Tokens of the newest units kept verbatim by a compaction."""
-        return max(1, int(resolved(config, "tail_retention_ratio") * self.room))
-
-    def output_limit(self, config: CompactConfig) -> int:
-        """Tokens one tool output may keep: ``tool_output_max_tokens``, but never more than the
-        tail's budget — in a small window one 5,000-token output would otherwise fill the tail
-        alone, and every compaction would land over the trigger again. Asked of limits at the
-        model's prior ratio (``Run.measure``): an output is cut at the same place every turn, however
-        the learned ratio moves (a cut that moved would change the forwarded prefix)."""
-        ours = self.ratio.ours_of
-        floor = ours(MIN_TOOL_OUTPUT_TOKENS)
-        return min(ours(config.tool_output_max_tokens), max(floor, self.tail_budget(config)))
+        return _tail(config, self.room)
 
     def keep_budget(self, config: CompactConfig) -> int:
         """Tokens of users' own messages kept verbatim, capped at the tail's: keeping must not
@@ -109,3 +99,22 @@ class Limits:
     def ours(self, tokens: int) -> int:
         """A budget of the settings (the provider's tokens) in ours; 0 stays 0."""
         return self.ratio.ours_of(tokens) if tokens > 0 else 0
+
+
+def output_limit(config: CompactConfig, reserve: int | None, fixed: int) -> int | None:
+    """Tokens (ours) one tool output may keep: ``tool_output_max_tokens``, but never more than the
+    tail's budget — in a small window one 5,000-token output would otherwise fill the tail alone,
+    and every compaction would land over the trigger again. At the model's prior ratio
+    (``count_ratio``), never the learned one: an output is cut at the same place every turn, however
+    the learned ratio moves (a cut that moved would change the forwarded prefix). None: the window
+    is unknown."""
+    if config.context_window is None:
+        return None
+    prior = CountRatio(config.count_ratio or 1.0)
+    room = max(1, prior.ours(max(1, config.context_window - (reserve or 0))) - fixed)
+    ours = prior.ours_of
+    return min(ours(config.tool_output_max_tokens), max(ours(MIN_TOOL_OUTPUT_TOKENS), _tail(config, room)))
+
+
+def _tail(config: CompactConfig, room: int) -> int:
+    return max(1, int(resolved(config, "tail_retention_ratio") * room))

@@ -129,7 +129,6 @@ def _stats(run: Run, entries: Sequence[object], after: int) -> CompactStats:
 
 
 def watched(run: Run) -> bytes:
-    """The key the provider's reports of this conversation are kept under (empty: not kept): from
-    its first request, where the window is known (what it grew by since is its margin,
-    ``core.calibration``)."""
-    return run.root if run.limits is not None and run.prints else b""
+    """The key the provider's reports of this conversation are kept under (empty: not kept, see
+    ``Run.watched``)."""
+    return run.root if run.watched else b""

@@ -27,7 +27,7 @@ from compact_hook.core.counting import TokenCounter, item_strings, request_total
 from compact_hook.core.economics import CacheNote
 from compact_hook.core.fingerprint import Fingerprint
 from compact_hook.core.items import PartKind, Role
-from compact_hook.core.limits import Limits
+from compact_hook.core.limits import Limits, output_limit
 from compact_hook.core.pinning import Pin, find_pins
 from compact_hook.engine.breaker import Breaker
 from compact_hook.engine.ledger import CacheLedger
@@ -41,14 +41,6 @@ from compact_hook.state.archive import ArchiveFolders, ArchiveLog
 from compact_hook.state.tokenizers import DEFAULT_TOKENIZER, acounter_for
 
 logger = logging.getLogger(__name__)
-
-
-def _output_limit(request: CompactRequest, fixed: int) -> int | None:
-    """Tokens (ours) one tool output may keep, at the model's prior ratio: the learned one moves from
-    request to request, and an output must be cut at the same place every turn."""
-    config = request.config
-    steady = Limits.of(config, request.conversation.reserve, fixed, CountRatio(config.count_ratio or 1.0))
-    return steady.output_limit(config) if steady is not None else None
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,9 +89,8 @@ class Run:
         ratio = request.count_ratio
         limits = Limits.of(config, conversation.reserve, context_tokens, ratio)
         counted = Counted(prints, counts, counter)
-        tiers = Tiers(
-            conversation, counted, config, Tier1(memory.truncations, _output_limit(request, context_tokens))
-        )
+        tier1 = Tier1(memory.truncations, output_limit(config, conversation.reserve, context_tokens))
+        tiers = Tiers(conversation, counted, config, tier1)
         total = request_total(context_tokens, counts)
         run = cls(request, counter, prints, counts, context_tokens, total, limits, tiers, memory, ratio)
         return await run.calibrated(ledger) if ledger is not None else run
@@ -124,9 +115,20 @@ class Run:
     def looks_up(self) -> bool:
         """The provider's report of this conversation's last request is read (``engine.ledger``):
         from half the total at which anything can change (below, no store lookup: the group's ratio
-        counts it). Reports are kept from its first request on (``engine.finish.watched``)."""
+        counts it)."""
+        return self._past(2)
+
+    @property
+    def watched(self) -> bool:
+        """The provider's reports of this conversation are kept (``engine.finish.watched``): from a
+        quarter of the total at which anything can change, so that by the time they are read, what
+        the conversation grew by since its first has cost something at the provider. Below, the
+        conversation's key is not even computed: most requests never need it."""
+        return self._past(4)
+
+    def _past(self, share: int) -> bool:
         limits = self.limits
-        return limits is not None and self.total >= limits.engage // 2 and bool(self.prints)
+        return limits is not None and self.total >= limits.engage // share and bool(self.prints)
 
     @property
     def config(self) -> CompactConfig:
