@@ -470,9 +470,10 @@ def check_anthropic_messages(body: dict[str, Any]) -> None:
     ``check_system_placement`` says; it takes no part in the turns); consecutive same-role messages are merged
     into one turn (as the API does), after which the first turn must be ``user``; every message but a final
     assistant one has non-empty content; each ``tool_use`` id of an assistant turn has a ``tool_result`` in
-    the very next (user) turn; each ``tool_result`` answers a ``tool_use`` of the turn just before; and in a
-    user turn ``tool_result`` blocks come before any other block. ``messages.N`` is the index of the message
-    (before merging) holding the offending block.
+    the very next (user) turn — but for a request that asks for nothing (``max_tokens: 0``: Claude Code's
+    review of the call its last assistant turn makes, ``subagent-review-2026-11-17``); each ``tool_result``
+    answers a ``tool_use`` of the turn just before; and in a user turn ``tool_result`` blocks come before
+    any other block. ``messages.N`` is the index of the message (before merging) holding the offending block.
     """
     messages = body.get("messages") or []
     if "max_tokens" not in body:
@@ -510,6 +511,8 @@ def check_anthropic_messages(body: dict[str, Any]) -> None:
             following = turns[t + 1][1] if t + 1 < len(turns) else []
             answered = {b.get("tool_use_id") for _, b in following if _is_tool_result(b)}
             missing = [(i, str(u)) for i, u in uses if u not in answered]
+            if t == len(turns) - 1 and body.get("max_tokens") == 0:
+                missing = []  # the call under review
             if missing:
                 ids = ", ".join(u for _, u in missing)
                 raise BadRequest(

@@ -87,8 +87,14 @@ class Compactor:
             await self.preparations.close()
 
     async def compact(self, request: CompactRequest) -> CompactResult:
+        """The request compacted where it helps; its last turn, if the assistant's, forwarded as
+        sent after everything else (``Conversation.client_turn_apart``)."""
+        conversation = request.conversation.client_turn_apart()
+        if conversation is not request.conversation:
+            request = dataclasses.replace(request, conversation=conversation)
         run = await Run.measure(request, self.memory, self.ledger)
-        return await self.carry_out(run, await self.decide(run))
+        result = await self.carry_out(run, await self.decide(run))
+        return result.followed_by(conversation.tail)
 
     async def decide(self, run: Run) -> Decision:
         """The one place a request's step is chosen (see ``engine.decision``). It reads (the stored

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -122,6 +124,10 @@ class CompactResult:
         is the client's own object, so an unchanged request is rendered nowhere)."""
         forwarded = self.messages
         return len(forwarded) != len(sent) or any(a is not b for a, b in zip(forwarded, sent, strict=True))
+
+    def followed_by(self, tail: list[Any]) -> CompactResult:
+        """The result with the client's last turn after the entries, as sent."""
+        return dataclasses.replace(self, messages=[*self.messages, *tail]) if tail else self
 
     @classmethod
     def passthrough(cls, entries: list[Any], rejected: Rejected) -> CompactResult:

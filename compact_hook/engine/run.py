@@ -85,7 +85,8 @@ class Run:
         counts = await counter.acount(prints, lambda i: item_strings(conversation.item(i)))
         context = conversation.context
         context_counts = counter.count(conversation.context_prints(), lambda i: context_strings(context[i]))
-        context_tokens = sum(context_counts) + (conversation.overhead if context else 0)
+        tail_counts = counter.count(conversation.tail_prints(), conversation.tail_strings)
+        context_tokens = sum(context_counts) + (conversation.overhead if context else 0) + sum(tail_counts)
         ratio = request.count_ratio
         limits = Limits.of(config, conversation.reserve, context_tokens, ratio)
         counted = Counted(prints, counts, counter)

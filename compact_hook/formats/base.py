@@ -17,7 +17,7 @@ from typing import Any, Protocol, TypeVar, overload
 
 import orjson
 
-from compact_hook.core.counting import Strings
+from compact_hook.core.counting import Strings, item_strings
 from compact_hook.core.fingerprint import Fingerprint, fingerprint
 from compact_hook.core.items import Builder, Item, Placement, Role
 from compact_hook.core.outcomes import Reason
@@ -86,6 +86,10 @@ class Conversation:
     """The model thinks at the start of each turn and the provider refuses a tool turn in progress
     that does not open with that thinking (Anthropic, ``thinking`` enabled, models that run no
     prefix check): a compaction keeps the turn's opening unit."""
+    tail: list[Any] = field(default_factory=list)
+    """The client's last turn: the entries after the last non-assistant one (a prefill, a call
+    under review). Forwarded as sent after everything else and counted as what the model reads;
+    the engine never reads or changes them (``client_turn_apart``)."""
     _items: list[Item | None] = field(default_factory=list, repr=False)
 
     def item(self, index: int) -> Item:
@@ -107,6 +111,23 @@ class Conversation:
         """The conversation before its newest entry (a ``/compact`` command), the rest unchanged."""
         return dataclasses.replace(self, entries=self.entries[:-1], _items=[])
 
+    def client_turn_apart(self) -> Conversation:
+        """The conversation with its trailing assistant entries set apart as its ``tail``: the last
+        turn is the client's move — a prefill the model continues, a tool call a reviewer is asked
+        about — and a result added to it, a part cleared or cut in it, would change what the
+        client asks. Normalization and every tier apply to the history before it."""
+        cut = len(self.entries)
+        while cut > 0 and self.item(cut - 1).role is Role.ASSISTANT:
+            cut -= 1
+        if cut == len(self.entries):
+            return self
+        tail = [*self.entries[cut:], *self.tail]
+        return dataclasses.replace(self, entries=self.entries[:cut], tail=tail, _items=[])
+
+    def tail_strings(self, index: int) -> Strings:
+        """What the model reads of the tail's ``index``-th entry."""
+        return item_strings(self.wire.item(self.tail[index]))
+
     def for_tenant(self, tenant: str) -> None:
         digest = hashlib.blake2b(tenant.encode("utf-8", "surrogatepass"), digest_size=8).digest()
         self.tenant_seed = int.from_bytes(digest, "big") & ~0xF  # low bits stay the formats'
@@ -122,6 +143,10 @@ class Conversation:
     def prints(self) -> list[Fingerprint]:
         seed = self.seed
         return [fingerprint(entry, seed) for entry in self.entries]
+
+    def tail_prints(self) -> list[Fingerprint]:
+        seed = self.seed
+        return [fingerprint(entry, seed) for entry in self.tail]
 
     def context_prints(self) -> list[Fingerprint]:
         seed = self.seed ^ 1

@@ -20,6 +20,7 @@ from typing import Any
 import anthropic
 import openai
 import pytest
+from google.genai import errors as genai_errors
 
 from tests.integration.harness import (
     ProxyProcess,
@@ -28,7 +29,7 @@ from tests.integration.harness import (
     gemini_deployment,
     standin_deployment,
 )
-from tests.integration.wire_clients import Replay, Sent, send
+from tests.integration.wire_clients import Replay, Sent, is_summary_call, send
 from tests.support import (
     ANTHROPIC,
     CHAT,
@@ -440,3 +441,106 @@ def test_a_chat_request_pushed_over_the_window_by_its_tool_definitions_is_forwar
     assert int(turn.headers["x-compact-tokens-after"]) <= WINDOW
     assert tokens_of(turn.forwarded, CHAT, "o200k_base") <= WINDOW
     assert turn.forwarded["tools"] == tools and pairing_problems(turn.forwarded_entries) == []
+
+
+# -- the last turn is the client's -----------------------------------------------------------------------
+
+REVIEW_BETAS = "dangerous-tool-use-2026-09-03,auto-mode-classifier-2026-07-16,subagent-review-2026-11-17"
+SAFEGUARDS = [{"type": "dangerous_tool_use", "classifier_context": {"transcript": "the subagent's task"}}]
+
+
+def review_call(history: list[Any]) -> list[Any]:
+    """Claude Code 2.1.332's review of a subagent's hand-back, as its bundle builds it
+    (``subagent_server_review``): the history, then an assistant turn making the call under review —
+    ``SubagentHandback`` with a fresh ``toolu_`` id — and no result; ``max_tokens: 0``, the three betas and
+    a ``safeguards`` body field (``type: dangerous_tool_use``). The request is only made against
+    Anthropic's own API with a server review available, so it cannot be captured through a stand-in."""
+    call = {
+        "type": "tool_use",
+        "id": "toolu_0d6f1c2b9a8e4f7a8b1c2d3e4f5a6b7c",
+        "name": "SubagentHandback",
+        "input": {"message": "Done: the parser accepts nested lists; tests pass.", "kind": "report"},
+    }
+    return [*history, {"role": "assistant", "content": [call]}]
+
+
+def test_claude_codes_review_call_is_forwarded_with_the_call_under_review_as_sent(
+    standin: Any, formats_proxy: ProxyProcess
+) -> None:
+    client = anthropic.Anthropic(
+        base_url=formats_proxy.url, api_key=formats_proxy.master_key, max_retries=0, timeout=120
+    )
+    sent = review_call(CLAUDE_MESSAGES[: CLAUDE_POINTS[-1]])
+    standin.reset()
+    raw = client.messages.with_raw_response.create(
+        model="claude-agent",
+        max_tokens=0,
+        messages=sent,
+        system=SYSTEM,
+        tools=TOOLS,
+        extra_headers={"anthropic-beta": REVIEW_BETAS},
+        extra_body={"safeguards": SAFEGUARDS},
+    )
+    assert raw.http_response.status_code == 200 and raw.headers["x-compact-compacted"] == "true"
+    [forwarded] = [
+        r["body"] for r in standin.requests if r["method"] == "POST" and not is_summary_call(r["body"])
+    ]
+    assert sorted_json(forwarded["messages"][-1]) == sorted_json(sent[-1])  # no result added, nothing cut
+    assert len(forwarded["messages"]) < len(sent) and summaries_in(forwarded["messages"], ANTHROPIC)
+    assert pairing_problems(forwarded["messages"][:-1], ANTHROPIC) == []
+    assert forwarded["max_tokens"] == 0 and forwarded["safeguards"] == SAFEGUARDS
+
+
+PREFILLS = {
+    "chat": ("chat-agent", {"role": "assistant", "content": "The fix is"}),
+    "anthropic": ("claude-agent", {"role": "assistant", "content": "The fix is"}),
+    "responses": (
+        "codex-agent",
+        {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "The fix is"}]},
+    ),
+    "google": ("gemini-agent", {"role": "model", "parts": [{"text": "The fix is"}]}),
+}
+HISTORIES = {
+    "chat": lambda: load_transcript("claude_code_fa812bfe_pre_compact.json")[:60],
+    "anthropic": lambda: CLAUDE_MESSAGES[: CLAUDE_POINTS[-1]],
+    "responses": lambda: RESPONSES_ITEMS[: RESPONSES_POINTS[-1]],
+    "google": lambda: GEMINI_CONTENTS[: GEMINI_POINTS[-1]],
+}
+EXTRAS: dict[str, dict[str, Any]] = {
+    "chat": {},
+    "anthropic": {"system": SYSTEM, "tools": TOOLS, "max_tokens": MAX_TOKENS},
+    "responses": {"instructions": INSTRUCTIONS, "tools": RESPONSES_TOOLS},
+    "google": {"system_instruction": INSTRUCTIONS, "tools": GEMINI_TOOLS, "max_output_tokens": MAX_TOKENS},
+}
+
+
+@pytest.mark.parametrize("wire", ["anthropic", "chat", "responses"])
+def test_a_prefill_is_forwarded_as_sent_after_the_compacted_history(
+    standin: Any, formats_proxy: ProxyProcess, wire: str
+) -> None:
+    model, prefill = PREFILLS[wire]
+    sent = [*HISTORIES[wire](), prefill]
+    standin.reset()
+    turn = send(standin, formats_proxy, wire, model, sent, **EXTRAS[wire])
+    formats = {"chat": CHAT, "anthropic": ANTHROPIC, "responses": RESPONSES, "google": GOOGLE}
+    assert turn.headers["x-compact-compacted"] == "true"
+    assert sorted_json(turn.forwarded_entries[-1]) == sorted_json(prefill)
+    assert summaries_in(turn.forwarded_entries, formats[wire])
+    assert len(turn.forwarded_entries) < len(sent)
+
+
+def test_a_gemini_request_ending_with_the_models_turn_meets_geminis_own_refusal(
+    standin: Any, formats_proxy: ProxyProcess
+) -> None:
+    """Gemini refuses a conversation that ends with a ``model`` turn; the request reaches it as the client
+    sent its last turn (the history compacted), and the client reads Gemini's own error."""
+    model, prefill = PREFILLS["google"]
+    sent = [*HISTORIES["google"](), prefill]
+    standin.reset()
+    with pytest.raises(genai_errors.ClientError, match="ends with a user role or a function response"):
+        send(standin, formats_proxy, "google", model, sent, **EXTRAS["google"])
+    [forwarded] = [
+        r["body"] for r in standin.requests if r["method"] == "POST" and not is_summary_call(r["body"])
+    ]
+    assert sorted_json(forwarded["contents"][-1]) == sorted_json(prefill)
+    assert summaries_in(forwarded["contents"], GOOGLE) and len(forwarded["contents"]) < len(sent)

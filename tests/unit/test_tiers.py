@@ -256,10 +256,11 @@ async def test_users_words_survive_compaction_within_the_budget_in_order() -> No
 
 async def test_a_zero_budget_keeps_only_the_latest_user_message() -> None:
     messages = [system("rules"), user("first " + w(10))] + [assistant(w(90)) for _ in range(10)]
+    messages.append(user("go on"))
     out = await compact_via_library(
         messages, words_config(tool_output_policy="none", clear_tool_results=False)
     )
-    assert out.compacted and out.messages[1] is messages[1]
+    assert out.compacted and out.messages[-1] is messages[-1] and messages[1] not in out.messages
 
 
 async def test_protected_results_and_interrupt_markers_survive_compaction() -> None:
@@ -278,10 +279,10 @@ async def test_protected_results_and_interrupt_markers_survive_compaction() -> N
 
 async def test_a_previous_summary_is_never_kept_as_a_user_message() -> None:
     first = await compact_via_library(
-        [system("s"), user("task")] + [assistant(w(100)) for _ in range(10)],
+        [system("s"), user("task")] + [assistant(w(100)) for _ in range(10)] + [user("go on")],
         words_config(tool_output_policy="none", clear_tool_results=False, user_message_budget=10_000),
     )
-    grown = first.messages + [assistant(w(100)) for _ in range(8)]
+    grown = first.messages + [assistant(w(100)) for _ in range(8)] + [user("and on")]
     second = await compact_via_library(
         grown, words_config(tool_output_policy="none", clear_tool_results=False, user_message_budget=10_000)
     )
@@ -320,10 +321,10 @@ def test_a_trailing_unanswered_call_is_answered() -> None:
 
 
 async def test_normalize_always_fixes_even_unchanged_requests() -> None:
-    messages = [user("q"), calling("a", call_id="x")]
+    messages = [user("q"), calling("a", call_id="x"), user("next")]
     assert (await compact_via_library(messages, words_config())).messages == messages
     fixed = await compact_via_library(messages, words_config(normalize="always"))
-    assert fixed.normalized == 1 and fixed.messages[-1]["content"] == ABORTED_RESULT
+    assert fixed.normalized == 1 and fixed.messages[2]["content"] == ABORTED_RESULT
 
 
 # --- the guarantee ---------------------------------------------------------------------------
@@ -392,7 +393,7 @@ async def test_a_tail_too_large_alone_is_fitted_dropping_oldest_units_never_head
 
 async def test_summary_model_digest_summarizes_without_any_call() -> None:
     summarizer = FakeSummarizer()
-    messages = [system("s"), user("task one")] + [assistant(w(100)) for _ in range(12)]
+    messages = [system("s"), user("task one")] + [assistant(w(100)) for _ in range(12)] + [user("go on")]
     out = await compact_via_library(
         messages,
         words_config(summary_model="digest", tool_output_policy="none", clear_tool_results=False),
@@ -442,7 +443,11 @@ async def test_every_shared_conversation_leaves_valid_protected_and_deterministi
         conversation, config, FakeSummarizer(), session_id="s", archive=InMemoryArchive()
     )
     assert json.dumps(first.messages) == json.dumps(second.messages)
-    assert pairing_problems(first.messages) == []
+    client_turn = len(conversation) - next(
+        i for i, m in enumerate(reversed(conversation)) if m["role"] != "assistant"
+    )
+    assert first.messages[len(first.messages) - (len(conversation) - client_turn) :] == conversation[client_turn:]
+    assert pairing_problems(first.messages[: len(first.messages) - (len(conversation) - client_turn)]) == []
     latest_user = max((i for i, m in enumerate(conversation) if m["role"] == "user"), default=None)
     if latest_user is not None:
         assert conversation[latest_user] in first.messages
