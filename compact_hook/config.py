@@ -37,6 +37,7 @@ DEFAULT_PINNED_SHARE = 0.1
 ToolOutputPolicy = Literal["tokens", "bytes", "none"]
 NormalizeMode = Literal["changed", "always"]
 OverflowMode = Literal["fit", "passthrough"]
+RemoteCompaction = Literal["ours", "theirs"]
 MIN_TOOL_OUTPUT_TOKENS = 100
 DIGEST = "digest"
 """``summary_model: digest``: summarize with the built-in deterministic digest, no LLM call."""
@@ -235,6 +236,14 @@ class CompactConfig:
         (
             "a request still over the window after everything: `fit` it (digest, drop oldest, shrink "
             "outputs) or `passthrough` (forward it exactly as the client sent it)"
+        ),
+    )
+    remote_compaction: RemoteCompaction = setting(
+        "ours",
+        (
+            "Codex's remote compaction (a Responses request ending in `compaction_trigger`): `ours` answers "
+            "it with our summary, on any model; `theirs` forwards it to a provider that serves it (OpenAI's "
+            "and Azure's Responses API). See *Codex's remote compaction*"
         ),
     )
     breaker_failures: int = setting(

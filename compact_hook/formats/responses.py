@@ -8,9 +8,10 @@ with the ``function_call_output`` items answering them (paired by ``call_id``). 
 not know are kept whole, in place.
 
 With ``previous_response_id`` or a ``conversation`` the provider holds the conversation's
-state; with ``context_management`` entries (server-side ``compaction``), ``compaction`` items
-or a ``compaction_trigger`` item the client or the provider manages its size: the request
-passes through untouched (``client_managed``).
+state; with ``context_management`` entries (server-side ``compaction``) or the provider's
+``compaction`` items the client or the provider manages its size: the request passes through
+untouched (``client_managed``). Codex's ``compaction_trigger``, as the last item, is parsed (an
+opaque item) for the gate to serve (``proxy.remote_compaction``).
 """
 
 from __future__ import annotations
@@ -75,8 +76,10 @@ MODEL_ITEMS = frozenset(
     }
 )
 """Built-in tool calls: the model's own, answered within the item itself."""
-MANAGED_ITEMS = frozenset({"compaction", "compaction_trigger"})
-"""Items of the compaction protocol: a compacted history, or the client asking for one."""
+MANAGED_ITEMS = frozenset({"compaction", "compaction_summary", "compaction_trigger"})
+"""Items of the compaction protocol: a compacted history (the provider's: ours are expanded before
+parsing, see ``proxy.remote_compaction``), or the client asking for one — read only as the last item,
+where the gate serves it."""
 REASONING_BYTES_PER_TOKEN = 4
 REASONING_ENVELOPE_BYTES = 650
 """Encrypted reasoning costs about its decoded size, less a fixed envelope, at ~4 bytes a
@@ -99,7 +102,8 @@ class ResponsesFormat:
             problem = problem_in(raw_input, _item_problem)
             if problem is not None:
                 return Rejected(Reason.MALFORMED, f"input{problem}")
-            if any(entry.get("type") in MANAGED_ITEMS for entry in raw_input):
+            managed = [k for k, entry in enumerate(raw_input) if entry.get("type") in MANAGED_ITEMS]
+            if managed and managed != [len(raw_input) - 1] or raw_input and _is_provider_item(raw_input[-1]):
                 return Rejected(Reason.CLIENT_MANAGED, "compaction items")
             entries = raw_input
         else:
@@ -171,6 +175,11 @@ def _context(data: Mapping[str, Any]) -> tuple[Any, ...]:
     schema = text.get("format") if isinstance(text, dict) else None
     values = (data.get("instructions"), data.get("tools"), schema if isinstance(schema, dict) else None)
     return tuple(value for value in values if value)
+
+
+def _is_provider_item(item: Any) -> bool:
+    """A compacted history the provider made (its opaque item), as the last input item."""
+    return isinstance(item, dict) and item.get("type") in ("compaction", "compaction_summary")
 
 
 def _item_problem(item: object) -> str | None:

@@ -26,6 +26,7 @@ from litellm.exceptions import ModifyResponseException
 
 from compact_hook.core.outcomes import ArchiveStatus, Reason
 from compact_hook.engine.result import CompactResult
+from compact_hook.proxy.remote_compaction import CompactionAnswer, compaction_events, compaction_response
 from compact_hook.proxy.report import report_in
 
 ANSWERED = "answered"
@@ -63,9 +64,21 @@ def answerable(call_type: str) -> bool:
     return call_type not in UNANSWERABLE_CALL_TYPES
 
 
-def answer(text: str, data: dict[str, Any], call_type: str) -> ModifyResponseException | None:
-    """The exception that makes LiteLLM answer ``text`` for us, or None when ``data`` now asks
-    LiteLLM to answer it (``mock_response``) and the request must be returned as it is."""
+def answer(
+    reply: str | CompactionAnswer, data: dict[str, Any], call_type: str
+) -> ModifyResponseException | None:
+    """The exception that makes LiteLLM answer ``reply`` for us, or None when ``data`` now asks
+    LiteLLM to answer it (``mock_response``) and the request must be returned as it is.
+
+    Codex's compaction is delivered by the response hooks (``delivered``, ``answered_stream``), in
+    place of what the model answers to a ping the request becomes (``as_ping``): LiteLLM's own answer
+    to a ``ModifyResponseException`` can only be a message, and its Responses ``mock_response`` is
+    never a stream the hooks can rewrite (1.106-1.110: other hooks iterate it first and fail).
+    """
+    if isinstance(reply, CompactionAnswer):
+        as_ping(data)
+        return None
+    text = reply
     if call_type in MOCKED_CALL_TYPES:
         data["mock_response"] = text
         return None
@@ -78,6 +91,13 @@ async def answered_stream(
     """The stream as LiteLLM made it, but for a whole message in the stream of our own answer:
     that one becomes the Messages events."""
     report = report_in(request_data)
+    if report is not None and report.compaction is not None:  # Codex's: the ping's reply is never shown
+        async for _ in response:
+            pass
+        answer = report.compaction
+        for event in compaction_events(answer.handle, str(request_data.get("model")), answer.usage):
+            yield event.encode()  # bytes: LiteLLM passes a whole SSE frame through as it is
+        return
     mend = report is not None and bool(report.get(ANSWERED))
     async for chunk in response:
         if mend and is_whole_message(chunk):
@@ -85,6 +105,41 @@ async def answered_stream(
                 yield event
         else:
             yield chunk
+
+
+PING_INPUT = "Reply with the word: ok"
+PING_TOKENS = 16
+"""The smallest reply every Responses provider accepts (OpenAI's floor is 16)."""
+KEPT_FOR_PING = frozenset(
+    {"model", "stream", "store", "user", "metadata", "litellm_metadata", "prompt_cache_key"}
+)
+
+
+def as_ping(data: dict[str, Any]) -> None:
+    """The trigger request made the smallest the model can answer (a few dozen tokens): its reply is
+    never read, only replaced. Everything the model would read is dropped, LiteLLM's own fields
+    (the proxy's, a few ``litellm_``-prefixed or private keys) kept."""
+    for key in [k for k in data if k not in KEPT_FOR_PING and not _proxy_field(k)]:
+        del data[key]
+    data["input"] = [{"role": "user", "content": PING_INPUT}]
+    data["max_output_tokens"] = PING_TOKENS
+
+
+def _proxy_field(key: str) -> bool:
+    return key.startswith(("litellm", "_", "proxy_server_request", "secret_fields")) or key in (
+        "metadata",
+        "user_api_key_dict",
+    )
+
+
+def delivered(request_data: Mapping[str, Any], response: Any) -> Any:
+    """A whole (non-streamed) response, Codex's compaction answer put in place of LiteLLM's mock
+    message; None: the response is not ours to change."""
+    report = report_in(request_data)
+    if report is None or report.compaction is None:
+        return None
+    answer = report.compaction
+    return compaction_response(answer.handle, str(request_data.get("model")), answer.usage)
 
 
 def anthropic_events(message: Mapping[str, Any]) -> Iterator[str]:

@@ -10,10 +10,12 @@ group, should the provider still find them too long (``proxy.recovery``).
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
-from compact_hook.core.outcomes import Mode
-from compact_hook.formats import Rejected, carries_conversation, format_for
+from compact_hook.core.outcomes import Mode, Reason
+from compact_hook.engine.result import CompactResult
+from compact_hook.formats import Rejected, WireFormat, carries_conversation, format_for
 from compact_hook.formats.command import command_in
 from compact_hook.proxy import server
 from compact_hook.proxy.answer import ANSWERED, answer_text, answerable
@@ -21,11 +23,14 @@ from compact_hook.proxy.caller import Engaged, engine_request, session_id_of, te
 from compact_hook.proxy.control import control_of, with_command
 from compact_hook.proxy.logs import for_model_group
 from compact_hook.proxy.recovery import attach_fallbacks
-from compact_hook.proxy.report import record_summary_cost
+from compact_hook.proxy.remote_compaction import CompactionAnswer, asks_compaction, memento_of, usage_of
+from compact_hook.proxy.report import Report, record_summary_cost
 from compact_hook.proxy.router_summarizer import RouterSummarizer
 from compact_hook.proxy.services import Services
 from compact_hook.proxy.settings import settle
 from compact_hook.proxy.telemetry import Telemetry, log_reshaped
+
+logger = logging.getLogger(__name__)
 
 
 class RequestGate:
@@ -34,9 +39,11 @@ class RequestGate:
     def __init__(self, services: Services, telemetry: Telemetry) -> None:
         self.services, self.telemetry = services, telemetry
 
-    async def handle(self, user_api_key_dict: Any, data: dict[str, Any], call_type: str) -> str | None:
+    async def handle(
+        self, user_api_key_dict: Any, data: dict[str, Any], call_type: str
+    ) -> str | CompactionAnswer | None:
         """Compact ``data`` in place where it helps; the proxy's own answer to a ``/compact``
-        command (then no model is called), else None."""
+        command or to Codex's compaction trigger (then no model is called), else None."""
         router = server.proxy_router()
         model = data.get("model")
         if router is None or not isinstance(model, str):
@@ -54,19 +61,26 @@ class RequestGate:
         settled = await settle(self.services, router, model, control)
         if settled is None:
             return None
-        config = settled.config
+        config, tenant = settled.config, tenant_of(user_api_key_dict)
+        expansion = await self.services.mementos.expand(data, tenant)  # before anything reads the input
+        self.telemetry.expanded(data, model, expansion)
         parsed = wire.parse(data)
+        codex = not isinstance(parsed, Rejected) and asks_compaction(parsed.entries)
+        if codex and config.remote_compaction == "theirs":
+            parsed = Rejected(Reason.CLIENT_MANAGED, "compaction_trigger, served by the provider")
         if isinstance(parsed, Rejected):
             self.telemetry.rejected(data, wire, model, parsed)
             return None
         command = command_in(parsed.entries[-1]) if parsed.entries else None
-        if command is not None:
+        if codex:  # Codex's own compaction: forced, answered by the proxy (``proxy.remote_compaction``)
+            control, parsed = with_command(control, ""), parsed.without_last()
+        elif command is not None:
             control = with_command(control, command)
             if answerable(call_type):
                 parsed = parsed.without_last()
             else:  # compacted now, and the model answers the command (see ``proxy.answer``)
                 command = None
-        who = Engaged(model, session_id_of(data, parsed.entries), tenant_of(user_api_key_dict), control)
+        who = Engaged(model, session_id_of(data, parsed.entries), tenant, control)
         request = engine_request(data, parsed, who, settled)
         summarizer = request.summarize
         if isinstance(summarizer, RouterSummarizer):
@@ -75,6 +89,8 @@ class RequestGate:
         report = self.telemetry.compacted(data, wire, result, who)
         if isinstance(summarizer, RouterSummarizer):
             record_summary_cost(data, wire.metadata_key, report, summarizer.spent)
+        if codex:
+            return await self._answer_codex(data, wire, result, report, tenant)
         if command is not None:
             report[ANSWERED] = True
             return answer_text(result)
@@ -84,3 +100,21 @@ class RequestGate:
         if config.recover and control.mode is not Mode.OFF:
             attach_fallbacks(data, model, router, call_type)
         return None
+
+    async def _answer_codex(
+        self, data: dict[str, Any], wire: WireFormat, result: CompactResult, report: Report, tenant: str
+    ) -> CompactionAnswer | None:
+        """Codex's compaction answered with a handle on what we would forward; None (the trigger
+        forwarded as sent) when the store could not keep it (``proxy.remote_compaction``)."""
+        handle = await self.services.mementos.keep(memento_of(result, wire), tenant)
+        if handle is None:
+            logger.warning(
+                "compact_hook: request %s: Codex's compaction could not be kept; forwarded as sent",
+                data.get("litellm_call_id"),
+            )
+            return None
+        answer = CompactionAnswer(handle, usage_of(result.input_tokens, 0))
+        report[ANSWERED] = True
+        report["remote_compaction"] = True
+        report.compaction = answer
+        return answer

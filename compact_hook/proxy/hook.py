@@ -25,12 +25,13 @@ from compact_hook.core.outcomes import Reason
 from compact_hook.engine.compactor import Compactor
 from compact_hook.errors import MalformedError
 from compact_hook.process_config import ProcessConfig
-from compact_hook.proxy.answer import answer, answered_stream
+from compact_hook.proxy.answer import answer, answered_stream, delivered
 from compact_hook.proxy.gate import RequestGate
 from compact_hook.proxy.logs import configure_logging
 from compact_hook.proxy.metrics import Metrics, Outcome, default_metrics, serve
 from compact_hook.proxy.models import ModelSettings
 from compact_hook.proxy.recovery import Recovery
+from compact_hook.proxy.remote_compaction import CompactionAnswer
 from compact_hook.proxy.report import scrub
 from compact_hook.proxy.router_summarizer import INTERNAL_MARKER, is_internal_call
 from compact_hook.proxy.services import Services
@@ -88,7 +89,7 @@ class CompactHook(CustomLogger):
         start = time.perf_counter()
         if is_internal_call(data):  # our own summary call, should a LiteLLM path ever re-enter the hooks
             return data
-        reply: str | None = None
+        reply: str | CompactionAnswer | None = None
         try:
             scrub(data, INTERNAL_MARKER)
             reply = await self.gate.handle(user_api_key_dict, data, str(call_type))
@@ -101,7 +102,7 @@ class CompactHook(CustomLogger):
             )
             self.telemetry.failed_open(data, call_type, Outcome.FAILED_OPEN)
         self.telemetry.held(data, call_type, start)
-        if reply is not None:  # /compact: the proxy answers, no model call
+        if reply is not None:  # /compact or Codex's compaction: the proxy answers, no model call
             answering = answer(reply, data, str(call_type))
             if answering is not None:
                 raise answering
@@ -130,6 +131,16 @@ class CompactHook(CustomLogger):
         hands it to us whole (see ``proxy.answer``)."""
         async for chunk in answered_stream(response, request_data):
             yield chunk
+
+    async def async_post_call_success_hook(
+        self, data: dict[str, Any], user_api_key_dict: Any, response: Any
+    ) -> Any:
+        """Our answer to Codex's compaction, whole (see ``proxy.answer``); other responses untouched."""
+        try:
+            return delivered(data, response)
+        except Exception:
+            logger.exception("compact_hook: could not deliver a compaction answer")
+            return None
 
     async def async_log_success_event(
         self, kwargs: dict[str, Any], response_obj: Any, start_time: Any, end_time: Any

@@ -14,6 +14,7 @@ from typing import Any
 from compact_hook.engine.result import CompactResult
 from compact_hook.formats.base import Rejected
 from compact_hook.proxy.control import Control
+from compact_hook.proxy.remote_compaction import CompactionAnswer
 
 REPORT_KEY = "compact_hook"
 HEADER_PREFIX = "x-compact-"
@@ -57,7 +58,7 @@ class Report(dict[str, Any]):
     model group it was counted for), and that is nothing for spend logs to carry. Nor is
     ``conversation``: the key the provider's report of this request is kept under
     (``engine.ledger``), nor ``counted``: our own count of what was forwarded, which the provider's
-    usage is set against (the report's token figures are the provider's tokens).
+    usage is set against (the report's token figures are the provider's tokens), nor ``compaction``.
     """
 
     tenant: str = ""
@@ -65,6 +66,8 @@ class Report(dict[str, Any]):
     group: str = ""
     conversation: bytes = b""
     counted: int = 0
+    compaction: CompactionAnswer | None = None
+    """Our answer to Codex's compaction trigger, for the response hooks to deliver."""
 
     def follow(self, retried: Report) -> None:
         """This request was retried (``proxy.recovery``): its report is now the retry's."""

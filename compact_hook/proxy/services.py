@@ -17,6 +17,7 @@ from compact_hook.proxy import server
 from compact_hook.proxy.learned import LearnedRatios, LearnedWindows
 from compact_hook.proxy.metrics import Metrics
 from compact_hook.proxy.models import ModelSettings
+from compact_hook.proxy.remote_compaction import Mementos
 from compact_hook.proxy.shutdown import on_shutdown, shutting_down
 from compact_hook.state.archive import ArchiveFolders
 from compact_hook.state.backends import build_stores
@@ -24,7 +25,7 @@ from compact_hook.state.backends import build_stores
 
 class Services:
     """One per hook: the base settings, the process settings, per-model settings, metrics, and
-    the lazily built compactor, learned windows and count ratios."""
+    the lazily built compactor, learned windows, count ratios and Codex compaction mementos."""
 
     def __init__(self, base: CompactConfig, process: ProcessConfig, metrics: Metrics) -> None:
         self.base, self.process, self.metrics = base, process, metrics
@@ -32,6 +33,7 @@ class Services:
         self._compactor: Compactor | None = None
         self._learned: LearnedWindows | None = None
         self._ratios: LearnedRatios | None = None
+        self._mementos: Mementos | None = None
 
     @property
     def built(self) -> Compactor | None:
@@ -60,6 +62,16 @@ class Services:
         if self._learned is None:
             self._learned = LearnedWindows(self.compactor.store)
         return self._learned
+
+    @property
+    def mementos(self) -> Mementos:
+        """What our answers to Codex's compaction stand for, in the compactor's store (replicas share
+        them), kept as long as the conversation's state."""
+        if self._mementos is None:
+            store = self.compactor.store
+            assert store is not None  # the proxy's compactor always has one
+            self._mementos = Mementos(store, self.process.store_ttl_seconds)
+        return self._mementos
 
     @property
     def ratios(self) -> LearnedRatios:

@@ -19,6 +19,7 @@ from compact_hook.engine.result import CompactResult
 from compact_hook.formats import Rejected, WireFormat, format_for
 from compact_hook.proxy.caller import Engaged
 from compact_hook.proxy.metrics import Labels, Metrics, Outcome
+from compact_hook.proxy.remote_compaction import Expansion
 from compact_hook.proxy.report import (
     Report,
     record,
@@ -66,6 +67,18 @@ class Telemetry:
                 call_type,
             )
         self.metrics.outcome(Outcome.UNHANDLED_CALL_TYPE, self.metrics.labels(group, call_type))
+
+    def expanded(self, data: Mapping[str, Any], group: str, expansion: Expansion) -> None:
+        """Our compaction items a request carried (``proxy.remote_compaction``): one the store no
+        longer holds is said (the model reads a notice in its place)."""
+        if expansion.lost:
+            logger.warning(
+                "compact_hook: request %s (%s) carried %d compaction item(s) of ours the store no longer "
+                "holds (expired, or another tenant's); a notice stands in their place",
+                data.get("litellm_call_id"),
+                group,
+                expansion.lost,
+            )
 
     def rejected(self, data: dict[str, Any], wire: WireFormat, group: str, rejected: Rejected) -> None:
         """A request the format will not let us change, forwarded untouched. The group is one the

@@ -28,6 +28,9 @@ INDEX_LIMIT = 32
 KEY_PREFIX = "compact_hook:v1"
 DOWN_SECONDS = 1.0
 MAX_NOTE_CHARS = 256
+MAX_RECORD_CHARS = 1 << 20
+"""A record (what a compaction handle we gave a client stands for) is at most 1 MiB of text; a
+longer one is refused (``put_record`` returns False), never cut."""
 
 
 class CompactionStore(Protocol):
@@ -52,6 +55,13 @@ class CompactionStore(Protocol):
         summary model's breaker, a model group's learned window."""
 
     async def get_note(self, key: bytes) -> str | None: ...
+
+    async def put_record(self, key: bytes, value: str, ttl: float) -> bool:
+        """Keep ``value`` (at most ``MAX_RECORD_CHARS``) under ``key`` for ``ttl`` seconds; False when
+        it is too long or could not be kept."""
+        ...
+
+    async def get_record(self, key: bytes) -> str | None: ...
 
 
 def entry_bytes(entry: Entry) -> int:
@@ -86,6 +96,8 @@ class MemoryStore:
         self._entries: OrderedDict[bytes, tuple[float, Entry]] = OrderedDict()
         self._index: OrderedDict[bytes, list[tuple[int, bytes]]] = OrderedDict()
         self._notes: OrderedDict[bytes, tuple[float, str]] = OrderedDict()
+        self._records: OrderedDict[bytes, tuple[float, str]] = OrderedDict()
+        self.record_chars = 0
 
     async def find(self, root: bytes, chain: Sequence[bytes]) -> tuple[bytes, Entry] | None:
         for _, key in best_match(self._index.get(root, []), chain):
@@ -141,6 +153,30 @@ class MemoryStore:
     async def get_note(self, key: bytes) -> str | None:
         found = self._notes.get(key)
         return found[1] if found is not None and found[0] > self.clock() else None
+
+    async def put_record(self, key: bytes, value: str, ttl: float) -> bool:
+        """Records share the store's byte budget with nothing else: at most ``max_bytes`` of them,
+        the least recently used going first."""
+        if len(value) > MAX_RECORD_CHARS:
+            return False
+        self._drop_record(key)
+        self._records[key] = (self.clock() + ttl, value)
+        self.record_chars += len(value)
+        while self.record_chars > self.max_bytes and len(self._records) > 1:
+            self._drop_record(next(iter(self._records)))
+        return True
+
+    async def get_record(self, key: bytes) -> str | None:
+        found = self._records.get(key)
+        if found is None or found[0] <= self.clock():
+            return None
+        self._records.move_to_end(key)
+        return found[1]
+
+    def _drop_record(self, key: bytes) -> None:
+        gone = self._records.pop(key, None)
+        if gone is not None:
+            self.record_chars -= len(gone[1])
 
 
 _UNLOCK = """
@@ -213,6 +249,19 @@ class RedisStore:
     async def get_note(self, key: bytes) -> str | None:
         value = await self.client.get(self._note_key(key))
         return value.decode() if isinstance(value, bytes) else value
+
+    async def put_record(self, key: bytes, value: str, ttl: float) -> bool:
+        if len(value) > MAX_RECORD_CHARS:
+            return False
+        await self.client.set(self._record_key(key), value, px=max(1, int(ttl * 1000)))
+        return True
+
+    async def get_record(self, key: bytes) -> str | None:
+        value = await self.client.get(self._record_key(key))
+        return value.decode() if isinstance(value, bytes) else value
+
+    def _record_key(self, key: bytes) -> str:
+        return f"{self.prefix}:record:{key.hex()}"
 
     def _note_key(self, key: bytes) -> str:
         return f"{self.prefix}:note:{key.hex()}"
@@ -306,6 +355,15 @@ class TieredStore:
     async def get_note(self, key: bytes) -> str | None:
         ok, value = await self._shared(lambda: self.shared.get_note(key))
         return value if ok else await self.local.get_note(key)
+
+    async def put_record(self, key: bytes, value: str, ttl: float) -> bool:
+        kept = await self.local.put_record(key, value, ttl)
+        ok, shared = await self._shared(lambda: self.shared.put_record(key, value, ttl))
+        return kept and (not ok or bool(shared))
+
+    async def get_record(self, key: bytes) -> str | None:
+        ok, value = await self._shared(lambda: self.shared.get_record(key))
+        return value if ok and value is not None else await self.local.get_record(key)
 
     async def _shared(self, call: Callable[[], Awaitable[Any]]) -> tuple[bool, Any]:
         """Run a Redis call: ``(True, value)``, or ``(False, None)`` when Redis failed or is resting."""

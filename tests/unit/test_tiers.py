@@ -446,7 +446,10 @@ async def test_every_shared_conversation_leaves_valid_protected_and_deterministi
     client_turn = len(conversation) - next(
         i for i, m in enumerate(reversed(conversation)) if m["role"] != "assistant"
     )
-    assert first.messages[len(first.messages) - (len(conversation) - client_turn) :] == conversation[client_turn:]
+    assert (
+        first.messages[len(first.messages) - (len(conversation) - client_turn) :]
+        == conversation[client_turn:]
+    )
     assert pairing_problems(first.messages[: len(first.messages) - (len(conversation) - client_turn)]) == []
     latest_user = max((i for i, m in enumerate(conversation) if m["role"] == "user"), default=None)
     if latest_user is not None:

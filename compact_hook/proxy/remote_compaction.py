@@ -1,0 +1,195 @@
+"""Codex's remote compaction ("compaction v2") served for every model.
+
+Codex (0.162+) compacts remotely when its provider is the built-in ``openai`` one (``openai_base_url``
+pointed at the proxy) or declares ``remote_compaction = "v2"``: it sends a streamed ``/v1/responses``
+request whose last input item is ``{"type": "compaction_trigger"}`` and needs exactly one
+``{"type": "compaction", "encrypted_content": <opaque string>}`` output item back, then
+``response.completed``; anything else ends its session ("expected exactly one compaction output
+item"). Later requests carry the real user messages it kept (newest first, up to ~64K tokens),
+then the item verbatim, then what came after. Codex never reads ``encrypted_content``: it only
+estimates its size (about ``0.75 * len / 4`` tokens), so ours is a short handle.
+
+What we answer: the engine compacts the history before the trigger (forced, one summary call,
+shared with the conversation's own compactions through the store and single flight); what it would
+forward, less the user and system items Codex keeps or re-sends itself, is the *memento* — our
+summary and the recent turns it kept verbatim. The memento is kept in the store (shared by replicas,
+expiring with the conversation's state) under a key made of the tenant and a random handle: the
+handle means nothing to another tenant and carries no text. A request that carries our item gets
+it replaced by the memento before anything else reads the request (LiteLLM's own decoders
+included); a handle the store no longer holds becomes a short notice, and is reported.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import secrets
+import time
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from compact_hook.core.items import Role
+from compact_hook.engine.result import CompactResult
+from compact_hook.formats.base import WireFormat
+from compact_hook.state.store import CompactionStore
+
+logger = logging.getLogger(__name__)
+
+TRIGGER = "compaction_trigger"
+COMPACTION = "compaction"
+HANDLE_PREFIX = "compact_hook:"
+"""Every handle we give out starts so: an item with another ``encrypted_content`` is the provider's."""
+LOST_NOTICE = (
+    "[compact_hook: the earlier part of this conversation was summarized, but that summary has expired "
+    "and is no longer available]"
+)
+
+
+def asks_compaction(entries: Sequence[Any]) -> bool:
+    """Whether a Responses request's input ends with Codex's trigger."""
+    return bool(entries) and isinstance(entries[-1], dict) and entries[-1].get("type") == TRIGGER
+
+
+def is_ours(item: object) -> bool:
+    """A compaction item carrying one of our handles."""
+    return (
+        isinstance(item, dict)
+        and item.get("type") == COMPACTION
+        and isinstance(item.get("encrypted_content"), str)
+        and item["encrypted_content"].startswith(HANDLE_PREFIX)
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class Expansion:
+    """What expanding a request's compaction items did: how many were ours and found, how many were
+    ours and gone (expired, or another tenant's)."""
+
+    expanded: int = 0
+    lost: int = 0
+
+
+NOTHING = Expansion()
+
+
+@dataclass(frozen=True, slots=True)
+class CompactionAnswer:
+    """The proxy's answer to Codex's trigger: the handle it gives out, and the usage it reports."""
+
+    handle: str
+    usage: Mapping[str, int]
+
+
+class Mementos:
+    """Our compaction items' contents, in the store, per tenant."""
+
+    def __init__(self, store: CompactionStore, ttl: float) -> None:
+        self.store, self.ttl = store, ttl
+
+    async def expand(self, data: dict[str, Any], tenant: str) -> Expansion:
+        """Replace each of our compaction items in ``data["input"]`` by what it stands for."""
+        items = data.get("input")
+        if not isinstance(items, list) or not any(is_ours(item) for item in items):
+            return NOTHING
+        out: list[Any] = []
+        expanded = lost = 0
+        for item in items:
+            if not is_ours(item):
+                out.append(item)
+                continue
+            memento = await self._memento(tenant, item["encrypted_content"])
+            if memento is None:
+                lost += 1
+                out.append(_notice(LOST_NOTICE))
+            else:
+                expanded += 1
+                out.extend(memento)
+        data["input"] = out
+        return Expansion(expanded, lost)
+
+    async def keep(self, memento: list[Any], tenant: str) -> str | None:
+        """A new handle for ``memento`` (None: the store could not keep it)."""
+        handle = HANDLE_PREFIX + secrets.token_urlsafe(16)
+        text = json.dumps(memento, ensure_ascii=False, separators=(",", ":"))
+        kept = await self.store.put_record(_key(tenant, handle), text, self.ttl)
+        return handle if kept else None
+
+    async def _memento(self, tenant: str, handle: str) -> list[Any] | None:
+        text = await self.store.get_record(_key(tenant, handle))
+        if text is None:
+            return None
+        try:
+            memento = json.loads(text)
+        except ValueError:
+            return None
+        return memento if isinstance(memento, list) and all(isinstance(i, dict) for i in memento) else None
+
+
+def memento_of(result: CompactResult, wire: WireFormat) -> list[Any]:
+    """What our compaction item stands for: the forwarded entries but the user's and the system's
+    (Codex keeps the user's messages itself, before the item, and sends its instructions and
+    environment again after it); our summary stays."""
+    kept = []
+    for entry in result.messages:
+        item = wire.item(entry)
+        if item.is_summary or item.role not in (Role.USER, Role.SYSTEM):
+            kept.append(entry)
+    return kept
+
+
+def _key(tenant: str, handle: str) -> bytes:
+    return hashlib.blake2b(f"{tenant}\0{handle}".encode("utf-8", "surrogatepass"), digest_size=16).digest()
+
+
+def _notice(text: str) -> dict[str, Any]:
+    return {"type": "message", "role": "user", "content": [{"type": "input_text", "text": text}]}
+
+
+# -- the answer Codex reads --------------------------------------------------------------------------------
+
+
+def compaction_item(handle: str) -> dict[str, Any]:
+    return {"type": COMPACTION, "id": f"cmp_{secrets.token_hex(12)}", "encrypted_content": handle}
+
+
+def compaction_response(handle: str, model: str, usage: Mapping[str, int]) -> dict[str, Any]:
+    """The whole response (non-streamed): one compaction item."""
+    return {
+        "id": f"resp_{secrets.token_hex(12)}",
+        "object": "response",
+        "created_at": int(time.time()),
+        "model": model,
+        "status": "completed",
+        "output": [compaction_item(handle)],
+        "usage": dict(usage),
+    }
+
+
+def compaction_events(handle: str, model: str, usage: Mapping[str, int]) -> Iterator[str]:
+    """The response as the Responses events Codex reads: created, the one item done, completed."""
+    response = compaction_response(handle, model, usage)
+    item = response["output"][0]
+    started = {**response, "status": "in_progress", "output": [], "usage": None}
+    yield _event("response.created", {"type": "response.created", "sequence_number": 0, "response": started})
+    yield _event(
+        "response.output_item.added",
+        {"type": "response.output_item.added", "sequence_number": 1, "output_index": 0, "item": item},
+    )
+    yield _event(
+        "response.output_item.done",
+        {"type": "response.output_item.done", "sequence_number": 2, "output_index": 0, "item": item},
+    )
+    yield _event(
+        "response.completed", {"type": "response.completed", "sequence_number": 3, "response": response}
+    )
+
+
+def usage_of(tokens_in: int, tokens_out: int) -> dict[str, int]:
+    """Responses usage: what the summary read and wrote (Codex requires the three integers)."""
+    return {"input_tokens": tokens_in, "output_tokens": tokens_out, "total_tokens": tokens_in + tokens_out}
+
+
+def _event(name: str, payload: Mapping[str, Any]) -> str:
+    return f"event: {name}\ndata: {json.dumps(payload)}\n\n"
