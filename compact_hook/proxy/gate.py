@@ -10,6 +10,7 @@ group, should the provider still find them too long (``proxy.recovery``).
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from typing import Any
 
@@ -23,7 +24,13 @@ from compact_hook.proxy.caller import Engaged, engine_request, session_id_of, te
 from compact_hook.proxy.control import control_of, with_command
 from compact_hook.proxy.logs import for_model_group
 from compact_hook.proxy.recovery import attach_fallbacks
-from compact_hook.proxy.remote_compaction import CompactionAnswer, asks_compaction, memento_of, usage_of
+from compact_hook.proxy.remote_compaction import (
+    CompactionAnswer,
+    asks_compaction,
+    memento_of,
+    memento_settings,
+    usage_of,
+)
 from compact_hook.proxy.report import Report, record_summary_cost
 from compact_hook.proxy.router_summarizer import RouterSummarizer
 from compact_hook.proxy.services import Services
@@ -74,6 +81,7 @@ class RequestGate:
         command = command_in(parsed.entries[-1]) if parsed.entries else None
         if codex:  # Codex's own compaction: forced, answered by the proxy (``proxy.remote_compaction``)
             control, parsed = with_command(control, ""), parsed.without_last()
+            settled = dataclasses.replace(settled, config=memento_settings(config))
         elif command is not None:
             control = with_command(control, command)
             if answerable(call_type):

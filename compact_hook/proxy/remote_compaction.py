@@ -10,9 +10,11 @@ then the item verbatim, then what came after. Codex never reads ``encrypted_cont
 estimates its size (about ``0.75 * len / 4`` tokens), so ours is a short handle.
 
 What we answer: the engine compacts the history before the trigger (forced, one summary call,
-shared with the conversation's own compactions through the store and single flight); what it would
-forward, less the user and system items Codex keeps or re-sends itself, is the *memento* — our
-summary and the recent turns it kept verbatim. The memento is kept in the store (shared by replicas,
+single flight across replicas, the originals archived) keeping as little verbatim as it can (the
+turn in progress); what it would forward, less the user and system items Codex keeps or re-sends
+itself, is the *memento* — our summary and that turn. Small on purpose: Codex compacts again as soon
+as what it is billed reaches its own limit, and a memento near that limit would have it compact on
+every turn. The memento is kept in the store (shared by replicas,
 expiring with the conversation's state) under a key made of the tenant and a random handle: the
 handle means nothing to another tenant and carries no text. A request that carries our item gets
 it replaced by the memento before anything else reads the request (LiteLLM's own decoders
@@ -21,6 +23,7 @@ included); a handle the store no longer holds becomes a short notice, and is rep
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import logging
@@ -30,6 +33,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from compact_hook.config import CompactConfig
 from compact_hook.core.items import Role
 from compact_hook.engine.result import CompactResult
 from compact_hook.formats.base import WireFormat
@@ -125,6 +129,15 @@ class Mementos:
         except ValueError:
             return None
         return memento if isinstance(memento, list) and all(isinstance(i, dict) for i in memento) else None
+
+
+MEMENTO_TAIL = 0.02
+"""The share of the room kept verbatim in a memento (the engine always keeps the turn in progress)."""
+
+
+def memento_settings(config: CompactConfig) -> CompactConfig:
+    """The settings a Codex compaction runs under: everything but the turn in progress summarized."""
+    return dataclasses.replace(config, tail_retention_ratio=MEMENTO_TAIL, user_message_budget=0)
 
 
 def memento_of(result: CompactResult, wire: WireFormat) -> list[Any]:

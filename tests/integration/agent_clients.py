@@ -15,6 +15,7 @@ The CLIs are installed by ``npm install --prefix clients`` at the exact versions
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import subprocess
@@ -38,6 +39,7 @@ from tests.integration.harness import (
     standin_deployment,
     standin_upstream,
 )
+from compact_hook.proxy.remote_compaction import HANDLE_PREFIX, asks_compaction
 from tests.integration.relay import Exchange
 from tests.support import pairing_problems, summaries_in, tokens_of
 
@@ -154,6 +156,13 @@ class AgentClient:
     tokenizer: str
     as_sent: tuple[str, ...]
     launch: Launch
+    bridged: Wire | None = None
+    """The wire the provider gets, when LiteLLM bridges the client's to another (a chat-only or an
+    Anthropic deployment serving a Responses client)."""
+
+    @property
+    def upstream_wire(self) -> Wire:
+        return self.bridged or self.wire
 
     @property
     def version(self) -> str:
@@ -218,6 +227,56 @@ def _codex(client: AgentClient, home: Path, env: dict[str, str], base_url: str, 
         'wire_api = "responses"\n'
     )
     env.update({"CODEX_HOME": str(codex_home), KEY_VARIABLE: key})
+    return [str(client.executable), "exec", "--skip-git-repo-check", PROMPT]
+
+
+CODEX_COMPACT_LIMIT = 12_000
+"""Codex's own ``model_auto_compact_token_limit`` in the runs where it compacts itself: well under its
+window, so that it compacts several times in 30 turns."""
+
+
+def _codex_config(client: AgentClient, home: Path, env: dict[str, str], lines: list[str]) -> Path:
+    codex_home = home / ".codex"
+    codex_home.mkdir()
+    (codex_home / "config.toml").write_text("\n".join([f'model = "{client.group}"', *lines]) + "\n")
+    env["CODEX_HOME"] = str(codex_home)
+    return codex_home
+
+
+def _codex_builtin(client: AgentClient, home: Path, env: dict[str, str], base_url: str, key: str) -> list[str]:
+    """The built-in ``openai`` provider pointed at the proxy, as many users reach LiteLLM: Codex then
+    compacts remotely ("compaction v2") at ``model_auto_compact_token_limit``."""
+    _codex_config(
+        client,
+        home,
+        env,
+        [f'openai_base_url = "{base_url}/v1"', f"model_auto_compact_token_limit = {CODEX_COMPACT_LIMIT}"],
+    )
+    env["CODEX_API_KEY"] = key  # what `codex exec` authenticates the built-in provider with
+    return [str(client.executable), "exec", "--skip-git-repo-check", PROMPT]
+
+
+def _codex_v2(client: AgentClient, home: Path, env: dict[str, str], base_url: str, key: str) -> list[str]:
+    """A custom provider that declares ``remote_compaction = "v2"`` (Codex 0.162+)."""
+    _codex_config(
+        client,
+        home,
+        env,
+        [
+            'model_provider = "litellm"',
+            f"model_auto_compact_token_limit = {CODEX_COMPACT_LIMIT}",
+            "",
+            "[model_providers.litellm]",
+            'name = "LiteLLM proxy"',
+            f'base_url = "{base_url}/v1"',
+            f'env_key = "{KEY_VARIABLE}"',
+            'wire_api = "responses"',
+            "",
+            "[model_providers.litellm.capabilities]",
+            'remote_compaction = "v2"',
+        ],
+    )
+    env[KEY_VARIABLE] = key
     return [str(client.executable), "exec", "--skip-git-repo-check", PROMPT]
 
 
@@ -343,6 +402,22 @@ CODEX = AgentClient(
     as_sent=("instructions", "tools", "reasoning", "include", "tool_choice", "parallel_tool_calls"),
     launch=Launch(_codex),
 )
+CODEX_BUILTIN = dataclasses.replace(
+    CODEX,
+    name="Codex CLI, openai_base_url",
+    group="codex-builtin",
+    upstream_model=f"standin-strict-script{TOOL_TURNS}-codex-builtin",
+    summary_model="standin-summarizer-codex-builtin",
+    launch=Launch(_codex_builtin),
+)
+CODEX_V2 = dataclasses.replace(
+    CODEX,
+    name="Codex CLI, remote_compaction v2",
+    group="codex-v2",
+    upstream_model=f"standin-strict-script{TOOL_TURNS}-codex-v2",
+    summary_model="standin-summarizer-codex-v2",
+    launch=Launch(_codex_v2),
+)
 GEMINI_CLI = AgentClient(
     name="Gemini CLI",
     package="@google/gemini-cli",
@@ -395,7 +470,40 @@ PI = AgentClient(
     as_sent=("tools",),
     launch=Launch(_pi),
 )
-CLIENTS = (CLAUDE_CODE, CODEX, GEMINI_CLI, QWEN_CODE, OPENCODE, PI)
+def _chat_only(group: str, up: StandinUpstream, model: str, compact: dict[str, Any]) -> dict[str, Any]:
+    """A deployment that speaks chat completions only: LiteLLM bridges Responses to it."""
+    params = {"model": f"custom_openai/{model}", "api_base": up.url, "api_key": "none"}
+    return {"model_name": group, "litellm_params": params, "model_info": {"compact": compact}}
+
+
+DEPLOYMENTS: dict[str, Callable[[str, StandinUpstream, str, dict[str, Any]], dict[str, Any]]] = {
+    "native Responses": WIRES["responses"].deployment,
+    "chat-only": _chat_only,
+    "Anthropic": WIRES["anthropic"].deployment,
+}
+"""Where a Responses client's requests can end up: LiteLLM sends them on natively, or bridges them."""
+
+
+def on_deployment(client: AgentClient, deployment: str) -> AgentClient:
+    """``client`` with its model group served by one of ``DEPLOYMENTS`` (its own group and models)."""
+    tag = deployment.split()[0].lower()
+    wire = dataclasses.replace(client.wire, deployment=DEPLOYMENTS[deployment])
+    bridged = {"chat-only": WIRES["chat"], "Anthropic": WIRES["anthropic"]}.get(deployment)
+    return dataclasses.replace(
+        client,
+        bridged=bridged,
+        name=f"{client.name}, {deployment}",
+        group=f"{client.group}-{tag}",
+        upstream_model=f"{client.upstream_model}-{tag}",
+        summary_model=f"{client.summary_model}-{tag}",
+        wire=wire,
+    )
+
+
+CLIENTS = (CLAUDE_CODE, CODEX, CODEX_BUILTIN, GEMINI_CLI, QWEN_CODE, OPENCODE, PI)
+"""Every CLI as ``make clients`` runs it; Codex twice: on a custom provider (we compact) and on the
+built-in one (Codex compacts remotely, we serve it)."""
+CODEX_COMPACTING = (CODEX_BUILTIN, CODEX_V2)
 
 
 def proxy_config(upstream: StandinUpstream, clients: tuple[AgentClient, ...] = CLIENTS) -> dict[str, Any]:
@@ -478,6 +586,10 @@ class ClientFacts:
     not_as_sent: list[str] = field(default_factory=list)
     thinking_forwarded: int = 0
     thinking_removed: int = 0
+    client_compactions: int = 0
+    """Requests asking the proxy for the client's own compaction (Codex's ``compaction_trigger``)."""
+    opaque_forwarded: int = 0
+    """Forwarded requests still carrying a compaction item of ours (it must reach the provider expanded)."""
 
     @property
     def final(self) -> bool:
@@ -498,8 +610,8 @@ def facts_of(
     summaries = [
         r for r in recorded if isinstance(r["body"], dict) and r["body"].get("model") == client.summary_model
     ]
-    sessions = upstream.agent_turns
-    turns = max((sessions.get(wire.session(body, {}), 0) for body in forwarded), default=0)
+    sessions, up = upstream.agent_turns, client.upstream_wire
+    turns = max((sessions.get(up.session(body, {}), 0) for body in forwarded), default=0)
     facts = ClientFacts(
         client,
         completed,
@@ -512,12 +624,10 @@ def facts_of(
     )
     seen_summaries: set[str] = set()
     for body in forwarded:
-        entries = body.get(wire.entries) or []
-        seen_summaries.update(summaries_in(entries, wire.format))
-        facts.orphans += len(pairing_problems(entries, wire.format))
-        facts.largest = max(
-            facts.largest, tokens_of(body, wire.format, client.tokenizer) + wire.reserve(body)
-        )
+        entries = body.get(up.entries) or []
+        seen_summaries.update(summaries_in(entries, up.format))
+        facts.orphans += len(pairing_problems(entries, up.format))
+        facts.largest = max(facts.largest, tokens_of(body, up.format, client.tokenizer) + up.reserve(body))
         facts.thinking_forwarded += any(_has_thinking(e) for e in entries)
     if facts.sent:
         facts.first_size = tokens_of(facts.sent[0], wire.format, client.tokenizer) + wire.reserve(
@@ -525,7 +635,12 @@ def facts_of(
         )
     facts.applied = len(seen_summaries)
     facts.thinking_removed = sum(int(h.get("x-compact-thinking-removed", 0)) for h in facts.headers)
+    asked = [asks_compaction(sent.get("input") or []) for sent in facts.sent]
+    facts.client_compactions = sum(asked)
+    facts.opaque_forwarded = sum(HANDLE_PREFIX in json.dumps(body) for body in forwarded)
     for index, (sent, got) in enumerate(zip(facts.sent, forwarded, strict=False)):
+        if asked[index] or client.bridged is not None:  # a bridge rewrites the request's fields  # answered by the proxy: the provider only saw the ping the answer rides on
+            continue
         facts.not_as_sent.extend(
             f"request {index}: {name}"
             for name in client.as_sent
@@ -578,6 +693,8 @@ def problems(facts: ClientFacts) -> list[str]:
         )
     if facts.not_as_sent:
         found.append("not forwarded as sent: " + ", ".join(facts.not_as_sent[:5]))
+    if facts.opaque_forwarded:
+        found.append(f"{facts.opaque_forwarded} forwarded requests carried our compaction item unexpanded")
     if facts.summary_calls > facts.applied + 1:
         found.append(f"{facts.summary_calls} summary calls for {facts.applied} summaries applied")
     return found

@@ -30,6 +30,7 @@ SETTINGS = {
     "summary_context_window": 400_000,  # the history fits one summary request
     "prepare": False,
 }
+PATHS = {"chat-only": "/chat/completions", "anthropic": "/messages", "native Responses": "/responses"}
 GROUPS = {
     "chat-only": "codex-chat",
     "anthropic": "codex-claude",
@@ -47,7 +48,7 @@ def codex_proxy(standin: Any, tmp_path_factory: pytest.TempPathFactory) -> Itera
             {
                 "model_name": "codex-chat",
                 "litellm_params": {
-                    "model": "hosted_vllm/standin-strict-codex-chat",
+                    "model": "custom_openai/standin-strict-codex-chat",
                     "api_base": standin.url,
                     "api_key": "sk-standin",
                 },
@@ -134,9 +135,9 @@ def test_codex_compaction_is_answered_and_its_item_expanded_upstream(
     follow = {"model": group, "input": [*kept, item, {"role": "user", "content": "go on"}], "stream": False}
     response = post(codex_proxy, follow)
     assert response.status_code == 200, response.text
-    [forwarded] = [
-        r["body"] for r in standin.requests if r["method"] == "POST" and not is_summary_call(r["body"] or {})
-    ]
+    [request] = [r for r in standin.requests if r["method"] == "POST" and not is_summary_call(r["body"] or {})]
+    assert request["path"].endswith(PATHS[deployment])  # native, or bridged by LiteLLM
+    forwarded = request["body"]
     text = json.dumps(forwarded)
     assert item["encrypted_content"] not in text and '"compaction"' not in text
     assert "compact_hook summary" in text
