@@ -24,7 +24,7 @@ Turns are counted per *session*, never from the history (the history the stand-i
 The shell tool is the client's own (``shell_tool``, for every wire's tool shape: the first of a preferred
 list it offers, else its first tool) and its arguments follow that tool's schema (``shell_arguments``:
 ``command``, or ``cmd`` when the schema has ``cmd`` and no ``command``; a ``description`` when the schema
-has one): ``Bash``/``bash`` on Anthropic, ``exec_command``/``shell`` on Responses, and ``SHELL_TOOLS``
+has one): ``Bash``/``bash`` on Anthropic (``exec_command``/``shell`` for Codex bridged there), ``exec_command``/``shell`` on Responses, and ``SHELL_TOOLS``
 (``run_shell_command``, ``bash``, ``Bash``, ``shell``, ``exec_command``) on chat and Google.
 
 What each wire answers:
@@ -154,7 +154,8 @@ def shell_command(turn: int, part: int, lines: int) -> str:
 
 
 def anthropic_session(body: Mapping[str, Any], headers: Mapping[str, str]) -> str:
-    """Claude Code's session: its ``metadata.user_id`` (which names the session), else its header."""
+    """Claude Code's session: its ``metadata.user_id`` (which names the session), else its header, else
+    its system prompt (else its first message)."""
     metadata = body.get("metadata")
     user_id = metadata.get("user_id") if isinstance(metadata, dict) else None
     if isinstance(user_id, str) and user_id:
@@ -164,7 +165,12 @@ def anthropic_session(body: Mapping[str, Any], headers: Mapping[str, str]) -> st
             parsed = None
         session = parsed.get("session_id") if isinstance(parsed, dict) else None
         return str(session) if session else user_id
-    return headers.get("x-claude-code-session-id") or _first_hash(body.get("messages"))
+    named = headers.get("x-claude-code-session-id")
+    if named:
+        return named
+    # a client bridged here (Codex through LiteLLM): its instructions stay, its first message does not
+    # (Codex's own compaction puts the user's messages first)
+    return _first_hash([body.get("system")]) if body.get("system") else _first_hash(body.get("messages"))
 
 
 def responses_session(body: Mapping[str, Any], headers: Mapping[str, str]) -> str:
@@ -327,13 +333,14 @@ def anthropic_blocks(plan: Plan, body: Mapping[str, Any]) -> list[dict[str, Any]
     }
     if plan.final:
         return [thinking, {"type": "text", "text": plan.final}]
-    tool, _ = shell_tool(body.get("tools"), ("Bash", "bash"))
+    tool, properties = shell_tool(body.get("tools"), ("Bash", "bash", "exec_command", "shell"))
     uses = [
         {
             "type": "tool_use",
             "id": "toolu_" + command.call_id,
             "name": tool,
-            "input": {"command": command.command, "description": f"Print turn {plan.turn} output"},
+            # Claude Code's Bash (no schema here: command and description); a bridged client's by its schema
+            "input": shell_arguments(command, plan, properties or {"command": {}, "description": {}}),
         }
         for command in plan.commands
     ]

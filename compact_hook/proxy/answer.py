@@ -110,9 +110,7 @@ async def answered_stream(
 PING_INPUT = "Reply with the word: ok"
 PING_TOKENS = 16
 """The smallest reply every Responses provider accepts (OpenAI's floor is 16)."""
-KEPT_FOR_PING = frozenset(
-    {"model", "stream", "store", "user", "metadata", "litellm_metadata", "prompt_cache_key"}
-)
+KEPT_FOR_PING = frozenset({"model", "stream", "store", "user", "metadata", "litellm_metadata"})
 
 
 def as_ping(data: dict[str, Any]) -> None:

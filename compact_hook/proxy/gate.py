@@ -71,6 +71,8 @@ class RequestGate:
         config, tenant = settled.config, tenant_of(user_api_key_dict)
         expansion = await self.services.mementos.expand(data, tenant)  # before anything reads the input
         self.telemetry.expanded(data, model, expansion)
+        if expansion.expanded:  # the client compacts this conversation itself: preparing ahead is waste
+            settled = dataclasses.replace(settled, config=dataclasses.replace(config, prepare=False))
         parsed = wire.parse(data)
         codex = not isinstance(parsed, Rejected) and asks_compaction(parsed.entries)
         if codex and config.remote_compaction == "theirs":

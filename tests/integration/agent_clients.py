@@ -191,6 +191,7 @@ class AgentClient:
             # the stand-in bills what we count (tools/billing.py), whatever its model's name says; a
             # Claude name's measured prior is for Claude's own count: the operator's setting says so
             "count_ratio": 1.0,
+            "tokenizer": self.tokenizer,  # what the checks count with, whichever provider serves the group
         }
         agent = self.wire.deployment(self.group, upstream, self.upstream_model, compact)
         summarizer = standin_deployment(
