@@ -201,8 +201,8 @@ async def idle(background: Background) -> None:
 # -- a real agent CLI's loop, as it sent it, replayed through one process's compactor -----------------
 
 CLIENT_LOOPS = {
-    "claude-2.1.330": (ANTHROPIC, "messages", anthropic_replay_points),
-    "codex-0.169.0": (RESPONSES, "input", responses_replay_points),
+    "claude-2.1.332": (ANTHROPIC, "messages", anthropic_replay_points),
+    "codex-0.171.0": (RESPONSES, "input", responses_replay_points),
     "gemini-0.61.0": (GOOGLE, "contents", google_replay_points),
     "qwen-0.24.4": (CHAT, "messages", replay_points),
     "opencode-1.18.33": (CHAT, "messages", replay_points),

@@ -24,8 +24,9 @@ Turns are counted per *session*, never from the history (the history the stand-i
 The shell tool is the client's own (``shell_tool``, for every wire's tool shape: the first of a preferred
 list it offers, else its first tool) and its arguments follow that tool's schema (``shell_arguments``:
 ``command``, or ``cmd`` when the schema has ``cmd`` and no ``command``; a ``description`` when the schema
-has one): ``Bash``/``bash`` on Anthropic (``exec_command``/``shell`` for Codex bridged there), ``exec_command``/``shell`` on Responses, and ``SHELL_TOOLS``
-(``run_shell_command``, ``bash``, ``Bash``, ``shell``, ``exec_command``) on chat and Google.
+has one): ``Bash``/``bash`` on Anthropic (``exec_command``/``shell`` for Codex bridged there),
+``exec_command``/``shell`` on Responses, and ``SHELL_TOOLS`` (``run_shell_command``, ``bash``, ``Bash``,
+``shell``, ``exec_command``) on chat and Google.
 
 What each wire answers:
 

@@ -81,7 +81,8 @@ def _capture(runs: list[ClientFacts], folder: Path) -> None:
     folder.mkdir(parents=True, exist_ok=True)
     for facts in runs:
         for label, body in (("first", facts.sent[0]), ("last", facts.sent[-1])) if facts.sent else ():
-            name = f"{facts.client.binary}-{facts.client.version}-{label}.json"
+            variant = "" if facts.client.group.endswith("-agent") else f"-{facts.client.group}"
+            name = f"{facts.client.binary}-{facts.client.version}{variant}-{label}.json"
             (folder / name).write_text(json.dumps(body, indent=1, ensure_ascii=False) + "\n")
 
 
@@ -96,6 +97,7 @@ def _table(runs: list[ClientFacts]) -> Table:
         "requests",
         "summaries applied",
         "summary calls",
+        "client's own compactions",
         "first / largest / window",
         "orphans",
         "thinking kept / removed",
@@ -119,6 +121,7 @@ def _table(runs: list[ClientFacts]) -> Table:
             str(len(facts.sent)),
             str(facts.applied),
             str(facts.summary_calls),
+            str(facts.client_compactions),
             f"{facts.first_size:,} / {facts.largest:,} / {client.window:,}",
             str(facts.orphans),
             thinking,

@@ -135,7 +135,9 @@ def test_codex_compaction_is_answered_and_its_item_expanded_upstream(
     follow = {"model": group, "input": [*kept, item, {"role": "user", "content": "go on"}], "stream": False}
     response = post(codex_proxy, follow)
     assert response.status_code == 200, response.text
-    [request] = [r for r in standin.requests if r["method"] == "POST" and not is_summary_call(r["body"] or {})]
+    [request] = [
+        r for r in standin.requests if r["method"] == "POST" and not is_summary_call(r["body"] or {})
+    ]
     assert request["path"].endswith(PATHS[deployment])  # native, or bridged by LiteLLM
     forwarded = request["body"]
     text = json.dumps(forwarded)

@@ -15,7 +15,9 @@ from typing import Any
 import pytest
 
 from compact_hook.core.items import PartKind, Role
-from compact_hook.formats import ANTHROPIC, CHAT, GOOGLE, RESPONSES, Conversation, WireFormat
+from compact_hook.formats import ANTHROPIC, CHAT, GOOGLE, RESPONSES, Conversation, Rejected, WireFormat
+from compact_hook.proxy.remote_compaction import HANDLE_PREFIX, Mementos
+from compact_hook.state.store import MemoryStore
 from tests.compaction import config, run
 from tests.integration.harness import standin_upstream
 from tests.support import pairing_problems
@@ -46,7 +48,15 @@ def test_every_client_has_a_first_and_a_last_capture() -> None:
     assert all((CAPTURES / f"{name}-{label}.json").exists() for name in names for label in ("first", "last"))
 
 
-@pytest.mark.parametrize("path", _captures(), ids=lambda path: path.name)
+CODEX_COMPACTING = "codex-0.171.0-codex-builtin"
+"""Codex on its built-in provider, compacting remotely: its later requests carry our compaction item."""
+
+
+@pytest.mark.parametrize(
+    "path",
+    [p for p in _captures() if not p.name.startswith(CODEX_COMPACTING + "-last")],
+    ids=lambda p: p.name,
+)
 def test_a_captured_request_is_ours_to_compact_and_valid_as_sent(path: Path) -> None:
     wire, body = _capture(path)
     parsed = wire.parse(body)
@@ -55,7 +65,7 @@ def test_a_captured_request_is_ours_to_compact_and_valid_as_sent(path: Path) -> 
 
 
 def test_claude_code_sends_its_environment_as_a_mid_conversation_system_entry_and_32k_of_reserve() -> None:
-    wire, body = _capture(CAPTURES / "claude-2.1.330-first.json")
+    wire, body = _capture(CAPTURES / "claude-2.1.332-first.json")
     parsed = wire.parse(body)
     assert isinstance(parsed, Conversation) and parsed.reserve == 32_000
     roles = [item.role for item in parsed.items()]
@@ -65,7 +75,9 @@ def test_claude_code_sends_its_environment_as_a_mid_conversation_system_entry_an
 
 
 def _last_captures() -> list[str]:
-    return sorted(path.name for path in CAPTURES.glob("*-last.json"))
+    return sorted(
+        path.name for path in CAPTURES.glob("*-last.json") if not path.name.startswith(CODEX_COMPACTING)
+    )
 
 
 @pytest.mark.parametrize("name", _last_captures())
@@ -113,3 +125,24 @@ def test_gemini_cli_sends_its_calls_signed_and_answers_them_by_ids_of_its_own() 
     ]
     assert all("thoughtSignature" in p for p in firsts)
     assert "maxOutputTokens" not in body.get("generationConfig", {})  # no reserve asked: the config's applies
+
+
+async def test_codex_sends_our_compaction_item_back_after_its_context_and_expanded_it_is_ours() -> None:
+    """Codex 0.171.0 after its own (remote) compaction, as it sent it: its developer messages and the
+    user's messages, then our item verbatim (its own ``cmp_`` id), then the turn going on. Expanded, the
+    request is an ordinary conversation for us; unexpanded, it is not ours to touch."""
+    wire, body = _capture(CAPTURES / f"{CODEX_COMPACTING}-last.json")
+    items = body["input"]
+    [at] = [k for k, item in enumerate(items) if item.get("type") == "compaction"]
+    assert items[at]["encrypted_content"].startswith(HANDLE_PREFIX) and items[at]["id"].startswith("cmp_")
+    assert all(item.get("role") in ("developer", "user") for item in items[:at])
+    assert isinstance(wire.parse(body), Rejected)  # never forwarded like this: expanded first
+    mementos = Mementos(MemoryStore(10, 60), 60)
+    summary = RESPONSES.summary("what the agent did").raw
+    handle = await mementos.keep([summary], "key:k")
+    assert handle is not None
+    data = {**body, "input": [*items[:at], {**items[at], "encrypted_content": handle}, *items[at + 1 :]]}
+    assert (await mementos.expand(data, "key:k")).expanded == 1
+    parsed = wire.parse(data)
+    assert isinstance(parsed, Conversation) and pairing_problems(data["input"], wire) == []
+    assert data["input"][at] == summary

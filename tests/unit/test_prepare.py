@@ -359,7 +359,7 @@ async def test_with_clearing_on_and_no_prices_every_summary_paid_for_is_applied_
     assert count.most_unused <= 1  # and the metrics (compact_hook_prepared_session_unused)
 
 
-@pytest.mark.parametrize(("client", "window"), [("gemini-0.61.0", 16_000), ("codex-0.169.0", 15_000)])
+@pytest.mark.parametrize(("client", "window"), [("gemini-0.61.0", 16_000), ("codex-0.171.0", 15_000)])
 async def test_a_summary_slower_than_the_turns_is_still_applied_not_outgrown_by_a_clearing_batch(
     client: str, window: int
 ) -> None:
