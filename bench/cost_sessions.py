@@ -18,7 +18,7 @@ from compact_hook.formats import ANTHROPIC
 from tests.support import anthropic_replay_points, load_transcript, tokens_of
 
 ROOT = Path(__file__).resolve().parents[1]
-CLAUDE_CODE_CAPTURE = ROOT / "tests" / "data" / "clients" / "claude-2.1.330-last.json"
+CLAUDE_CODE_CAPTURE = ROOT / "tests" / "data" / "clients" / "claude-2.1.332-last.json"
 MARKER = {"type": "ephemeral"}
 
 Message = dict[str, Any]
@@ -87,7 +87,7 @@ def has_tool_results(message: Message) -> bool:
 
 
 def claude_code_session(file: str) -> Session:
-    """A Claude Code transcript with the system prompt and tools Claude Code 2.1.330 sends."""
+    """A Claude Code transcript with the system prompt and tools Claude Code 2.1.332 sends."""
     capture = json.loads(CLAUDE_CODE_CAPTURE.read_text(encoding="utf-8"))
     messages = load_transcript(file, "anthropic")["messages"]
     points = anthropic_replay_points(messages)

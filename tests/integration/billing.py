@@ -36,10 +36,10 @@ from tests.support import (
 )
 
 CAPTURES = Path(__file__).resolve().parents[1] / "data" / "clients"
-CLAUDE_CODE = CAPTURES / "claude-2.1.330-last.json"
+CLAUDE_CODE = CAPTURES / "claude-2.1.332-last.json"
 WIRE_CLIENTS = {
     "chat": "pi-0.73.1-first.json",
-    "responses": "codex-0.169.0-first.json",
+    "responses": "codex-0.171.0-first.json",
     "google": "gemini-0.61.0-first.json",
 }
 """Whose system prompt and tools each wire's replay sends."""
@@ -141,7 +141,7 @@ def billing_config(standin: Any, archive: Path) -> dict[str, Any]:
 
 
 def claude_code_sessions() -> dict[str, Session]:
-    """The recorded Claude Code sessions as Claude Code 2.1.330 sends them (its system prompt and
+    """The recorded Claude Code sessions as Claude Code 2.1.332 sends them (its system prompt and
     tools, as captured): the main one (127 turns, several windows long) and a subagent's."""
     captured = json.loads(CLAUDE_CODE.read_text(encoding="utf-8"))
     extra = {"system": captured["system"], "tools": captured["tools"], "max_tokens": CLAUDE_RESERVE}

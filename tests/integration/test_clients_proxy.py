@@ -18,6 +18,8 @@ from tests.integration.agent_clients import (
     CLAUDE_CODE,
     CLIENTS,
     CODEX,
+    CODEX_BUILTIN,
+    CODEX_V2,
     GEMINI_CLI,
     OPENCODE,
     PI,
@@ -26,6 +28,7 @@ from tests.integration.agent_clients import (
     ClientFacts,
     agent_proxy,
     facts_of,
+    on_deployment,
     problems,
     run_client,
 )
@@ -34,17 +37,24 @@ from tests.integration.relay import Relay
 pytestmark = pytest.mark.integration  # on the newest LiteLLM the formats tests replay what these CLIs sent
 
 
+CODEX_V2_ON_ANTHROPIC = on_deployment(CODEX_V2, "Anthropic")
+RUN = (*CLIENTS, CODEX_V2_ON_ANTHROPIC)
+"""Every CLI as ``make clients`` runs it, and Codex with ``remote_compaction = "v2"`` on a deployment
+LiteLLM bridges its Responses requests to (Anthropic Messages): Codex's own compaction, answered by us,
+on a model that has none (``tools/codex_compaction.py`` runs every provider setup on every deployment)."""
+
+
 @pytest.fixture(scope="module")
 def runs() -> Iterator[dict[str, ClientFacts]]:
     missing = [str(client.executable) for client in CLIENTS if not client.executable.exists()]
     if missing:
         pytest.fail(f"the agent CLIs are not installed ({', '.join(missing)}): run `make clients-install`")
-    with agent_proxy() as (upstream, proxy), Relay(proxy.url) as relay:
+    with agent_proxy(RUN) as (upstream, proxy), Relay(proxy.url) as relay:
         # one CLI at a time: three at once on one proxy (with the other test worker busy) once made
         # Gemini CLI pay 10 summary calls for 8 applied, its preparations outgrown while they waited
         # (issue 25's note); run alone, each CLI's pacing is the one its users see
         facts = {}
-        for client in CLIENTS:
+        for client in RUN:
             completed = run_client(client, relay.url, proxy.master_key)
             facts[client.name] = facts_of(client, completed, relay.exchanges, upstream)
         yield facts
@@ -75,6 +85,22 @@ def test_codex_runs_30_turns_through_the_proxy_compacted(runs: dict[str, ClientF
     assert problems(facts) == [], _explained(facts)
     reasons = {h.get("x-compact-reason") for h in facts.headers}
     assert not reasons & {"client_managed", "malformed"}, reasons
+
+
+@pytest.mark.parametrize("client", [CODEX_BUILTIN, CODEX_V2_ON_ANTHROPIC], ids=lambda c: c.name)
+def test_codex_compacting_remotely_runs_30_turns_with_each_compaction_answered_by_us(
+    runs: dict[str, ClientFacts], client: AgentClient
+) -> None:
+    """Codex on its built-in provider (native Responses deployment), and declaring ``remote_compaction =
+    "v2"`` to an Anthropic one: several compactions of its own, each answered with our item (no fatal
+    "expected exactly one compaction output item"), the item never reaching the provider unexpanded,
+    our summary in its place, one summary call per Codex compaction (and at most one prepared before)."""
+    facts = runs[client.name]
+    assert problems(facts) == [], _explained(facts)
+    assert facts.client_compactions >= 3 and facts.opaque_forwarded == 0
+    assert facts.applied >= facts.client_compactions
+    assert facts.summary_calls <= facts.client_compactions + 1
+    assert "remote compact" not in facts.completed.stderr
 
 
 def test_gemini_cli_runs_30_turns_on_generate_content_compacted_with_its_signatures_kept(

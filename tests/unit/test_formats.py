@@ -414,7 +414,8 @@ SAID = [{"role": "user", "content": "hi"}]
             MANAGED,
             "compaction items",
         ),
-        ("responses", {"input": [*SAID, {"type": "compaction_trigger"}]}, MANAGED, "compaction items"),
+        # Codex's trigger is read only as the last item (the gate answers it: proxy.remote_compaction)
+        ("responses", {"input": [{"type": "compaction_trigger"}, *SAID]}, MANAGED, "compaction items"),
         (
             "responses",
             {"input": SAID, "context_management": [{"type": "compaction", "compact_threshold": 1000}]},
