@@ -18,7 +18,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
-import re
 import subprocess
 import tempfile
 import time
@@ -661,13 +660,24 @@ def facts_of(
 
 
 def _bridged_summaries(body: dict[str, Any], client: AgentClient) -> list[str]:
-    """Our summaries in a request LiteLLM bridged (it may join the summary to the user messages beside it)."""
+    """Our summaries in a request LiteLLM bridged (it may join the summary to the user messages beside
+    it, so it is looked for in every string of the body)."""
     if client.bridged is None:
         return []
-    text = json.dumps(body, ensure_ascii=False)
-    return sorted(
-        set(re.findall(re.escape(json.dumps(SUMMARY_PREFIX)[1:-1]) + r"(?:[^\\\"]|\\.){0,200}", text))
-    )
+    found: list[str] = []
+
+    def visit(value: Any) -> None:
+        if isinstance(value, str) and value.startswith(SUMMARY_PREFIX):
+            found.append(value)
+        elif isinstance(value, dict):
+            for child in value.values():
+                visit(child)
+        elif isinstance(value, list):
+            for child in value:
+                visit(child)
+
+    visit(body)
+    return found
 
 
 def _has_thinking(entry: Any) -> bool:
