@@ -406,22 +406,23 @@ CODEX = AgentClient(
     as_sent=("instructions", "tools", "reasoning", "include", "tool_choice", "parallel_tool_calls"),
     launch=Launch(_codex),
 )
-CODEX_BUILTIN = dataclasses.replace(
-    CODEX,
-    name="Codex CLI, openai_base_url",
-    group="codex-builtin",
-    upstream_model=f"standin-strict-script{TOOL_TURNS}-codex-builtin",
-    summary_model="standin-summarizer-codex-builtin",
-    launch=Launch(_codex_builtin),
-)
-CODEX_V2 = dataclasses.replace(
-    CODEX,
-    name="Codex CLI, remote_compaction v2",
-    group="codex-v2",
-    upstream_model=f"standin-strict-script{TOOL_TURNS}-codex-v2",
-    summary_model="standin-summarizer-codex-v2",
-    launch=Launch(_codex_v2),
-)
+
+
+def _codex_compacting(setup: str, tag: str, command: Callable[..., list[str]]) -> AgentClient:
+    """Codex with its remote compaction on (``setup`` says how), a model group and stand-in models of
+    its own (``tag``)."""
+    return dataclasses.replace(
+        CODEX,
+        name=f"Codex CLI, {setup}",
+        group=f"codex-{tag}",
+        upstream_model=f"standin-strict-script{TOOL_TURNS}-codex-{tag}",
+        summary_model=f"standin-summarizer-codex-{tag}",
+        launch=Launch(command),
+    )
+
+
+CODEX_BUILTIN = _codex_compacting("openai_base_url", "builtin", _codex_builtin)
+CODEX_V2 = _codex_compacting("remote_compaction v2", "v2", _codex_v2)
 GEMINI_CLI = AgentClient(
     name="Gemini CLI",
     package="@google/gemini-cli",
