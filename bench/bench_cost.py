@@ -15,8 +15,8 @@ LiteLLM's ``context_management`` polyfills run); every prefix of 1,024+ tokens i
 in 128-token steps (no write fee, reads 0.1x), priced as gpt-5. Summary calls go to a separate
 summarizer deployment priced like the agent's model.
 
-Sessions. The two Claude Code transcripts are sent as Claude Code 2.1.330 sends them: its system
-prompt and tools (``tests/data/clients/claude-2.1.330-last.json``, ``cache_control`` on ``system[1]``
+Sessions. The two Claude Code transcripts are sent as Claude Code 2.1.332 sends them: its system
+prompt and tools (``tests/data/clients/claude-2.1.332-last.json``, ``cache_control`` on ``system[1]``
 and ``system[2]``) and, on Anthropic rules, its moving breakpoint on the last message's first block
 (OpenAI caches without breakpoints); the eight chat transcripts (OpenHands, SWE-agent, tau-bench)
 are converted to Anthropic Messages (``bench/cost_sessions.py``) and run on OpenAI rules.
