@@ -110,7 +110,8 @@ async def answered_stream(
 PING_INPUT = "Reply with the word: ok"
 PING_TOKENS = 16
 """The smallest reply every Responses provider accepts (OpenAI's floor is 16)."""
-KEPT_FOR_PING = frozenset({"model", "stream", "store", "user", "metadata", "litellm_metadata"})
+KEPT_FOR_PING = frozenset({"model", "stream", "store", "user"})
+"""Kept besides LiteLLM's own fields (``_proxy_field``): what routes and bills the ping."""
 
 
 def as_ping(data: dict[str, Any]) -> None:
@@ -131,8 +132,8 @@ def _proxy_field(key: str) -> bool:
 
 
 def delivered(request_data: Mapping[str, Any], response: Any) -> Any:
-    """A whole (non-streamed) response, Codex's compaction answer put in place of LiteLLM's mock
-    message; None: the response is not ours to change."""
+    """A whole (non-streamed) response, Codex's compaction answer put in place of the ping's reply
+    (``as_ping``); None: the response is not ours to change."""
     report = report_in(request_data)
     if report is None or report.compaction is None:
         return None
