@@ -62,7 +62,8 @@ or ``gemini/`` prefix; Google's is the path's), and the modes compose:
 * ``fail``  -> HTTP 500 with the surface's error body (Google's: ``{"error": {"code": 500, "message",
   "status": "INTERNAL"}}``; through a litellm proxy with default settings one
   client request arrives 3 times, ~6 s with back-off; ``router_settings: {num_retries: 0}`` makes it once);
-* ``flaky`` -> by a hash of the body: ~10% of requests fail as ``fail``, ~10% are slow as ``slow``;
+* ``flaky`` -> counted per stand-in: of every ten ``flaky`` requests the fourth fails as ``fail`` and the
+  seventh is slow as ``slow`` (a run of four or more meets a failure for sure; a retry is the next count);
 * ``empty`` -> HTTP 200 with ``""`` as the reply text;
 * ``limit<N>`` (e.g. ``standin-limit9000``) -> a request whose text is over N tokens (the usage estimate
   below) gets the provider's own context-length 400: chat names the limit and the size (``maximum context
@@ -248,14 +249,24 @@ def error_body(message: str, err_type: str, code: str | None, param: str | None 
     return {"error": {"message": message, "type": err_type, "param": param, "code": code}}
 
 
-def flaky_luck(raw: bytes) -> str:
-    """The ``flaky`` mode's fate for a request body: ``fail`` (~10%), ``slow`` (~10%) or ``ok``.
+class FlakyLuck:
+    """The ``flaky`` mode's fate for each request: ``fail``, ``slow`` or ``ok``, by its count.
 
-    Decided by a hash of the body, so the same request always meets the same fate (a retry of a
-    failing summary fails again) and a test run is reproducible.
+    Counted, not drawn: a soak of a given size meets its failures on every run (a hash of the body
+    left a test to chance: thirty sessions can share the bodies a summarizer reads).
     """
-    bucket = int.from_bytes(hashlib.sha256(raw).digest()[:4], "big") % 10
-    return "fail" if bucket == 0 else "slow" if bucket == 1 else "ok"
+
+    FAIL_AT = 3
+    SLOW_AT = 6
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._seen = 0
+
+    def next(self) -> str:
+        with self._lock:
+            n, self._seen = self._seen % 10, self._seen + 1
+        return "fail" if n == self.FAIL_AT else "slow" if n == self.SLOW_AT else "ok"
 
 
 def is_strict(model: str) -> bool:
@@ -1041,6 +1052,7 @@ class _Server(ThreadingHTTPServer):
         self.cache = cache
         self.slow_seconds = slow_seconds
         self.verbose = verbose
+        self.flaky = FlakyLuck()
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -1129,9 +1141,9 @@ class _Handler(BaseHTTPRequestHandler):
     def _not_found(self, path: str) -> None:
         self._send_json(404, error_body(f"unknown path {path}", "invalid_request_error", "not_found"))
 
-    def _delay_or_fail(self, model: str, fail_body: dict[str, Any], raw: bytes = b"") -> bool:
+    def _delay_or_fail(self, model: str, fail_body: dict[str, Any]) -> bool:
         """Apply the ``slow``, ``fail`` and ``flaky`` modes; True when the answer was a failure."""
-        luck = flaky_luck(raw) if "flaky" in model else None
+        luck = self.server.flaky.next() if "flaky" in model else None
         if "slow" in model or luck == "slow":
             time.sleep(self.server.slow_seconds)
         if "fail" in model or luck == "fail":
@@ -1182,7 +1194,7 @@ class _Handler(BaseHTTPRequestHandler):
         if limit is not None and tokens > limit:
             self._send_json(400, surface.too_long(tokens, limit))
             return
-        if self._delay_or_fail(model, surface.failure, raw):
+        if self._delay_or_fail(model, surface.failure):
             return
         try:
             cached = surface.cached(self.server.cache, req)

@@ -186,6 +186,16 @@ def _liveliness_ok(url: str) -> bool:
         return False
 
 
+class ProxyDied(AssertionError):
+    """A proxy ended before the test stopped it: the tests that used it saw only refused connections,
+    so its exit (a signal's name when it crashed) and the end of its log are said here."""
+
+    def __init__(self, proxy: ProxyProcess) -> None:
+        code = proxy.died or 0
+        how = f"killed by {signal.Signals(-code).name}" if code < 0 else f"exited with code {code}"
+        super().__init__(f"the proxy on port {proxy.port} {how}; its log ends:\n{proxy.log_text()[-3000:]}")
+
+
 class ProxyProcess:
     """A real ``litellm --config`` proxy on 127.0.0.1: started on enter, SIGTERM (then SIGKILL) on exit."""
 
@@ -214,6 +224,8 @@ class ProxyProcess:
         self._proc: subprocess.Popen[bytes] | Forked | None = None
         self._log_file: IO[bytes] | None = None
         self._final_log: str | None = None
+        self.died: int | None = None
+        """The exit code of a proxy that had ended before it was stopped (negative: the signal's)."""
 
     # -- public API ----------------------------------------------------------------------------------------
 
@@ -254,6 +266,7 @@ class ProxyProcess:
     def stop(self) -> None:
         """Terminate gracefully (lets the proxy run its shutdown hooks), kill if it hangs, keep the log."""
         if self._proc is not None:
+            self.died = self._proc.poll()
             self._signal(signal.SIGTERM)
             try:
                 self._proc.wait(timeout=STOP_GRACE)
@@ -274,6 +287,8 @@ class ProxyProcess:
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
         self.stop()
+        if self.died is not None and exc_type is None:
+            raise ProxyDied(self)
 
     # -- internals -----------------------------------------------------------------------------------------
 

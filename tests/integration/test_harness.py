@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import signal
 import subprocess
 import sys
 import time
@@ -16,6 +18,7 @@ import pytest
 from tests.integration.harness import (
     STANDIN_PATH,
     SUMMARY_MARKER,
+    ProxyDied,
     ProxyProcess,
     StandinUpstream,
     free_port,
@@ -267,6 +270,14 @@ def test_a_forked_proxy_logs_starts_and_stops_like_an_execd_one(standin: Any) ->
     finally:
         proxy.stop()
     assert proxy._proc.poll() is not None  # reaped by the launcher, its exit code reported
+
+
+def test_a_proxy_that_crashed_fails_its_test_with_the_signal_and_its_log(standin: Any) -> None:
+    config = {"model_list": [standin_deployment("standin", standin.url)]}
+    with pytest.raises(ProxyDied, match=r"killed by SIGSEGV; its log ends:\n(.|\n)*startup complete"):
+        with ProxyProcess(config, fork=True) as proxy:
+            os.kill(proxy.pid or 0, signal.SIGSEGV)
+            assert proxy._proc is not None and proxy._proc.wait(timeout=10) == -signal.SIGSEGV
 
 
 def test_proxy_start_failure_reports_the_missing_module() -> None:
