@@ -22,9 +22,27 @@ the newest LiteLLM of our range too (``make test-newest`` runs the tests marked 
 core's tests do not depend on LiteLLM's version."""
 
 
+LONGEST_FIRST = (
+    "test_clients_proxy.py",
+    "test_billing_proxy.py",
+    "test_redis_topologies_proxy.py",
+    "test_formats_proxy.py",
+    "test_stateful_proxy.py",
+    "test_prepare_proxy.py",
+    "test_tiers_proxy.py",
+    "test_hardening_proxy.py",
+)
+"""The test files that take longest (a minute or more of one worker each, ``--durations``), run
+first: xdist hands whole files (``--dist loadfile``) to the workers in collection order, and one
+of these started last keeps the suite waiting on one worker while the other has nothing left."""
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Everything under ``integration/`` is marked ``integration`` (``-m "not integration"`` skips
-    real processes); a unit module that goes through LiteLLM is marked ``edge``."""
+    real processes); a unit module that goes through LiteLLM is marked ``edge``; the longest files
+    come first (``LONGEST_FIRST``)."""
+    rank = {name: position for position, name in enumerate(LONGEST_FIRST)}
+    items.sort(key=lambda item: rank.get(item.path.name, len(rank)))  # stable: the rest keep their order
     edge: dict[Path, bool] = {}
     for item in items:
         path = item.path.resolve()

@@ -12,6 +12,7 @@ messages the provider got for the main call, read from the stand-in's chat reque
 
 from __future__ import annotations
 
+import functools
 import json
 from dataclasses import dataclass, field
 from typing import Any, Generic, Protocol, TypeVar
@@ -43,14 +44,24 @@ def is_summary_call(body: dict[str, Any]) -> bool:
     return SUMMARY_MARKER in json.dumps(body.get("system", "")) + json.dumps(body.get("messages", ""))
 
 
-def _google(proxy: ProxyProcess, model: str, entries: list[Any], stream: bool, extra: dict[str, Any]) -> Any:
-    """google-genai at ``v1beta`` (its default ``v1`` is not a path LiteLLM routes); ``extra`` is the
-    ``GenerateContentConfig`` (``system_instruction``, ``tools``, ``max_output_tokens``...)."""
+@functools.lru_cache(maxsize=64)
+def google_client(url: str, key: str) -> Any:
+    """google-genai at ``v1beta`` (its default ``v1`` is not a path LiteLLM routes), one per proxy and
+    key: each new client loads the CA bundle three times (~0.1 s of CPU), which across the suite's
+    Gemini turns came to minutes."""
     from google import genai
     from google.genai import types
 
-    options = types.HttpOptions(base_url=proxy.url, api_version="v1beta", timeout=300_000)
-    client = genai.Client(api_key=extra.pop("key", proxy.master_key), http_options=options)
+    options = types.HttpOptions(base_url=url, api_version="v1beta", timeout=300_000)
+    return genai.Client(api_key=key, http_options=options)
+
+
+def _google(proxy: ProxyProcess, model: str, entries: list[Any], stream: bool, extra: dict[str, Any]) -> Any:
+    """``extra`` is the ``GenerateContentConfig`` (``system_instruction``, ``tools``,
+    ``max_output_tokens``...)."""
+    from google.genai import types
+
+    client = google_client(proxy.url, extra.pop("key", proxy.master_key))
     config = types.GenerateContentConfig(
         automatic_function_calling=types.AutomaticFunctionCallingConfig(disable=True), **extra
     )
@@ -80,12 +91,35 @@ def send(
     return Sent(wire, entries, main, headers, len(summaries), reply)
 
 
+@functools.lru_cache(maxsize=64)
+def openai_client(base_url: str, key: str) -> openai.OpenAI:
+    """One per proxy and key: a new client loads the CA bundle (~0.05 s of CPU a turn)."""
+    return openai.OpenAI(base_url=base_url, api_key=key, max_retries=0, timeout=300)
+
+
+@functools.lru_cache(maxsize=64)
+def anthropic_client(base_url: str, key: str) -> anthropic.Anthropic:
+    return anthropic.Anthropic(base_url=base_url, api_key=key, max_retries=0, timeout=300)
+
+
+BULKY = ("system", "tools", "instructions")
+"""Parameters that can be long (a CLI's system prompt and tool schemas), sent like the conversation."""
+
+
+def as_sent(field: str, entries: list[Any], extra: dict[str, Any]) -> dict[str, Any]:
+    """``extra`` with the conversation (and its system prompt and tools) in the body as they are:
+    the SDKs walk a typed parameter's every message to transform it (a tenth of a second of CPU
+    for a long conversation, the identity for the plain dicts sent here); ``extra_body`` carries
+    the same bytes without the walk."""
+    bulky = {key: extra[key] for key in BULKY if key in extra}
+    rest = {key: value for key, value in extra.items() if key not in bulky}
+    return {**rest, "extra_body": {**extra.get("extra_body", {}), **bulky, field: entries}}
+
+
 def _chat(proxy: ProxyProcess, model: str, entries: list[Any], stream: bool, extra: dict[str, Any]) -> Any:
-    client = openai.OpenAI(
-        base_url=proxy.base_url, api_key=extra.pop("key", proxy.master_key), max_retries=0, timeout=300
-    )
+    client = openai_client(proxy.base_url, extra.pop("key", proxy.master_key))
     raw = client.chat.completions.with_raw_response.create(
-        model=model, messages=entries, stream=stream, **extra
+        model=model, messages=[], stream=stream, **as_sent("messages", entries, extra)
     )
     parsed: Any = raw.parse()
     if stream:
@@ -98,11 +132,11 @@ def _chat(proxy: ProxyProcess, model: str, entries: list[Any], stream: bool, ext
 def _anthropic(
     proxy: ProxyProcess, model: str, entries: list[Any], stream: bool, extra: dict[str, Any]
 ) -> Any:
-    client = anthropic.Anthropic(
-        base_url=proxy.url, api_key=extra.pop("key", proxy.master_key), max_retries=0, timeout=300
-    )
+    client = anthropic_client(proxy.url, extra.pop("key", proxy.master_key))
     extra = {"max_tokens": 1024, **extra}
-    raw = client.messages.with_raw_response.create(model=model, messages=entries, stream=stream, **extra)
+    raw = client.messages.with_raw_response.create(
+        model=model, messages=[], stream=stream, **as_sent("messages", entries, extra)
+    )
     parsed: Any = raw.parse()
     if stream:
         reply = "".join(event.delta.text for event in parsed if event.type == "content_block_delta")
@@ -114,10 +148,10 @@ def _anthropic(
 def _responses(
     proxy: ProxyProcess, model: str, entries: list[Any], stream: bool, extra: dict[str, Any]
 ) -> Any:
-    client = openai.OpenAI(
-        base_url=proxy.base_url, api_key=extra.pop("key", proxy.master_key), max_retries=0, timeout=300
+    client = openai_client(proxy.base_url, extra.pop("key", proxy.master_key))
+    raw = client.responses.with_raw_response.create(
+        model=model, stream=stream, **as_sent("input", entries, extra)
     )
-    raw = client.responses.with_raw_response.create(model=model, input=entries, stream=stream, **extra)
     parsed: Any = raw.parse()
     if stream:
         reply = "".join(event.delta for event in parsed if event.type == "response.output_text.delta")
@@ -181,9 +215,9 @@ def send_chat(
     """One chat turn that must answer 200. The main call is the one request to the stand-in that is
     neither a summary call nor addressed to a failing model (a summary model made to fail)."""
     before = len(standin.chat_requests)
-    raw = chat_client(proxy, key).chat.completions.with_raw_response.create(
-        model=model,
-        messages=messages,  # type: ignore[arg-type]
+    client = openai_client(proxy.base_url, key or proxy.master_key)
+    raw = client.chat.completions.with_raw_response.create(
+        model=model, messages=[], **as_sent("messages", messages, {})
     )
     assert raw.http_response.status_code == 200
     new = [r["body"] for r in standin.chat_requests[before:]]
