@@ -195,6 +195,15 @@ class CompactConfig:
         non_empty=True,
         scope=True,
     )
+    recall: bool = setting(
+        False,
+        (
+            "name each tool output that clearing, truncation or a summary takes out by a handle "
+            "(`recall: r…`), to be read back (*Nothing compacted is out of reach*; the recall tool is not "
+            "offered yet: off by default until it is)"
+        ),
+        scope=True,
+    )
     user_message_budget: int = setting(
         20_000,
         (

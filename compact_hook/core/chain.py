@@ -37,6 +37,9 @@ SCOPE_SETTINGS = scope_settings(CompactConfig)
 HASHED_AS = {"tail_retention_ratio": "tail_ratio", "clear_trigger_ratio": "clear_ratio"}
 """The names these two had in the scope label before settings were declared once: renaming them
 would make every stored compaction unreachable after an upgrade."""
+HASHED_WHEN_SET = {"recall": False}
+"""Settings added to the scope later: left at the value that stood before they existed, they are
+not in the label, so an upgrade keeps every stored compaction reachable."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,7 +63,12 @@ def scope_of(config: CompactConfig, owner: Owner, prompt_version: str) -> bytes:
     Memoized: the hook asks on every request, and the answer only depends on these.
     """
     model, tenant, wire = owner.model, owner.tenant, owner.wire
-    settings = {HASHED_AS.get(name, name): resolved(config, name) for name in SCOPE_SETTINGS}
+    values = {name: resolved(config, name) for name in SCOPE_SETTINGS}
+    settings = {
+        HASHED_AS.get(name, name): value
+        for name, value in values.items()
+        if name not in HASHED_WHEN_SET or value != HASHED_WHEN_SET[name]
+    }
     settings["protected_tools"] = sorted(config.protected_tools)
     label = json.dumps(
         ["compact_hook", STATE_VERSION, prompt_version, wire, model, tenant, settings], sort_keys=True

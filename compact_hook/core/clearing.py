@@ -15,22 +15,25 @@ from dataclasses import dataclass
 
 from compact_hook.core.facts import error_lines
 from compact_hook.core.items import Item, PartKind
+from compact_hook.core.recall import mention as handle_mention
 
-PLACEHOLDER = "[Previous: used {tool}]"
-REPORTED = "[Previous: used {tool}; it reported: {errors}]"
+PLACEHOLDER = "[Previous: used {tool}{back}]"
+REPORTED = "[Previous: used {tool}; it reported: {errors}{back}]"
 MIN_CLEAR_CHARS = 100
 """Results this short are kept: the placeholder would save nothing."""
 ERRORS_KEPT = 2
 """Error lines a placeholder keeps (the last ones: an output usually ends with how it failed)."""
 
 
-def placeholder(tool: str, output: str = "") -> str:
+def placeholder(tool: str, output: str = "", original: str | None = None) -> str:
     """What a cleared result shows: the tool it came from and, word for word, the last error
-    lines it reported — the agent must not repeat a failure it can no longer see."""
+    lines it reported — the agent must not repeat a failure it can no longer see — and, given
+    the client's ``original`` output, the handle that reads it back (``core.recall``)."""
     errors = error_lines(output)[-ERRORS_KEPT:]
+    back = "" if original is None else f"; {handle_mention(original)}"
     if not errors:
-        return PLACEHOLDER.format(tool=tool)
-    return REPORTED.format(tool=tool, errors=" | ".join(errors))
+        return PLACEHOLDER.format(tool=tool, back=back)
+    return REPORTED.format(tool=tool, errors=" | ".join(errors), back=back)
 
 
 def clearable_parts(
@@ -46,12 +49,14 @@ def clearable_parts(
     return found
 
 
-def placeholders(item: Item, tools: Mapping[int, str]) -> dict[int, str]:
+def placeholders(item: Item, tools: Mapping[int, str], original: Item | None = None) -> dict[int, str]:
     """Placeholders for these results of ``item`` (``clearable_parts``), where shorter than the
-    output they replace. Reads every output: callers cache it (``Tiers``)."""
+    output they replace. Reads every output: callers cache it (``Tiers``). ``original``: the
+    client's item (before truncation), whose outputs the placeholders name to be recalled."""
     found: dict[int, str] = {}
     for position, tool in tools.items():
-        shown = placeholder(tool, item.parts[position].text)
+        before = None if original is None else original.parts[position].text
+        shown = placeholder(tool, item.parts[position].text, before)
         if len(shown) < len(item.parts[position].text):
             found[position] = shown
     return found

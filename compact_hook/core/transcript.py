@@ -13,10 +13,13 @@ from collections.abc import Sequence
 
 from compact_hook.core.items import Item, Part, PartKind, Role, summary_text
 from compact_hook.core.pairing import pair
+from compact_hook.core.recall import mention, mentioned
 
 
-def transcript_entries(items: Sequence[Item]) -> list[str]:
-    """One text block per item, in order; nothing is cut short."""
+def transcript_entries(items: Sequence[Item], recall: bool = False) -> list[str]:
+    """One text block per item, in order; nothing is cut short. ``recall``: each tool output is
+    labelled with its handle (``core.recall``), unless its text names one already (a placeholder
+    or a truncated output names the client's original)."""
     tool_of = pair(items).tool_of
     entries: list[str] = []
     for index, item in enumerate(items):
@@ -25,27 +28,33 @@ def transcript_entries(items: Sequence[Item]) -> list[str]:
             continue
         if item.role is Role.TOOL and len(item.parts) == 1:  # one result: labelled by its tool alone
             result = item.parts[0]
-            label = "tool result, error" if result.error else "tool result"
-            entries.append(f"### {label} ({tool_of.get((index, 0), 'tool')})\n{result.text}")
+            entries.append(
+                f"### {_result_label(result, tool_of.get((index, 0), 'tool'), recall)}\n{result.text}"
+            )
             continue
         lines = [f"### {item.role.value}"]
         for position, part in enumerate(item.parts):
-            text = render_part(part, tool_of.get((index, position), "tool"))
+            text = render_part(part, tool_of.get((index, position), "tool"), recall)
             if text:
                 lines.append(text)
         entries.append("\n".join(lines))
     return entries
 
 
-def render_part(part: Part, tool: str = "tool") -> str:
+def _result_label(part: Part, tool: str, recall: bool) -> str:
+    label = "tool result, error" if part.error else "tool result"
+    back = f"; {mention(part.text)}" if recall and part.text and not mentioned(part.text) else ""
+    return f"{label} ({tool}{back})"
+
+
+def render_part(part: Part, tool: str = "tool", recall: bool = False) -> str:
     kind = part.kind
     if kind is PartKind.TEXT:
         return part.text
     if kind is PartKind.CALL:
         return f"-> call {part.name or 'tool'}({part.text})"
     if kind is PartKind.RESULT:
-        label = "tool result, error" if part.error else "tool result"
-        return f"[{label} ({tool})]\n{part.text}"
+        return f"[{_result_label(part, tool, recall)}]\n{part.text}"
     if kind is PartKind.THINKING:
         return f"[thinking] {part.text}" if part.text else ""
     if kind is PartKind.MEDIA:

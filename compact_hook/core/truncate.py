@@ -11,6 +11,7 @@ from collections.abc import Callable, Container
 from dataclasses import dataclass
 
 from compact_hook.core.items import Item, PartKind
+from compact_hook.core.recall import MENTION, handle_of, mentioned
 
 Cut = Callable[[str, int, int], tuple[int, int, int]]
 """``(text, head, tail)`` → (the character where the first ``head`` tokens end, the character where
@@ -25,9 +26,10 @@ TOKENIZE_AT_MOST = 1_000_000
 boundaries would tokenize the whole output again (seconds for a few MB) for no real gain."""
 
 
-def marker(amount: int, unit: str, lines: int, what: str = "output") -> str:
+def marker(amount: int, unit: str, lines: int, what: str = "output", handle: str | None = None) -> str:
     where = f"; the full {what} had {lines} lines" if lines > 1 else ""
-    return f"\n…{amount} {unit} truncated{where}…\n"
+    back = f"; {MENTION.format(handle=handle)}" if handle else ""
+    return f"\n…{amount} {unit} truncated{where}{back}…\n"
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,6 +40,8 @@ class Truncating:
     limit: int
     policy: str
     cut: Cut
+    recall: bool = False
+    """Whether the marker names the original's handle (``core.recall``)."""
 
 
 def truncate_text(text: str, how: Truncating, what: str = "output") -> str | None:
@@ -45,18 +49,27 @@ def truncate_text(text: str, how: Truncating, what: str = "output") -> str | Non
 
     ``what`` the text is, for the marker ("output", "message")."""
     if how.policy == "tokens" and len(text) <= TOKENIZE_AT_MOST:
-        return _truncate_tokens(text, how.limit, how.cut, what)
+        return _truncate_tokens(text, how, what)
     if how.policy in ("tokens", "bytes"):
-        return _truncate_bytes(text, how.limit * BYTES_PER_TOKEN, what)
+        return _truncate_bytes(text, how, what)
     return None
 
 
-def _truncate_tokens(text: str, limit: int, cut: Cut, what: str) -> str | None:
-    points = cut_points(text, limit, cut)
+def _handle(text: str, how: Truncating) -> str | None:
+    """The handle a marker names: the original's, or the one a text cut before already names
+    (its marker would be cut away with the middle)."""
+    if not how.recall:
+        return None
+    return next(iter(mentioned(text)), None) or handle_of(text)
+
+
+def _truncate_tokens(text: str, how: Truncating, what: str) -> str | None:
+    points = cut_points(text, how.limit, how.cut)
     if points is None:
         return None
     head_end, tail_start, removed = points
-    return text[:head_end] + marker(removed, "tokens", line_count(text), what) + text[tail_start:]
+    shown = marker(removed, "tokens", line_count(text), what, _handle(text, how))
+    return text[:head_end] + shown + text[tail_start:]
 
 
 def cut_points(text: str, limit: int, cut: Cut) -> tuple[int, int, int] | None:
@@ -72,7 +85,8 @@ def cut_points(text: str, limit: int, cut: Cut) -> tuple[int, int, int] | None:
     return head_end, tail_start, total - head - tail
 
 
-def _truncate_bytes(text: str, limit: int, what: str) -> str | None:
+def _truncate_bytes(text: str, how: Truncating, what: str) -> str | None:
+    limit = how.limit * BYTES_PER_TOKEN
     data = text.encode("utf-8", "surrogatepass")
     if len(data) <= limit:
         return None
@@ -83,7 +97,7 @@ def _truncate_bytes(text: str, limit: int, what: str) -> str | None:
     removed = (
         len(data) - len(start.encode("utf-8", "surrogatepass")) - len(end.encode("utf-8", "surrogatepass"))
     )
-    return start + marker(removed, "bytes", line_count(text), what) + end
+    return start + marker(removed, "bytes", line_count(text), what, _handle(text, how)) + end
 
 
 def line_count(text: str) -> int:

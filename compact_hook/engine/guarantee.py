@@ -116,7 +116,7 @@ class _ViewSizing:
 
     def __init__(self, run: Run, view: View, protected: Sequence[str]) -> None:
         self.counter, self.conversation = run.counter, run.request.conversation
-        self.wire = self.conversation.wire
+        self.wire, self.recall = self.conversation.wire, run.config.recall
         counts = run.sizes.counts(view)
         self.known = {id(item): count for item, count in zip(view.items, counts, strict=True)}
         self.protected = _protected_parts(view, protected)
@@ -129,5 +129,6 @@ class _ViewSizing:
 
     def shrink(self, item: Item, limit: int) -> Item | None:
         skip = self.protected.get(id(item), ())
-        cuts = truncate_results(item, Truncating(limit, "tokens", self.counter.cut), skip=skip)
+        how = Truncating(limit, "tokens", self.counter.cut, recall=self.recall)
+        cuts = truncate_results(item, how, skip=skip)
         return self.wire.replace_outputs(item, cuts, keep_media=True) if cuts else None

@@ -51,12 +51,25 @@ def summary_prompt() -> str:
     return resources.files("compact_hook").joinpath("prompts", "summarize.md").read_text(encoding="utf-8")
 
 
+RECALL_NOTE = (
+    "Tool outputs carry an id after 'recall:' (e.g. recall: r2x7kq4mzaa). Wherever you mention an "
+    "output's facts, keep its id beside them, as (recall: <id>), and keep every id the summary so far "
+    "holds beside its fact: the agent reads an output back word for word by its id."
+)
+"""Asked of the summary when outputs carry handles (``recall``): appended to the request, not the
+system prompt, so summaries made without handles keep their prompt (and their cache keys)."""
+
+
 def summary_request(
-    chunk: str, running_summary: str | None, part: tuple[int, int] = (1, 1), focus: str = ""
+    chunk: str,
+    running_summary: str | None,
+    part: tuple[int, int] = (1, 1),
+    focus: str = "",
+    recall: bool = False,
 ) -> list[Message]:
     """The chat messages of one summary call: chunk ``part[0]`` of ``part[1]``; ``focus`` (from
     ``/compact <focus>`` or the request's control) is what the user asked the summary to keep in
-    view."""
+    view; ``recall``: the transcript's outputs carry handles the summary must keep."""
     sections = []
     if running_summary:
         sections.append(f"<summary-so-far>\n{running_summary}\n</summary-so-far>")
@@ -64,6 +77,8 @@ def summary_request(
     sections.append(f"<transcript{label}>\n{chunk}\n</transcript>")
     if focus:
         sections.append(f"Pay particular attention to: {focus}")
+    if recall:
+        sections.append(RECALL_NOTE)
     sections.append(
         "Write the merged summary now, covering the summary so far and this transcript."
         if running_summary
@@ -230,7 +245,7 @@ async def summarize_middle(middle: Sequence[Item], how: Summarizing, budget: Bud
         chunk = pending.pop()
         part += 1
         try:
-            request = summary_request(chunk, running, (part, parts), how.focus)
+            request = summary_request(chunk, running, (part, parts), how.focus, config.recall)
             running = await call_with_retries(how.model, request, config, budget)
         except SummarizerError as exc:
             halves = _halved(exc, chunk, budget)
@@ -262,7 +277,8 @@ def _halved(failure: SummarizerError, chunk: str, budget: Budget) -> list[str]:
 
 
 def _plan(middle: Sequence[Item], how: Summarizing) -> tuple[int, list[str]]:
-    entries, config, counter = transcript_entries(middle), how.config, how.counter
+    config, counter = how.config, how.counter
+    entries = transcript_entries(middle, recall=config.recall)
     return plan_capped(entries, counter, input_budget(config, counter, how.ratio), config.max_summary_calls)
 
 

@@ -98,6 +98,7 @@ class Truncation:
             config.tokenizer,
             self.output_limit,
             config.tool_output_policy,
+            config.recall,
             *skip,
         )
 
@@ -106,7 +107,7 @@ class Truncation:
         config = self.tiers.config
         limit, policy = self.output_limit, config.tool_output_policy
         skip = self._protected.get(index, ())
-        how = Truncating(limit, policy, self.tiers.counter.cut)
+        how = Truncating(limit, policy, self.tiers.counter.cut, recall=config.recall)
         return truncate_results(self.tiers.conversation.item(index), how, skip=skip)
 
     def count(self) -> int:

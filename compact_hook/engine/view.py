@@ -201,10 +201,11 @@ class Tiers:
         tools = clearable_parts(item, index, self.pairing.tool_of, self.config.protected_tools)
         if not tools:
             return {}
-        key = ("cleared", print_, *sorted(tools.items()))
+        recall = self.config.recall
+        key = ("cleared", print_, recall, *sorted(tools.items()))
         found = self.cache.get(key)
         if found is None:
-            found = placeholders(item, tools)
+            found = placeholders(item, tools, self.conversation.item(index) if recall else None)
             self.cache.put(key, found)
         return found
 

@@ -23,6 +23,7 @@ def test_the_scope_is_the_settings_declared_to_scope_a_compaction() -> None:
         "keep_tool_results",
         "clear_at_least",
         "protected_tools",
+        "recall",
         "user_message_budget",
         "pinned_patterns",
         "pinned_budget",
@@ -44,6 +45,12 @@ def test_the_scope_is_the_settings_declared_to_scope_a_compaction() -> None:
 def test_scope_hashes_are_those_of_earlier_releases(config: CompactConfig, scope: str) -> None:
     """Computed by the release before settings were declared once: stored compactions stay reachable."""
     assert scope_of(config, Owner("m", "t", "openai"), "p1").hex() == scope
+
+
+def test_a_setting_added_to_the_scope_later_changes_it_only_when_set() -> None:
+    owner = Owner("m", "t", "openai")
+    assert scope_of(CompactConfig(recall=False), owner, "p1") == scope_of(CompactConfig(), owner, "p1")
+    assert scope_of(CompactConfig(recall=True), owner, "p1") != scope_of(CompactConfig(), owner, "p1")
 
 
 def test_a_setting_left_unset_stands_for_its_rule_and_a_set_one_for_itself() -> None:

@@ -164,7 +164,7 @@ async def test_e58_e59_over_the_trigger_old_results_become_placeholders_and_the_
     messages = tool_session([90] * 6)
     out = await compact_via_library(messages, words_config(keep_tool_results=2))
     contents = [m["content"] for m in out.messages if m["role"] == "tool"]
-    assert contents[:4] == [PLACEHOLDER.format(tool="bash")] * 4
+    assert contents[:4] == [PLACEHOLDER.format(tool="bash", back="")] * 4
     assert contents[4:] == [m["content"] for m in messages[-3::2]]
     assert out.cleared == 4 and out.compacted is False
 

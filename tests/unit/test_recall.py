@@ -1,0 +1,154 @@
+"""Handles on what compaction takes out (``core.recall``): named in placeholders, truncation markers
+and summaries, stable across turns, and found again in the request that still holds the original."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from compact_hook import CompactConfig, compact_messages
+from compact_hook.core.clearing import placeholder
+from compact_hook.core.pairing import pair
+from compact_hook.core.recall import (
+    HANDLE,
+    TOOL_NAME,
+    Originals,
+    handle_of,
+    mention,
+    mentioned,
+    tool_name,
+)
+from compact_hook.core.transcript import transcript_entries
+from compact_hook.core.truncate import Truncating, truncate_text
+from compact_hook.engine import CompactResult
+from compact_hook.state.tokenizers import HFTokenCounter
+from tests.conversations import w
+from tests.fakes import FakeSummarizer, InMemoryArchive, WordCounter
+from tests.support import Message, calling, items_of, result, system, user
+
+TOKENS = HFTokenCounter("o200k_base")
+LONG = "\n".join(f"line {i}: the output of a long command" for i in range(3000))
+
+
+def words_config(**overrides: Any) -> CompactConfig:
+    settings: dict[str, Any] = {
+        "context_window": 1000,
+        "trigger_ratio": 0.9,
+        "tail_retention_ratio": 0.3,
+        "clear_trigger_ratio": 0.5,
+        "clear_at_least": 50,
+        "tool_output_max_tokens": 100,
+        "summary_context_window": 100_000,
+        "summary_max_tokens": 100,
+        "retry_backoff_seconds": 0,
+        "user_message_budget": 0,
+        "recall": True,
+    }
+    return CompactConfig(**{**settings, **overrides})
+
+
+def tool_session(outputs: list[int]) -> list[Message]:
+    messages = [system("rules"), user("the task")]
+    for i, size in enumerate(outputs):
+        messages += [calling("bash", call_id=f"c{i}"), result(f"out{i} " + w(size), f"c{i}_0")]
+    return messages
+
+
+async def compacted(messages: list[Message], config: CompactConfig, summarizer: Any = None) -> CompactResult:
+    return await compact_messages(
+        messages,
+        config,
+        summarizer or FakeSummarizer(),
+        session_id="s",
+        counter=WordCounter(),
+        archive=InMemoryArchive(),
+    )
+
+
+def test_a_handle_is_a_short_digest_of_the_text_the_same_every_time() -> None:
+    handle = handle_of("some output")
+    assert HANDLE.fullmatch(handle) and len(handle) == 11
+    assert handle == handle_of("some output") != handle_of("some output.")
+    assert mentioned(f"[x; {mention('some output')}] and again recall: {handle}") == [handle]
+
+
+def test_our_tool_gives_way_to_a_client_tool_of_the_same_name() -> None:
+    assert tool_name({"bash", "read"}) == TOOL_NAME
+    assert tool_name({TOOL_NAME, "bash"}) == f"{TOOL_NAME}_2"
+    assert tool_name({TOOL_NAME, f"{TOOL_NAME}_2"}) == f"{TOOL_NAME}_3"
+
+
+def test_a_placeholder_names_the_clients_original_and_keeps_the_errors_it_quotes() -> None:
+    original = "Traceback (most recent call last)\n" + LONG + "\nFAILED test_x"
+    shown = placeholder("pytest", original, original)
+    assert shown.startswith("[Previous: used pytest; it reported: Traceback")
+    assert shown.endswith(f"; {mention(original)}]")
+    assert placeholder("ls", "a.py b.py") == "[Previous: used ls]"  # recall off: as before
+
+
+@pytest.mark.parametrize("policy", ["tokens", "bytes"])
+def test_a_truncated_output_names_its_original_and_a_second_cut_keeps_that_name(policy: str) -> None:
+    how = Truncating(200, policy, TOKENS.cut, recall=True)
+    once = truncate_text(LONG, how)
+    assert once is not None and mentioned(once) == [handle_of(LONG)]
+    twice = truncate_text(once, Truncating(60, policy, TOKENS.cut, recall=True))
+    assert twice is not None and mentioned(twice) == [handle_of(LONG)]
+    assert mentioned(truncate_text(LONG, Truncating(200, policy, TOKENS.cut)) or "") == []
+
+
+async def test_cleared_results_name_their_originals_and_the_request_finds_them_again() -> None:
+    messages = tool_session([90] * 6)
+    out = await compacted(messages, words_config(keep_tool_results=2))
+    assert out.cleared == 4
+    tools = [m["content"] for m in out.messages if m["role"] == "tool"][:4]
+    originals = [m["content"] for m in messages if m["role"] == "tool"][:4]
+    assert [mentioned(shown) for shown in tools] == [[handle_of(text)] for text in originals]
+    items = items_of(messages)
+    found = Originals.of(items, pair(items).tool_of)
+    assert [found.get(handle_of(text)) for text in originals] == [
+        found.get(mentioned(shown)[0]) for shown in tools
+    ]
+    assert all(o is not None and o.tool == "bash" for o in (found.get(handle_of(t)) for t in originals))
+    assert found.get(handle_of("never sent")) is None
+
+
+async def test_the_same_turn_sent_again_shows_the_same_placeholders_byte_for_byte() -> None:
+    messages = tool_session([90] * 6)
+    first = await compacted(messages, words_config(keep_tool_results=2))
+    second = await compacted([dict(m) for m in messages], words_config(keep_tool_results=2))
+    assert first.messages == second.messages
+
+
+async def test_the_summarizer_reads_each_outputs_handle_and_is_asked_to_keep_them() -> None:
+    summarizer = FakeSummarizer()
+    messages = tool_session([120] * 9)
+    out = await compacted(
+        messages, words_config(clear_tool_results=False, tool_output_policy="none"), summarizer
+    )
+    assert out.compacted
+    transcript = summarizer.transcripts[0]
+    outputs = [m["content"] for m in messages if m["role"] == "tool"]
+    assert [handle_of(text) for text in outputs if text in transcript] == [
+        h for h in mentioned(transcript) if h != "r2x7kq4mzaa"
+    ]
+    assert "keep its id beside them" in transcript
+
+
+async def test_recall_off_names_nothing() -> None:
+    summarizer = FakeSummarizer()
+    out = await compacted(
+        tool_session([120] * 9),
+        words_config(recall=False, clear_tool_results=False, tool_output_policy="none"),
+        summarizer,
+    )
+    assert out.compacted
+    assert not any(mentioned(str(m.get("content"))) for m in out.messages)
+    assert "recall:" not in summarizer.transcripts[0]
+
+
+def test_a_previous_summary_and_a_placeholder_are_not_labelled_twice() -> None:
+    cleared = placeholder("bash", LONG, LONG)
+    items = items_of([calling("bash", call_id="c0"), result(cleared, "c0_0")])
+    entries = transcript_entries(items, recall=True)
+    assert mentioned("\n".join(entries)) == [handle_of(LONG)]
