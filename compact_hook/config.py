@@ -204,6 +204,14 @@ class CompactConfig:
         ),
         scope=True,
     )
+    recall_max_tokens: int = setting(
+        16_000,
+        (
+            "the most one recall answer gives back (head and tail beyond it, with a note), and never "
+            "more than the window has room for"
+        ),
+        at_least=256,
+    )
     user_message_budget: int = setting(
         20_000,
         (

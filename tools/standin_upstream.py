@@ -76,6 +76,9 @@ or ``gemini/`` prefix; Google's is the path's), and the modes compose:
 * ``quarter``, ``bill<NNN>`` (e.g. ``standin-bill125``) and ``ctok30`` / ``ctok47`` / ``ctok48`` -> the
   input is billed (usage, and the ``limit<N>`` refusal) unlike the default (below): a quarter of the
   characters, ``NNN / 100`` times what compact_hook counts, or as Claude counts (``billing``);
+* ``recaller`` -> offered the recall tool and shown a handle (``recall: r…``), calls the tool with the first
+  handle it sees; given the answer, replies ``RECALLED <handle>: <its start>`` (``recaller``; chat and
+  Messages);
 * ``script`` (e.g. ``standin-script``, ``gemini-3-pro-script12``) -> the scripted agent (``agent_script``)
   answers instead of a text, on every surface: shell tool calls for N turns (30 by default, every seventh
   two in parallel), then ``AGENT_FINAL``; turns are counted per session (``up.agent_turns``);
@@ -126,6 +129,7 @@ sys.path.append(str(Path(__file__).resolve().parent))  # agent_script, beside th
 import agent_script  # noqa: E402
 import billing  # noqa: E402
 import prompt_cache  # noqa: E402
+import recaller  # noqa: E402
 import standin_google  # noqa: E402
 from prompt_cache import (  # noqa: E402  what the model reads of each surface: one definition, the cache's
     anthropic_content_text,
@@ -1212,6 +1216,8 @@ class _Handler(BaseHTTPRequestHandler):
         if agent_script.is_agent(model):
             self._agent(surface, req, cached, tokens)
             return
+        if recaller.is_recaller(model) and self._recalled(surface, req, cached, tokens):
+            return
         reply = reply_for(model, surface.texts(req), surface.count(req))
         self._recorded["output_tokens"] = approx_tokens(len(reply))
 
@@ -1237,6 +1243,20 @@ class _Handler(BaseHTTPRequestHandler):
             self._send_stream(surface, surface.agent_stream(whole, req))
         else:
             self._send_json(200, whole)
+
+    def _recalled(self, surface: Surface, req: dict[str, Any], cached: Any, tokens: int) -> bool:
+        """The ``recaller``'s answer (``recaller``), whole: True when it answered."""
+        reply = {CHAT.name: recaller.chat_reply, MESSAGES.name: recaller.anthropic_reply}.get(surface.name)
+        answer = reply(req, tokens) if reply is not None else None
+        if answer is None:
+            return False
+        whole = billing.billed_usage(with_cached_usage(answer, surface.name, cached), surface.name, tokens)
+        self._recorded["output_tokens"] = surface.output_tokens(whole)
+        if req.get("stream") is True:
+            self._send_stream(surface, surface.agent_stream(whole, req))
+        else:
+            self._send_json(200, whole)
+        return True
 
     # -- I/O -----------------------------------------------------------------------------------------------
 

@@ -12,7 +12,12 @@ from rich.table import Table
 from rich.text import Text
 
 from compact_hook.cli.inputs import InputError
+from compact_hook.core.pairing import pair
+from compact_hook.core.recall import Original, Originals
+from compact_hook.formats import ANTHROPIC, CHAT, GOOGLE, RESPONSES
 from compact_hook.state.archive import archive_files, audit_path
+
+WIRES = {wire.name: wire for wire in (CHAT, ANTHROPIC, RESPONSES, GOOGLE)}
 
 
 def audit_of(path: Path) -> dict[str, Any] | None:
@@ -76,3 +81,41 @@ def show(path: Path) -> RenderableType:
     for index, message in enumerate(messages):
         parts.append(Text(f"[{index}] " + json.dumps(message, ensure_ascii=False)[:500]))
     return Group(*parts)
+
+
+def archived_originals(root: Path, session: str | None) -> list[tuple[Path, str, Original]]:
+    """Every tool output the archive holds, with its handle (``core.recall``): what the summaries
+    of these conversations name as ``recall: <handle>``."""
+    found: list[tuple[Path, str, Original]] = []
+    for path in archive_files(root):
+        if session is not None and path.parent.name != session:
+            continue
+        wire = WIRES.get(str(((audit_of(path) or {}).get("origin") or {}).get("wire", "")))
+        try:
+            items = (
+                [wire.item(entry) for entry in json.loads(path.read_text(encoding="utf-8"))] if wire else []
+            )
+        except (OSError, ValueError, TypeError, AttributeError):
+            continue  # not an entry we can read: `archive show` shows it as it is
+        found += [
+            (path, handle, original) for handle, original in Originals.of(items, pair(items).tool_of).items()
+        ]
+    return found
+
+
+def handles(root: Path, session: str | None) -> Table:
+    table = Table(title=f"handles in archive {root}")
+    for column in ("handle", "session", "entry", "tool", "chars", "begins"):
+        table.add_column(column)
+    for path, handle, original in archived_originals(root, session):
+        begins = original.text.strip().splitlines()[0][:60] if original.text.strip() else ""
+        table.add_row(handle, path.parent.name, path.name, original.tool, str(len(original.text)), begins)
+    return table
+
+
+def recalled(root: Path, handle: str, session: str | None) -> str:
+    """The original a handle names, word for word, from the archive."""
+    for _, found, original in archived_originals(root, session):
+        if found == handle:
+            return original.text
+    raise InputError(f"no tool output with handle {handle!r} under {root}")

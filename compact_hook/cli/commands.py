@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import sys
 
 from rich.console import Console
 
@@ -76,6 +77,10 @@ def archive(args: argparse.Namespace, console: Console) -> int:
             )
         else:
             console.print(archive_view.show(path))
+    elif args.action == "handles":
+        console.print(archive_view.handles(root, args.session))
+    elif args.action == "recall":
+        sys.stdout.write(archive_view.recalled(root, args.handle, args.session))
     else:
         removed = prune(root, args.max_age_days)
         console.print(f"removed {removed} file(s) older than {args.max_age_days:g} days under {root}")

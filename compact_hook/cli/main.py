@@ -61,6 +61,11 @@ def parser() -> argparse.ArgumentParser:
     show = actions.add_parser("show", help="an entry's audit and messages")
     show.add_argument("entry")
     show.add_argument("--json", action="store_true", help="the raw audit and messages")
+    named = actions.add_parser("handles", help="the handles (recall: r…) of the tool outputs archived")
+    named.add_argument("session", nargs="?")
+    recall = actions.add_parser("recall", help="the tool output a handle names, word for word")
+    recall.add_argument("handle")
+    recall.add_argument("--session")
     prune = actions.add_parser("prune", help="delete entries older than --max-age-days")
     prune.add_argument("--max-age-days", type=float, required=True)
 

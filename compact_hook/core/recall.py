@@ -94,6 +94,9 @@ class Originals:
     def get(self, handle: str) -> Original | None:
         return self._found.get(handle)
 
+    def items(self) -> Iterable[tuple[str, Original]]:
+        return self._found.items()
+
     def __len__(self) -> int:
         return len(self._found)
 

@@ -4,7 +4,7 @@ One pass per request, in order of cost:
 
 1. measure: count everything the model reads (only new entries are tokenized);
 2. tier 1: tool outputs over ``tool_output_max_tokens`` are truncated (every request);
-3. recall: the conversation's stored state is spliced in (a compaction, a clearing boundary);
+3. restore: the conversation's stored state is spliced in (a compaction, a clearing boundary);
 4. tier 2: at ``clear_trigger_ratio`` old tool results are cleared, the boundary advancing
    in batches and stored;
 5. tier 3: from ``prepare_ratio`` the compaction is prepared in the background (see
@@ -42,7 +42,7 @@ from compact_hook.engine.once import SummaryOnce
 from compact_hook.engine.prepare import Preparations, PrepareSetup
 from compact_hook.engine.result import CompactRequest, CompactResult
 from compact_hook.engine.run import ProcessMemory, Run
-from compact_hook.engine.states import Recalled, States
+from compact_hook.engine.states import Restored, States
 from compact_hook.engine.view import View, without_stale_thinking
 from compact_hook.state.store import CompactionStore
 
@@ -105,30 +105,30 @@ class Compactor:
             return Decision(Step.UNTOUCHED, skipped)
         request, limits = run.request, run.window
         forced = request.mode is Mode.FORCE
-        remembered = request.recall or forced
+        remembered = request.restore or forced
         quiet = run.total < limits.engage and not run.tiers.oversized and run.config.normalize != "always"
-        recalled = None
+        restored = None
         if not remembered and quiet:
-            recalled = await self._thinking_state(run)
-            if recalled is None:
+            restored = await self._thinking_state(run)
+            if restored is None:
                 return Decision(Step.UNTOUCHED, Reason.BELOW_THRESHOLD)
         await run.tiers.prepare()
         view = run.tiers.view(None)
-        if recalled is None and not remembered and await run.tokens(view) < limits.engage:
-            recalled = await self._thinking_state(run)
-            if recalled is None:
+        if restored is None and not remembered and await run.tokens(view) < limits.engage:
+            restored = await self._thinking_state(run)
+            if restored is None:
                 return Decision(Step.FORWARD, Reason.BELOW_THRESHOLD, view=view)
-        recalled = recalled or await self.states.recall(run)
-        costs = Costs.of(run, recalled.state)
-        state = await self._clear(costs, recalled.state)
+        restored = restored or await self.states.restore(run)
+        costs = Costs.of(run, restored.state)
+        state = await self._clear(costs, restored.state)
         view = run.tiers.view(state)
         found = Decision(
             Step.FORWARD,
             state=state,
             view=view,
-            cache=recalled.cache,
+            cache=restored.cache,
             economy=costs.economy,
-            prefix_changed=state is not recalled.state,
+            prefix_changed=state is not restored.state,
         )
         tokens = await run.tokens(view)
         early = None if forced or tokens >= limits.compact else await costs.early_plan(view, tokens)
@@ -155,15 +155,15 @@ class Compactor:
         )
         return dataclasses.replace(forward, step=Step.PREPARE) if due else forward
 
-    async def _thinking_state(self, run: Run) -> Recalled | None:
+    async def _thinking_state(self, run: Run) -> Restored | None:
         """Under the thresholds, a conversation we changed before still gets its stored state when
         its provider checks thinking blocks and it sends them back: forwarded as the client sent
         it, the prefix would change again (a window grown back, say) and every block produced
         since our change would be refused. One store lookup, only for such requests."""
         if not run.checks_thinking or not run.sends_thinking:
             return None
-        recalled = await self.states.recall(run)
-        return recalled if recalled.cache is CacheStatus.HIT else None
+        restored = await self.states.restore(run)
+        return restored if restored.cache is CacheStatus.HIT else None
 
     async def _clear(self, costs: Costs, state: Entry) -> Entry:
         """Tier 2: the clearing boundary advanced by a batch past the clear ratio. Under the

@@ -26,7 +26,7 @@ class CompactRequest:
     ``core.chain.scope_of``); ``tenant`` separates every cache keyed by content and every archive
     folder; ``session_id`` names the archive folder (else a hash of the conversation's start);
     ``archive`` and ``counter`` replace the defaults (tests, library use). ``mode`` and ``focus``
-    are the request's control (``focus`` goes into the summary request); ``recall``: look for a
+    are the request's control (``focus`` goes into the summary request); ``restore``: look for a
     stored compaction even under the thresholds (the conversation ran ``/compact``);
     ``summary_model`` names the summary model for its circuit breaker; ``origin`` (model group,
     format, request id) goes into the archive's audit. ``prices`` / ``summary_prices``: what the
@@ -45,7 +45,7 @@ class CompactRequest:
     tenant: str = ""
     mode: Mode = Mode.AUTO
     focus: str = ""
-    recall: bool = False
+    restore: bool = False
     summary_model: str = ""
     origin: Origin = Origin()
     prices: Prices | None = None

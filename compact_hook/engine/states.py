@@ -17,7 +17,7 @@ from compact_hook.state.store import CompactionStore
 
 
 @dataclass(frozen=True, slots=True)
-class Recalled:
+class Restored:
     """A conversation's stored state as one request found it, and whether an earlier request left
     it (``HIT``). Entries it summarized but could not archive yet (``unarchived``) are written when
     the request's decision is carried out (``Compactor.carry_out``), not when it is looked up."""
@@ -30,15 +30,15 @@ class States:
     def __init__(self, store: CompactionStore | None) -> None:
         self.store = store
 
-    async def recall(self, run: Run) -> Recalled:
+    async def restore(self, run: Run) -> Restored:
         """The longest stored prefix's state; ``hit`` only when an earlier request left it. The
         compactor looks it up once per request (``Compactor.decide``) and passes it on."""
         if self.store is None:
-            return Recalled()
+            return Restored()
         found = await self.store.find(run.root, run.chain)
         if found is None or not entry_is_usable(found[1], len(run.prints)):
-            return Recalled()
-        return Recalled(found[1], CacheStatus.HIT)
+            return Restored()
+        return Restored(found[1], CacheStatus.HIT)
 
     async def put(self, run: Run, entry: Entry) -> None:
         if self.store is not None:

@@ -78,7 +78,7 @@ def engine_request(
         tenant=who.tenant,
         mode=who.control.mode,
         focus=who.control.focus,
-        recall=ran_command(parsed.entries),
+        restore=ran_command(parsed.entries),
         summary_model=summary_model,
         origin=Origin(who.model, wire.name, str(data.get("litellm_call_id") or "")),
         prices=pricing.model,

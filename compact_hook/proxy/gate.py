@@ -23,6 +23,7 @@ from compact_hook.proxy.answer import ANSWERED, answer_text, answerable
 from compact_hook.proxy.caller import Engaged, engine_request, session_id_of, tenant_of
 from compact_hook.proxy.control import control_of, with_command
 from compact_hook.proxy.logs import for_model_group
+from compact_hook.proxy.recall import Offer
 from compact_hook.proxy.recovery import attach_fallbacks
 from compact_hook.proxy.remote_compaction import (
     CompactionAnswer,
@@ -90,12 +91,18 @@ class RequestGate:
                 parsed = parsed.without_last()
             else:  # compacted now, and the model answers the command (see ``proxy.answer``)
                 command = None
+        offer = await Offer.of(data, wire.name, config, settled.ratio) if not command else None
+        if offer is not None:
+            parsed = offer.reserved(parsed)
         who = Engaged(model, session_id_of(data, parsed.entries), tenant, control)
         request = engine_request(data, parsed, who, settled)
         summarizer = request.summarize
         if isinstance(summarizer, RouterSummarizer):
             summarizer.on_spent = self.telemetry.spender(model, wire)
         result = await self.services.compactor.compact(request)
+        offered = offer if offer is not None and not codex and Offer.due(result) else None
+        if offered is not None:
+            result = offered.counted(result)
         report = self.telemetry.compacted(data, wire, result, who)
         if isinstance(summarizer, RouterSummarizer):
             record_summary_cost(data, wire.metadata_key, report, summarizer.spent)
@@ -107,6 +114,10 @@ class RequestGate:
         if result.changes(parsed.entries):
             wire.render(data, result.messages)
             log_reshaped(data, wire, model, result)
+        if offered is not None:  # the model may read back what was taken out (``proxy.recall``)
+            offered.apply(data)
+            pending = offered.pending(parsed, config, result, who.session_id)
+            self.services.pendings.put(str(data["litellm_call_id"]), pending)
         if config.recover and control.mode is not Mode.OFF:
             attach_fallbacks(data, model, router, call_type)
         return None

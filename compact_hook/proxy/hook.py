@@ -30,6 +30,7 @@ from compact_hook.proxy.gate import RequestGate
 from compact_hook.proxy.logs import configure_logging
 from compact_hook.proxy.metrics import Metrics, Outcome, default_metrics, serve
 from compact_hook.proxy.models import ModelSettings
+from compact_hook.proxy.recall import answered
 from compact_hook.proxy.recovery import Recovery
 from compact_hook.proxy.remote_compaction import CompactionAnswer
 from compact_hook.proxy.report import scrub
@@ -135,11 +136,16 @@ class CompactHook(CustomLogger):
     async def async_post_call_success_hook(
         self, data: dict[str, Any], user_api_key_dict: Any, response: Any
     ) -> Any:
-        """Our answer to Codex's compaction, whole (see ``proxy.answer``); other responses untouched."""
+        """Our answer to Codex's compaction, whole (see ``proxy.answer``); a reply that calls the
+        recall tool, answered (``proxy.recall``); other responses untouched."""
         try:
-            return delivered(data, response)
+            ours = delivered(data, response)
+            pending = self.services.pendings.pop(data.get("litellm_call_id"))
+            if ours is None and pending is not None:
+                ours = await answered(pending, data, response)
+            return ours
         except Exception:
-            logger.exception("compact_hook: could not deliver a compaction answer")
+            logger.exception("compact_hook: could not deliver our answer")
             return None
 
     async def async_log_success_event(

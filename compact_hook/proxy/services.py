@@ -17,6 +17,7 @@ from compact_hook.proxy import server
 from compact_hook.proxy.learned import LearnedRatios, LearnedWindows
 from compact_hook.proxy.metrics import Metrics
 from compact_hook.proxy.models import ModelSettings
+from compact_hook.proxy.recall import Pendings
 from compact_hook.proxy.remote_compaction import Mementos
 from compact_hook.proxy.shutdown import on_shutdown, shutting_down
 from compact_hook.state.archive import ArchiveFolders
@@ -34,6 +35,8 @@ class Services:
         self._learned: LearnedWindows | None = None
         self._ratios: LearnedRatios | None = None
         self._mementos: Mementos | None = None
+        self.pendings = Pendings()
+        """Requests offered the recall tool, awaiting their reply (``proxy.recall``)."""
 
     @property
     def built(self) -> Compactor | None:

@@ -17,14 +17,17 @@ from compact_hook.cli.main import main
 from compact_hook.cli.replay import turn_ends
 from compact_hook.cli.settings import resolve
 from compact_hook.core.outcomes import Removal, Summarizer
+from compact_hook.core.recall import handle_of
 from compact_hook.state.archive import Audit, FileArchive, Origin, audit_path
 from compact_hook.state.tokenizers import counter_for
 from tests.support import (
+    calling,
     chat_to_google,
     chat_to_responses,
     google_replay_points,
     load_transcript,
     replay_points,
+    result,
     user,
 )
 
@@ -122,6 +125,24 @@ def test_the_archive_can_be_listed_shown_and_pruned(
     os.utime(path, (0, 0))
     assert main(["archive", "--dir", str(tmp_path), "prune", "--max-age-days", "1"]) == 0
     assert not path.exists() and not audit_path(path).exists()
+
+
+def test_the_archive_names_each_output_by_its_handle_and_reads_it_back(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import asyncio
+
+    output = "line one of a long listing\n" + "x" * 500
+    messages = [calling("ls", call_id="c0"), result(output, "c0_0"), user("next")]
+    audit = Audit(Removal.SUMMARIZED, Origin("agent", "chat", "call-1"), (1, 3), 3, 900, 40, "s")
+    assert asyncio.run(FileArchive(tmp_path).save("sess-1", messages, tenant="t", audit=audit))
+    assert main(["archive", "--dir", str(tmp_path), "handles"]) == 0
+    listed = capsys.readouterr().out
+    assert handle_of(output) in listed and "line one of a long listing" in listed and "ls" in listed
+    assert main(["archive", "--dir", str(tmp_path), "recall", handle_of(output), "--session", "sess-1"]) == 0
+    assert capsys.readouterr().out == output
+    assert main(["archive", "--dir", str(tmp_path), "recall", handle_of("never archived")]) == 2
+    assert "no tool output with handle" in capsys.readouterr().err
 
 
 def test_config_validate_runs_the_proxys_checks(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

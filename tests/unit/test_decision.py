@@ -104,10 +104,10 @@ async def test_deciding_writes_nothing_the_clearing_batch_is_stored_when_carried
     else:
         raise AssertionError("no turn of the session clears")
     assert decision.step is Step.FORWARD and decision.state.cleared_before > 0
-    assert (await compactor.states.recall(run)).cache.value == "none"  # nothing stored by deciding
+    assert (await compactor.states.restore(run)).cache.value == "none"  # nothing stored by deciding
     result = await compactor.carry_out(run, decision)
     assert result.cleared > 0
-    stored = await compactor.states.recall(run)
+    stored = await compactor.states.restore(run)
     assert stored.cache.value == "hit" and stored.state.cleared_before == decision.state.cleared_before
 
 

@@ -1,0 +1,141 @@
+"""Offering the recall tool, and keeping what answering it will need.
+
+A request is offered the tool once its conversation has something to recall (a cleared result, a
+truncated output, a summary: after the engine ran) on a wire and shape the proxy answers it on
+(``wires``: chat and Messages, not streamed). The tool's definition is the same bytes on every
+turn, after the client's own tools (the cached prefix moves once, when it first appears), and is
+counted like any tool: its tokens are reserved before the engine fits the request, and added to
+what we report as forwarded when it is offered.
+
+What the answers need is kept by the request's call id until its response is handled: the
+client's own entries (the originals are looked up there, never in another request), bounded in
+number (``PENDING_MAX``: the oldest give way; a response whose request was forgotten is returned
+as it is, recall calls removed by nothing — the model asks again).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections import OrderedDict
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from compact_hook.config import CompactConfig
+from compact_hook.core.calibration import CountRatio
+from compact_hook.core.pairing import pair
+from compact_hook.core.recall import Originals, tool_name
+from compact_hook.core.truncate import BYTES_PER_TOKEN, Truncating, truncate_text
+from compact_hook.engine.result import CompactResult
+from compact_hook.formats.base import TOOL_OVERHEAD, Conversation, compact_json
+from compact_hook.proxy.recall.wires import WIRES, RecallWire
+from compact_hook.state.tokenizers import DEFAULT_TOKENIZER, acounter_for
+
+PENDING_MAX = 10_000
+NOT_FOUND = "No output with id {handle} in this conversation."
+ANSWER_FLOOR_TOKENS = 256
+"""An answer is never cut below this (head and tail), whatever room is left."""
+
+
+@dataclass
+class Pending:
+    """What answering one request's recall calls needs: the wire, our tool's name, the client's
+    entries (where the originals are), and the room the answers may take (tokens, ours)."""
+
+    wire: RecallWire
+    tool: str
+    conversation: Conversation
+    room: int
+    session_id: str
+    _originals: Originals | None = None
+
+    def answer(self, handle: str, share: int) -> str:
+        """The original ``handle`` names, word for word — or its head and tail, cut to ``share`` of
+        the room left (a note says what was cut) — or that there is none."""
+        if self._originals is None:
+            items = self.conversation.items()
+            self._originals = Originals.of(items, pair(items).tool_of)
+        original = self._originals.get(handle)
+        if original is None:
+            return NOT_FOUND.format(handle=handle)
+        limit = max(ANSWER_FLOOR_TOKENS, self.room // max(1, share))
+        cut = truncate_text(original.text, Truncating(limit, "bytes", _no_cut), what="recalled output")
+        shown = original.text if cut is None else cut
+        self.room = max(0, self.room - len(shown.encode("utf-8", "surrogatepass")) // BYTES_PER_TOKEN)
+        return shown
+
+
+def _no_cut(text: str, head: int, tail: int) -> tuple[int, int, int]:
+    raise AssertionError("a recalled output is cut by bytes")  # pragma: no cover - never called
+
+
+class Pendings:
+    """The requests that were offered the tool and await their response, by call id (bounded)."""
+
+    def __init__(self, limit: int = PENDING_MAX) -> None:
+        self.limit = limit
+        self._found: OrderedDict[str, Pending] = OrderedDict()
+
+    def put(self, call_id: str, pending: Pending) -> None:
+        self._found[call_id] = pending
+        while len(self._found) > self.limit:
+            self._found.popitem(last=False)
+
+    def pop(self, call_id: object) -> Pending | None:
+        return self._found.pop(call_id, None) if isinstance(call_id, str) else None
+
+    def __len__(self) -> int:
+        return len(self._found)
+
+
+@dataclass(frozen=True, slots=True)
+class Offer:
+    """The recall tool for one request, if it may be offered: its definition and its tokens."""
+
+    wire: RecallWire
+    name: str
+    tool: dict[str, Any]
+    ours: int
+    billed: int
+
+    @classmethod
+    async def of(
+        cls, data: Mapping[str, Any], wire: str, config: CompactConfig, ratio: CountRatio
+    ) -> Offer | None:
+        """The tool this request would be offered, or None: recall off, a wire or shape (a stream)
+        not answered yet, or no call id to keep the request's originals by."""
+        served = WIRES.get(wire)
+        if not config.recall or served is None or data.get("stream") is True:
+            return None
+        if not isinstance(data.get("litellm_call_id"), str):
+            return None
+        name = tool_name(served.tool_names(data))
+        tool = served.tool(name)
+        counter = await acounter_for(config.tokenizer or DEFAULT_TOKENIZER)
+        ours = counter.count_text(compact_json(tool)) + TOOL_OVERHEAD
+        return cls(served, name, tool, ours, ratio.billed(ours) + 1)
+
+    def reserved(self, conversation: Conversation) -> Conversation:
+        """The conversation with room kept for the tool, as for an output reserve."""
+        return dataclasses.replace(conversation, reserve=(conversation.reserve or 0) + self.billed)
+
+    @staticmethod
+    def due(result: CompactResult) -> bool:
+        """Whether the conversation has something to recall."""
+        return result.compacted or result.cleared > 0 or result.truncated > 0
+
+    def counted(self, result: CompactResult) -> CompactResult:
+        """The result with the tool counted as forwarded."""
+        return dataclasses.replace(
+            result, counted=result.counted + self.ours, output_tokens=result.output_tokens + self.billed
+        )
+
+    def apply(self, data: dict[str, Any]) -> None:
+        tools = data.get("tools")
+        data["tools"] = [*(tools if isinstance(tools, list) else []), self.tool]
+
+    def pending(
+        self, conversation: Conversation, config: CompactConfig, result: CompactResult, session: str
+    ) -> Pending:
+        room = max(0, (config.context_window or 0) - result.output_tokens - (conversation.reserve or 0))
+        return Pending(self.wire, self.name, conversation, min(config.recall_max_tokens, room), session)

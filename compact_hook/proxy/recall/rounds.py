@@ -1,0 +1,73 @@
+"""Answering the model's recall calls: the rounds between the model's reply and the client.
+
+When a reply offered the tool calls it, each handle is looked up (``Pending.answer``), the model's
+turn and the answers are appended to what was forwarded, and the model is called again through the
+router (the operator's deployments, keys and spend tracking; the caller's key pays) — at most
+``MAX_ROUNDS`` times; the last round's answers say there are no more. The client gets the final
+reply only: no recall call in it, its usage every round's.
+
+A reply that calls the client's tools *and* ours goes to the client with ours taken out: the
+client must run its tools before the model can go on, and a recall answered now would be asked
+again with nothing to continue from; the model asks again on the next turn, where the handle is
+still shown. Each round is billed as its own request (its own spend record, on the caller's key):
+no round goes unbilled, as it would if its usage were folded into one record LiteLLM prices once.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from typing import Any
+
+from compact_hook.proxy.recall.offer import Pending
+from compact_hook.proxy.recall.wires import KEPT_PARAMS, Call
+from compact_hook.proxy.router_summarizer import summary_metadata
+from compact_hook.proxy.server import proxy_router
+
+logger = logging.getLogger(__name__)
+
+MAX_ROUNDS = 3
+NO_MORE = "\n\n(That was the last recall this reply may make: answer with what you have.)"
+
+
+async def answered(pending: Pending, data: Mapping[str, Any], response: Any) -> Any | None:
+    """The reply the client gets when ``response`` calls the recall tool (None: it does not, the
+    reply goes as it is)."""
+    wire, tool = pending.wire, pending.tool
+    calls, theirs = wire.calls(response, tool)
+    if not calls:
+        return None
+    usage = wire.usage(response)
+    router = proxy_router()
+    if theirs or router is None:
+        return wire.finished(response, tool, usage)
+    request, rounds = followup_request(pending, data), 0
+    try:
+        while calls and not theirs and rounds < MAX_ROUNDS:
+            rounds += 1
+            answers = [(call, _answer(pending, call, len(calls), rounds)) for call in calls]
+            wire.followup(request, response, answers)
+            followed = await wire.send(router, request)
+            usage = {key: usage.get(key, 0) + value for key, value in wire.usage(followed).items()}
+            response = followed
+            calls, theirs = wire.calls(response, tool)
+    except Exception:  # the model's reply so far goes to the client, our calls taken out
+        logger.exception("compact_hook: request %s: a recall round failed", data.get("litellm_call_id"))
+    logger.info("compact_hook: request %s: %d recall round(s)", data.get("litellm_call_id"), rounds)
+    return wire.finished(response, tool, usage)
+
+
+def _answer(pending: Pending, call: Call, calls: int, round_: int) -> str:
+    text = pending.answer(call.handle, share=calls) if call.handle else "Call it with an id."
+    return text + NO_MORE if round_ == MAX_ROUNDS else text
+
+
+def followup_request(pending: Pending, data: Mapping[str, Any]) -> dict[str, Any]:
+    """What a follow-up sends: the forwarded conversation and the request's own parameters (never
+    LiteLLM's per-request fields), with the caller's auth for spend."""
+    wire = pending.wire
+    request = {key: data[key] for key in KEPT_PARAMS[wire.name] if key in data}
+    request["model"] = data.get("model")
+    request["messages"] = list(data.get("messages") or [])
+    request[wire.metadata_key] = summary_metadata(data.get(wire.metadata_key), pending.session_id)
+    return request

@@ -1,0 +1,233 @@
+"""The recall tool on each wire the proxy answers it on: its definition, the model's calls to it,
+the follow-up request that carries the answers, the usage of the rounds.
+
+Chat completions and Anthropic Messages, whole (not streamed): the model's reply is in hand before
+anything reaches the client, so a recall call can be answered and taken out of it. The rest
+(streams, Responses, ``generateContent``) is not served yet: the tool is not offered there.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from compact_hook.core.recall import ARGUMENT, TOOL_DESCRIPTION, tool_parameters
+from compact_hook.proxy.server import complete
+
+CHAT_PARAMS = (
+    "tools",
+    "tool_choice",
+    "max_tokens",
+    "max_completion_tokens",
+    "temperature",
+    "top_p",
+    "stop",
+    "seed",
+    "response_format",
+    "parallel_tool_calls",
+    "reasoning_effort",
+    "user",
+)
+"""What a chat follow-up keeps of the request besides its messages (LiteLLM's own fields stay out)."""
+MESSAGES_PARAMS = (
+    "system",
+    "tools",
+    "tool_choice",
+    "max_tokens",
+    "temperature",
+    "top_p",
+    "top_k",
+    "stop_sequences",
+    "thinking",
+    "metadata",
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Call:
+    """One call of the model to the recall tool: its id and the handle it asks for."""
+
+    id: str
+    handle: str
+
+
+def _get(value: Any, key: str) -> Any:
+    return value.get(key) if isinstance(value, Mapping) else getattr(value, key, None)
+
+
+def _handle(arguments: Any) -> str:
+    if isinstance(arguments, str):
+        try:
+            arguments = json.loads(arguments)
+        except ValueError:
+            return ""
+    found = arguments.get(ARGUMENT) if isinstance(arguments, Mapping) else None
+    return found if isinstance(found, str) else ""
+
+
+class RecallWire(Protocol):
+    name: str
+    metadata_key: str
+
+    def tool(self, name: str) -> dict[str, Any]: ...
+
+    def tool_names(self, data: Mapping[str, Any]) -> set[str]: ...
+
+    def calls(self, response: Any, tool: str) -> tuple[list[Call], bool]:
+        """The recall calls in ``response``, and whether it calls the client's tools too."""
+        ...
+
+    def followup(self, request: dict[str, Any], response: Any, answers: list[tuple[Call, str]]) -> None:
+        """Append the model's turn and the answers to ``request``'s conversation."""
+        ...
+
+    async def send(self, router: Any, request: dict[str, Any]) -> Any: ...
+
+    def usage(self, response: Any) -> dict[str, int]: ...
+
+    def finished(self, response: Any, tool: str, usage: dict[str, int]) -> Any:
+        """``response`` without calls to ``tool``, its usage ``usage`` (every round's)."""
+        ...
+
+
+class ChatRecall:
+    name, metadata_key = "chat", "metadata"
+
+    def tool(self, name: str) -> dict[str, Any]:
+        function = {"name": name, "description": TOOL_DESCRIPTION, "parameters": tool_parameters()}
+        return {"type": "function", "function": function}
+
+    def tool_names(self, data: Mapping[str, Any]) -> set[str]:
+        tools = data.get("tools")
+        return (
+            {str(_get(_get(t, "function"), "name")) for t in tools if isinstance(t, Mapping)}
+            if isinstance(tools, list)
+            else set()
+        )
+
+    def calls(self, response: Any, tool: str) -> tuple[list[Call], bool]:
+        made = _tool_calls(response)
+        ours = [
+            Call(str(_get(c, "id")), _handle(_get(_get(c, "function"), "arguments")))
+            for c in made
+            if _name(c) == tool
+        ]
+        return ours, len(ours) < len(made)
+
+    def followup(self, request: dict[str, Any], response: Any, answers: list[tuple[Call, str]]) -> None:
+        message = _message(response)
+        turn = {
+            "role": "assistant",
+            "content": _get(message, "content"),
+            "tool_calls": [_plain(call) for call in _tool_calls(response)],
+        }
+        results = [{"role": "tool", "tool_call_id": call.id, "content": text} for call, text in answers]
+        request["messages"] = [*request["messages"], turn, *results]
+
+    async def send(self, router: Any, request: dict[str, Any]) -> Any:
+        return await complete(router, **request, stream=False)
+
+    def usage(self, response: Any) -> dict[str, int]:
+        usage = _get(response, "usage")
+        return {
+            key: int(_get(usage, key) or 0) for key in ("prompt_tokens", "completion_tokens", "total_tokens")
+        }
+
+    def finished(self, response: Any, tool: str, usage: dict[str, int]) -> Any:
+        message = _message(response)
+        kept = [c for c in _tool_calls(response) if _name(c) != tool]
+        if len(kept) != len(_tool_calls(response)):
+            message.tool_calls = kept or None
+            if not kept:
+                response.choices[0].finish_reason = "stop"
+        for key, value in usage.items():
+            setattr(response.usage, key, value)
+        return response
+
+
+def _message(response: Any) -> Any:
+    choices = _get(response, "choices") or []
+    return _get(choices[0], "message") if choices else None
+
+
+def _tool_calls(response: Any) -> list[Any]:
+    calls = _get(_message(response), "tool_calls")
+    return list(calls) if isinstance(calls, list) else []
+
+
+def _name(call: Any) -> str:
+    return str(_get(_get(call, "function"), "name") or "")
+
+
+def _plain(call: Any) -> dict[str, Any]:
+    function = _get(call, "function")
+    return {
+        "id": _get(call, "id"),
+        "type": "function",
+        "function": {"name": _get(function, "name"), "arguments": _get(function, "arguments")},
+    }
+
+
+class MessagesRecall:
+    name, metadata_key = "anthropic", "litellm_metadata"
+
+    def tool(self, name: str) -> dict[str, Any]:
+        return {"name": name, "description": TOOL_DESCRIPTION, "input_schema": tool_parameters()}
+
+    def tool_names(self, data: Mapping[str, Any]) -> set[str]:
+        tools = data.get("tools")
+        return (
+            {str(t.get("name")) for t in tools if isinstance(t, Mapping)}
+            if isinstance(tools, list)
+            else set()
+        )
+
+    def calls(self, response: Any, tool: str) -> tuple[list[Call], bool]:
+        uses = [b for b in _blocks(response) if _get(b, "type") == "tool_use"]
+        ours = [Call(str(_get(b, "id")), _handle(_get(b, "input"))) for b in uses if _get(b, "name") == tool]
+        return ours, len(ours) < len(uses)
+
+    def followup(self, request: dict[str, Any], response: Any, answers: list[tuple[Call, str]]) -> None:
+        turn = {"role": "assistant", "content": [_plain_block(b) for b in _blocks(response)]}
+        results = [{"type": "tool_result", "tool_use_id": call.id, "content": text} for call, text in answers]
+        request["messages"] = [*request["messages"], turn, {"role": "user", "content": results}]
+
+    async def send(self, router: Any, request: dict[str, Any]) -> Any:
+        return await router.aanthropic_messages(**request, stream=False)
+
+    def usage(self, response: Any) -> dict[str, int]:
+        usage = _get(response, "usage")
+        keys = ("input_tokens", "output_tokens", "cache_creation_input_tokens", "cache_read_input_tokens")
+        return {key: int(_get(usage, key) or 0) for key in keys}
+
+    def finished(self, response: Any, tool: str, usage: dict[str, int]) -> Any:
+        if not isinstance(response, dict):
+            return response
+        blocks = _blocks(response)
+        kept = [b for b in blocks if not (_get(b, "type") == "tool_use" and _get(b, "name") == tool)]
+        if len(kept) != len(blocks):
+            response["content"] = kept
+            if not any(_get(b, "type") == "tool_use" for b in kept):
+                response["stop_reason"] = "end_turn"
+        response["usage"] = {**(response.get("usage") or {}), **usage}
+        return response
+
+
+def _blocks(response: Any) -> list[Any]:
+    content = _get(response, "content")
+    return list(content) if isinstance(content, list) else []
+
+
+def _plain_block(block: Any) -> Any:
+    """A content block as the provider sent it (thinking and its signature included)."""
+    if isinstance(block, Mapping):
+        return dict(block)
+    dump = getattr(block, "model_dump", None)
+    return dump(exclude_none=True) if callable(dump) else block
+
+
+WIRES: dict[str, RecallWire] = {"chat": ChatRecall(), "anthropic": MessagesRecall()}
+"""By format name (``formats``): the wires recall is answered on."""
+KEPT_PARAMS = {"chat": CHAT_PARAMS, "anthropic": MESSAGES_PARAMS}

@@ -1,0 +1,137 @@
+"""The model reads back what compaction took out, through a real proxy (issue 34, whole replies).
+
+A long tool output is truncated on its way to the model, its marker naming its handle; the
+stand-in's ``recaller`` model calls the recall tool with it; the proxy answers with the exact
+original, calls the model again, and the client (the official SDK) gets the final answer only:
+no recall call in it, the usage of both rounds.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from compact_hook.core.recall import TOOL_NAME, handle_of, mentioned
+from tests.integration.harness import (
+    ProxyProcess,
+    StandinUpstream,
+    anthropic_deployment,
+    compact_info,
+    standin_deployment,
+)
+from tests.integration.wire_clients import anthropic_client, openai_client
+
+pytestmark = [pytest.mark.integration, pytest.mark.edge]
+
+OUTPUT = "\n".join(f"row {i}: value {i * 7919 % 10007}" for i in range(4000))
+"""A tool output far over ``tool_output_max_tokens``: truncated, its middle out of the model's view."""
+SETTINGS = {
+    "context_window": 200_000,
+    "tool_output_max_tokens": 500,
+    "recall": True,
+    "recall_max_tokens": 60_000,
+}
+TOOLS = [{"type": "function", "function": {"name": "bash", "parameters": {"type": "object"}}}]
+
+
+def chat_session() -> list[dict[str, Any]]:
+    return [
+        {"role": "user", "content": "list the table"},
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [{"id": "c0", "type": "function", "function": {"name": "bash", "arguments": "{}"}}],
+        },
+        {"role": "tool", "tool_call_id": "c0", "content": OUTPUT},
+        {"role": "user", "content": "what was in row 2000?"},
+    ]
+
+
+def messages_session() -> list[dict[str, Any]]:
+    return [
+        {"role": "user", "content": "list the table"},
+        {"role": "assistant", "content": [{"type": "tool_use", "id": "t0", "name": "bash", "input": {}}]},
+        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t0", "content": OUTPUT}]},
+        {"role": "user", "content": "what was in row 2000?"},
+    ]
+
+
+@pytest.fixture(scope="module")
+def recall_proxy(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[StandinUpstream, ProxyProcess]]:
+    archive = tmp_path_factory.mktemp("archive")
+    with StandinUpstream() as upstream:
+        config = {
+            "model_list": [
+                standin_deployment(
+                    "chat-agent", upstream.url, "standin-recaller", **compact_info(archive, SETTINGS)
+                ),
+                anthropic_deployment(
+                    "claude-agent", upstream.root_url, "standin-recaller", **compact_info(archive, SETTINGS)
+                ),
+            ],
+            "litellm_settings": {"callbacks": "compact_hook.proxy_handler_instance"},
+        }
+        with ProxyProcess(config) as proxy:
+            yield upstream, proxy
+
+
+def test_a_chat_model_reads_back_a_truncated_output_and_the_client_sees_only_the_answer(
+    recall_proxy: tuple[StandinUpstream, ProxyProcess],
+) -> None:
+    upstream, proxy = recall_proxy
+    upstream.reset()
+    client = openai_client(proxy.base_url, proxy.master_key)
+    reply = client.chat.completions.create(model="chat-agent", messages=chat_session(), tools=TOOLS)  # type: ignore[arg-type]
+    first, second = (r["body"] for r in upstream.chat_requests)
+    shown = first["messages"][2]["content"]
+    assert mentioned(shown) == [handle_of(OUTPUT)] and "row 2000:" not in shown
+    assert [t["function"]["name"] for t in first["tools"]] == ["bash", TOOL_NAME]
+    assert second["messages"][-1] == {
+        "role": "tool",
+        "tool_call_id": "recall_" + handle_of(OUTPUT),
+        "content": OUTPUT,
+    }
+    message = reply.choices[0].message
+    assert message.tool_calls is None and reply.choices[0].finish_reason == "stop"
+    assert message.content == f"RECALLED {handle_of(OUTPUT)}: {OUTPUT[:200]}"
+    billed = [r["billed"] for r in upstream.chat_requests]
+    assert reply.usage is not None and reply.usage.prompt_tokens == sum(billed)
+
+
+def test_a_messages_model_reads_back_a_truncated_output_and_the_client_sees_only_the_answer(
+    recall_proxy: tuple[StandinUpstream, ProxyProcess],
+) -> None:
+    upstream, proxy = recall_proxy
+    upstream.reset()
+    client = anthropic_client(proxy.url, proxy.master_key)
+    tools = [{"name": "bash", "input_schema": {"type": "object"}}]
+    reply = client.messages.create(
+        model="claude-agent", max_tokens=1024, messages=messages_session(), tools=tools
+    )  # type: ignore[arg-type]
+    first, second = (r["body"] for r in upstream.messages_requests)
+    assert mentioned(json.dumps(first["messages"][2])) == [handle_of(OUTPUT)]
+    assert [t["name"] for t in first["tools"]] == ["bash", TOOL_NAME]
+    assert second["messages"][-1]["content"] == [
+        {"type": "tool_result", "tool_use_id": "toolu_recall_" + handle_of(OUTPUT), "content": OUTPUT}
+    ]
+    assert [block.type for block in reply.content] == ["text"] and reply.stop_reason == "end_turn"
+    assert reply.content[0].text == f"RECALLED {handle_of(OUTPUT)}: {OUTPUT[:200]}"  # type: ignore[union-attr]
+    assert reply.usage.input_tokens == sum(r["billed"] for r in upstream.messages_requests)
+
+
+def test_a_streamed_request_is_not_offered_the_tool_yet(
+    recall_proxy: tuple[StandinUpstream, ProxyProcess],
+) -> None:
+    upstream, proxy = recall_proxy
+    upstream.reset()
+    client = openai_client(proxy.base_url, proxy.master_key)
+    chunks = list(
+        client.chat.completions.create(model="chat-agent", messages=chat_session(), tools=TOOLS, stream=True)
+    )  # type: ignore[arg-type,call-overload]
+    assert chunks
+    [forwarded] = (r["body"] for r in upstream.chat_requests)
+    assert [t["function"]["name"] for t in forwarded["tools"]] == ["bash"]
