@@ -143,6 +143,7 @@ class CompactHook(CustomLogger):
             pending = self.services.pendings.pop(data.get("litellm_call_id"))
             if ours is None and pending is not None:
                 ours = await answered(pending, data, response)
+                self.telemetry.recalled(data, pending)
             return ours
         except Exception:
             logger.exception("compact_hook: could not deliver our answer")

@@ -105,6 +105,10 @@ class Metrics:
             "store_lookups", "Stored compactions reused (hit) or needing a summary (miss)", outcome=True
         )
         self.archive = counter("archive_writes", "Archive writes, written or failed", outcome=True)
+        self.recalls = counter(
+            "recalls", "Recall calls the proxy answered: found (the original) or not_found", outcome=True
+        )
+        self.recall_bytes = counter("recall_bytes", "Bytes the recall answers gave back to the model")
         self.count_ratio = Gauge(
             f"{PREFIX}_count_ratio",
             "The provider's input tokens per token we count, per model group (its estimate from usage)",
@@ -158,6 +162,15 @@ class Metrics:
             self.archive.labels(group, wire, result.archive_status.value).inc()
         if result.cost_saved is not None:  # a counter only grows: what a change cost shows in the spend
             self.cost_saved.labels(group, wire).inc(max(0.0, result.cost_saved))
+
+    def recalled(self, found: int, missing: int, returned: int, where: Labels) -> None:
+        """One reply's recall calls, answered by the proxy (``proxy.recall``)."""
+        if found:
+            self.recalls.labels(where.model_group, where.wire, "found").inc(found)
+        if missing:
+            self.recalls.labels(where.model_group, where.wire, "not_found").inc(missing)
+        if returned:
+            self.recall_bytes.labels(where.model_group, where.wire).inc(returned)
 
     def spent(self, amount: float, where: Labels) -> None:
         """A summary call's cost (on a request's path or in the background)."""

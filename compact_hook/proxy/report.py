@@ -41,6 +41,7 @@ HEADER_FIELDS = (
     "summary_cost_usd",
     "count_ratio",
     "count_source",
+    "recalls",
 )
 METADATA_KEYS = ("litellm_metadata", "metadata")
 SAVINGS_KEY = "compression_savings"

@@ -19,6 +19,7 @@ from compact_hook.engine.result import CompactResult
 from compact_hook.formats import Rejected, WireFormat, format_for
 from compact_hook.proxy.caller import Engaged
 from compact_hook.proxy.metrics import Labels, Metrics, Outcome
+from compact_hook.proxy.recall.offer import Pending
 from compact_hook.proxy.remote_compaction import Expansion
 from compact_hook.proxy.report import (
     Report,
@@ -111,6 +112,18 @@ class Telemetry:
         record(data, wire.metadata_key, report)
         record_savings(data, wire.metadata_key, result)
         return report
+
+    def recalled(self, data: Mapping[str, Any], pending: Pending) -> None:
+        """The recall calls a reply made and the proxy answered: report fields and metrics."""
+        if not pending.found and not pending.missing:
+            return
+        found, missing, returned = pending.found, pending.missing, pending.returned
+        self.metrics.recalled(
+            found, missing, returned, self.metrics.labels(str(data.get("model")), pending.wire.name)
+        )
+        report = report_in(data)
+        if report is not None:
+            report.update(recalls=found + missing, recalls_not_found=missing, recall_rounds=pending.rounds)
 
     def spender(self, group: str, wire: WireFormat) -> Callable[[float], None]:
         """Where a summary's cost is counted (its model group is the request's, known to the router)."""

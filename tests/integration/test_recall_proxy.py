@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -85,7 +84,11 @@ def test_a_chat_model_reads_back_a_truncated_output_and_the_client_sees_only_the
     upstream, proxy = recall_proxy
     upstream.reset()
     client = openai_client(proxy.base_url, proxy.master_key)
-    reply = client.chat.completions.create(model="chat-agent", messages=chat_session(), tools=TOOLS)  # type: ignore[arg-type]
+    raw = client.chat.completions.with_raw_response.create(
+        model="chat-agent", messages=chat_session(), tools=TOOLS
+    )  # type: ignore[arg-type]
+    reply = raw.parse()
+    assert raw.headers["x-compact-recalls"] == "1" and raw.headers["x-compact-truncated"] == "1"
     first, second = (r["body"] for r in upstream.chat_requests)
     shown = first["messages"][2]["content"]
     assert mentioned(shown) == [handle_of(OUTPUT)] and "row 2000:" not in shown
@@ -109,9 +112,11 @@ def test_a_messages_model_reads_back_a_truncated_output_and_the_client_sees_only
     upstream.reset()
     client = anthropic_client(proxy.url, proxy.master_key)
     tools = [{"name": "bash", "input_schema": {"type": "object"}}]
-    reply = client.messages.create(
+    raw = client.messages.with_raw_response.create(
         model="claude-agent", max_tokens=1024, messages=messages_session(), tools=tools
     )  # type: ignore[arg-type]
+    reply = raw.parse()
+    assert raw.headers["x-compact-recalls"] == "1"
     first, second = (r["body"] for r in upstream.messages_requests)
     assert mentioned(json.dumps(first["messages"][2])) == [handle_of(OUTPUT)]
     assert [t["name"] for t in first["tools"]] == ["bash", TOOL_NAME]

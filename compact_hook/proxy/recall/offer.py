@@ -48,6 +48,12 @@ class Pending:
     room: int
     session_id: str
     _originals: Originals | None = None
+    found: int = 0
+    """Recall calls answered with an original, ``missing`` with "no such output", ``returned``
+    the bytes the answers gave back, ``rounds`` the model calls they took (for the report)."""
+    missing: int = 0
+    returned: int = 0
+    rounds: int = 0
 
     def answer(self, handle: str, share: int) -> str:
         """The original ``handle`` names, word for word — or its head and tail, cut to ``share`` of
@@ -57,11 +63,14 @@ class Pending:
             self._originals = Originals.of(items, pair(items).tool_of)
         original = self._originals.get(handle)
         if original is None:
+            self.missing += 1
             return NOT_FOUND.format(handle=handle)
         limit = max(ANSWER_FLOOR_TOKENS, self.room // max(1, share))
         cut = truncate_text(original.text, Truncating(limit, "bytes", _no_cut), what="recalled output")
         shown = original.text if cut is None else cut
-        self.room = max(0, self.room - len(shown.encode("utf-8", "surrogatepass")) // BYTES_PER_TOKEN)
+        size = len(shown.encode("utf-8", "surrogatepass"))
+        self.room = max(0, self.room - size // BYTES_PER_TOKEN)
+        self.found, self.returned = self.found + 1, self.returned + size
         return shown
 
 

@@ -53,6 +53,7 @@ async def answered(pending: Pending, data: Mapping[str, Any], response: Any) -> 
             calls, theirs = wire.calls(response, tool)
     except Exception:  # the model's reply so far goes to the client, our calls taken out
         logger.exception("compact_hook: request %s: a recall round failed", data.get("litellm_call_id"))
+    pending.rounds = rounds
     logger.info("compact_hook: request %s: %d recall round(s)", data.get("litellm_call_id"), rounds)
     return wire.finished(response, tool, usage)
 

@@ -1,0 +1,135 @@
+"""The recall rounds (``proxy.recall``): answered through the router, bounded, fail-open, and the
+client's own calls left to the client."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import litellm
+import pytest
+
+from compact_hook.core.recall import handle_of
+from compact_hook.formats import CHAT, Conversation
+from compact_hook.proxy.recall import MAX_ROUNDS, Pending, Pendings, rounds
+from compact_hook.proxy.recall.offer import NOT_FOUND
+from compact_hook.proxy.recall.wires import WIRES
+
+OUTPUT = "\n".join(f"row {i}" for i in range(3000))
+TOOL = "compact_recall"
+
+
+def reply(*calls: tuple[str, str, str], content: str | None = None) -> Any:
+    """A chat reply calling ``(id, tool, handle)`` each, or saying ``content``."""
+    tool_calls = [
+        {"id": id_, "type": "function", "function": {"name": name, "arguments": json.dumps({"id": handle})}}
+        for id_, name, handle in calls
+    ]
+    message = {"role": "assistant", "content": content, **({"tool_calls": tool_calls} if tool_calls else {})}
+    return litellm.ModelResponse(
+        id="r",
+        choices=[{"index": 0, "message": message, "finish_reason": "tool_calls" if calls else "stop"}],
+        usage={"prompt_tokens": 100, "completion_tokens": 10, "total_tokens": 110},
+    )
+
+
+class Router:
+    """Answers each follow-up with the next reply (or raises it), remembering the requests."""
+
+    def __init__(self, *replies: Any) -> None:
+        self.replies, self.requests = list(replies), []  # type: ignore[var-annotated]
+
+    async def acompletion(self, **request: Any) -> Any:
+        self.requests.append(request)
+        answer = self.replies.pop(0)
+        if isinstance(answer, BaseException):
+            raise answer
+        return answer
+
+
+def pending(room: int = 100_000) -> Pending:
+    messages = [
+        {"role": "user", "content": "go"},
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [{"id": "c0", "type": "function", "function": {"name": "bash", "arguments": "{}"}}],
+        },
+        {"role": "tool", "tool_call_id": "c0", "content": OUTPUT},
+    ]
+    conversation = CHAT.parse({"messages": messages})
+    assert isinstance(conversation, Conversation)
+    return Pending(WIRES["chat"], TOOL, conversation, room, "s")
+
+
+DATA = {
+    "model": "agent",
+    "messages": [{"role": "user", "content": "go"}],
+    "tools": [],
+    "litellm_call_id": "x",
+}
+
+
+@pytest.fixture
+def router(monkeypatch: pytest.MonkeyPatch) -> Any:
+    def install(*replies: Any) -> Router:
+        spy = Router(*replies)
+        monkeypatch.setattr(rounds, "proxy_router", lambda: spy)
+        return spy
+
+    return install
+
+
+async def test_a_recall_is_answered_with_the_original_and_the_usage_is_every_rounds(router: Any) -> None:
+    spy = router(reply(content="done"))
+    final = await rounds.answered(pending(), DATA, reply(("a", TOOL, handle_of(OUTPUT))))
+    [request] = spy.requests
+    assert request["messages"][-1] == {"role": "tool", "tool_call_id": "a", "content": OUTPUT}
+    assert request["metadata"]["compact_hook_internal"] and "litellm_call_id" not in request
+    assert final.choices[0].message.content == "done" and final.usage.prompt_tokens == 200
+
+
+async def test_a_reply_calling_the_clients_tools_too_goes_to_the_client_without_ours(router: Any) -> None:
+    spy = router()
+    final = await rounds.answered(pending(), DATA, reply(("a", TOOL, "rxxxxxxxxxx"), ("b", "bash", "")))
+    assert spy.requests == []
+    assert [c.function.name for c in final.choices[0].message.tool_calls] == ["bash"]
+
+
+async def test_the_rounds_stop_at_the_limit_and_the_last_answers_say_so(router: Any) -> None:
+    again = [reply((f"a{n}", TOOL, handle_of(OUTPUT))) for n in range(MAX_ROUNDS)]
+    spy = router(*again)
+    final = await rounds.answered(pending(), DATA, reply(("a", TOOL, handle_of(OUTPUT))))
+    assert len(spy.requests) == MAX_ROUNDS
+    assert spy.requests[-1]["messages"][-1]["content"].endswith(rounds.NO_MORE)
+    assert final.choices[0].message.tool_calls is None and final.choices[0].finish_reason == "stop"
+
+
+async def test_a_handle_the_conversation_does_not_hold_is_not_found(router: Any) -> None:
+    spy = router(reply(content="ok"))
+    await rounds.answered(pending(), DATA, reply(("a", TOOL, handle_of("another conversation's output"))))
+    assert spy.requests[0]["messages"][-1]["content"] == NOT_FOUND.format(
+        handle=handle_of("another conversation's output")
+    )
+
+
+async def test_a_failed_round_gives_the_reply_so_far_without_our_call(router: Any) -> None:
+    router(RuntimeError("provider down"))
+    final = await rounds.answered(
+        pending(), DATA, reply(("a", TOOL, handle_of(OUTPUT)), content="let me look")
+    )
+    assert final.choices[0].message.content == "let me look" and final.choices[0].message.tool_calls is None
+
+
+def test_an_answer_is_cut_to_the_room_left_head_and_tail() -> None:
+    waiting = pending(room=1000)
+    shown = waiting.answer(handle_of(OUTPUT), share=1)
+    assert shown.startswith("row 0\n") and shown.endswith("row 2999") and "truncated" in shown
+    assert len(shown.encode()) < 4 * 1000 + 200 and waiting.room < 1000
+
+
+def test_the_requests_awaiting_a_reply_are_bounded() -> None:
+    waiting = Pendings(limit=2)
+    for call_id in ("a", "b", "c"):
+        waiting.put(call_id, pending())
+    assert len(waiting) == 2 and waiting.pop("a") is None and waiting.pop("c") is not None
