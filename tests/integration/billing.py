@@ -11,6 +11,7 @@ Shared by ``test_billing_proxy.py`` and ``bench/bench_billing.py``.
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -172,6 +173,12 @@ def wire_session(wire: str, turns: int) -> Session:
     return Session(head + messages, [len(head) + end for end in points], {"tools": captured["tools"]})
 
 
+TOOLS_RUN_SECONDS = 0.1
+"""Between turns, as an agent runs its tools: the proxy hears a response's bill in LiteLLM's success
+logging, after the client has its answer, and the next turn is counted from the bills heard by then
+(a turn sent the instant the last one ends is counted from the bill before: still close, not exact)."""
+
+
 def replay(standin: Any, proxies: Sequence[ProxyProcess], wire: str, group: str, session: Session) -> Replay:
     """The session turn by turn, to ``proxies`` in turn (replicas), every other turn streamed;
     Anthropic turns carry Claude Code's moving cache breakpoint."""
@@ -183,6 +190,7 @@ def replay(standin: Any, proxies: Sequence[ProxyProcess], wire: str, group: str,
             sent = with_moving_marker(sent)
         proxy = proxies[number % len(proxies)]
         result.turns.append(_turn(standin, proxy, wire, group, sent, number % 2 == 1, session.extra))
+        time.sleep(TOOLS_RUN_SECONDS)
     return result
 
 
