@@ -3,7 +3,8 @@
 Offered the recall tool (``compact_recall``, or the name it gave way under) and shown a handle
 (``recall: r…`` in a placeholder, a truncation marker or a summary), it calls the tool with the
 first handle it sees; given the tool's answer, it replies ``RECALLED <handle>: <the answer's first
-200 characters>``. Otherwise it replies as the plain stand-in does. Chat and Anthropic Messages.
+200 characters>``. Otherwise it replies as the plain stand-in does. Chat, Anthropic Messages and
+Responses.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ def is_recaller(model: str) -> bool:
 
 
 def recall_tool(tools: Any) -> str | None:
-    """The recall tool's name among the request's tools (chat or Anthropic shape), if offered."""
+    """The recall tool's name among the request's tools (chat, Anthropic or Responses shape)."""
     for tool in tools if isinstance(tools, list) else []:
         name = (tool.get("function") or {}).get("name") if "function" in tool else tool.get("name")
         if isinstance(name, str) and name.startswith(TOOL_PREFIX):
@@ -86,3 +87,35 @@ def _anthropic_answer(message: Mapping[str, Any]) -> tuple[str, str] | None:
 def _first_handle(messages: Any) -> str | None:
     found = MENTIONED.search(json.dumps(messages, ensure_ascii=False))
     return found.group(1) if found else None
+
+
+def responses_output(req: Mapping[str, Any]) -> list[dict[str, Any]] | None:
+    """The recaller's Responses output items, or None (the plain reply)."""
+    entries = req.get("input")
+    entries = entries if isinstance(entries, list) else []
+    tool, last = recall_tool(req.get("tools")), entries[-1] if entries else {}
+    if last.get("type") == "function_call_output" and str(last.get("call_id", "")).startswith(CALL_PREFIX):
+        handle = str(last["call_id"]).removeprefix(CALL_PREFIX)
+        text = f"RECALLED {handle}: {str(last.get('output', ''))[:SHOWN]}"
+        content = [{"type": "output_text", "text": text, "annotations": []}]
+        return [
+            {
+                "type": "message",
+                "id": "msg_recalled",
+                "status": "completed",
+                "role": "assistant",
+                "content": content,
+            }
+        ]
+    handle = _first_handle(entries)
+    if tool is None or handle is None:
+        return None
+    call = {
+        "type": "function_call",
+        "id": "fc_" + handle,
+        "call_id": CALL_PREFIX + handle,
+        "name": tool,
+        "arguments": json.dumps({"id": handle}),
+        "status": "completed",
+    }
+    return [call]

@@ -847,6 +847,17 @@ def _responses_agent(plan: agent_script.Plan, req: dict[str, Any], tokens: int) 
     }
 
 
+def _recaller_responses(req: dict[str, Any], tokens: int) -> dict[str, Any] | None:
+    output = recaller.responses_output(req)
+    if output is None:
+        return None
+    return {
+        **response_object(req.get("model", ""), req, ""),
+        "output": output,
+        "usage": agent_script.responses_usage(tokens, output),
+    }
+
+
 def _chat_agent(plan: agent_script.Plan, req: dict[str, Any], tokens: int) -> dict[str, Any]:
     return agent_script.chat_completion(req.get("model", ""), agent_script.chat_message(plan, req), tokens)
 
@@ -1246,7 +1257,11 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _recalled(self, surface: Surface, req: dict[str, Any], cached: Any, tokens: int) -> bool:
         """The ``recaller``'s answer (``recaller``), whole: True when it answered."""
-        reply = {CHAT.name: recaller.chat_reply, MESSAGES.name: recaller.anthropic_reply}.get(surface.name)
+        reply = {
+            CHAT.name: recaller.chat_reply,
+            MESSAGES.name: recaller.anthropic_reply,
+            RESPONSES.name: _recaller_responses,
+        }.get(surface.name)
         answer = reply(req, tokens) if reply is not None else None
         if answer is None:
             return False

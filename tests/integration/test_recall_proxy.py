@@ -1,4 +1,5 @@
-"""The model reads back what compaction took out, through a real proxy (issue 34, whole replies).
+"""The model reads back what compaction took out, through a real proxy (issue 34, whole replies:
+chat completions, /v1/messages, /v1/responses).
 
 A long tool output is truncated on its way to the model, its marker naming its handle; the
 stand-in's ``recaller`` model calls the recall tool with it; the proxy answers with the exact
@@ -59,6 +60,15 @@ def messages_session() -> list[dict[str, Any]]:
     ]
 
 
+def responses_session() -> list[dict[str, Any]]:
+    return [
+        {"role": "user", "content": "list the table"},
+        {"type": "function_call", "call_id": "c0", "name": "shell", "arguments": "{}"},
+        {"type": "function_call_output", "call_id": "c0", "output": OUTPUT},
+        {"role": "user", "content": "what was in row 2000?"},
+    ]
+
+
 @pytest.fixture(scope="module")
 def recall_proxy(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[StandinUpstream, ProxyProcess]]:
     archive = tmp_path_factory.mktemp("archive")
@@ -67,6 +77,9 @@ def recall_proxy(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Sta
             "model_list": [
                 standin_deployment(
                     "chat-agent", upstream.url, "standin-recaller", **compact_info(archive, SETTINGS)
+                ),
+                standin_deployment(
+                    "codex-agent", upstream.url, "standin-recaller", **compact_info(archive, SETTINGS)
                 ),
                 anthropic_deployment(
                     "claude-agent", upstream.root_url, "standin-recaller", **compact_info(archive, SETTINGS)
@@ -126,6 +139,33 @@ def test_a_messages_model_reads_back_a_truncated_output_and_the_client_sees_only
     assert [block.type for block in reply.content] == ["text"] and reply.stop_reason == "end_turn"
     assert reply.content[0].text == f"RECALLED {handle_of(OUTPUT)}: {OUTPUT[:200]}"  # type: ignore[union-attr]
     assert reply.usage.input_tokens == sum(r["billed"] for r in upstream.messages_requests)
+
+
+def test_a_responses_model_reads_back_a_truncated_output_and_the_client_sees_only_the_answer(
+    recall_proxy: tuple[StandinUpstream, ProxyProcess],
+) -> None:
+    upstream, proxy = recall_proxy
+    upstream.reset()
+    client = openai_client(proxy.base_url, proxy.master_key)
+    tools = [{"type": "function", "name": "shell", "parameters": {"type": "object"}}]
+    raw = client.responses.with_raw_response.create(
+        model="codex-agent", input=responses_session(), tools=tools
+    )  # type: ignore[arg-type]
+    reply = raw.parse()
+    assert raw.headers["x-compact-recalls"] == "1"
+    first, second = (r["body"] for r in upstream.requests if r["path"].endswith("/responses"))
+    assert mentioned(json.dumps(first["input"][2])) == [handle_of(OUTPUT)]
+    assert [t["name"] for t in first["tools"]] == ["shell", TOOL_NAME]
+    assert second["input"][-1] == {
+        "type": "function_call_output",
+        "call_id": "recall_" + handle_of(OUTPUT),
+        "output": OUTPUT,
+    }
+    assert [item.type for item in reply.output] == ["message"]
+    assert reply.output_text == f"RECALLED {handle_of(OUTPUT)}: {OUTPUT[:200]}"
+    assert reply.usage is not None and reply.usage.input_tokens == sum(
+        r["billed"] for r in upstream.requests if r["path"].endswith("/responses")
+    )
 
 
 def test_a_streamed_request_is_not_offered_the_tool_yet(

@@ -27,6 +27,7 @@ from tests.support import summaries_in
 REPLAYED = POINTS[:60:2]
 """Every other turn of the first 60: three or more compaction events at the stateful window."""
 STORE_TROUBLE = ("Redis store unavailable", "Redis store call failed")
+WAITED = ("for another replica's summary; making it",)
 
 
 @pytest.fixture(scope="module")
@@ -110,8 +111,13 @@ def test_concurrent_identical_requests_on_both_replicas_make_one_summary(
         standin.reset()
         with ThreadPoolExecutor(8) as pool:
             statuses = list(pool.map(lambda i: _status([first, second][i % 2], messages), range(8)))
+        logs = first.log_text() + second.log_text()
     summaries = [r for r in standin.chat_requests if SUMMARY_MARKER in json.dumps(r["body"]["messages"])]
-    assert statuses == [200] * 8 and len(summaries) == 1
+    trouble = [line for line in logs.splitlines() if any(said in line for said in STORE_TROUBLE + WAITED)]
+    assert statuses == [200] * 8
+    # one summary; a second only where a replica said why: Redis too slow to answer (set aside, each
+    # replica on its own for a moment) or the holder's summary outlasted the wait (a slow machine)
+    assert len(summaries) == 1 or (len(summaries) == 2 and trouble), (len(summaries), trouble)
 
 
 def test_a_cluster_node_killed_and_restarted_costs_only_the_cache(

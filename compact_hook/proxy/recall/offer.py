@@ -2,7 +2,7 @@
 
 A request is offered the tool once its conversation has something to recall (a cleared result, a
 truncated output, a summary: after the engine ran) on a wire and shape the proxy answers it on
-(``wires``: chat and Messages, not streamed). The tool's definition is the same bytes on every
+(``wires``: chat, Messages and Responses, not streamed). The tool's definition is the same bytes on every
 turn, after the client's own tools (the cached prefix moves once, when it first appears), and is
 counted like any tool: its tokens are reserved before the engine fits the request, and added to
 what we report as forwarded when it is offered.
@@ -116,8 +116,8 @@ class Offer:
         served = WIRES.get(wire)
         if not config.recall or served is None or data.get("stream") is True:
             return None
-        if not isinstance(data.get("litellm_call_id"), str):
-            return None
+        if not isinstance(data.get("litellm_call_id"), str) or data.get("previous_response_id"):
+            return None  # no id to keep it by; a conversation the provider holds (not ours to append to)
         name = tool_name(served.tool_names(data))
         tool = served.tool(name)
         counter = await acounter_for(config.tokenizer or DEFAULT_TOKENIZER)

@@ -69,6 +69,8 @@ def followup_request(pending: Pending, data: Mapping[str, Any]) -> dict[str, Any
     wire = pending.wire
     request = {key: data[key] for key in KEPT_PARAMS[wire.name] if key in data}
     request["model"] = data.get("model")
-    request["messages"] = list(data.get("messages") or [])
+    entries = "input" if wire.name == "responses" else "messages"
+    sent = data.get(entries) or []
+    request[entries] = [{"role": "user", "content": sent}] if isinstance(sent, str) else list(sent)
     request[wire.metadata_key] = summary_metadata(data.get(wire.metadata_key), pending.session_id)
     return request

@@ -1,9 +1,9 @@
 """The recall tool on each wire the proxy answers it on: its definition, the model's calls to it,
 the follow-up request that carries the answers, the usage of the rounds.
 
-Chat completions and Anthropic Messages, whole (not streamed): the model's reply is in hand before
+Chat completions, Anthropic Messages and Responses, whole (not streamed): the model's reply is in hand before
 anything reaches the client, so a recall call can be answered and taken out of it. The rest
-(streams, Responses, ``generateContent``) is not served yet: the tool is not offered there.
+(streams, ``generateContent``) is not served yet: the tool is not offered there.
 """
 
 from __future__ import annotations
@@ -42,6 +42,23 @@ MESSAGES_PARAMS = (
     "stop_sequences",
     "thinking",
     "metadata",
+)
+
+RESPONSES_PARAMS = (
+    "instructions",
+    "tools",
+    "tool_choice",
+    "max_output_tokens",
+    "temperature",
+    "top_p",
+    "reasoning",
+    "text",
+    "parallel_tool_calls",
+    "include",
+    "store",
+    "truncation",
+    "user",
+    "prompt_cache_key",
 )
 
 
@@ -215,6 +232,73 @@ class MessagesRecall:
         return response
 
 
+class ResponsesRecall:
+    name, metadata_key = "responses", "litellm_metadata"
+
+    def tool(self, name: str) -> dict[str, Any]:
+        return {
+            "type": "function",
+            "name": name,
+            "description": TOOL_DESCRIPTION,
+            "parameters": tool_parameters(),
+        }
+
+    def tool_names(self, data: Mapping[str, Any]) -> set[str]:
+        tools = data.get("tools")
+        return (
+            {str(t.get("name")) for t in tools if isinstance(t, Mapping)}
+            if isinstance(tools, list)
+            else set()
+        )
+
+    def calls(self, response: Any, tool: str) -> tuple[list[Call], bool]:
+        made = [
+            item for item in _output(response) if _get(item, "type") in ("function_call", "custom_tool_call")
+        ]
+        ours = [
+            Call(str(_get(i, "call_id")), _handle(_get(i, "arguments")))
+            for i in made
+            if _get(i, "name") == tool
+        ]
+        return ours, len(ours) < len(made)
+
+    def followup(self, request: dict[str, Any], response: Any, answers: list[tuple[Call, str]]) -> None:
+        turn = [_plain_block(item) for item in _output(response)]  # reasoning (encrypted) included
+        results = [
+            {"type": "function_call_output", "call_id": call.id, "output": text} for call, text in answers
+        ]
+        request["input"] = [*request["input"], *turn, *results]
+
+    async def send(self, router: Any, request: dict[str, Any]) -> Any:
+        return await router.aresponses(**request, stream=False)
+
+    def usage(self, response: Any) -> dict[str, int]:
+        usage = _get(response, "usage")
+        return {key: int(_get(usage, key) or 0) for key in ("input_tokens", "output_tokens", "total_tokens")}
+
+    def finished(self, response: Any, tool: str, usage: dict[str, int]) -> Any:
+        output = _output(response)
+        kept = [i for i in output if not (_get(i, "type") == "function_call" and _get(i, "name") == tool)]
+        if len(kept) != len(output):
+            _set(response, "output", kept)
+        held = _get(response, "usage")
+        for key, value in usage.items():
+            _set(held, key, value)
+        return response
+
+
+def _output(response: Any) -> list[Any]:
+    output = _get(response, "output")
+    return list(output) if isinstance(output, list) else []
+
+
+def _set(value: Any, key: str, new: Any) -> None:
+    if isinstance(value, dict):
+        value[key] = new
+    elif value is not None:
+        setattr(value, key, new)
+
+
 def _blocks(response: Any) -> list[Any]:
     content = _get(response, "content")
     return list(content) if isinstance(content, list) else []
@@ -228,6 +312,10 @@ def _plain_block(block: Any) -> Any:
     return dump(exclude_none=True) if callable(dump) else block
 
 
-WIRES: dict[str, RecallWire] = {"chat": ChatRecall(), "anthropic": MessagesRecall()}
+WIRES: dict[str, RecallWire] = {
+    "chat": ChatRecall(),
+    "anthropic": MessagesRecall(),
+    "responses": ResponsesRecall(),
+}
 """By format name (``formats``): the wires recall is answered on."""
-KEPT_PARAMS = {"chat": CHAT_PARAMS, "anthropic": MESSAGES_PARAMS}
+KEPT_PARAMS = {"chat": CHAT_PARAMS, "anthropic": MESSAGES_PARAMS, "responses": RESPONSES_PARAMS}
