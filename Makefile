@@ -48,9 +48,13 @@ clients: install clients-install
 run: install
 	tools/run_proxy.sh $(VENV)
 
-# Two workers, one test file each: the integration files mostly wait on proxies and pauses.
-test: install system-deps clients-install lint typecheck
-	$(PY) -m pytest -n 2 --dist loadfile
+# Two workers, one test file each: the integration files mostly wait on proxies and pauses. The
+# type check (a minute on one core, from nothing) runs beside them; its output comes after theirs.
+test: install system-deps clients-install lint
+	@$(PY) -m mypy > .typecheck.log 2>&1 & typed=$$!; \
+	$(PY) -m pytest -n 2 --dist loadfile; tested=$$?; \
+	wait $$typed; checked=$$?; echo "$(PY) -m mypy"; cat .typecheck.log; rm -f .typecheck.log; \
+	test $$tested -eq 0 && test $$checked -eq 0
 
 # The newest LiteLLM of our range in its own venv (uv: it can relax the requirements this
 # machine's index cannot meet, constraints/newest-overrides.txt): unit tests and the tests marked

@@ -25,6 +25,7 @@ core's tests do not depend on LiteLLM's version."""
 LONGEST_FIRST = (
     "test_clients_proxy.py",
     "test_billing_proxy.py",
+    "test_billing_wires_proxy.py",
     "test_redis_topologies_proxy.py",
     "test_formats_proxy.py",
     "test_stateful_proxy.py",

@@ -30,7 +30,7 @@ from compact_hook.proxy.gate import RequestGate
 from compact_hook.proxy.logs import configure_logging
 from compact_hook.proxy.metrics import Metrics, Outcome, default_metrics, serve
 from compact_hook.proxy.models import ModelSettings
-from compact_hook.proxy.recall import answered
+from compact_hook.proxy.recall import answered, recalled_stream
 from compact_hook.proxy.recovery import Recovery
 from compact_hook.proxy.remote_compaction import CompactionAnswer
 from compact_hook.proxy.report import scrub
@@ -129,9 +129,16 @@ class CompactHook(CustomLogger):
         self, user_api_key_dict: Any, response: Any, request_data: dict[str, Any]
     ) -> AsyncGenerator[Any, None]:
         """Streams pass through; our own streamed /v1/messages answer is mended where LiteLLM
-        hands it to us whole (see ``proxy.answer``)."""
-        async for chunk in answered_stream(response, request_data):
+        hands it to us whole (see ``proxy.answer``); a stream offered the recall tool has our calls
+        answered (``proxy.recall``)."""
+        pending = self.services.pendings.pop(request_data.get("litellm_call_id"))
+        chunks = answered_stream(response, request_data)
+        if pending is not None:  # the recall tool was offered: our calls answered (``proxy.recall``)
+            chunks = recalled_stream(pending, request_data, chunks)
+        async for chunk in chunks:
             yield chunk
+        if pending is not None:
+            self.telemetry.recalled(request_data, pending)
 
     async def async_post_call_success_hook(
         self, data: dict[str, Any], user_api_key_dict: Any, response: Any

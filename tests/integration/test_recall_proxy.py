@@ -168,15 +168,44 @@ def test_a_responses_model_reads_back_a_truncated_output_and_the_client_sees_onl
     )
 
 
-def test_a_streamed_request_is_not_offered_the_tool_yet(
+def test_a_streamed_chat_reply_reads_back_and_the_stream_shows_only_the_answer(
     recall_proxy: tuple[StandinUpstream, ProxyProcess],
 ) -> None:
     upstream, proxy = recall_proxy
     upstream.reset()
     client = openai_client(proxy.base_url, proxy.master_key)
     chunks = list(
-        client.chat.completions.create(model="chat-agent", messages=chat_session(), tools=TOOLS, stream=True)
-    )  # type: ignore[arg-type,call-overload]
-    assert chunks
-    [forwarded] = (r["body"] for r in upstream.chat_requests)
-    assert [t["function"]["name"] for t in forwarded["tools"]] == ["bash"]
+        client.chat.completions.create(  # type: ignore[call-overload]
+            model="chat-agent",
+            messages=chat_session(),
+            tools=TOOLS,
+            stream=True,
+            stream_options={"include_usage": True},
+        )
+    )
+    first, second = (r["body"] for r in upstream.chat_requests)
+    assert first["stream"] is True and not second.get("stream")  # the rounds are whole
+    assert second["messages"][-1]["content"] == OUTPUT
+    deltas = [c.choices[0].delta for c in chunks if c.choices]
+    assert not any(d.tool_calls for d in deltas)
+    assert "".join(d.content or "" for d in deltas) == f"RECALLED {handle_of(OUTPUT)}: {OUTPUT[:200]}"
+    assert [c.choices[0].finish_reason for c in chunks if c.choices and c.choices[0].finish_reason] == [
+        "stop"
+    ]
+    [usage] = [c.usage for c in chunks if c.usage is not None]
+    assert usage.prompt_tokens == sum(r["billed"] for r in upstream.chat_requests)
+
+
+def test_a_streamed_messages_request_is_not_offered_the_tool_yet(
+    recall_proxy: tuple[StandinUpstream, ProxyProcess],
+) -> None:
+    upstream, proxy = recall_proxy
+    upstream.reset()
+    client = anthropic_client(proxy.url, proxy.master_key)
+    tools = [{"name": "bash", "input_schema": {"type": "object"}}]
+    with client.messages.stream(
+        model="claude-agent", max_tokens=1024, messages=messages_session(), tools=tools
+    ) as stream:  # type: ignore[arg-type]
+        stream.until_done()
+    [forwarded] = (r["body"] for r in upstream.messages_requests)
+    assert [t["name"] for t in forwarded["tools"]] == ["bash"]

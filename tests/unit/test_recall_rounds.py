@@ -11,7 +11,7 @@ import pytest
 
 from compact_hook.core.recall import handle_of
 from compact_hook.formats import CHAT, Conversation
-from compact_hook.proxy.recall import MAX_ROUNDS, Pending, Pendings, rounds
+from compact_hook.proxy.recall import MAX_ROUNDS, Pending, Pendings, recalled_stream, rounds
 from compact_hook.proxy.recall.offer import NOT_FOUND
 from compact_hook.proxy.recall.wires import WIRES
 
@@ -133,3 +133,64 @@ def test_the_requests_awaiting_a_reply_are_bounded() -> None:
     for call_id in ("a", "b", "c"):
         waiting.put(call_id, pending())
     assert len(waiting) == 2 and waiting.pop("a") is None and waiting.pop("c") is not None
+
+
+def stream_chunk(**delta: Any) -> Any:
+    finish = delta.pop("finish", None)
+    usage = delta.pop("usage", None)
+    return litellm.ModelResponseStream(
+        id="s", model="m", choices=[{"index": 0, "delta": delta, "finish_reason": finish}], usage=usage
+    )
+
+
+async def chunks_of(*chunks: Any) -> Any:
+    for chunk in chunks:
+        yield chunk
+
+
+def recall_delta(index: int = 0, name: str = TOOL, arguments: str = "") -> dict[str, Any]:
+    function = {"name": name, "arguments": arguments} if name else {"arguments": arguments}
+    return {"index": index, "id": f"call{index}" if name else None, "type": "function", "function": function}
+
+
+async def streamed(pending_: Pending, *chunks: Any) -> list[Any]:
+    return [chunk async for chunk in recalled_stream(pending_, DATA, chunks_of(*chunks))]
+
+
+async def test_a_stream_without_our_call_ends_as_it_came_its_usage_said_once(router: Any) -> None:
+    usage = {"prompt_tokens": 5, "completion_tokens": 1, "total_tokens": 6}
+    shown = await streamed(pending(), stream_chunk(content="hi", usage=usage), stream_chunk(finish="stop"))
+    assert [c.choices[0].delta.content for c in shown if c.choices] == ["hi", None]
+    assert [c.usage.prompt_tokens for c in shown if c.usage is not None] == [5]
+
+
+async def test_a_stream_calling_our_tool_continues_with_the_answer_and_never_shows_the_call(
+    router: Any,
+) -> None:
+    spy = router(reply(content="found it"))
+    arguments = json.dumps({"id": handle_of(OUTPUT)})
+    shown = await streamed(
+        pending(),
+        stream_chunk(content="let me look. "),
+        stream_chunk(tool_calls=[recall_delta()]),
+        stream_chunk(tool_calls=[recall_delta(name="", arguments=arguments)]),
+        stream_chunk(finish="tool_calls"),
+    )
+    assert spy.requests[0]["messages"][-1]["content"] == OUTPUT
+    deltas = [c.choices[0].delta for c in shown if c.choices]
+    assert not any(d.tool_calls for d in deltas)
+    assert "".join(d.content or "" for d in deltas) == "let me look. found it"
+    assert [c.choices[0].finish_reason for c in shown if c.choices][-1] == "stop"
+
+
+async def test_a_stream_calling_the_clients_tool_too_shows_theirs_only(router: Any) -> None:
+    spy = router()
+    shown = await streamed(
+        pending(),
+        stream_chunk(tool_calls=[recall_delta(0, arguments=json.dumps({"id": "r"}))]),
+        stream_chunk(tool_calls=[recall_delta(1, name="bash", arguments="{}")]),
+        stream_chunk(finish="tool_calls"),
+    )
+    assert spy.requests == []
+    names = [d.function.name for c in shown if c.choices for d in (c.choices[0].delta.tool_calls or [])]
+    assert names == ["bash"] and shown[-1].choices[0].finish_reason == "tool_calls"

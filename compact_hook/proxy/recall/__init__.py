@@ -3,12 +3,14 @@
 ``offer`` adds the tool to a request that has something to recall and keeps what answering it
 needs (``Pending``, by the request's call id, bounded); ``rounds`` answers the model's recall calls
 after the response comes back — looks each handle up, appends the call and its answer, calls the
-model again through the router — and hands the client the final answer only; ``wires`` holds what
-each wire format's tool, calls, follow-up and usage look like. The handles themselves, and the
+model again through the router — and hands the client the final answer only; ``streams`` does the
+same inside a streamed reply; ``wires`` holds what each wire format's tool, calls, follow-up and
+usage look like. The handles themselves, and the
 texts they name, are the core's (``core.recall``).
 """
 
 from compact_hook.proxy.recall.offer import Offer, Pending, Pendings
 from compact_hook.proxy.recall.rounds import MAX_ROUNDS, answered
+from compact_hook.proxy.recall.streams import recalled_stream
 
-__all__ = ["MAX_ROUNDS", "Offer", "Pending", "Pendings", "answered"]
+__all__ = ["MAX_ROUNDS", "Offer", "Pending", "Pendings", "answered", "recalled_stream"]

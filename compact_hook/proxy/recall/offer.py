@@ -28,7 +28,7 @@ from compact_hook.core.recall import Originals, tool_name
 from compact_hook.core.truncate import BYTES_PER_TOKEN, Truncating, truncate_text
 from compact_hook.engine.result import CompactResult
 from compact_hook.formats.base import TOOL_OVERHEAD, Conversation, compact_json
-from compact_hook.proxy.recall.wires import WIRES, RecallWire
+from compact_hook.proxy.recall.wires import STREAMED, WIRES, RecallWire
 from compact_hook.state.tokenizers import DEFAULT_TOKENIZER, acounter_for
 
 PENDING_MAX = 10_000
@@ -114,7 +114,7 @@ class Offer:
         """The tool this request would be offered, or None: recall off, a wire or shape (a stream)
         not answered yet, or no call id to keep the request's originals by."""
         served = WIRES.get(wire)
-        if not config.recall or served is None or data.get("stream") is True:
+        if not config.recall or served is None or (data.get("stream") is True and wire not in STREAMED):
             return None
         if not isinstance(data.get("litellm_call_id"), str) or data.get("previous_response_id"):
             return None  # no id to keep it by; a conversation the provider holds (not ours to append to)

@@ -312,6 +312,8 @@ def _plain_block(block: Any) -> Any:
     return dump(exclude_none=True) if callable(dump) else block
 
 
+STREAMED = frozenset({"chat"})
+"""The wires whose streamed replies recall is answered in too (``streams``)."""
 WIRES: dict[str, RecallWire] = {
     "chat": ChatRecall(),
     "anthropic": MessagesRecall(),
