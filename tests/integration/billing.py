@@ -218,3 +218,16 @@ def _posts(records: list[dict[str, Any]]) -> Iterator[dict[str, Any]]:
 def _model(record: dict[str, Any]) -> object:
     body = record.get("body") or {}
     return record.get("model") or (body.get("model") if isinstance(body, dict) else None)
+
+
+TOLERANCE = 0.03
+"""How far ``x-compact-tokens-after`` may be from the bill, from a conversation's second request on."""
+
+
+def assert_agrees(replay_: Replay, window: int) -> None:
+    """Never refused, within the window, and within ``TOLERANCE`` of the bill from the second turn on."""
+    assert replay_.refusals == 0, [turn.billed for turn in replay_.turns]
+    assert replay_.largest <= window
+    later = replay_.errors()[1:]
+    worst = max(later, key=abs)
+    assert abs(worst) <= TOLERANCE, f"x-compact-tokens-after {worst:+.1%} off the bill ({later})"

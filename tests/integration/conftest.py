@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from tests.integration.harness import StandinUpstream
+from tests.integration.harness import ProxyProcess, StandinUpstream
 
 
 @pytest.fixture(scope="session")
@@ -29,3 +29,12 @@ def upstream(standin: Any) -> Any:
     """The session stand-in, already reset (an explicit alternative to relying on the autouse reset)."""
     standin.reset()
     return standin
+
+
+@pytest.fixture(scope="module")
+def billing_proxy(standin: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ProxyProcess]:
+    """The billing tests' proxy (``billing.billing_config``): one per test module."""
+    from tests.integration.billing import billing_config
+
+    with ProxyProcess(billing_config(standin, tmp_path_factory.mktemp("archive"))) as proxy:
+        yield proxy

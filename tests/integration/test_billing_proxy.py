@@ -9,38 +9,19 @@ was billed from a conversation's second request on. The other wires: ``test_bill
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
 from tests.integration.billing import (
     CLAUDE,
-    Replay,
-    billing_config,
+    assert_agrees,
     claude_code_sessions,
     replay,
 )
 from tests.integration.harness import ProxyProcess
 
 pytestmark = [pytest.mark.integration, pytest.mark.edge]
-
-TOLERANCE = 0.03
-
-
-@pytest.fixture(scope="module")
-def billing_proxy(standin: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ProxyProcess]:
-    with ProxyProcess(billing_config(standin, tmp_path_factory.mktemp("archive"))) as proxy:
-        yield proxy
-
-
-def assert_agrees(replay_: Replay, window: int) -> None:
-    """Never refused, within the window, and within ``TOLERANCE`` of the bill from the second turn on."""
-    assert replay_.refusals == 0, [turn.billed for turn in replay_.turns]
-    assert replay_.largest <= window
-    later = replay_.errors()[1:]
-    worst = max(later, key=abs)
-    assert abs(worst) <= TOLERANCE, f"x-compact-tokens-after {worst:+.1%} off the bill ({later})"
 
 
 @pytest.mark.parametrize("family", list(CLAUDE))

@@ -7,26 +7,18 @@ billed. (Claude Code's sessions as Claude counts: ``test_billing_proxy.py``.)
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
-from tests.integration.billing import WIRE_WINDOW, WIRES, billing_config, replay, wire_session
+from tests.integration.billing import WIRE_WINDOW, WIRES, assert_agrees, billing_config, replay, wire_session
 from tests.integration.harness import ProxyProcess
 from tests.integration.redis_server import RedisServer
-from tests.integration.test_billing_proxy import assert_agrees
 
 pytestmark = [pytest.mark.integration, pytest.mark.edge]
 
 WIRE_TURNS = 60
 """Two or more compactions at 32K on every wire, after the real client's system prompt and tools."""
-
-
-@pytest.fixture(scope="module")
-def billing_proxy(standin: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ProxyProcess]:
-    with ProxyProcess(billing_config(standin, tmp_path_factory.mktemp("archive"))) as proxy:
-        yield proxy
 
 
 @pytest.mark.parametrize("bill", ["1.25", "0.8"])

@@ -91,11 +91,20 @@ def recall_proxy(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Sta
             yield upstream, proxy
 
 
+@pytest.fixture
+def fresh(recall_proxy: tuple[StandinUpstream, ProxyProcess]) -> tuple[StandinUpstream, ProxyProcess]:
+    """The module's proxy, its stand-in's record cleared."""
+    recall_proxy[0].reset()
+    return recall_proxy
+
+
+MESSAGES_TOOLS = [{"name": "bash", "input_schema": {"type": "object"}}]
+
+
 def test_a_chat_model_reads_back_a_truncated_output_and_the_client_sees_only_the_answer(
-    recall_proxy: tuple[StandinUpstream, ProxyProcess],
+    fresh: tuple[StandinUpstream, ProxyProcess],
 ) -> None:
-    upstream, proxy = recall_proxy
-    upstream.reset()
+    upstream, proxy = fresh
     client = openai_client(proxy.base_url, proxy.master_key)
     raw = client.chat.completions.with_raw_response.create(
         model="chat-agent", messages=chat_session(), tools=TOOLS
@@ -119,14 +128,12 @@ def test_a_chat_model_reads_back_a_truncated_output_and_the_client_sees_only_the
 
 
 def test_a_messages_model_reads_back_a_truncated_output_and_the_client_sees_only_the_answer(
-    recall_proxy: tuple[StandinUpstream, ProxyProcess],
+    fresh: tuple[StandinUpstream, ProxyProcess],
 ) -> None:
-    upstream, proxy = recall_proxy
-    upstream.reset()
+    upstream, proxy = fresh
     client = anthropic_client(proxy.url, proxy.master_key)
-    tools = [{"name": "bash", "input_schema": {"type": "object"}}]
     raw = client.messages.with_raw_response.create(
-        model="claude-agent", max_tokens=1024, messages=messages_session(), tools=tools
+        model="claude-agent", max_tokens=1024, messages=messages_session(), tools=MESSAGES_TOOLS
     )  # type: ignore[arg-type]
     reply = raw.parse()
     assert raw.headers["x-compact-recalls"] == "1"
@@ -142,10 +149,9 @@ def test_a_messages_model_reads_back_a_truncated_output_and_the_client_sees_only
 
 
 def test_a_responses_model_reads_back_a_truncated_output_and_the_client_sees_only_the_answer(
-    recall_proxy: tuple[StandinUpstream, ProxyProcess],
+    fresh: tuple[StandinUpstream, ProxyProcess],
 ) -> None:
-    upstream, proxy = recall_proxy
-    upstream.reset()
+    upstream, proxy = fresh
     client = openai_client(proxy.base_url, proxy.master_key)
     tools = [{"type": "function", "name": "shell", "parameters": {"type": "object"}}]
     raw = client.responses.with_raw_response.create(
@@ -169,10 +175,9 @@ def test_a_responses_model_reads_back_a_truncated_output_and_the_client_sees_onl
 
 
 def test_a_streamed_chat_reply_reads_back_and_the_stream_shows_only_the_answer(
-    recall_proxy: tuple[StandinUpstream, ProxyProcess],
+    fresh: tuple[StandinUpstream, ProxyProcess],
 ) -> None:
-    upstream, proxy = recall_proxy
-    upstream.reset()
+    upstream, proxy = fresh
     client = openai_client(proxy.base_url, proxy.master_key)
     chunks = list(
         client.chat.completions.create(  # type: ignore[call-overload]
@@ -197,14 +202,12 @@ def test_a_streamed_chat_reply_reads_back_and_the_stream_shows_only_the_answer(
 
 
 def test_a_streamed_messages_request_is_not_offered_the_tool_yet(
-    recall_proxy: tuple[StandinUpstream, ProxyProcess],
+    fresh: tuple[StandinUpstream, ProxyProcess],
 ) -> None:
-    upstream, proxy = recall_proxy
-    upstream.reset()
+    upstream, proxy = fresh
     client = anthropic_client(proxy.url, proxy.master_key)
-    tools = [{"name": "bash", "input_schema": {"type": "object"}}]
     with client.messages.stream(
-        model="claude-agent", max_tokens=1024, messages=messages_session(), tools=tools
+        model="claude-agent", max_tokens=1024, messages=messages_session(), tools=MESSAGES_TOOLS
     ) as stream:  # type: ignore[arg-type]
         stream.until_done()
     [forwarded] = (r["body"] for r in upstream.messages_requests)

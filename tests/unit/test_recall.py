@@ -23,6 +23,7 @@ from compact_hook.core.transcript import transcript_entries
 from compact_hook.core.truncate import Truncating, truncate_text
 from compact_hook.engine import CompactResult
 from compact_hook.state.tokenizers import HFTokenCounter
+from tests.compaction import config
 from tests.conversations import w
 from tests.fakes import FakeSummarizer, InMemoryArchive, WordCounter
 from tests.support import Message, calling, items_of, result, system, user
@@ -32,20 +33,10 @@ LONG = "\n".join(f"line {i}: the output of a long command" for i in range(3000))
 
 
 def words_config(**overrides: Any) -> CompactConfig:
-    settings: dict[str, Any] = {
-        "context_window": 1000,
-        "trigger_ratio": 0.9,
-        "tail_retention_ratio": 0.3,
-        "clear_trigger_ratio": 0.5,
-        "clear_at_least": 50,
-        "tool_output_max_tokens": 100,
-        "summary_context_window": 100_000,
-        "summary_max_tokens": 100,
-        "retry_backoff_seconds": 0,
-        "user_message_budget": 0,
-        "recall": True,
-    }
-    return CompactConfig(**{**settings, **overrides})
+    """A WordCounter-sized world with every tier on and recall on."""
+    tiers = {"clear_trigger_ratio": 0.5, "clear_at_least": 50, "tool_output_max_tokens": 100}
+    on = {"tool_output_policy": "tokens", "clear_tool_results": True, "recall": True}
+    return config(**{**tiers, **on, **overrides})
 
 
 def tool_session(outputs: list[int]) -> list[Message]:

@@ -9,7 +9,7 @@ anything reaches the client, so a recall call can be answered and taken out of i
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -74,6 +74,13 @@ def _get(value: Any, key: str) -> Any:
     return value.get(key) if isinstance(value, Mapping) else getattr(value, key, None)
 
 
+def _named(tools: Any, name: Callable[[Mapping[str, Any]], Any]) -> set[str]:
+    """The names of a request's tools (``name`` reads one)."""
+    return (
+        {str(name(tool)) for tool in tools if isinstance(tool, Mapping)} if isinstance(tools, list) else set()
+    )
+
+
 def _handle(arguments: Any) -> str:
     if isinstance(arguments, str):
         try:
@@ -117,12 +124,7 @@ class ChatRecall:
         return {"type": "function", "function": function}
 
     def tool_names(self, data: Mapping[str, Any]) -> set[str]:
-        tools = data.get("tools")
-        return (
-            {str(_get(_get(t, "function"), "name")) for t in tools if isinstance(t, Mapping)}
-            if isinstance(tools, list)
-            else set()
-        )
+        return _named(data.get("tools"), lambda tool: _get(tool.get("function"), "name"))
 
     def calls(self, response: Any, tool: str) -> tuple[list[Call], bool]:
         made = _tool_calls(response)
@@ -194,12 +196,7 @@ class MessagesRecall:
         return {"name": name, "description": TOOL_DESCRIPTION, "input_schema": tool_parameters()}
 
     def tool_names(self, data: Mapping[str, Any]) -> set[str]:
-        tools = data.get("tools")
-        return (
-            {str(t.get("name")) for t in tools if isinstance(t, Mapping)}
-            if isinstance(tools, list)
-            else set()
-        )
+        return _named(data.get("tools"), lambda tool: tool.get("name"))
 
     def calls(self, response: Any, tool: str) -> tuple[list[Call], bool]:
         uses = [b for b in _blocks(response) if _get(b, "type") == "tool_use"]
@@ -244,12 +241,7 @@ class ResponsesRecall:
         }
 
     def tool_names(self, data: Mapping[str, Any]) -> set[str]:
-        tools = data.get("tools")
-        return (
-            {str(t.get("name")) for t in tools if isinstance(t, Mapping)}
-            if isinstance(tools, list)
-            else set()
-        )
+        return _named(data.get("tools"), lambda tool: tool.get("name"))
 
     def calls(self, response: Any, tool: str) -> tuple[list[Call], bool]:
         made = [
