@@ -261,3 +261,30 @@ async def replay_client_loop(
     assert preparations is not None
     most = max(preparations.stats.sessions_unused, default=0)
     return LoopCount(len(summarizer.requests), len(applied), reported, most)
+
+
+async def compact_via_library(
+    messages: list[dict[str, Any]], config: CompactConfig, summarizer: Any = None
+) -> CompactResult:
+    """``compact_messages`` in a WordCounter world: a fake summarizer, an in-memory archive."""
+    from compact_hook import compact_messages
+
+    return await compact_messages(
+        messages,
+        config,
+        summarizer or FakeSummarizer(),
+        session_id="s",
+        counter=WordCounter(),
+        archive=InMemoryArchive(),
+    )
+
+
+def tool_session(outputs: list[int], tool: str = "bash") -> list[dict[str, Any]]:
+    """A task, then one call+result per output size (in words)."""
+    from tests.conversations import w
+    from tests.support import calling, result, system, user
+
+    messages = [system("rules"), user("the task")]
+    for i, size in enumerate(outputs):
+        messages += [calling(tool, call_id=f"c{i}"), result(f"out{i} " + w(size), f"c{i}_0")]
+    return messages

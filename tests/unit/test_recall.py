@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from compact_hook import CompactConfig, compact_messages
+from compact_hook import CompactConfig
 from compact_hook.core.clearing import placeholder
 from compact_hook.core.pairing import pair
 from compact_hook.core.recall import (
@@ -21,12 +21,10 @@ from compact_hook.core.recall import (
 )
 from compact_hook.core.transcript import transcript_entries
 from compact_hook.core.truncate import Truncating, truncate_text
-from compact_hook.engine import CompactResult
 from compact_hook.state.tokenizers import HFTokenCounter
-from tests.compaction import config
-from tests.conversations import w
-from tests.fakes import FakeSummarizer, InMemoryArchive, WordCounter
-from tests.support import Message, calling, items_of, result, system, user
+from tests.compaction import compact_via_library, config, tool_session
+from tests.fakes import FakeSummarizer
+from tests.support import calling, items_of, result
 
 TOKENS = HFTokenCounter("o200k_base")
 LONG = "\n".join(f"line {i}: the output of a long command" for i in range(3000))
@@ -37,24 +35,6 @@ def words_config(**overrides: Any) -> CompactConfig:
     tiers = {"clear_trigger_ratio": 0.5, "clear_at_least": 50, "tool_output_max_tokens": 100}
     on = {"tool_output_policy": "tokens", "clear_tool_results": True, "recall": True}
     return config(**{**tiers, **on, **overrides})
-
-
-def tool_session(outputs: list[int]) -> list[Message]:
-    messages = [system("rules"), user("the task")]
-    for i, size in enumerate(outputs):
-        messages += [calling("bash", call_id=f"c{i}"), result(f"out{i} " + w(size), f"c{i}_0")]
-    return messages
-
-
-async def compacted(messages: list[Message], config: CompactConfig, summarizer: Any = None) -> CompactResult:
-    return await compact_messages(
-        messages,
-        config,
-        summarizer or FakeSummarizer(),
-        session_id="s",
-        counter=WordCounter(),
-        archive=InMemoryArchive(),
-    )
 
 
 def test_a_handle_is_a_short_digest_of_the_text_the_same_every_time() -> None:
@@ -90,7 +70,7 @@ def test_a_truncated_output_names_its_original_and_a_second_cut_keeps_that_name(
 
 async def test_cleared_results_name_their_originals_and_the_request_finds_them_again() -> None:
     messages = tool_session([90] * 6)
-    out = await compacted(messages, words_config(keep_tool_results=2))
+    out = await compact_via_library(messages, words_config(keep_tool_results=2))
     assert out.cleared == 4
     tools = [m["content"] for m in out.messages if m["role"] == "tool"][:4]
     originals = [m["content"] for m in messages if m["role"] == "tool"][:4]
@@ -106,15 +86,15 @@ async def test_cleared_results_name_their_originals_and_the_request_finds_them_a
 
 async def test_the_same_turn_sent_again_shows_the_same_placeholders_byte_for_byte() -> None:
     messages = tool_session([90] * 6)
-    first = await compacted(messages, words_config(keep_tool_results=2))
-    second = await compacted([dict(m) for m in messages], words_config(keep_tool_results=2))
+    first = await compact_via_library(messages, words_config(keep_tool_results=2))
+    second = await compact_via_library([dict(m) for m in messages], words_config(keep_tool_results=2))
     assert first.messages == second.messages
 
 
 async def test_the_summarizer_reads_each_outputs_handle_and_is_asked_to_keep_them() -> None:
     summarizer = FakeSummarizer()
     messages = tool_session([120] * 9)
-    out = await compacted(
+    out = await compact_via_library(
         messages, words_config(clear_tool_results=False, tool_output_policy="none"), summarizer
     )
     assert out.compacted
@@ -128,7 +108,7 @@ async def test_the_summarizer_reads_each_outputs_handle_and_is_asked_to_keep_the
 
 async def test_recall_off_names_nothing() -> None:
     summarizer = FakeSummarizer()
-    out = await compacted(
+    out = await compact_via_library(
         tool_session([120] * 9),
         words_config(recall=False, clear_tool_results=False, tool_output_policy="none"),
         summarizer,

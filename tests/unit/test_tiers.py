@@ -18,7 +18,7 @@ from compact_hook.engine.library import parse_chat
 from compact_hook.formats import CHAT, Conversation
 from compact_hook.state.store import MemoryStore
 from compact_hook.state.tokenizers import HFTokenCounter
-from tests.compaction import word_total
+from tests.compaction import compact_via_library, tool_session, word_total
 from tests.conversations import w
 from tests.fakes import FakeSummarizer, InMemoryArchive, WordCounter
 from tests.support import (
@@ -67,27 +67,6 @@ def words_config(**overrides: Any) -> CompactConfig:
     }
     settings.update(overrides)
     return CompactConfig(**settings)
-
-
-async def compact_via_library(
-    messages: list[Message], config: CompactConfig, summarizer: Any = None
-) -> CompactResult:
-    return await compact_messages(
-        messages,
-        config,
-        summarizer or FakeSummarizer(),
-        session_id="s",
-        counter=WordCounter(),
-        archive=InMemoryArchive(),
-    )
-
-
-def tool_session(outputs: list[int], tool: str = "bash") -> list[Message]:
-    """A task, then one call+result per output size (in words)."""
-    messages = [system("rules"), user("the task")]
-    for i, size in enumerate(outputs):
-        messages += [calling(tool, call_id=f"c{i}"), result(f"out{i} " + w(size), f"c{i}_0")]
-    return messages
 
 
 # --- tier 1: truncation --------------------------------------------------------------------
