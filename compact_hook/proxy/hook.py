@@ -162,6 +162,16 @@ class CompactHook(CustomLogger):
         """What the provider billed a request we reported on (``proxy.usage``)."""
         await self.bills.heard(kwargs)
 
+    async def async_post_call_failure_hook(
+        self,
+        request_data: dict[str, Any],
+        original_exception: Exception,
+        user_api_key_dict: Any,
+        traceback_str: str | None = None,
+    ) -> None:
+        """A request offered the recall tool that failed leaves nothing behind (``proxy.recall``)."""
+        self.services.pendings.pop(request_data.get("litellm_call_id"))
+
     async def async_post_call_response_headers_hook(
         self,
         data: dict[str, Any],

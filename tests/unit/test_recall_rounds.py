@@ -194,3 +194,16 @@ async def test_a_stream_calling_the_clients_tool_too_shows_theirs_only(router: A
     assert spy.requests == []
     names = [d.function.name for c in shown if c.choices for d in (c.choices[0].delta.tool_calls or [])]
     assert names == ["bash"] and shown[-1].choices[0].finish_reason == "tool_calls"
+
+
+def test_a_request_no_hook_came_back_for_is_forgotten_after_its_time() -> None:
+    now = [0.0]
+    waiting = Pendings(ttl=10, clock=lambda: now[0])
+    waiting.put("old", pending())
+    now[0] = 11
+    assert waiting.pop("old") is None
+    waiting.put("a", pending())
+    waiting.put("b", pending())
+    now[0] = 22
+    waiting.put("c", pending())  # the expired ones give way as the next arrives
+    assert len(waiting) == 1 and waiting.pop("c") is not None

@@ -16,8 +16,9 @@ as it is, recall calls removed by nothing — the model asks again).
 from __future__ import annotations
 
 import dataclasses
+import time
 from collections import OrderedDict
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -31,7 +32,9 @@ from compact_hook.formats.base import TOOL_OVERHEAD, Conversation, compact_json
 from compact_hook.proxy.recall.wires import STREAMED, WIRES, RecallWire
 from compact_hook.state.tokenizers import DEFAULT_TOKENIZER, acounter_for
 
-PENDING_MAX = 10_000
+PENDING_MAX = 1_000
+PENDING_TTL_SECONDS = 600.0
+"""A reply slower than this is returned as it came (our calls then reach the client: never in practice)."""
 NOT_FOUND = "No output with id {handle} in this conversation."
 ANSWER_FLOOR_TOKENS = 256
 """An answer is never cut below this (head and tail), whatever room is left."""
@@ -79,19 +82,28 @@ def _no_cut(text: str, head: int, tail: int) -> tuple[int, int, int]:
 
 
 class Pendings:
-    """The requests that were offered the tool and await their response, by call id (bounded)."""
+    """The requests that were offered the tool and await their response, by call id: taken by the
+    response hooks (success, stream, failure), and bounded anyway — in number, and in age (a request
+    no hook came back for must not keep its conversation alive)."""
 
-    def __init__(self, limit: int = PENDING_MAX) -> None:
-        self.limit = limit
-        self._found: OrderedDict[str, Pending] = OrderedDict()
+    def __init__(
+        self,
+        limit: int = PENDING_MAX,
+        ttl: float = PENDING_TTL_SECONDS,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.limit, self.ttl, self.clock = limit, ttl, clock
+        self._found: OrderedDict[str, tuple[float, Pending]] = OrderedDict()
 
     def put(self, call_id: str, pending: Pending) -> None:
-        self._found[call_id] = pending
-        while len(self._found) > self.limit:
+        now = self.clock()
+        self._found[call_id] = (now + self.ttl, pending)
+        while self._found and (len(self._found) > self.limit or next(iter(self._found.values()))[0] < now):
             self._found.popitem(last=False)
 
     def pop(self, call_id: object) -> Pending | None:
-        return self._found.pop(call_id, None) if isinstance(call_id, str) else None
+        found = self._found.pop(call_id, None) if isinstance(call_id, str) else None
+        return found[1] if found is not None and found[0] >= self.clock() else None
 
     def __len__(self) -> int:
         return len(self._found)
