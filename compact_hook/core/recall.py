@@ -97,9 +97,6 @@ class Originals:
     def items(self) -> Iterable[tuple[str, Original]]:
         return self._found.items()
 
-    def __len__(self) -> int:
-        return len(self._found)
-
 
 def _outputs(items: Iterable[Item], tool_of: dict[tuple[int, int], str]) -> Iterator[Original]:
     for index, item in enumerate(items):
