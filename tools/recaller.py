@@ -3,8 +3,9 @@
 Offered the recall tool (``compact_recall``, or the name it gave way under) and shown a handle
 (``recall: r…`` in a placeholder, a truncation marker or a summary), it calls the tool with the
 first handle it sees; given the tool's answer, it replies ``RECALLED <handle>: <the answer's first
-200 characters>``. Otherwise it replies as the plain stand-in does. Chat, Anthropic Messages and
-Responses.
+200 characters>``. Otherwise it replies as the plain stand-in does. Chat, Anthropic Messages,
+Responses and Gemini's ``generateContent`` (whose calls may carry no id: the answer's handle is read
+from the call before it).
 """
 
 from __future__ import annotations
@@ -119,3 +120,45 @@ def responses_output(req: Mapping[str, Any]) -> list[dict[str, Any]] | None:
         "status": "completed",
     }
     return [call]
+
+
+def google_parts(req: Mapping[str, Any]) -> list[dict[str, Any]] | None:
+    """The recaller's Gemini parts, or None (the plain reply)."""
+    contents = [c for c in req.get("contents") or [] if isinstance(c, dict)]
+    declared = [
+        declaration
+        for tool in req.get("tools") or []
+        if isinstance(tool, dict)
+        for declaration in tool.get("functionDeclarations") or tool.get("function_declarations") or []
+    ]
+    tool = recall_tool(declared)
+    answered = _google_answer(contents)
+    if answered is not None:
+        handle, content = answered
+        return [{"text": f"RECALLED {handle}: {content[:SHOWN]}"}]
+    handle = _first_handle(contents)
+    if tool is None or handle is None:
+        return None
+    return [{"functionCall": {"name": tool, "args": {"id": handle}}, "thoughtSignature": SIGNATURE}]
+
+
+SIGNATURE = "cmVjYWxsZXI="
+"""The recaller's thought signature on its call: it must come back with the call (Gemini 3's rule)."""
+
+
+def _google_answer(contents: list[dict[str, Any]]) -> tuple[str, str] | None:
+    """The handle our last call asked for and the answer to it, when the last content answers it."""
+    if len(contents) < 2 or contents[-1].get("role") != "user":
+        return None
+    responses = [p.get("functionResponse") for p in contents[-1].get("parts") or [] if isinstance(p, dict)]
+    calls = [p for p in contents[-2].get("parts") or [] if isinstance(p, dict) and "functionCall" in p]
+    answer = next(
+        (r for r in responses if isinstance(r, dict) and str(r.get("name", "")).startswith(TOOL_PREFIX)), None
+    )
+    if answer is None or not calls:
+        return None
+    if calls[0].get("thoughtSignature") != SIGNATURE:
+        return "(signature lost)", ""
+    handle = str((calls[0]["functionCall"].get("args") or {}).get("id", ""))
+    output = (answer.get("response") or {}).get("output", "")
+    return handle, output if isinstance(output, str) else json.dumps(output)

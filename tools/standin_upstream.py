@@ -858,6 +858,16 @@ def _recaller_responses(req: dict[str, Any], tokens: int) -> dict[str, Any] | No
     }
 
 
+def _recaller_google(req: dict[str, Any], tokens: int) -> dict[str, Any] | None:
+    parts = recaller.google_parts(req)
+    if parts is None:
+        return None
+    whole = standin_google.response(req.get("model", ""), req, parts)
+    whole["usageMetadata"]["promptTokenCount"] = tokens
+    whole["usageMetadata"]["totalTokenCount"] = tokens + whole["usageMetadata"]["candidatesTokenCount"]
+    return whole
+
+
 def _chat_agent(plan: agent_script.Plan, req: dict[str, Any], tokens: int) -> dict[str, Any]:
     return agent_script.chat_completion(req.get("model", ""), agent_script.chat_message(plan, req), tokens)
 
@@ -1261,6 +1271,7 @@ class _Handler(BaseHTTPRequestHandler):
             CHAT.name: recaller.chat_reply,
             MESSAGES.name: recaller.anthropic_reply,
             RESPONSES.name: _recaller_responses,
+            GOOGLE.name: _recaller_google,
         }.get(surface.name)
         answer = reply(req, tokens) if reply is not None else None
         if answer is None:

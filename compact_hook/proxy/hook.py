@@ -15,7 +15,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import AsyncGenerator, Mapping
+from collections.abc import AsyncGenerator, AsyncIterable, Mapping
 from typing import Any
 
 from litellm.integrations.custom_logger import CustomLogger
@@ -132,7 +132,7 @@ class CompactHook(CustomLogger):
         hands it to us whole (see ``proxy.answer``); a stream offered the recall tool has our calls
         answered (``proxy.recall``)."""
         pending = self.services.pendings.pop(request_data.get("litellm_call_id"))
-        chunks = answered_stream(response, request_data)
+        chunks: AsyncIterable[Any] = answered_stream(response, request_data)
         if pending is not None:  # the recall tool was offered: our calls answered (``proxy.recall``)
             chunks = recalled_stream(pending, request_data, chunks)
         async for chunk in chunks:

@@ -1,5 +1,5 @@
-"""The model reads back what compaction took out, through a real proxy (issue 34, whole replies:
-chat completions, /v1/messages, /v1/responses).
+"""The model reads back what compaction took out, through a real proxy (issue 34: chat
+completions, /v1/messages, /v1/responses, whole and streamed).
 
 A long tool output is truncated on its way to the model, its marker naming its handle; the
 stand-in's ``recaller`` model calls the recall tool with it; the proxy answers with the exact
@@ -21,9 +21,10 @@ from tests.integration.harness import (
     StandinUpstream,
     anthropic_deployment,
     compact_info,
+    gemini_deployment,
     standin_deployment,
 )
-from tests.integration.wire_clients import anthropic_client, openai_client
+from tests.integration.wire_clients import anthropic_client, google_client, openai_client
 
 pytestmark = [pytest.mark.integration, pytest.mark.edge]
 
@@ -69,6 +70,18 @@ def responses_session() -> list[dict[str, Any]]:
     ]
 
 
+def google_session() -> list[dict[str, Any]]:
+    return [
+        {"role": "user", "parts": [{"text": "list the table"}]},
+        {
+            "role": "model",
+            "parts": [{"functionCall": {"name": "bash", "args": {}}, "thoughtSignature": "c2ln"}],
+        },
+        {"role": "user", "parts": [{"functionResponse": {"name": "bash", "response": {"output": OUTPUT}}}]},
+        {"role": "user", "parts": [{"text": "what was in row 2000?"}]},
+    ]
+
+
 @pytest.fixture(scope="module")
 def recall_proxy(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[StandinUpstream, ProxyProcess]]:
     archive = tmp_path_factory.mktemp("archive")
@@ -83,6 +96,9 @@ def recall_proxy(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Sta
                 ),
                 anthropic_deployment(
                     "claude-agent", upstream.root_url, "standin-recaller", **compact_info(archive, SETTINGS)
+                ),
+                gemini_deployment(
+                    "gemini-agent", upstream.root_url, "gemini-3-recaller", **compact_info(archive, SETTINGS)
                 ),
             ],
             "litellm_settings": {"callbacks": "compact_hook.proxy_handler_instance"},
@@ -201,7 +217,7 @@ def test_a_streamed_chat_reply_reads_back_and_the_stream_shows_only_the_answer(
     assert usage.prompt_tokens == sum(r["billed"] for r in upstream.chat_requests)
 
 
-def test_a_streamed_messages_request_is_not_offered_the_tool_yet(
+def test_a_streamed_messages_reply_reads_back_and_the_stream_shows_only_the_answer(
     fresh: tuple[StandinUpstream, ProxyProcess],
 ) -> None:
     upstream, proxy = fresh
@@ -209,6 +225,102 @@ def test_a_streamed_messages_request_is_not_offered_the_tool_yet(
     with client.messages.stream(
         model="claude-agent", max_tokens=1024, messages=messages_session(), tools=MESSAGES_TOOLS
     ) as stream:  # type: ignore[arg-type]
-        stream.until_done()
-    [forwarded] = (r["body"] for r in upstream.messages_requests)
-    assert [t["name"] for t in forwarded["tools"]] == ["bash"]
+        events = list(stream)
+        reply = stream.get_final_message()
+    first, second = (r["body"] for r in upstream.messages_requests)
+    assert first["stream"] is True and not second.get("stream")  # the rounds are whole
+    assert [t["name"] for t in first["tools"]] == ["bash", TOOL_NAME]
+    assert second["messages"][-1]["content"] == [
+        {"type": "tool_result", "tool_use_id": "toolu_recall_" + handle_of(OUTPUT), "content": OUTPUT}
+    ]
+    started = [e.content_block.type for e in events if e.type == "content_block_start"]
+    assert started == ["text"] and [e.type for e in events][-1] == "message_stop"
+    assert [block.type for block in reply.content] == ["text"] and reply.stop_reason == "end_turn"
+    assert reply.content[0].text == f"RECALLED {handle_of(OUTPUT)}: {OUTPUT[:200]}"  # type: ignore[union-attr]
+    assert reply.usage.input_tokens == sum(r["billed"] for r in upstream.messages_requests)
+
+
+def test_a_streamed_responses_reply_reads_back_and_the_stream_shows_only_the_answer(
+    fresh: tuple[StandinUpstream, ProxyProcess],
+) -> None:
+    upstream, proxy = fresh
+    client = openai_client(proxy.base_url, proxy.master_key)
+    tools = [{"type": "function", "name": "shell", "parameters": {"type": "object"}}]
+    with client.responses.stream(
+        model="codex-agent",
+        input=responses_session(),
+        tools=tools,  # type: ignore[arg-type]
+    ) as stream:
+        events = list(stream)
+        reply = stream.get_final_response()
+    first, second = (r["body"] for r in upstream.requests if r["path"].endswith("/responses"))
+    assert first["stream"] is True and not second.get("stream")
+    assert second["input"][-1]["output"] == OUTPUT
+    added = [e.item.type for e in events if e.type == "response.output_item.added"]
+    assert added == ["message"] and events[-1].type == "response.completed"
+    text = "".join(e.delta for e in events if e.type == "response.output_text.delta")
+    assert text == reply.output_text == f"RECALLED {handle_of(OUTPUT)}: {OUTPUT[:200]}"
+    assert [item.type for item in reply.output] == ["message"]
+    assert reply.usage is not None and reply.usage.input_tokens == sum(
+        r["billed"] for r in upstream.requests if r["path"].endswith("/responses")
+    )
+
+
+def test_a_gemini_model_reads_back_a_truncated_output_and_the_client_sees_only_the_answer(
+    fresh: tuple[StandinUpstream, ProxyProcess],
+) -> None:
+    from google.genai import types
+
+    upstream, proxy = fresh
+    client = google_client(proxy.url, proxy.master_key)
+    tool = types.Tool(
+        function_declarations=[types.FunctionDeclaration(name="bash", parameters={"type": "object"})]
+    )
+    config = types.GenerateContentConfig(
+        tools=[tool], automatic_function_calling=types.AutomaticFunctionCallingConfig(disable=True)
+    )
+    reply = client.models.generate_content(model="gemini-agent", contents=google_session(), config=config)
+    assert (reply.sdk_http_response.headers or {})["x-compact-recalls"] == "1"  # type: ignore[union-attr]
+    first, second = (r["body"] for r in upstream.google_requests)
+    assert mentioned(json.dumps(first["contents"][2])) == [handle_of(OUTPUT)]
+    assert [d["name"] for t in first["tools"] for d in t["functionDeclarations"]] == ["bash", TOOL_NAME]
+    call, answer = second["contents"][-2:]
+    assert call["parts"] == [
+        {
+            "functionCall": {"name": TOOL_NAME, "args": {"id": handle_of(OUTPUT)}},
+            "thoughtSignature": "cmVjYWxsZXI=",
+        }
+    ]
+    assert answer["parts"][0]["functionResponse"]["response"] == {"output": OUTPUT}
+    assert not reply.function_calls
+    assert reply.text == f"RECALLED {handle_of(OUTPUT)}: {OUTPUT[:200]}"
+    billed = [r["billed"] for r in upstream.google_requests]
+    assert reply.usage_metadata is not None and reply.usage_metadata.prompt_token_count == sum(billed)
+
+
+def test_a_streamed_gemini_reply_reads_back_and_the_stream_shows_only_the_answer(
+    fresh: tuple[StandinUpstream, ProxyProcess],
+) -> None:
+    from google.genai import types
+
+    upstream, proxy = fresh
+    client = google_client(proxy.url, proxy.master_key)
+    tool = types.Tool(
+        function_declarations=[types.FunctionDeclaration(name="bash", parameters={"type": "object"})]
+    )
+    config = types.GenerateContentConfig(
+        tools=[tool], automatic_function_calling=types.AutomaticFunctionCallingConfig(disable=True)
+    )
+    chunks = list(
+        client.models.generate_content_stream(model="gemini-agent", contents=google_session(), config=config)
+    )
+    first, second = upstream.google_requests
+    assert ":streamGenerateContent" in first["path"] and ":generateContent" in second["path"]
+    second = second["body"]
+    assert second["contents"][-1]["parts"][0]["functionResponse"]["response"] == {"output": OUTPUT}
+    assert not any(chunk.function_calls for chunk in chunks)
+    assert "".join(chunk.text or "" for chunk in chunks) == f"RECALLED {handle_of(OUTPUT)}: {OUTPUT[:200]}"
+    usage = chunks[-1].usage_metadata
+    assert usage is not None and usage.prompt_token_count == sum(
+        r["billed"] for r in upstream.google_requests
+    )

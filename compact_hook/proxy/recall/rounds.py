@@ -69,7 +69,7 @@ def followup_request(pending: Pending, data: Mapping[str, Any]) -> dict[str, Any
     wire = pending.wire
     request = {key: data[key] for key in KEPT_PARAMS[wire.name] if key in data}
     request["model"] = data.get("model")
-    entries = "input" if wire.name == "responses" else "messages"
+    entries = wire.entries
     sent = data.get(entries) or []
     request[entries] = [{"role": "user", "content": sent}] if isinstance(sent, str) else list(sent)
     request[wire.metadata_key] = summary_metadata(data.get(wire.metadata_key), pending.session_id)

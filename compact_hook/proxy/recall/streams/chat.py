@@ -1,4 +1,4 @@
-"""Recall in a streamed chat reply: what the client sees live, and what waits for our rounds.
+"""Recall in a streamed chat completion: what the client sees live, and what waits for our rounds.
 
 The reply streams to the client as it comes — its text, the client's own tool calls — except the
 deltas of a call to the recall tool and the chunks that end the reply (its finish, its usage):
@@ -41,7 +41,7 @@ class _Reply:
     taken off it, it is said at the end."""
 
 
-async def recalled_stream(
+async def recalled_chat(
     pending: Pending, data: Mapping[str, Any], chunks: AsyncIterable[Any]
 ) -> AsyncGenerator[Any, None]:
     """The client's stream: live but for our calls and the reply's end (see the module)."""
