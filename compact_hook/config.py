@@ -207,10 +207,18 @@ class CompactConfig:
     recall_max_tokens: int = setting(
         16_000,
         (
-            "the most one recall answer gives back (head and tail beyond it, with a note), and never "
-            "more than the window has room for"
+            "the most the recall answers of one request give back, in all (an answer over its share: "
+            "its head and tail, with a note on what was cut), and never more than the window has room for"
         ),
         at_least=256,
+    )
+    recall_max_rounds: int = setting(
+        3,
+        (
+            "model calls the recall answers of one request may add (the last round's answers say there "
+            "are no more; a recall call after them is taken out of the reply)"
+        ),
+        at_least=1,
     )
     user_message_budget: int = setting(
         20_000,

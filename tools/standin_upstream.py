@@ -194,7 +194,7 @@ def summary_from_texts(texts: list[str]) -> str:
         SUMMARY_HEADINGS[0]: f'- Transcript starts: "{_one_line(transcript)}"',
         SUMMARY_HEADINGS[1]: "- None recorded by the stand-in.",
         SUMMARY_HEADINGS[2]: "- None recorded by the stand-in.",
-        SUMMARY_HEADINGS[3]: "- None recorded by the stand-in.",
+        SUMMARY_HEADINGS[3]: _recall_handles(transcript),
         SUMMARY_HEADINGS[4]: "- None recorded by the stand-in.",
         SUMMARY_HEADINGS[
             5
@@ -202,6 +202,18 @@ def summary_from_texts(texts: list[str]) -> str:
         SUMMARY_HEADINGS[6]: f'- Continue from the last message: "{_one_line(last)}"',
     }
     return "\n\n".join(f"{heading}\n{text}" for heading, text in body.items()) + "\n"
+
+
+def _recall_handles(transcript: str) -> str:
+    """What the summary keeps of the tool outputs: their handles, as the summary prompt asks when the
+    transcript names them (``recall``), never their contents."""
+    handles = list(dict.fromkeys(recaller.MENTIONED.findall(transcript)))
+    if not handles:
+        return NONE_RECORDED
+    return f"- Tool outputs, to recall: {', '.join(f'recall: {h}' for h in handles)}."
+
+
+NONE_RECORDED = "- None recorded by the stand-in."
 
 
 def reply_for(model: str, texts: list[str], count: int) -> str:
@@ -1256,7 +1268,15 @@ class _Handler(BaseHTTPRequestHandler):
     def _agent(self, surface: Surface, req: dict[str, Any], cached: Any, tokens: int) -> None:
         """The scripted agent's turn (see ``agent_script``): tool calls, then a final answer."""
         model, headers = req.get("model", ""), {k.lower(): v for k, v in self.headers.items()}
-        plan = agent_script.plan_turn(self.server.sessions, surface.session(req, headers), model)
+        session = surface.session(req, headers)
+        upcoming = self.server.sessions.snapshot().get(session, 0) + 1
+        if (
+            "recall2" in model
+            and upcoming in recaller.MID_LOOP_TURNS
+            and self._recalled(surface, req, cached, tokens)
+        ):
+            return  # the recall first; the script's turn comes with the answer (``recaller``)
+        plan = agent_script.plan_turn(self.server.sessions, session, model)
         answer = with_cached_usage(surface.agent(plan, req, tokens), surface.name, cached)
         whole = billing.billed_usage(answer, surface.name, tokens)
         self._recorded["output_tokens"] = surface.output_tokens(whole)

@@ -45,6 +45,9 @@ from tests.integration.relay import Exchange
 from tests.support import pairing_problems, summaries_in, tokens_of
 
 agent_script = standin_upstream.agent_script
+recaller = standin_upstream.recaller
+RECALLS_MID_LOOP = "recall2"
+"""In a stand-in agent's name: it calls the proxy's recall tool mid-loop (``recaller.MID_LOOP_TURNS``)."""
 
 CLIENTS_DIR = REPO_ROOT / "clients"
 TOOL_TURNS = 30
@@ -193,6 +196,7 @@ class AgentClient:
             # Claude name's measured prior is for Claude's own count: the operator's setting says so
             "count_ratio": 1.0,
             "tokenizer": self.tokenizer,  # what the checks count with, whichever provider serves the group
+            "recall": True,
         }
         agent = self.wire.deployment(self.group, upstream, self.upstream_model, compact)
         summarizer = standin_deployment(
@@ -386,7 +390,7 @@ CLAUDE_CODE = AgentClient(
     binary="claude",
     wire=WIRES["anthropic"],
     group="cc-agent",
-    upstream_model=f"claude-fable-5-1-standin-strict-script{TOOL_TURNS}",  # a Claude 5.1 name: LiteLLM keeps `thinking`, the prefix check runs
+    upstream_model=f"claude-fable-5-1-standin-strict-script{TOOL_TURNS}-{RECALLS_MID_LOOP}",  # a Claude 5.1 name: LiteLLM keeps `thinking`, the prefix check runs
     summary_model="standin-summarizer-cc",
     window=46_000,
     tokenizer="claude",
@@ -399,7 +403,7 @@ CODEX = AgentClient(
     binary="codex",
     wire=WIRES["responses"],
     group="codex-agent",
-    upstream_model=f"standin-strict-script{TOOL_TURNS}",
+    upstream_model=f"standin-strict-script{TOOL_TURNS}-{RECALLS_MID_LOOP}",
     summary_model="standin-summarizer-codex",
     window=15_000,
     tokenizer="o200k_base",
@@ -597,6 +601,10 @@ class ClientFacts:
     """Requests asking the proxy for the client's own compaction (Codex's ``compaction_trigger``)."""
     opaque_forwarded: int = 0
     """Forwarded requests still carrying a compaction item of ours (it must reach the provider expanded)."""
+    recalls: int = 0
+    """The proxy's follow-ups to the model's recall calls (each a request to the provider the CLI never sent)."""
+    recalls_shown: int = 0
+    """Requests of the CLI's that carry a recall call: it was shown one (it must never be)."""
 
     @property
     def final(self) -> bool:
@@ -617,6 +625,8 @@ def facts_of(
     summaries = [
         r for r in recorded if isinstance(r["body"], dict) and r["body"].get("model") == client.summary_model
     ]
+    followups = [body for body in forwarded if _recalls_in(body.get(client.upstream_wire.entries))]
+    forwarded = [body for body in forwarded if not any(body is f for f in followups)]
     sessions, up = upstream.agent_turns, client.upstream_wire
     turns = max((sessions.get(up.session(body, {}), 0) for body in forwarded), default=0)
     facts = ClientFacts(
@@ -629,8 +639,10 @@ def facts_of(
         len(summaries),
         turns,
     )
+    facts.recalls = len(followups)
+    facts.recalls_shown = sum(_recalls_in(sent.get(wire.entries)) for sent in facts.sent)
     seen_summaries: set[str] = set()
-    for body in forwarded:
+    for body in [*forwarded, *followups]:
         entries = body.get(up.entries) or []
         seen_summaries.update(summaries_in(entries, up.format) or _bridged_summaries(body, client))
         facts.orphans += len(pairing_problems(entries, up.format))
@@ -655,9 +667,24 @@ def facts_of(
         facts.not_as_sent.extend(
             f"request {index}: {name}"
             for name in client.as_sent
-            if name in sent and got.get(name) != sent[name]
+            if name in sent and _without_recall_tool(got.get(name)) != sent[name]
         )
     return facts
+
+
+RECALL_TOOL = "compact_recall"
+
+
+def _recalls_in(entries: Any) -> bool:
+    """Whether a conversation holds a call to the proxy's recall tool."""
+    return RECALL_TOOL in json.dumps(entries or [])
+
+
+def _without_recall_tool(value: Any) -> Any:
+    """A request's ``tools`` without the recall tool the proxy offers (anything else as it is)."""
+    if not isinstance(value, list):
+        return value
+    return [tool for tool in value if not (isinstance(tool, dict) and RECALL_TOOL in json.dumps(tool)[:300])]
 
 
 def _bridged_summaries(body: dict[str, Any], client: AgentClient) -> list[str]:
@@ -727,6 +754,10 @@ def problems(facts: ClientFacts) -> list[str]:
         found.append("not forwarded as sent: " + ", ".join(facts.not_as_sent[:5]))
     if facts.opaque_forwarded:
         found.append(f"{facts.opaque_forwarded} forwarded requests carried our compaction item unexpanded")
+    if facts.recalls_shown:
+        found.append(f"the CLI was shown a recall call in {facts.recalls_shown} requests")
+    if RECALLS_MID_LOOP in client.upstream_model and facts.recalls < len(recaller.MID_LOOP_TURNS):
+        found.append(f"{facts.recalls} recalls answered, not {len(recaller.MID_LOOP_TURNS)}")
     if facts.summary_calls > facts.applied + 1:
         found.append(f"{facts.summary_calls} summary calls for {facts.applied} summaries applied")
     return found

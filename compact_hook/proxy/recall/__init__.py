@@ -9,8 +9,8 @@ usage look like. The handles themselves, and the
 texts they name, are the core's (``core.recall``).
 """
 
-from compact_hook.proxy.recall.offer import Offer, Pending, Pendings
-from compact_hook.proxy.recall.rounds import MAX_ROUNDS, answered
+from compact_hook.proxy.recall.offer import MAX_ROUNDS, Offer, Pending, Pendings
+from compact_hook.proxy.recall.rounds import answered
 from compact_hook.proxy.recall.streams import recalled_stream
 
 __all__ = ["MAX_ROUNDS", "Offer", "Pending", "Pendings", "answered", "recalled_stream"]

@@ -32,6 +32,8 @@ from compact_hook.formats.base import TOOL_OVERHEAD, Conversation, compact_json
 from compact_hook.proxy.recall.wires import STREAMED, WIRES, RecallWire
 from compact_hook.state.tokenizers import DEFAULT_TOKENIZER, acounter_for
 
+MAX_ROUNDS = int(CompactConfig.__dataclass_fields__["recall_max_rounds"].default)  # type: ignore[arg-type]
+"""The model calls a request's recall answers may add, unless the operator says (``recall_max_rounds``)."""
 PENDING_MAX = 1_000
 PENDING_TTL_SECONDS = 600.0
 """A reply slower than this is returned as it came (our calls then reach the client: never in practice)."""
@@ -50,6 +52,7 @@ class Pending:
     conversation: Conversation
     room: int
     session_id: str
+    max_rounds: int = MAX_ROUNDS
     _originals: Originals | None = None
     found: int = 0
     """Recall calls answered with an original, ``missing`` with "no such output", ``returned``
@@ -159,4 +162,5 @@ class Offer:
         self, conversation: Conversation, config: CompactConfig, result: CompactResult, session: str
     ) -> Pending:
         room = max(0, (config.context_window or 0) - result.output_tokens - (conversation.reserve or 0))
-        return Pending(self.wire, self.name, conversation, min(config.recall_max_tokens, room), session)
+        room = min(config.recall_max_tokens, room)
+        return Pending(self.wire, self.name, conversation, room, session, config.recall_max_rounds)

@@ -3,8 +3,9 @@
 When a reply offered the tool calls it, each handle is looked up (``Pending.answer``), the model's
 turn and the answers are appended to what was forwarded, and the model is called again through the
 router (the operator's deployments, keys and spend tracking; the caller's key pays) — at most
-``MAX_ROUNDS`` times; the last round's answers say there are no more. The client gets the final
-reply only: no recall call in it, its usage every round's.
+``recall_max_rounds`` times (``MAX_ROUNDS`` unless the operator says); the last round's answers say
+there are no more. The client gets the final reply only: no recall call in it, its usage every
+round's.
 
 A reply that calls the client's tools *and* ours goes to the client with ours taken out: the
 client must run its tools before the model can go on, and a recall answered now would be asked
@@ -26,7 +27,6 @@ from compact_hook.proxy.server import proxy_router
 
 logger = logging.getLogger(__name__)
 
-MAX_ROUNDS = 3
 NO_MORE = "\n\n(That was the last recall this reply may make: answer with what you have.)"
 
 
@@ -43,7 +43,7 @@ async def answered(pending: Pending, data: Mapping[str, Any], response: Any) -> 
         return wire.finished(response, tool, usage)
     request, rounds = followup_request(pending, data), 0
     try:
-        while calls and not theirs and rounds < MAX_ROUNDS:
+        while calls and not theirs and rounds < pending.max_rounds:
             rounds += 1
             answers = [(call, _answer(pending, call, len(calls), rounds)) for call in calls]
             wire.followup(request, response, answers)
@@ -60,7 +60,7 @@ async def answered(pending: Pending, data: Mapping[str, Any], response: Any) -> 
 
 def _answer(pending: Pending, call: Call, calls: int, round_: int) -> str:
     text = pending.answer(call.handle, share=calls) if call.handle else "Call it with an id."
-    return text + NO_MORE if round_ == MAX_ROUNDS else text
+    return text + NO_MORE if round_ == pending.max_rounds else text
 
 
 def followup_request(pending: Pending, data: Mapping[str, Any]) -> dict[str, Any]:

@@ -1,0 +1,254 @@
+"""Recall inside streams (``proxy.recall.streams``): raw SSE cut anywhere, our calls never shown, the
+blocks and items after one renumbered, the final reply continuing the stream with every round's usage."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator, Iterable
+from typing import Any
+
+import pytest
+
+from compact_hook.core.recall import handle_of
+from compact_hook.formats import ANTHROPIC, GOOGLE, Conversation
+from compact_hook.proxy.recall import Pending, rounds
+from compact_hook.proxy.recall.streams import recalled_stream
+from compact_hook.proxy.recall.streams.sse import Frame, Frames, frame
+from compact_hook.proxy.recall.wires import WIRES
+
+OUTPUT = "\n".join(f"row {i}" for i in range(3000))
+HANDLE = handle_of(OUTPUT)
+TOOL = "compact_recall"
+
+
+class Router:
+    """Answers each follow-up with the next reply, remembering the requests (any wire)."""
+
+    def __init__(self, *replies: Any) -> None:
+        self.replies, self.requests = list(replies), []  # type: ignore[var-annotated]
+
+    async def _answer(self, **request: Any) -> Any:
+        self.requests.append(request)
+        return self.replies.pop(0)
+
+    aanthropic_messages = agenerate_content = aresponses = _answer
+
+
+@pytest.fixture
+def router(monkeypatch: pytest.MonkeyPatch) -> Any:
+    def install(*replies: Any) -> Router:
+        spy = Router(*replies)
+        monkeypatch.setattr(rounds, "proxy_router", lambda: spy)
+        return spy
+
+    return install
+
+
+async def chunks_of(items: Iterable[Any]) -> AsyncIterator[Any]:
+    for item in items:
+        yield item
+
+
+async def streamed(pending: Pending, data: dict[str, Any], chunks: Iterable[Any]) -> list[Any]:
+    return [chunk async for chunk in recalled_stream(pending, data, chunks_of(chunks))]
+
+
+def events(chunks: list[Any]) -> list[dict[str, Any]]:
+    """The client's events, read back from the bytes it was sent."""
+    frames = Frames()
+    found = [f for chunk in chunks for f in frames.feed(chunk)]
+    assert not frames.rest()
+    return [f.data for f in found if isinstance(f, Frame) and f.data is not None]
+
+
+def messages_pending() -> Pending:
+    conversation = ANTHROPIC.parse(
+        {
+            "messages": [
+                {"role": "user", "content": "go"},
+                {
+                    "role": "assistant",
+                    "content": [{"type": "tool_use", "id": "t0", "name": "bash", "input": {}}],
+                },
+                {
+                    "role": "user",
+                    "content": [{"type": "tool_result", "tool_use_id": "t0", "content": OUTPUT}],
+                },
+            ]
+        }
+    )
+    assert isinstance(conversation, Conversation)
+    return Pending(WIRES["anthropic"], TOOL, conversation, 100_000, "s")
+
+
+def message_stream(*blocks: dict[str, Any], stop: str = "tool_use") -> bytes:
+    """A provider's Messages stream of these blocks (tool inputs as one JSON delta)."""
+    out = [
+        frame(
+            "message_start",
+            {
+                "type": "message_start",
+                "message": {
+                    "id": "m",
+                    "type": "message",
+                    "role": "assistant",
+                    "model": "x",
+                    "content": [],
+                    "usage": {"input_tokens": 100, "output_tokens": 1},
+                },
+            },
+        )
+    ]
+    for index, block in enumerate(blocks):
+        start = {**block, "input": {}} if block["type"] == "tool_use" else {**block, "text": ""}
+        out.append(
+            frame(
+                "content_block_start", {"type": "content_block_start", "index": index, "content_block": start}
+            )
+        )
+        delta = (
+            {"type": "input_json_delta", "partial_json": json.dumps(block["input"])}
+            if block["type"] == "tool_use"
+            else {"type": "text_delta", "text": block["text"]}
+        )
+        out.append(
+            frame("content_block_delta", {"type": "content_block_delta", "index": index, "delta": delta})
+        )
+        out.append(frame("content_block_stop", {"type": "content_block_stop", "index": index}))
+    out.append(
+        frame(
+            "message_delta",
+            {"type": "message_delta", "delta": {"stop_reason": stop}, "usage": {"output_tokens": 20}},
+        )
+    )
+    out.append(frame("message_stop", {"type": "message_stop"}))
+    return b"".join(out)
+
+
+OURS = {"type": "tool_use", "id": "toolu_1", "name": TOOL, "input": {"id": HANDLE}}
+THEIRS = {"type": "tool_use", "id": "toolu_2", "name": "bash", "input": {"cmd": "ls"}}
+TEXT = {"type": "text", "text": "Let me look."}
+
+
+def test_raw_events_cut_anywhere_come_back_whole() -> None:
+    raw = message_stream(TEXT, OURS)
+    whole = Frames().feed(raw)
+    for cut in range(1, len(raw)):
+        frames = Frames()
+        assert frames.feed(raw[:cut]) + frames.feed(raw[cut:]) == whole and not frames.rest()
+
+
+async def test_a_messages_stream_with_the_clients_call_too_hides_ours_and_renumbers_theirs(
+    router: Any,
+) -> None:
+    spy = router()
+    raw = message_stream(TEXT, OURS, THEIRS)
+    shown = events(await streamed(messages_pending(), {"model": "x", "messages": []}, [raw[:50], raw[50:]]))
+    starts = [(e["index"], e["content_block"]["type"]) for e in shown if e["type"] == "content_block_start"]
+    assert starts == [(0, "text"), (1, "tool_use")]
+    assert {e["index"] for e in shown if e["type"].startswith("content_block")} == {0, 1}
+    assert TOOL not in json.dumps(shown) and shown[-2]["delta"]["stop_reason"] == "tool_use"
+    assert spy.requests == []  # the client runs its tool; the model asks again next turn
+
+
+async def test_a_messages_stream_calling_only_ours_continues_with_the_answer(router: Any) -> None:
+    final = {
+        "type": "message",
+        "role": "assistant",
+        "content": [{"type": "text", "text": "row 2000"}],
+        "stop_reason": "end_turn",
+        "usage": {"input_tokens": 300, "output_tokens": 5},
+    }
+    spy = router(final)
+    shown = events(
+        await streamed(messages_pending(), {"model": "x", "messages": []}, [message_stream(TEXT, OURS)])
+    )
+    [request] = spy.requests
+    assert request["messages"][-1]["content"][0]["content"] == OUTPUT
+    assert request["messages"][-2]["content"][1] == OURS  # the model's turn as it came, our call in it
+    starts = [(e["index"], e["content_block"]["type"]) for e in shown if e["type"] == "content_block_start"]
+    assert starts == [(0, "text"), (1, "text")]
+    assert [e["type"] for e in shown][-2:] == ["message_delta", "message_stop"]
+    assert shown[-2]["delta"]["stop_reason"] == "end_turn"
+    assert shown[-2]["usage"] == {
+        "input_tokens": 400,
+        "output_tokens": 25,
+        "cache_creation_input_tokens": 0,
+        "cache_read_input_tokens": 0,
+    }
+
+
+def google_pending() -> Pending:
+    conversation = GOOGLE.parse(
+        {
+            "contents": [
+                {"role": "user", "parts": [{"text": "go"}]},
+                {"role": "model", "parts": [{"functionCall": {"name": "bash", "args": {}}}]},
+                {
+                    "role": "user",
+                    "parts": [{"functionResponse": {"name": "bash", "response": {"output": OUTPUT}}}],
+                },
+            ]
+        }
+    )
+    assert isinstance(conversation, Conversation)
+    return Pending(WIRES["google"], TOOL, conversation, 100_000, "s")
+
+
+def google_chunk(*parts: dict[str, Any], finish: bool = False) -> bytes:
+    candidate: dict[str, Any] = {"content": {"role": "model", "parts": list(parts)}, "index": 0}
+    chunk: dict[str, Any] = {"candidates": [candidate], "responseId": "g"}
+    if finish:
+        candidate["finishReason"] = "STOP"
+        chunk["usageMetadata"] = {"promptTokenCount": 100, "candidatesTokenCount": 20, "totalTokenCount": 120}
+    return frame("", chunk)
+
+
+async def test_a_gemini_stream_answers_a_call_without_id_and_sends_its_signature_back(router: Any) -> None:
+    final = {
+        "candidates": [
+            {"content": {"role": "model", "parts": [{"text": "row 2000"}]}, "finishReason": "STOP"}
+        ],
+        "usageMetadata": {"promptTokenCount": 300, "candidatesTokenCount": 5, "totalTokenCount": 305},
+    }
+    spy = router(final)
+    call = {"functionCall": {"name": TOOL, "args": {"id": HANDLE}}, "thoughtSignature": "c2ln"}
+    chunks = [google_chunk({"text": "Let me look."}), google_chunk(call, finish=True)]
+    shown = events(await streamed(google_pending(), {"model": "g", "contents": []}, chunks))
+    [request] = spy.requests
+    turn, answer = request["contents"][-2:]
+    assert turn == {"role": "model", "parts": [{"text": "Let me look."}, call]}
+    assert answer["parts"] == [{"functionResponse": {"name": TOOL, "response": {"output": OUTPUT}}}]
+    texts = [p.get("text") for e in shown for p in e["candidates"][0]["content"]["parts"]]
+    assert texts == ["Let me look.", "row 2000"] and TOOL not in json.dumps(shown)
+    assert shown[-1]["usageMetadata"]["promptTokenCount"] == 400
+
+
+async def test_a_responses_stream_renumbers_the_items_after_ours(router: Any) -> None:
+    spy = router()
+    conversation = ANTHROPIC.parse({"messages": [{"role": "user", "content": "go"}]})
+    assert isinstance(conversation, Conversation)
+    pending = Pending(WIRES["responses"], TOOL, conversation, 100_000, "s")
+    ours = {"type": "function_call", "id": "fc_1", "call_id": "c1", "name": TOOL, "arguments": "{}"}
+    theirs = {"type": "function_call", "id": "fc_2", "call_id": "c2", "name": "shell", "arguments": "{}"}
+    stream = [
+        {"type": "response.created", "sequence_number": 0, "response": {"id": "resp"}},
+        {"type": "response.output_item.added", "sequence_number": 1, "output_index": 0, "item": ours},
+        {"type": "response.output_item.done", "sequence_number": 2, "output_index": 0, "item": ours},
+        {"type": "response.output_item.added", "sequence_number": 3, "output_index": 1, "item": theirs},
+        {"type": "response.output_item.done", "sequence_number": 4, "output_index": 1, "item": theirs},
+        {
+            "type": "response.completed",
+            "sequence_number": 5,
+            "response": {"id": "resp", "output": [ours, theirs], "usage": {"input_tokens": 1}},
+        },
+    ]
+    out = await streamed(pending, {"model": "x", "input": []}, stream)
+    shown = [events([c])[0] if isinstance(c, bytes) else c for c in out]
+    assert [(e["type"], e.get("output_index")) for e in shown] == [
+        ("response.created", None),
+        ("response.output_item.added", 0),
+        ("response.output_item.done", 0),
+        ("response.completed", None),
+    ]
+    assert shown[-1]["response"]["output"] == [theirs] and spy.requests == []
