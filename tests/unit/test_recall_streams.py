@@ -252,3 +252,14 @@ async def test_a_responses_stream_renumbers_the_items_after_ours(router: Any) ->
         ("response.completed", None),
     ]
     assert shown[-1]["response"]["output"] == [theirs] and spy.requests == []
+
+
+def test_the_clients_turn_keeps_the_first_rounds_thinking_never_a_later_rounds() -> None:
+    """A later round's thinking followed our recall call and its answer, which the client never
+    sees: sent back next turn, it would be bound to a conversation the client does not have."""
+    first_thought = {"type": "thinking", "thinking": "look it up", "signature": "s1"}
+    first = {"content": [first_thought, OURS], "usage": {}}
+    later = {"type": "thinking", "thinking": "found it", "signature": "s2"}
+    final = {"content": [later, THEIRS], "stop_reason": "tool_use", "usage": {}}
+    done = WIRES["anthropic"].finished(final, TOOL, {"input_tokens": 1}, first)
+    assert done["content"] == [first_thought, THEIRS]

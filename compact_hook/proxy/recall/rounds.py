@@ -40,8 +40,8 @@ async def answered(pending: Pending, data: Mapping[str, Any], response: Any) -> 
     usage = wire.usage(response)
     router = proxy_router()
     if theirs or router is None:
-        return wire.finished(response, tool, usage)
-    request, rounds = followup_request(pending, data), 0
+        return wire.finished(response, tool, usage, response)
+    request, rounds, first = followup_request(pending, data), 0, response
     try:
         while calls and not theirs and rounds < pending.max_rounds:
             rounds += 1
@@ -55,7 +55,7 @@ async def answered(pending: Pending, data: Mapping[str, Any], response: Any) -> 
         logger.exception("compact_hook: request %s: a recall round failed", data.get("litellm_call_id"))
     pending.rounds = rounds
     logger.info("compact_hook: request %s: %d recall round(s)", data.get("litellm_call_id"), rounds)
-    return wire.finished(response, tool, usage)
+    return wire.finished(response, tool, usage, first)
 
 
 def _answer(pending: Pending, call: Call, calls: int, round_: int) -> str:

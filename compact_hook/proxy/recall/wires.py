@@ -113,8 +113,9 @@ class RecallWire(Protocol):
 
     def usage(self, response: Any) -> dict[str, int]: ...
 
-    def finished(self, response: Any, tool: str, usage: dict[str, int]) -> Any:
-        """``response`` without calls to ``tool``, its usage ``usage`` (every round's)."""
+    def finished(self, response: Any, tool: str, usage: dict[str, int], first: Any) -> Any:
+        """``response`` without calls to ``tool``, its usage ``usage`` (every round's); ``first``: the
+        reply that called the tool first (the client's turn continues from it)."""
         ...
 
 
@@ -156,7 +157,7 @@ class ChatRecall:
             key: int(_get(usage, key) or 0) for key in ("prompt_tokens", "completion_tokens", "total_tokens")
         }
 
-    def finished(self, response: Any, tool: str, usage: dict[str, int]) -> Any:
+    def finished(self, response: Any, tool: str, usage: dict[str, int], first: Any) -> Any:
         message = _message(response)
         kept = [c for c in _tool_calls(response) if _name(c) != tool]
         if len(kept) != len(_tool_calls(response)):
@@ -191,6 +192,12 @@ def _plain(call: Any) -> dict[str, Any]:
     }
 
 
+THINKING = frozenset({"thinking", "redacted_thinking"})
+"""A turn's thinking is bound to the conversation it was produced after: what the client sends back
+next turn must be what followed its own history — the first round's, never a later round's (made
+after our recall call and its answer, which the client never sees)."""
+
+
 class MessagesRecall:
     name, metadata_key, entries = "anthropic", "litellm_metadata", "messages"
 
@@ -218,9 +225,15 @@ class MessagesRecall:
         keys = ("input_tokens", "output_tokens", "cache_creation_input_tokens", "cache_read_input_tokens")
         return {key: int(_get(usage, key) or 0) for key in keys}
 
-    def finished(self, response: Any, tool: str, usage: dict[str, int]) -> Any:
+    def finished(self, response: Any, tool: str, usage: dict[str, int], first: Any) -> Any:
         if not isinstance(response, dict):
             return response
+        if response is not first:  # the turn's thinking is the first round's (see ``THINKING``)
+            thought = [b for b in _blocks(first) if _get(b, "type") in THINKING]
+            response["content"] = [
+                *thought,
+                *(b for b in _blocks(response) if _get(b, "type") not in THINKING),
+            ]
         blocks = _blocks(response)
         kept = [b for b in blocks if not (_get(b, "type") == "tool_use" and _get(b, "name") == tool)]
         if len(kept) != len(blocks):
@@ -270,7 +283,7 @@ class ResponsesRecall:
         usage = _get(response, "usage")
         return {key: int(_get(usage, key) or 0) for key in ("input_tokens", "output_tokens", "total_tokens")}
 
-    def finished(self, response: Any, tool: str, usage: dict[str, int]) -> Any:
+    def finished(self, response: Any, tool: str, usage: dict[str, int], first: Any) -> Any:
         output = _output(response)
         kept = [i for i in output if not (_get(i, "type") == "function_call" and _get(i, "name") == tool)]
         if len(kept) != len(output):
@@ -399,7 +412,7 @@ class GoogleRecall:
         usage = _field(response, "usageMetadata")
         return {key: int(_field(usage, key) or 0) for key in GOOGLE_USAGE}
 
-    def finished(self, response: Any, tool: str, usage: dict[str, int]) -> Any:
+    def finished(self, response: Any, tool: str, usage: dict[str, int], first: Any) -> Any:
         parts = _parts(response)
         kept = [p for p in parts if _field(_field(p, "functionCall"), "name") != tool]
         if len(kept) != len(parts):

@@ -19,6 +19,7 @@ from typing import Any
 from compact_hook.proxy.recall.offer import Pending
 from compact_hook.proxy.recall.rounds import answered
 from compact_hook.proxy.recall.streams.sse import Frame, Frames, frame
+from compact_hook.proxy.recall.wires import THINKING
 
 ENDING = frozenset({"message_delta", "message_stop"})
 BLOCK_EVENTS = frozenset({"content_block_start", "content_block_delta", "content_block_stop"})
@@ -137,12 +138,14 @@ async def recalled_messages(
         yield event
 
 
-def _continued(final: Any, whole: Mapping[str, Any], shown: int) -> Iterator[bytes]:
-    """The final reply as the rest of the client's message: its blocks (none if no round came back),
-    its stop reason, every round's usage."""
+def _continued(final: Any, whole: Mapping[str, Any], first: int) -> Iterator[bytes]:
+    """The final reply as the rest of the client's message: its blocks (none if no round came back;
+    its thinking is the first round's, already shown: ``wires.THINKING``), its stop reason, every
+    round's usage."""
     blocks = final.get("content") if isinstance(final, Mapping) and final is not whole else []
-    for offset, block in enumerate(blocks if isinstance(blocks, list) else []):
-        yield from _block_events(shown + offset, block)
+    shown = [b for b in blocks if isinstance(b, Mapping) and b.get("type") not in THINKING] if blocks else []
+    for offset, block in enumerate(shown):
+        yield from _block_events(first + offset, block)
     stop = final.get("stop_reason") if isinstance(final, Mapping) else None
     usage = final.get("usage") if isinstance(final, Mapping) else None
     yield frame(
