@@ -47,7 +47,12 @@ from tests.support import chat_to_google, chat_to_responses, load_transcript  # 
 TRANSCRIPTS = ("openhands_ponylang__ponyc-4593.json", "sweagent_fc_marshmallow-1867.json")
 WIRES = ("chat", "anthropic", "responses", "google")
 WINDOW = 6_000
-SETTINGS = {"context_window": WINDOW, "recall_max_tokens": 16_000}
+SETTINGS = {
+    "context_window": WINDOW,
+    "recall_max_tokens": 16_000,
+    "summary_model": "summarizer",
+    "summary_max_tokens": 1_000,
+}
 NEEDLE_SIZE = range(200, 800)
 """Bytes of the output the needle goes in: an answer under 1 KB is never cut, whatever the room."""
 REPEAT = 3
@@ -103,6 +108,9 @@ def config(upstream: StandinUpstream, archive: Path) -> dict[str, Any]:
             anthropic_deployment(f"anthropic-{suffix}", upstream.root_url, "needle", **info),
             gemini_deployment(f"google-{suffix}", upstream.root_url, "gemini-3-needle", **info),
         ]
+    entries.append(
+        standin_deployment("summarizer", upstream.url, "standin-summarizer", max_input_tokens=200_000)
+    )
     return {"model_list": entries, "litellm_settings": {"callbacks": "compact_hook.proxy_handler_instance"}}
 
 

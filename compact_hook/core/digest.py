@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from compact_hook.core.facts import ERROR_PATTERN, MAX_LINE_CHARS, clip, error_lines
 from compact_hook.core.items import Item, PartKind, summary_text
 from compact_hook.core.pairing import pair
+from compact_hook.core.recall import MENTION, mention, mentioned
 
 HEADER = "(Digest made without a model: facts copied from the compacted messages.)"
 PATH_KEYS = ("path", "file_path", "filepath", "filename", "file", "notebook_path", "target_file", "paths")
@@ -28,11 +29,13 @@ CALLS_WEIGHT = 2
 OMITTED = re.compile(r"^\(\d+ earlier entries omitted\)$")
 
 
-def digest(middle: Sequence[Item], max_chars: int) -> str:
+def digest(middle: Sequence[Item], max_chars: int, recall: bool = False) -> str:
     """Sections of facts from ``middle``; older lines give way first when over ``max_chars``.
 
     An earlier digest in ``middle`` is merged section by section (its lines first), never
     nested: re-compacting keeps every fact it held, the users' words last to give way.
+    ``recall``: each call's outcome names the handle its output is read back by (``core.recall``),
+    as the summary model is asked to.
     """
     sections = {
         EARLIER: [],
@@ -40,7 +43,7 @@ def digest(middle: Sequence[Item], max_chars: int) -> str:
             clip(item.user_text(), MAX_USER_CHARS) for item in middle if item.user_text().strip()
         ],
         "Files touched": _files(middle),
-        CALLS: _calls(middle),
+        CALLS: _calls(middle, recall),
         "Errors": _errors(middle),
     }
     for item in middle:
@@ -97,18 +100,27 @@ def _arguments(raw: str) -> object:
         return raw
 
 
-def _calls(middle: Sequence[Item]) -> list[str]:
-    """Each call with its outcome, paired by the one pairing."""
+def _calls(middle: Sequence[Item], recall: bool) -> list[str]:
+    """Each call with its outcome (and its output's handle), paired by the one pairing."""
     outcome: dict[tuple[int, int], str] = {}
     for result, call in pair(middle).call_of.items():
         part = middle[result[0]].parts[result[1]]
-        outcome[call] = _outcome(part.text, part.error)
+        outcome[call] = _outcome(part.text, part.error) + (_handle(part.text) if recall else "")
     return [
         f"- {_describe_call(part.name, part.text)} -> {outcome.get((index, position), 'no result')}"
         for index, item in enumerate(middle)
         for position, part in enumerate(item.parts)
         if part.kind is PartKind.CALL
     ]
+
+
+def _handle(output: str) -> str:
+    """`` (recall: r…)``: the handle an output already names (a placeholder, a truncation marker), else
+    its own; nothing for an empty output."""
+    if not output:
+        return ""
+    named = mentioned(output)
+    return f" ({MENTION.format(handle=named[0])})" if named else f" ({mention(output)})"
 
 
 def _describe_call(name: str, arguments: str) -> str:

@@ -151,7 +151,7 @@ async def make(run: Run, cut: Cut, making: Making) -> Made | Failed:
         budget.retries_left = 0
     if making.model is None:
         limit = config.summary_max_tokens * DIGEST_CHARS_PER_TOKEN
-        text, summarizer = await asyncio.to_thread(digest, middle, limit), Summarizer.DIGEST
+        text, summarizer = await asyncio.to_thread(digest, middle, limit, config.recall), Summarizer.DIGEST
     else:
         try:
             how = Summarizing(config, making.model, run.counter, run.request.focus, run.ratio)

@@ -233,7 +233,8 @@ async def summarize_middle(middle: Sequence[Item], how: Summarizing, budget: Bud
     (one retry each time; never resent unchanged)."""
     config = how.config
     start, chunks = await asyncio.to_thread(_plan, middle, how)
-    running = digest(middle[:start], config.summary_max_tokens * DIGEST_CHARS_PER_TOKEN) if start else None
+    limit = config.summary_max_tokens * DIGEST_CHARS_PER_TOKEN
+    running = digest(middle[:start], limit, config.recall) if start else None
     if start:
         logger.warning(
             "compact_hook: middle larger than %d summary calls can read; its %d oldest messages digested",

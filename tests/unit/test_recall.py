@@ -123,3 +123,19 @@ def test_a_previous_summary_and_a_placeholder_are_not_labelled_twice() -> None:
     items = items_of([calling("bash", call_id="c0"), result(cleared, "c0_0")])
     entries = transcript_entries(items, recall=True)
     assert mentioned("\n".join(entries)) == [handle_of(LONG)]
+
+
+def test_the_digest_names_each_outputs_handle_as_a_summary_model_is_asked_to() -> None:
+    """The digest stands in for a failed summary: what it covers must stay recallable too."""
+    from compact_hook.core.digest import digest
+
+    cleared = placeholder("bash", LONG, LONG)
+    middle = items_of(
+        [calling("bash", call_id="a"), result(LONG, "a"), calling("cat", call_id="b"), result(cleared, "b")]
+    )
+    text = digest(middle, 10_000, recall=True)
+    assert mentioned(text) == [handle_of(LONG)]  # its own, and the one the placeholder names: the same
+    assert mentioned(
+        digest(items_of([calling("ls", call_id="c"), result("x.txt", "c")]), 10_000, recall=True)
+    ) == [handle_of("x.txt")]
+    assert mentioned(digest(middle, 10_000)) == []
