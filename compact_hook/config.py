@@ -199,8 +199,8 @@ class CompactConfig:
         False,
         (
             "name each tool output that clearing, truncation or a summary takes out by a handle "
-            "(`recall: r…`), to be read back (*Nothing compacted is out of reach*; the recall tool is not "
-            "offered yet: off by default until it is)"
+            "(`recall: r…`) and offer the model a tool that reads it back, answered by the proxy on every "
+            "wire (docs/compatibility.md); the tool is in every request from the conversation's first"
         ),
         scope=True,
     )

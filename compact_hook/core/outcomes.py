@@ -88,6 +88,8 @@ class Removal(enum.StrEnum):
     """Fitted to the window: dropped whole, or shrunk (the original kept here)."""
     NORMALIZED = "normalized"
     """An orphaned tool call or result the provider would reject."""
+    RECALLED = "recalled"
+    """Nothing removed: the model read outputs back (``recall``); the audit lists the handles asked for."""
 
 
 class ArchiveStatus(enum.StrEnum):

@@ -27,13 +27,11 @@ MENTION = "recall: {handle}"
 MENTIONED = re.compile(r"recall: (r[a-z2-7]{10})\b")
 
 TOOL_NAME = "compact_recall"
-TOOL_DESCRIPTION = (
-    "Read back, word for word, a tool output or message that was shortened or summarized to save space. "
-    "Call it with the id shown after 'recall:' in a placeholder, a truncation marker or the summary "
-    "(e.g. r2x7kq4mzaa) when you need the exact text again instead of repeating the work."
-)
+TOOL_DESCRIPTION = "Read back the exact text of an output shortened or summarized away, by its recall id."
+"""Short: the definition is in every request's prefix (the words a model needs, where the ids are
+named by every placeholder, marker and summary that shows one)."""
 ARGUMENT = "id"
-ARGUMENT_DESCRIPTION = "The id after 'recall:', e.g. r2x7kq4mzaa."
+ARGUMENT_DESCRIPTION = "The id after 'recall:' (r2x7kq4mzaa)."
 
 
 def handle_of(text: str) -> str:

@@ -100,7 +100,7 @@ class RequestGate:
         if isinstance(summarizer, RouterSummarizer):
             summarizer.on_spent = self.telemetry.spender(model, wire)
         result = await self.services.compactor.compact(request)
-        offered = offer if offer is not None and not codex and Offer.due(result) else None
+        offered = offer if not codex else None
         if offered is not None:
             result = offered.counted(result)
         report = self.telemetry.compacted(data, wire, result, who)
@@ -116,7 +116,8 @@ class RequestGate:
             log_reshaped(data, wire, model, result)
         if offered is not None:  # the model may read back what was taken out (``proxy.recall``)
             offered.apply(data)
-            pending = offered.pending(parsed, config, result, who.session_id)
+            pending = offered.pending(parsed, config, result, (who.session_id, tenant))
+            pending.archive = self.services.compactor.memory.folders.get(config.archive_dir)
             self.services.pendings.put(str(data["litellm_call_id"]), pending)
         if config.recover and control.mode is not Mode.OFF:
             attach_fallbacks(data, model, router, call_type)

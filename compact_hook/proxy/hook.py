@@ -30,7 +30,7 @@ from compact_hook.proxy.gate import RequestGate
 from compact_hook.proxy.logs import configure_logging
 from compact_hook.proxy.metrics import Metrics, Outcome, default_metrics, serve
 from compact_hook.proxy.models import ModelSettings
-from compact_hook.proxy.recall import answered, recalled_stream
+from compact_hook.proxy.recall import answered, audit_recalls, recalled_stream
 from compact_hook.proxy.recovery import Recovery
 from compact_hook.proxy.remote_compaction import CompactionAnswer
 from compact_hook.proxy.report import scrub
@@ -139,6 +139,7 @@ class CompactHook(CustomLogger):
             yield chunk
         if pending is not None:
             self.telemetry.recalled(request_data, pending)
+            audit_recalls(pending)
 
     async def async_post_call_success_hook(
         self, data: dict[str, Any], user_api_key_dict: Any, response: Any
@@ -151,6 +152,7 @@ class CompactHook(CustomLogger):
             if ours is None and pending is not None:
                 ours = await answered(pending, data, response)
                 self.telemetry.recalled(data, pending)
+                audit_recalls(pending)
             return ours
         except Exception:
             logger.exception("compact_hook: could not deliver our answer")

@@ -371,3 +371,6 @@ def test_a_handle_is_answered_by_any_replica_after_restarts_and_is_not_found_for
     answered = upstream.chat_requests[-1]["body"]["messages"][-1]
     assert answered["content"] == f"No output with id {handle} in this conversation."
     assert raw.parse().choices[0].message.content == f"RECALLED {handle}: {answered['content']}"
+    audits = [json.loads(p.read_text()) for p in tmp_path.rglob("*.json")]
+    recalled = sorted(a["summary"] for a in audits if isinstance(a, dict) and a.get("removal") == "recalled")
+    assert recalled == [f"recall: {handle} found"] * 4 + [f"recall: {handle} not found"]

@@ -1,11 +1,14 @@
 """Offering the recall tool, and keeping what answering it will need.
 
-A request is offered the tool once its conversation has something to recall (a cleared result, a
-truncated output, a summary: after the engine ran) on a wire and shape the proxy answers it on
-(``wires``: chat, Messages and Responses, not streamed). The tool's definition is the same bytes on every
-turn, after the client's own tools (the cached prefix moves once, when it first appears), and is
-counted like any tool: its tokens are reserved before the engine fits the request, and added to
-what we report as forwarded when it is offered.
+With ``recall`` on, every request the hook compacts for is offered the tool, from the conversation's
+first request on (``wires``: every wire, whole and streamed): its definition is the same bytes on
+every turn, after the client's own tools, so the cached prefix never moves for it. Offered only once
+something had been taken out, it moved once per conversation, at its first clearing, truncation or
+summary — where the providers' caches hold the tools and system prompt before the messages, so the
+whole prefix was written again: +3.7% on the priced replay under Anthropic's rules, +1.9% under
+OpenAI's (``bench/bench_cost.py``). Until something is taken out the model has no handle to ask
+for. It is counted like any tool: its tokens are reserved before the engine fits the request, and
+added to what we report as forwarded.
 
 What the answers need is kept by the request's call id until its response is handled: the
 client's own entries (the originals are looked up there, never in another request), bounded in
@@ -30,6 +33,7 @@ from compact_hook.core.truncate import BYTES_PER_TOKEN, Truncating, truncate_tex
 from compact_hook.engine.result import CompactResult
 from compact_hook.formats.base import TOOL_OVERHEAD, Conversation, compact_json
 from compact_hook.proxy.recall.wires import STREAMED, WIRES, RecallWire
+from compact_hook.state.archive import Archive
 from compact_hook.state.tokenizers import DEFAULT_TOKENIZER, acounter_for
 
 MAX_ROUNDS = int(CompactConfig.__dataclass_fields__["recall_max_rounds"].default)  # type: ignore[arg-type]
@@ -53,6 +57,11 @@ class Pending:
     room: int
     session_id: str
     max_rounds: int = MAX_ROUNDS
+    tenant: str = ""
+    archive: Archive | None = None
+    """Where the audit of what was recalled goes (``audit``)."""
+    asked: list[tuple[str, bool]] = dataclasses.field(default_factory=list)
+    """Each handle a recall call asked for, and whether it was found (the archive's audit)."""
     _originals: Originals | None = None
     found: int = 0
     """Recall calls answered with an original, ``missing`` with "no such output", ``returned``
@@ -68,6 +77,7 @@ class Pending:
             items = self.conversation.items()
             self._originals = Originals.of(items, pair(items).tool_of)
         original = self._originals.get(handle)
+        self.asked.append((handle, original is not None))
         if original is None:
             self.missing += 1
             return NOT_FOUND.format(handle=handle)
@@ -143,11 +153,6 @@ class Offer:
         """The conversation with room kept for the tool, as for an output reserve."""
         return dataclasses.replace(conversation, reserve=(conversation.reserve or 0) + self.billed)
 
-    @staticmethod
-    def due(result: CompactResult) -> bool:
-        """Whether the conversation has something to recall."""
-        return result.compacted or result.cleared > 0 or result.truncated > 0
-
     def counted(self, result: CompactResult) -> CompactResult:
         """The result with the tool counted as forwarded."""
         return dataclasses.replace(
@@ -159,8 +164,10 @@ class Offer:
         data["tools"] = [*(tools if isinstance(tools, list) else []), self.tool]
 
     def pending(
-        self, conversation: Conversation, config: CompactConfig, result: CompactResult, session: str
+        self, conversation: Conversation, config: CompactConfig, result: CompactResult, who: tuple[str, str]
     ) -> Pending:
+        """What answering this request's recall calls needs; ``who``: its session and tenant."""
+        session, tenant = who
         room = max(0, (config.context_window or 0) - result.output_tokens - (conversation.reserve or 0))
         room = min(config.recall_max_tokens, room)
-        return Pending(self.wire, self.name, conversation, room, session, config.recall_max_rounds)
+        return Pending(self.wire, self.name, conversation, room, session, config.recall_max_rounds, tenant)
