@@ -212,6 +212,14 @@ class CompactConfig:
         ),
         at_least=256,
     )
+    recall_conversation_max_bytes: int = setting(
+        8 * 1024 * 1024,
+        (
+            "the most the recall answers of one conversation give back while it lives, in all requests "
+            "(shared by the replicas through the store; past it, a recall is told the budget is spent)"
+        ),
+        at_least=1024,
+    )
     recall_max_rounds: int = setting(
         3,
         (

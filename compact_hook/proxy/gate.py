@@ -118,6 +118,7 @@ class RequestGate:
             offered.apply(data)
             pending = offered.pending(parsed, config, result, (who.session_id, tenant))
             pending.archive = self.services.compactor.memory.folders.get(config.archive_dir)
+            pending.budget = self.services.recall_budget(tenant, who.session_id, config)
             self.services.pendings.put(str(data["litellm_call_id"]), pending)
         if config.recover and control.mode is not Mode.OFF:
             attach_fallbacks(data, model, router, call_type)

@@ -18,6 +18,7 @@ from compact_hook.proxy.learned import LearnedRatios, LearnedWindows
 from compact_hook.proxy.metrics import Metrics
 from compact_hook.proxy.models import ModelSettings
 from compact_hook.proxy.recall import Pendings
+from compact_hook.proxy.recall.budget import RecallBudget
 from compact_hook.proxy.remote_compaction import Mementos
 from compact_hook.proxy.shutdown import on_shutdown, shutting_down
 from compact_hook.state.archive import ArchiveFolders
@@ -75,6 +76,14 @@ class Services:
             assert store is not None  # the proxy's compactor always has one
             self._mementos = Mementos(store, self.process.store_ttl_seconds)
         return self._mementos
+
+    def recall_budget(self, tenant: str, session: str, config: CompactConfig) -> RecallBudget:
+        """A conversation's recall budget, in the compactor's store (replicas share it), kept as long
+        as the conversation's state (``proxy.recall.budget``)."""
+        store = self.compactor.store
+        assert store is not None  # the proxy's compactor always has one
+        limit, ttl = config.recall_conversation_max_bytes, self.process.store_ttl_seconds
+        return RecallBudget.of(store, tenant, session, limit, ttl)
 
     @property
     def ratios(self) -> LearnedRatios:

@@ -115,7 +115,7 @@ class Telemetry:
 
     def recalled(self, data: Mapping[str, Any], pending: Pending) -> None:
         """The recall calls a reply made and the proxy answered: report fields and metrics."""
-        if not pending.found and not pending.missing:
+        if not pending.found and not pending.missing and not pending.refused:
             return
         found, missing, returned = pending.found, pending.missing, pending.returned
         self.metrics.recalled(
@@ -123,7 +123,12 @@ class Telemetry:
         )
         report = report_in(data)
         if report is not None:
-            report.update(recalls=found + missing, recalls_not_found=missing, recall_rounds=pending.rounds)
+            report.update(
+                recalls=found + missing + pending.refused,
+                recalls_not_found=missing,
+                recalls_refused=pending.refused,
+                recall_rounds=pending.rounds,
+            )
 
     def spender(self, group: str, wire: WireFormat) -> Callable[[float], None]:
         """Where a summary's cost is counted (its model group is the request's, known to the router)."""

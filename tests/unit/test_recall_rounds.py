@@ -207,3 +207,25 @@ def test_a_request_no_hook_came_back_for_is_forgotten_after_its_time() -> None:
     now[0] = 22
     waiting.put("c", pending())  # the expired ones give way as the next arrives
     assert len(waiting) == 1 and waiting.pop("c") is not None
+
+
+async def test_a_conversations_answers_stop_at_its_budget_across_requests(router: Any) -> None:
+    """A model that reads the same output back turn after turn: the conversation's budget (in the
+    store, shared by the replicas) cuts the answer that reaches it, then refuses."""
+    from compact_hook.proxy.recall.budget import RecallBudget
+    from compact_hook.proxy.recall.offer import SPENT
+    from compact_hook.state.store import MemoryStore
+
+    store, size = MemoryStore(100, 600.0), len(OUTPUT.encode())
+    budget = RecallBudget.of(store, "tenant", "conversation", size + 4096, 600.0)
+    answers = []
+    for _ in range(3):
+        spy = router(reply(content="done"))
+        each = pending()
+        each.budget = budget
+        await rounds.answered(each, DATA, reply(("a", TOOL, handle_of(OUTPUT))))
+        answers.append(spy.requests[0]["messages"][-1]["content"])
+    assert answers[0] == OUTPUT
+    assert answers[1] != OUTPUT and len(answers[1].encode()) <= 4096 + 200  # head and tail, a note
+    assert answers[2] == SPENT
+    assert await RecallBudget.of(store, "other", "conversation", 10_000, 600.0).left() == 10_000

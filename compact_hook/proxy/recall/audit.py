@@ -12,7 +12,7 @@ import asyncio
 import logging
 
 from compact_hook.core.outcomes import Removal
-from compact_hook.proxy.recall.offer import Pending
+from compact_hook.proxy.recall.offer import Answered, Pending
 from compact_hook.state.archive import Audit
 
 logger = logging.getLogger(__name__)
@@ -29,8 +29,8 @@ def audit_recalls(pending: Pending) -> None:
     task.add_done_callback(_writing.discard)
 
 
-def audit_text(asked: list[tuple[str, bool]]) -> str:
-    return "\n".join(f"recall: {handle} {'found' if found else 'not found'}" for handle, found in asked)
+def audit_text(asked: list[tuple[str, Answered]]) -> str:
+    return "\n".join(f"recall: {handle} {answered.value}" for handle, answered in asked)
 
 
 async def _write(pending: Pending) -> None:

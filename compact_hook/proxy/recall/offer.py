@@ -19,6 +19,7 @@ as it is, recall calls removed by nothing — the model asks again).
 from __future__ import annotations
 
 import dataclasses
+import enum
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Mapping
@@ -32,6 +33,7 @@ from compact_hook.core.recall import Originals, tool_name
 from compact_hook.core.truncate import BYTES_PER_TOKEN, Truncating, truncate_text
 from compact_hook.engine.result import CompactResult
 from compact_hook.formats.base import TOOL_OVERHEAD, Conversation, compact_json
+from compact_hook.proxy.recall.budget import RecallBudget
 from compact_hook.proxy.recall.wires import STREAMED, WIRES, RecallWire
 from compact_hook.state.archive import Archive
 from compact_hook.state.tokenizers import DEFAULT_TOKENIZER, acounter_for
@@ -42,8 +44,17 @@ PENDING_MAX = 1_000
 PENDING_TTL_SECONDS = 600.0
 """A reply slower than this is returned as it came (our calls then reach the client: never in practice)."""
 NOT_FOUND = "No output with id {handle} in this conversation."
+SPENT = "Not read back: this conversation's recall budget is spent. Work from what you have."
 ANSWER_FLOOR_TOKENS = 256
 """An answer is never cut below this (head and tail), whatever room is left."""
+
+
+class Answered(enum.StrEnum):
+    """What a recall call got (the archive's audit says it per handle)."""
+
+    FOUND = "found"
+    NOT_FOUND = "not found"
+    SPENT = "budget spent"
 
 
 @dataclass
@@ -60,8 +71,12 @@ class Pending:
     tenant: str = ""
     archive: Archive | None = None
     """Where the audit of what was recalled goes (``audit``)."""
-    asked: list[tuple[str, bool]] = dataclasses.field(default_factory=list)
-    """Each handle a recall call asked for, and whether it was found (the archive's audit)."""
+    budget: RecallBudget | None = None
+    allowance: int | None = None
+    """Bytes the conversation's answers may still give back (``budget``, read when the model recalls)."""
+    refused: int = 0
+    asked: list[tuple[str, Answered]] = dataclasses.field(default_factory=list)
+    """Each handle a recall call asked for, and what it got (the archive's audit)."""
     _originals: Originals | None = None
     found: int = 0
     """Recall calls answered with an original, ``missing`` with "no such output", ``returned``
@@ -77,15 +92,24 @@ class Pending:
             items = self.conversation.items()
             self._originals = Originals.of(items, pair(items).tool_of)
         original = self._originals.get(handle)
-        self.asked.append((handle, original is not None))
         if original is None:
             self.missing += 1
+            self.asked.append((handle, Answered.NOT_FOUND))
             return NOT_FOUND.format(handle=handle)
         limit = max(ANSWER_FLOOR_TOKENS, self.room // max(1, share))
+        if self.allowance is not None:
+            if self.allowance < ANSWER_FLOOR_TOKENS * BYTES_PER_TOKEN:
+                self.refused += 1
+                self.asked.append((handle, Answered.SPENT))
+                return SPENT
+            limit = min(limit, self.allowance // BYTES_PER_TOKEN)
+        self.asked.append((handle, Answered.FOUND))
         cut = truncate_text(original.text, Truncating(limit, "bytes", _no_cut), what="recalled output")
         shown = original.text if cut is None else cut
         size = len(shown.encode("utf-8", "surrogatepass"))
         self.room = max(0, self.room - size // BYTES_PER_TOKEN)
+        if self.allowance is not None:
+            self.allowance = max(0, self.allowance - size)
         self.found, self.returned = self.found + 1, self.returned + size
         return shown
 
