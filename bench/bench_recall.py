@@ -84,16 +84,27 @@ def planted(name: str) -> Needle:
     return Needle([*messages, {"role": "user", "content": f"What is {key}?"}], key, value, output)
 
 
+SHELL = {"type": "object", "properties": {"command": {"type": "string"}}}
+TOOLS: dict[str, list[Any]] = {
+    "chat": [{"type": "function", "function": {"name": "bash", "parameters": SHELL}}],
+    "anthropic": [{"name": "bash", "input_schema": SHELL}],
+    "responses": [{"type": "function", "name": "bash", "parameters": SHELL}],
+    "google": [{"function_declarations": [{"name": "bash", "parameters": SHELL}]}],
+}
+"""The agent's own tool (the recall tool is offered beside a client's tools, never alone)."""
+
+
 def wire_request(wire: str, messages: list[dict[str, Any]]) -> tuple[list[Any], dict[str, Any]]:
     """The conversation as ``wire``'s client sends it, and what else it carries."""
+    extra: dict[str, Any] = {"tools": TOOLS[wire]}
     if wire == "anthropic":
         system, converted = chat_to_anthropic(messages)
-        return converted, {"system": system} if system else {}
+        return converted, {**extra, "system": system} if system else extra
     if wire == "responses":
-        return chat_to_responses(messages), {}
+        return chat_to_responses(messages), extra
     if wire == "google":
-        return chat_to_google(messages), {}
-    return messages, {}
+        return chat_to_google(messages), extra
+    return messages, extra
 
 
 def config(upstream: StandinUpstream, archive: Path) -> dict[str, Any]:

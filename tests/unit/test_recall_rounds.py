@@ -229,3 +229,19 @@ async def test_a_conversations_answers_stop_at_its_budget_across_requests(router
     assert answers[1] != OUTPUT and len(answers[1].encode()) <= 4096 + 200  # head and tail, a note
     assert answers[2] == SPENT
     assert await RecallBudget.of(store, "other", "conversation", 10_000, 600.0).left() == 10_000
+
+
+async def test_the_tool_is_offered_beside_the_clients_tools_never_alone() -> None:
+    """A request without tools (opencode's title request) is not an agent's loop: a tool there would
+    change what the model answers."""
+    from compact_hook import CompactConfig
+    from compact_hook.core.calibration import IDENTITY
+    from compact_hook.proxy.recall import Offer
+
+    on = CompactConfig(recall=True)
+    asked = {"model": "m", "messages": [], "litellm_call_id": "x"}
+    tools = [{"type": "function", "function": {"name": "bash", "parameters": {}}}]
+    assert await Offer.of(asked, "chat", on, IDENTITY) is None
+    offered = await Offer.of({**asked, "tools": tools}, "chat", on, IDENTITY)
+    assert offered is not None and offered.name == TOOL
+    assert await Offer.of({**asked, "tools": tools}, "chat", CompactConfig(), IDENTITY) is None

@@ -1,7 +1,9 @@
 """Offering the recall tool, and keeping what answering it will need.
 
-With ``recall`` on, every request the hook compacts for is offered the tool, from the conversation's
-first request on (``wires``: every wire, whole and streamed): its definition is the same bytes on
+With ``recall`` on, every request the hook compacts for that offers the model tools of the client's is
+offered ours too, from the conversation's first request on (``wires``: every wire, whole and
+streamed) — not a request with no tools (a title, a plain chat: found by opencode's title request,
+which the stand-in's agent then answered with our tool): its definition is the same bytes on
 every turn, after the client's own tools, so the cached prefix never moves for it. Offered only once
 something had been taken out, it moved once per conversation, at its first clearing, truncation or
 summary — where the providers' caches hold the tools and system prompt before the messages, so the
@@ -167,7 +169,10 @@ class Offer:
             return None
         if not isinstance(data.get("litellm_call_id"), str) or data.get("previous_response_id"):
             return None  # no id to keep it by; a conversation the provider holds (not ours to append to)
-        name = tool_name(served.tool_names(data))
+        theirs = served.tool_names(data)
+        if not theirs:  # not an agent's loop (a title, a plain chat): a tool there changes what it asks for
+            return None
+        name = tool_name(theirs)
         tool = served.tool(name)
         counter = await acounter_for(config.tokenizer or DEFAULT_TOKENIZER)
         ours = counter.count_text(compact_json(tool)) + TOOL_OVERHEAD
