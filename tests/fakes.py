@@ -163,3 +163,21 @@ class BrokenStore:
 
     async def is_locked(self, key: bytes) -> None:
         await self._fail()
+
+
+class ScriptedRouter:
+    """The proxy's router for the recall rounds: answers each follow-up with the next reply (or
+    raises it, an exception), on any wire, remembering the requests."""
+
+    def __init__(self, *replies: Any) -> None:
+        self.replies: list[Any] = list(replies)
+        self.requests: list[dict[str, Any]] = []
+
+    async def _answer(self, **request: Any) -> Any:
+        self.requests.append(request)
+        answer = self.replies.pop(0)
+        if isinstance(answer, BaseException):
+            raise answer
+        return answer
+
+    acompletion = aanthropic_messages = aresponses = agenerate_content = _answer

@@ -13,6 +13,7 @@ import pytest
 import respx
 
 from compact_hook.proxy import server
+from tests.fakes import ScriptedRouter
 from tests.routers import SUMMARY, UPSTREAM, completion, model_groups, spy_router
 
 
@@ -22,6 +23,19 @@ def router(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Any:
     spy = spy_router(model_groups(tmp_path / "archive"))
     monkeypatch.setattr(server, "proxy_router", lambda: spy)
     return spy
+
+
+@pytest.fixture
+def recall_router(monkeypatch: pytest.MonkeyPatch) -> Any:
+    """Installs a ``ScriptedRouter`` with the given replies as the router the recall rounds call."""
+    from compact_hook.proxy.recall import rounds
+
+    def install(*replies: Any) -> ScriptedRouter:
+        spy = ScriptedRouter(*replies)
+        monkeypatch.setattr(rounds, "proxy_router", lambda: spy)
+        return spy
+
+    return install
 
 
 @pytest.fixture

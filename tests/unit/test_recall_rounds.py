@@ -7,7 +7,6 @@ import json
 from typing import Any
 
 import litellm
-import pytest
 
 from compact_hook.core.recall import handle_of
 from compact_hook.formats import CHAT, Conversation
@@ -33,20 +32,6 @@ def reply(*calls: tuple[str, str, str], content: str | None = None) -> Any:
     )
 
 
-class Router:
-    """Answers each follow-up with the next reply (or raises it), remembering the requests."""
-
-    def __init__(self, *replies: Any) -> None:
-        self.replies, self.requests = list(replies), []  # type: ignore[var-annotated]
-
-    async def acompletion(self, **request: Any) -> Any:
-        self.requests.append(request)
-        answer = self.replies.pop(0)
-        if isinstance(answer, BaseException):
-            raise answer
-        return answer
-
-
 def pending(room: int = 100_000) -> Pending:
     messages = [
         {"role": "user", "content": "go"},
@@ -70,18 +55,10 @@ DATA = {
 }
 
 
-@pytest.fixture
-def router(monkeypatch: pytest.MonkeyPatch) -> Any:
-    def install(*replies: Any) -> Router:
-        spy = Router(*replies)
-        monkeypatch.setattr(rounds, "proxy_router", lambda: spy)
-        return spy
-
-    return install
-
-
-async def test_a_recall_is_answered_with_the_original_and_the_usage_is_every_rounds(router: Any) -> None:
-    spy = router(reply(content="done"))
+async def test_a_recall_is_answered_with_the_original_and_the_usage_is_every_rounds(
+    recall_router: Any,
+) -> None:
+    spy = recall_router(reply(content="done"))
     final = await rounds.answered(pending(), DATA, reply(("a", TOOL, handle_of(OUTPUT))))
     [request] = spy.requests
     assert request["messages"][-1] == {"role": "tool", "tool_call_id": "a", "content": OUTPUT}
@@ -89,32 +66,34 @@ async def test_a_recall_is_answered_with_the_original_and_the_usage_is_every_rou
     assert final.choices[0].message.content == "done" and final.usage.prompt_tokens == 200
 
 
-async def test_a_reply_calling_the_clients_tools_too_goes_to_the_client_without_ours(router: Any) -> None:
-    spy = router()
+async def test_a_reply_calling_the_clients_tools_too_goes_to_the_client_without_ours(
+    recall_router: Any,
+) -> None:
+    spy = recall_router()
     final = await rounds.answered(pending(), DATA, reply(("a", TOOL, "rxxxxxxxxxx"), ("b", "bash", "")))
     assert spy.requests == []
     assert [c.function.name for c in final.choices[0].message.tool_calls] == ["bash"]
 
 
-async def test_the_rounds_stop_at_the_limit_and_the_last_answers_say_so(router: Any) -> None:
+async def test_the_rounds_stop_at_the_limit_and_the_last_answers_say_so(recall_router: Any) -> None:
     again = [reply((f"a{n}", TOOL, handle_of(OUTPUT))) for n in range(MAX_ROUNDS)]
-    spy = router(*again)
+    spy = recall_router(*again)
     final = await rounds.answered(pending(), DATA, reply(("a", TOOL, handle_of(OUTPUT))))
     assert len(spy.requests) == MAX_ROUNDS
     assert spy.requests[-1]["messages"][-1]["content"].endswith(rounds.NO_MORE)
     assert final.choices[0].message.tool_calls is None and final.choices[0].finish_reason == "stop"
 
 
-async def test_a_handle_the_conversation_does_not_hold_is_not_found(router: Any) -> None:
-    spy = router(reply(content="ok"))
+async def test_a_handle_the_conversation_does_not_hold_is_not_found(recall_router: Any) -> None:
+    spy = recall_router(reply(content="ok"))
     await rounds.answered(pending(), DATA, reply(("a", TOOL, handle_of("another conversation's output"))))
     assert spy.requests[0]["messages"][-1]["content"] == NOT_FOUND.format(
         handle=handle_of("another conversation's output")
     )
 
 
-async def test_a_failed_round_gives_the_reply_so_far_without_our_call(router: Any) -> None:
-    router(RuntimeError("provider down"))
+async def test_a_failed_round_gives_the_reply_so_far_without_our_call(recall_router: Any) -> None:
+    recall_router(RuntimeError("provider down"))
     final = await rounds.answered(
         pending(), DATA, reply(("a", TOOL, handle_of(OUTPUT)), content="let me look")
     )
@@ -157,7 +136,7 @@ async def streamed(pending_: Pending, *chunks: Any) -> list[Any]:
     return [chunk async for chunk in recalled_stream(pending_, DATA, chunks_of(*chunks))]
 
 
-async def test_a_stream_without_our_call_ends_as_it_came_its_usage_said_once(router: Any) -> None:
+async def test_a_stream_without_our_call_ends_as_it_came_its_usage_said_once(recall_router: Any) -> None:
     usage = {"prompt_tokens": 5, "completion_tokens": 1, "total_tokens": 6}
     shown = await streamed(pending(), stream_chunk(content="hi", usage=usage), stream_chunk(finish="stop"))
     assert [c.choices[0].delta.content for c in shown if c.choices] == ["hi", None]
@@ -165,9 +144,9 @@ async def test_a_stream_without_our_call_ends_as_it_came_its_usage_said_once(rou
 
 
 async def test_a_stream_calling_our_tool_continues_with_the_answer_and_never_shows_the_call(
-    router: Any,
+    recall_router: Any,
 ) -> None:
-    spy = router(reply(content="found it"))
+    spy = recall_router(reply(content="found it"))
     arguments = json.dumps({"id": handle_of(OUTPUT)})
     shown = await streamed(
         pending(),
@@ -183,8 +162,8 @@ async def test_a_stream_calling_our_tool_continues_with_the_answer_and_never_sho
     assert [c.choices[0].finish_reason for c in shown if c.choices][-1] == "stop"
 
 
-async def test_a_stream_calling_the_clients_tool_too_shows_theirs_only(router: Any) -> None:
-    spy = router()
+async def test_a_stream_calling_the_clients_tool_too_shows_theirs_only(recall_router: Any) -> None:
+    spy = recall_router()
     shown = await streamed(
         pending(),
         stream_chunk(tool_calls=[recall_delta(0, arguments=json.dumps({"id": "r"}))]),
@@ -209,7 +188,7 @@ def test_a_request_no_hook_came_back_for_is_forgotten_after_its_time() -> None:
     assert len(waiting) == 1 and waiting.pop("c") is not None
 
 
-async def test_a_conversations_answers_stop_at_its_budget_across_requests(router: Any) -> None:
+async def test_a_conversations_answers_stop_at_its_budget_across_requests(recall_router: Any) -> None:
     """A model that reads the same output back turn after turn: the conversation's budget (in the
     store, shared by the replicas) cuts the answer that reaches it, then refuses."""
     from compact_hook.proxy.recall.budget import RecallBudget
@@ -220,7 +199,7 @@ async def test_a_conversations_answers_stop_at_its_budget_across_requests(router
     budget = RecallBudget.of(store, "tenant", "conversation", size + 4096, 600.0)
     answers = []
     for _ in range(3):
-        spy = router(reply(content="done"))
+        spy = recall_router(reply(content="done"))
         each = pending()
         each.budget = budget
         await rounds.answered(each, DATA, reply(("a", TOOL, handle_of(OUTPUT))))

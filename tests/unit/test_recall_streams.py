@@ -7,11 +7,9 @@ import json
 from collections.abc import AsyncIterator, Iterable
 from typing import Any
 
-import pytest
-
 from compact_hook.core.recall import handle_of
 from compact_hook.formats import ANTHROPIC, GOOGLE, Conversation
-from compact_hook.proxy.recall import Pending, rounds
+from compact_hook.proxy.recall import Pending
 from compact_hook.proxy.recall.streams import recalled_stream
 from compact_hook.proxy.recall.streams.sse import Frame, Frames, frame
 from compact_hook.proxy.recall.wires import WIRES
@@ -19,29 +17,6 @@ from compact_hook.proxy.recall.wires import WIRES
 OUTPUT = "\n".join(f"row {i}" for i in range(3000))
 HANDLE = handle_of(OUTPUT)
 TOOL = "compact_recall"
-
-
-class Router:
-    """Answers each follow-up with the next reply, remembering the requests (any wire)."""
-
-    def __init__(self, *replies: Any) -> None:
-        self.replies, self.requests = list(replies), []  # type: ignore[var-annotated]
-
-    async def _answer(self, **request: Any) -> Any:
-        self.requests.append(request)
-        return self.replies.pop(0)
-
-    aanthropic_messages = agenerate_content = aresponses = _answer
-
-
-@pytest.fixture
-def router(monkeypatch: pytest.MonkeyPatch) -> Any:
-    def install(*replies: Any) -> Router:
-        spy = Router(*replies)
-        monkeypatch.setattr(rounds, "proxy_router", lambda: spy)
-        return spy
-
-    return install
 
 
 async def chunks_of(items: Iterable[Any]) -> AsyncIterator[Any]:
@@ -139,9 +114,9 @@ def test_raw_events_cut_anywhere_come_back_whole() -> None:
 
 
 async def test_a_messages_stream_with_the_clients_call_too_hides_ours_and_renumbers_theirs(
-    router: Any,
+    recall_router: Any,
 ) -> None:
-    spy = router()
+    spy = recall_router()
     raw = message_stream(TEXT, OURS, THEIRS)
     shown = events(await streamed(messages_pending(), {"model": "x", "messages": []}, [raw[:50], raw[50:]]))
     starts = [(e["index"], e["content_block"]["type"]) for e in shown if e["type"] == "content_block_start"]
@@ -151,7 +126,7 @@ async def test_a_messages_stream_with_the_clients_call_too_hides_ours_and_renumb
     assert spy.requests == []  # the client runs its tool; the model asks again next turn
 
 
-async def test_a_messages_stream_calling_only_ours_continues_with_the_answer(router: Any) -> None:
+async def test_a_messages_stream_calling_only_ours_continues_with_the_answer(recall_router: Any) -> None:
     final = {
         "type": "message",
         "role": "assistant",
@@ -159,7 +134,7 @@ async def test_a_messages_stream_calling_only_ours_continues_with_the_answer(rou
         "stop_reason": "end_turn",
         "usage": {"input_tokens": 300, "output_tokens": 5},
     }
-    spy = router(final)
+    spy = recall_router(final)
     shown = events(
         await streamed(messages_pending(), {"model": "x", "messages": []}, [message_stream(TEXT, OURS)])
     )
@@ -204,14 +179,16 @@ def google_chunk(*parts: dict[str, Any], finish: bool = False) -> bytes:
     return frame("", chunk)
 
 
-async def test_a_gemini_stream_answers_a_call_without_id_and_sends_its_signature_back(router: Any) -> None:
+async def test_a_gemini_stream_answers_a_call_without_id_and_sends_its_signature_back(
+    recall_router: Any,
+) -> None:
     final = {
         "candidates": [
             {"content": {"role": "model", "parts": [{"text": "row 2000"}]}, "finishReason": "STOP"}
         ],
         "usageMetadata": {"promptTokenCount": 300, "candidatesTokenCount": 5, "totalTokenCount": 305},
     }
-    spy = router(final)
+    spy = recall_router(final)
     call = {"functionCall": {"name": TOOL, "args": {"id": HANDLE}}, "thoughtSignature": "c2ln"}
     chunks = [google_chunk({"text": "Let me look."}), google_chunk(call, finish=True)]
     shown = events(await streamed(google_pending(), {"model": "g", "contents": []}, chunks))
@@ -224,8 +201,8 @@ async def test_a_gemini_stream_answers_a_call_without_id_and_sends_its_signature
     assert shown[-1]["usageMetadata"]["promptTokenCount"] == 400
 
 
-async def test_a_responses_stream_renumbers_the_items_after_ours(router: Any) -> None:
-    spy = router()
+async def test_a_responses_stream_renumbers_the_items_after_ours(recall_router: Any) -> None:
+    spy = recall_router()
     conversation = ANTHROPIC.parse({"messages": [{"role": "user", "content": "go"}]})
     assert isinstance(conversation, Conversation)
     pending = Pending(WIRES["responses"], TOOL, conversation, 100_000, "s")
