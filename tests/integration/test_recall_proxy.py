@@ -37,6 +37,8 @@ SETTINGS = {
     "recall_max_tokens": 60_000,
 }
 TOOLS = [{"type": "function", "function": {"name": "bash", "parameters": {"type": "object"}}}]
+RECALLED = f"RECALLED {handle_of(OUTPUT)}: {OUTPUT[:200]}"
+"""What the stand-in's recaller answers once it read the output back."""
 
 
 def chat_session() -> list[dict[str, Any]]:
@@ -68,6 +70,18 @@ def responses_session() -> list[dict[str, Any]]:
         {"type": "function_call_output", "call_id": "c0", "output": OUTPUT},
         {"role": "user", "content": "what was in row 2000?"},
     ]
+
+
+def gemini_config() -> Any:
+    """The google-genai SDK's config: the agent's bash tool, no automatic function calling."""
+    from google.genai import types
+
+    tool = types.Tool(
+        function_declarations=[types.FunctionDeclaration(name="bash", parameters={"type": "object"})]
+    )
+    return types.GenerateContentConfig(
+        tools=[tool], automatic_function_calling=types.AutomaticFunctionCallingConfig(disable=True)
+    )
 
 
 def google_session() -> list[dict[str, Any]]:
@@ -138,7 +152,7 @@ def test_a_chat_model_reads_back_a_truncated_output_and_the_client_sees_only_the
     }
     message = reply.choices[0].message
     assert message.tool_calls is None and reply.choices[0].finish_reason == "stop"
-    assert message.content == f"RECALLED {handle_of(OUTPUT)}: {OUTPUT[:200]}"
+    assert message.content == RECALLED
     billed = [r["billed"] for r in upstream.chat_requests]
     assert reply.usage is not None and reply.usage.prompt_tokens == sum(billed)
 
@@ -160,7 +174,7 @@ def test_a_messages_model_reads_back_a_truncated_output_and_the_client_sees_only
         {"type": "tool_result", "tool_use_id": "toolu_recall_" + handle_of(OUTPUT), "content": OUTPUT}
     ]
     assert [block.type for block in reply.content] == ["text"] and reply.stop_reason == "end_turn"
-    assert reply.content[0].text == f"RECALLED {handle_of(OUTPUT)}: {OUTPUT[:200]}"  # type: ignore[union-attr]
+    assert reply.content[0].text == RECALLED  # type: ignore[union-attr]
     assert reply.usage.input_tokens == sum(r["billed"] for r in upstream.messages_requests)
 
 
@@ -184,7 +198,7 @@ def test_a_responses_model_reads_back_a_truncated_output_and_the_client_sees_onl
         "output": OUTPUT,
     }
     assert [item.type for item in reply.output] == ["message"]
-    assert reply.output_text == f"RECALLED {handle_of(OUTPUT)}: {OUTPUT[:200]}"
+    assert reply.output_text == RECALLED
     assert reply.usage is not None and reply.usage.input_tokens == sum(
         r["billed"] for r in upstream.requests if r["path"].endswith("/responses")
     )
@@ -209,7 +223,7 @@ def test_a_streamed_chat_reply_reads_back_and_the_stream_shows_only_the_answer(
     assert second["messages"][-1]["content"] == OUTPUT
     deltas = [c.choices[0].delta for c in chunks if c.choices]
     assert not any(d.tool_calls for d in deltas)
-    assert "".join(d.content or "" for d in deltas) == f"RECALLED {handle_of(OUTPUT)}: {OUTPUT[:200]}"
+    assert "".join(d.content or "" for d in deltas) == RECALLED
     assert [c.choices[0].finish_reason for c in chunks if c.choices and c.choices[0].finish_reason] == [
         "stop"
     ]
@@ -236,7 +250,7 @@ def test_a_streamed_messages_reply_reads_back_and_the_stream_shows_only_the_answ
     started = [e.content_block.type for e in events if e.type == "content_block_start"]
     assert started == ["text"] and [e.type for e in events][-1] == "message_stop"
     assert [block.type for block in reply.content] == ["text"] and reply.stop_reason == "end_turn"
-    assert reply.content[0].text == f"RECALLED {handle_of(OUTPUT)}: {OUTPUT[:200]}"  # type: ignore[union-attr]
+    assert reply.content[0].text == RECALLED  # type: ignore[union-attr]
     assert reply.usage.input_tokens == sum(r["billed"] for r in upstream.messages_requests)
 
 
@@ -259,7 +273,7 @@ def test_a_streamed_responses_reply_reads_back_and_the_stream_shows_only_the_ans
     added = [e.item.type for e in events if e.type == "response.output_item.added"]
     assert added == ["message"] and events[-1].type == "response.completed"
     text = "".join(e.delta for e in events if e.type == "response.output_text.delta")
-    assert text == reply.output_text == f"RECALLED {handle_of(OUTPUT)}: {OUTPUT[:200]}"
+    assert text == reply.output_text == RECALLED
     assert [item.type for item in reply.output] == ["message"]
     assert reply.usage is not None and reply.usage.input_tokens == sum(
         r["billed"] for r in upstream.requests if r["path"].endswith("/responses")
@@ -269,16 +283,8 @@ def test_a_streamed_responses_reply_reads_back_and_the_stream_shows_only_the_ans
 def test_a_gemini_model_reads_back_a_truncated_output_and_the_client_sees_only_the_answer(
     fresh: tuple[StandinUpstream, ProxyProcess],
 ) -> None:
-    from google.genai import types
-
     upstream, proxy = fresh
-    client = google_client(proxy.url, proxy.master_key)
-    tool = types.Tool(
-        function_declarations=[types.FunctionDeclaration(name="bash", parameters={"type": "object"})]
-    )
-    config = types.GenerateContentConfig(
-        tools=[tool], automatic_function_calling=types.AutomaticFunctionCallingConfig(disable=True)
-    )
+    client, config = google_client(proxy.url, proxy.master_key), gemini_config()
     reply = client.models.generate_content(model="gemini-agent", contents=google_session(), config=config)
     assert (reply.sdk_http_response.headers or {})["x-compact-recalls"] == "1"  # type: ignore[union-attr]
     first, second = (r["body"] for r in upstream.google_requests)
@@ -293,7 +299,7 @@ def test_a_gemini_model_reads_back_a_truncated_output_and_the_client_sees_only_t
     ]
     assert answer["parts"][0]["functionResponse"]["response"] == {"output": OUTPUT}
     assert not reply.function_calls
-    assert reply.text == f"RECALLED {handle_of(OUTPUT)}: {OUTPUT[:200]}"
+    assert reply.text == RECALLED
     billed = [r["billed"] for r in upstream.google_requests]
     assert reply.usage_metadata is not None and reply.usage_metadata.prompt_token_count == sum(billed)
 
@@ -301,16 +307,8 @@ def test_a_gemini_model_reads_back_a_truncated_output_and_the_client_sees_only_t
 def test_a_streamed_gemini_reply_reads_back_and_the_stream_shows_only_the_answer(
     fresh: tuple[StandinUpstream, ProxyProcess],
 ) -> None:
-    from google.genai import types
-
     upstream, proxy = fresh
-    client = google_client(proxy.url, proxy.master_key)
-    tool = types.Tool(
-        function_declarations=[types.FunctionDeclaration(name="bash", parameters={"type": "object"})]
-    )
-    config = types.GenerateContentConfig(
-        tools=[tool], automatic_function_calling=types.AutomaticFunctionCallingConfig(disable=True)
-    )
+    client, config = google_client(proxy.url, proxy.master_key), gemini_config()
     chunks = list(
         client.models.generate_content_stream(model="gemini-agent", contents=google_session(), config=config)
     )
@@ -319,7 +317,7 @@ def test_a_streamed_gemini_reply_reads_back_and_the_stream_shows_only_the_answer
     second = second["body"]
     assert second["contents"][-1]["parts"][0]["functionResponse"]["response"] == {"output": OUTPUT}
     assert not any(chunk.function_calls for chunk in chunks)
-    assert "".join(chunk.text or "" for chunk in chunks) == f"RECALLED {handle_of(OUTPUT)}: {OUTPUT[:200]}"
+    assert "".join(chunk.text or "" for chunk in chunks) == RECALLED
     usage = chunks[-1].usage_metadata
     assert usage is not None and usage.prompt_token_count == sum(
         r["billed"] for r in upstream.google_requests
