@@ -199,7 +199,7 @@ class CompactConfig:
         False,
         (
             "name each tool output that clearing, truncation or a summary takes out by a handle "
-            "(`recall: r…`) and offer the model a tool that reads it back, answered by the proxy on every "
+            "(`recall 048213`) and offer the model a tool that reads it back, answered by the proxy on every "
             "wire (docs/compatibility.md); the tool is in every request from the conversation's first"
         ),
         scope=True,

@@ -1,7 +1,7 @@
 """The stand-in's ``recaller`` models: models that read back what compaction took out.
 
 Offered the recall tool (``compact_recall``, or the name it gave way under) and shown handles
-(``recall: r…`` in a placeholder, a truncation marker or a summary):
+(``recall 048213`` in a placeholder, a truncation marker or a summary):
 
 * ``recaller`` calls the tool with the first handle it sees; given the answer, it replies
   ``RECALLED <handle>: <the answer's first 200 characters>``;
@@ -28,7 +28,7 @@ from typing import Any
 
 import agent_script
 
-MENTIONED = re.compile(r"recall: (r[a-z2-7]{10})\b")
+MENTIONED = re.compile(r"\brecall (\d{6})\b")
 TOOL_PREFIX = "compact_recall"
 CALL_PREFIX = "recall_"
 SHOWN = 200

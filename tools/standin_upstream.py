@@ -76,9 +76,9 @@ or ``gemini/`` prefix; Google's is the path's), and the modes compose:
 * ``quarter``, ``bill<NNN>`` (e.g. ``standin-bill125``) and ``ctok30`` / ``ctok47`` / ``ctok48`` -> the
   input is billed (usage, and the ``limit<N>`` refusal) unlike the default (below): a quarter of the
   characters, ``NNN / 100`` times what compact_hook counts, or as Claude counts (``billing``);
-* ``recaller`` -> offered the recall tool and shown a handle (``recall: r…``), calls the tool with the first
-  handle it sees; given the answer, replies ``RECALLED <handle>: <its start>`` (``recaller``; chat and
-  Messages);
+* ``recaller`` -> offered the recall tool and shown a handle (``recall 048213``), calls the tool with
+  the first handle it sees; given the answer, replies ``RECALLED <handle>: <its start>``
+  (``recaller``; chat and Messages);
 * ``script`` (e.g. ``standin-script``, ``gemini-3-pro-script12``) -> the scripted agent (``agent_script``)
   answers instead of a text, on every surface: shell tool calls for N turns (30 by default, every seventh
   two in parallel), then ``AGENT_FINAL``; turns are counted per session (``up.agent_turns``);
@@ -204,13 +204,26 @@ def summary_from_texts(texts: list[str]) -> str:
     return "\n\n".join(f"{heading}\n{text}" for heading, text in body.items()) + "\n"
 
 
+KEPT_IDS = re.compile(r"at most (\d+) of them")
+FACT = re.compile(r"\b[A-Z][A-Z0-9]+-\w+: \S|error|Error|FAILED|Traceback")
+"""What the stand-in takes for an output worth reading back word for word: an identifier's value
+(``NEEDLE-3f2a1b: …``) or a failure."""
+
+
 def _recall_handles(transcript: str) -> str:
     """What the summary keeps of the tool outputs: their handles, as the summary prompt asks when the
-    transcript names them (``recall``), never their contents."""
-    handles = list(dict.fromkeys(recaller.MENTIONED.findall(transcript)))
-    if not handles:
+    transcript names them (``recall``), never their contents — at most the number it asks for, the
+    handles of outputs holding a fact or failure first (as a model keeps the facts it is told to),
+    then the newest."""
+    spans = list(recaller.MENTIONED.finditer(transcript))
+    if not spans:
         return NONE_RECORDED
-    return f"- Tool outputs, to recall: {', '.join(f'recall: {h}' for h in handles)}."
+    cap = KEPT_IDS.search(transcript)
+    ends = [m.start() for m in spans[1:]] + [len(transcript)]
+    facts = [m.group(1) for m, end in zip(spans, ends, strict=True) if FACT.search(transcript, m.end(), end)]
+    newest = [m.group(1) for m in reversed(spans)]
+    handles = list(dict.fromkeys(facts + newest))[: int(cap.group(1)) if cap else None]
+    return f"- Tool outputs to read back: {', '.join(f'recall {h}' for h in handles)}."
 
 
 NONE_RECORDED = "- None recorded by the stand-in."

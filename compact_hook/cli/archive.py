@@ -85,7 +85,7 @@ def show(path: Path) -> RenderableType:
 
 def archived_originals(root: Path, session: str | None) -> list[tuple[Path, str, Original]]:
     """Every tool output the archive holds, with its handle (``core.recall``): what the summaries
-    of these conversations name as ``recall: <handle>``."""
+    of these conversations name as ``recall <handle>``."""
     found: list[tuple[Path, str, Original]] = []
     for path in archive_files(root):
         if session is not None and path.parent.name != session:

@@ -61,7 +61,7 @@ def parser() -> argparse.ArgumentParser:
     show = actions.add_parser("show", help="an entry's audit and messages")
     show.add_argument("entry")
     show.add_argument("--json", action="store_true", help="the raw audit and messages")
-    named = actions.add_parser("handles", help="the handles (recall: r…) of the tool outputs archived")
+    named = actions.add_parser("handles", help="the handles (recall 048213) of the tool outputs archived")
     named.add_argument("session", nargs="?")
     recall = actions.add_parser("recall", help="the tool output a handle names, word for word")
     recall.add_argument("handle")

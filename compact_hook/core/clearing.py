@@ -17,8 +17,14 @@ from compact_hook.core.facts import error_lines
 from compact_hook.core.items import Item, PartKind
 from compact_hook.core.recall import mention as handle_mention
 
-PLACEHOLDER = "[Previous: used {tool}{back}]"
-REPORTED = "[Previous: used {tool}; it reported: {errors}{back}]"
+PLACEHOLDER = "[Previous: used {tool}]"
+REPORTED = "[Previous: used {tool}; it reported: {errors}]"
+RECALLABLE = "[{mention}]"
+RECALLABLE_REPORTED = "[{mention}; it reported: {errors}]"
+"""With ``recall``, the handle in place of "Previous: used <tool>" (the call before it names the
+tool; the recall tool's description says what the brackets mean): as many tokens as without it.
+The placeholder is in every later request, and "; recall <n>" added to it cost +2% on the priced
+replay at a 40,000-token window (``bench/bench_cost.py``)."""
 MIN_CLEAR_CHARS = 100
 """Results this short are kept: the placeholder would save nothing."""
 ERRORS_KEPT = 2
@@ -26,14 +32,15 @@ ERRORS_KEPT = 2
 
 
 def placeholder(tool: str, output: str = "", original: str | None = None) -> str:
-    """What a cleared result shows: the tool it came from and, word for word, the last error
-    lines it reported — the agent must not repeat a failure it can no longer see — and, given
-    the client's ``original`` output, the handle that reads it back (``core.recall``)."""
-    errors = error_lines(output)[-ERRORS_KEPT:]
-    back = "" if original is None else f"; {handle_mention(original)}"
-    if not errors:
-        return PLACEHOLDER.format(tool=tool, back=back)
-    return REPORTED.format(tool=tool, errors=" | ".join(errors), back=back)
+    """What a cleared result shows: the tool it came from — or, given the client's ``original``
+    output, the handle that reads it back (``core.recall``) — and, word for word, the last error
+    lines it reported: the agent must not repeat a failure it can no longer see."""
+    errors = " | ".join(error_lines(output)[-ERRORS_KEPT:])
+    if original is None:
+        return REPORTED.format(tool=tool, errors=errors) if errors else PLACEHOLDER.format(tool=tool)
+    named = handle_mention(original)
+    shown = RECALLABLE_REPORTED if errors else RECALLABLE
+    return shown.format(mention=named, errors=errors)
 
 
 def clearable_parts(

@@ -115,7 +115,7 @@ def _calls(middle: Sequence[Item], recall: bool) -> list[str]:
 
 
 def _handle(output: str) -> str:
-    """`` (recall: r…)``: the handle an output already names (a placeholder, a truncation marker), else
+    """`` (recall 048213)``: the handle an output already names (a placeholder, a truncation marker), else
     its own; nothing for an empty output."""
     if not output:
         return ""

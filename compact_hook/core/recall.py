@@ -11,7 +11,6 @@ then in its tenant's and conversation's store records.
 
 from __future__ import annotations
 
-import base64
 import hashlib
 import re
 from collections.abc import Collection, Iterable, Iterator
@@ -19,29 +18,47 @@ from dataclasses import dataclass
 
 from compact_hook.core.items import Item, PartKind
 
-HANDLE_BYTES = 6
-"""48 bits: two outputs of one conversation collide once in ~10^10 pairs."""
-HANDLE = re.compile(r"\br[a-z2-7]{10}\b")
-MENTION = "recall: {handle}"
+HANDLE_DIGITS = 6
+"""Six digits: two tokens in every tokenizer we ship, where ten base32 letters took seven — a handle
+is in every placeholder and marker of a long conversation, so its size is paid on every request
+(``bench/bench_cost.py``). A handle is looked up only within its conversation: in one of 1,000
+outputs a recalled handle is shared with another output once in 1,000 recalls, and then the answer
+gives both (``Originals``) — a few more bytes, never the wrong text alone."""
+HANDLE = re.compile(r"\b\d{6}\b")
+MENTION = "recall {handle}"
 """How a placeholder, a truncation marker or a summary names a handle (and the tool's argument)."""
-MENTIONED = re.compile(r"recall: (r[a-z2-7]{10})\b")
+MENTIONED = re.compile(r"\brecall (\d{6})\b")
 
 TOOL_NAME = "compact_recall"
-TOOL_DESCRIPTION = "Read back the exact text of an output shortened or summarized away, by its recall id."
+TOOL_DESCRIPTION = (
+    "Read back word for word an output cleared (shown as [recall <number>]), cut or summarized, "
+    "by its number after 'recall'."
+)
 """Short: the definition is in every request's prefix (the words a model needs, where the ids are
 named by every placeholder, marker and summary that shows one)."""
 ARGUMENT = "id"
-ARGUMENT_DESCRIPTION = "The id after 'recall:' (r2x7kq4mzaa)."
+
+
+SHARED = "[output {n} of {count} with this id, from {tool}]\n"
 
 
 def handle_of(text: str) -> str:
-    """The handle of an original text: ``r`` and ten base32 letters of its digest."""
-    digest = hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=HANDLE_BYTES).digest()
-    return "r" + base64.b32encode(digest).decode("ascii").lower()[:10]
+    """The handle of an original text: six decimal digits of its digest."""
+    digest = hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=8).digest()
+    return f"{int.from_bytes(digest, 'big') % 10**HANDLE_DIGITS:0{HANDLE_DIGITS}d}"
+
+
+def handle_in(argument: object) -> str:
+    """The handle a recall call asks for, as a model writes it: ``048213``, ``48213`` (a number,
+    its zeros lost), ``recall 048213``; "" when there is none."""
+    if isinstance(argument, int) and not isinstance(argument, bool) and 0 <= argument < 10**HANDLE_DIGITS:
+        return f"{argument:0{HANDLE_DIGITS}d}"
+    digits = re.fullmatch(r"\s*(?:recall:?\s*)?(\d{1,6})\s*", argument) if isinstance(argument, str) else None
+    return digits.group(1).zfill(HANDLE_DIGITS) if digits else ""
 
 
 def mention(text: str) -> str:
-    """``recall: <handle>`` for an original text."""
+    """``recall <handle>`` for an original text."""
     return MENTION.format(handle=handle_of(text))
 
 
@@ -64,7 +81,7 @@ def tool_parameters() -> dict[str, object]:
     """The JSON schema of the tool's one argument (the same on every wire)."""
     return {
         "type": "object",
-        "properties": {ARGUMENT: {"type": "string", "description": ARGUMENT_DESCRIPTION}},
+        "properties": {ARGUMENT: {"type": "string"}},
         "required": [ARGUMENT],
     }
 
@@ -80,20 +97,31 @@ class Original:
 class Originals:
     """The texts a request holds, by handle: its tool outputs, as the client sent them.
 
-    Built only when a recall is asked for (never on the path of a request that asks nothing)."""
+    Built only when a recall is asked for (never on the path of a request that asks nothing).
+    Two different outputs under one handle (``HANDLE_DIGITS``: rare) are both given, each under a
+    line saying so — never one of them as if it were the only one."""
 
-    def __init__(self, found: dict[str, Original]) -> None:
+    def __init__(self, found: dict[str, dict[str, Original]]) -> None:
         self._found = found
 
     @classmethod
     def of(cls, items: Iterable[Item], tool_of: dict[tuple[int, int], str]) -> Originals:
-        return cls({handle_of(o.text): o for o in _outputs(items, tool_of)})
+        found: dict[str, dict[str, Original]] = {}
+        for original in _outputs(items, tool_of):
+            found.setdefault(handle_of(original.text), {}).setdefault(original.text, original)
+        return cls(found)
 
     def get(self, handle: str) -> Original | None:
-        return self._found.get(handle)
+        same = list(self._found.get(handle, {}).values())
+        if len(same) <= 1:
+            return same[0] if same else None
+        shown = (
+            SHARED.format(n=n, count=len(same), tool=o.tool or "tool") + o.text for n, o in enumerate(same, 1)
+        )
+        return Original("\n".join(shown), same[0].tool)
 
     def items(self) -> Iterable[tuple[str, Original]]:
-        return self._found.items()
+        return ((handle, original) for handle, same in self._found.items() for original in same.values())
 
 
 def _outputs(items: Iterable[Item], tool_of: dict[tuple[int, int], str]) -> Iterator[Original]:

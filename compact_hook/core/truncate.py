@@ -28,7 +28,7 @@ boundaries would tokenize the whole output again (seconds for a few MB) for no r
 
 def marker(amount: int, unit: str, lines: int, what: str = "output", handle: str | None = None) -> str:
     where = f"; the full {what} had {lines} lines" if lines > 1 else ""
-    back = f"; {MENTION.format(handle=handle)}" if handle else ""
+    back = f"; {MENTION.format(handle=handle)}" if handle else ""  # ``recall 048213``
     return f"\n…{amount} {unit} truncated{where}{back}…\n"
 
 

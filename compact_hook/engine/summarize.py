@@ -51,10 +51,15 @@ def summary_prompt() -> str:
     return resources.files("compact_hook").joinpath("prompts", "summarize.md").read_text(encoding="utf-8")
 
 
+RECALL_SUMMARY_IDS = 16
+"""The ids a summary keeps at most. Each is ~4 tokens in every later request, so a summary that kept
+all of a long conversation's (hundreds) cost more than the recalls they allow (``bench/bench_cost.py``:
++9% per request at a 40,000-token window): kept are the ids of what the work may need word for word."""
 RECALL_NOTE = (
-    "Tool outputs carry an id after 'recall:' (e.g. recall: r2x7kq4mzaa). Wherever you mention an "
-    "output's facts, keep its id beside them, as (recall: <id>), and keep every id the summary so far "
-    "holds beside its fact: the agent reads an output back word for word by its id."
+    "Tool outputs carry a six-digit number after 'recall': the agent reads an output back word for "
+    "word by its number. Beside the facts of an output the work may need again word for word (a "
+    "file's text, a log, an error), keep it as (recall <number>) — at most "
+    f"{RECALL_SUMMARY_IDS} of them in all, the summary so far's included, the most useful first."
 )
 """Asked of the summary when outputs carry handles (``recall``): appended to the request, not the
 system prompt, so summaries made without handles keep their prompt (and their cache keys)."""

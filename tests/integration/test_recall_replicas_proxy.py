@@ -54,7 +54,7 @@ def test_a_handle_is_answered_by_any_replica_after_restarts_and_is_not_found_for
         upstream.reset()
         with ProxyProcess(config) as proxy:
             messages = chat_session()
-            messages[0] = {"role": "user", "content": f"list the table (as in recall: {handle})"}
+            messages[0] = {"role": "user", "content": f"list the table (as in recall {handle})"}
             messages[2] = {"role": "tool", "tool_call_id": "c0", "content": OTHER_OUTPUT}
             client = openai_client(proxy.base_url, "sk-tenant-beta")
             raw = client.chat.completions.with_raw_response.create(
@@ -66,4 +66,4 @@ def test_a_handle_is_answered_by_any_replica_after_restarts_and_is_not_found_for
     assert raw.parse().choices[0].message.content == f"RECALLED {handle}: {answered['content']}"
     audits = [json.loads(p.read_text()) for p in tmp_path.rglob("*.json")]
     recalled = sorted(a["summary"] for a in audits if isinstance(a, dict) and a.get("removal") == "recalled")
-    assert recalled == [f"recall: {handle} found"] * 4 + [f"recall: {handle} not found"]
+    assert recalled == [f"recall {handle}: found"] * 4 + [f"recall {handle}: not found"]

@@ -13,7 +13,9 @@ from compact_hook.core.pairing import pair
 from compact_hook.core.recall import (
     HANDLE,
     TOOL_NAME,
+    Original,
     Originals,
+    handle_in,
     handle_of,
     mention,
     mentioned,
@@ -39,9 +41,25 @@ def words_config(**overrides: Any) -> CompactConfig:
 
 def test_a_handle_is_a_short_digest_of_the_text_the_same_every_time() -> None:
     handle = handle_of("some output")
-    assert HANDLE.fullmatch(handle) and len(handle) == 11
+    assert HANDLE.fullmatch(handle) and len(handle) == 6
     assert handle == handle_of("some output") != handle_of("some output.")
-    assert mentioned(f"[x; {mention('some output')}] and again recall: {handle}") == [handle]
+    assert mentioned(f"[x; {mention('some output')}] and again recall {handle}") == [handle]
+
+
+def test_a_handle_is_read_as_a_model_writes_it() -> None:
+    assert handle_in("048213") == handle_in(48213) == handle_in(" recall 048213 ") == "048213"
+    assert handle_in("recall: 48213") == "048213"
+    assert [handle_in(x) for x in ("", "r2x7kq4mza", "0482139", None, True, -1, 10**6, 1.5)] == [""] * 8
+
+
+def test_two_outputs_under_one_handle_are_both_given() -> None:
+    first, second = Original("first output", "bash"), Original("second output", "read")
+    originals = Originals({"000001": {o.text: o for o in (first, second)}})
+    both = originals.get("000001")
+    assert both is not None and both.text == (
+        "[output 1 of 2 with this id, from bash]\nfirst output\n[output 2 of 2 with this id, from read]\nsecond output"
+    )
+    assert originals.get("000002") is None and len(list(originals.items())) == 2
 
 
 def test_our_tool_gives_way_to_a_client_tool_of_the_same_name() -> None:
@@ -53,8 +71,8 @@ def test_our_tool_gives_way_to_a_client_tool_of_the_same_name() -> None:
 def test_a_placeholder_names_the_clients_original_and_keeps_the_errors_it_quotes() -> None:
     original = "Traceback (most recent call last)\n" + LONG + "\nFAILED test_x"
     shown = placeholder("pytest", original, original)
-    assert shown.startswith("[Previous: used pytest; it reported: Traceback")
-    assert shown.endswith(f"; {mention(original)}]")
+    assert shown == f"[{mention(original)}; it reported: Traceback (most recent call last) | FAILED test_x]"
+    assert placeholder("ls", "a.py b.py", "a.py b.py") == f"[{mention('a.py b.py')}]"
     assert placeholder("ls", "a.py b.py") == "[Previous: used ls]"  # recall off: as before
 
 
@@ -100,10 +118,8 @@ async def test_the_summarizer_reads_each_outputs_handle_and_is_asked_to_keep_the
     assert out.compacted
     transcript = summarizer.transcripts[0]
     outputs = [m["content"] for m in messages if m["role"] == "tool"]
-    assert [handle_of(text) for text in outputs if text in transcript] == [
-        h for h in mentioned(transcript) if h != "r2x7kq4mzaa"
-    ]
-    assert "keep its id beside them" in transcript
+    assert [handle_of(text) for text in outputs if text in transcript] == [h for h in mentioned(transcript)]
+    assert "keep it as (recall <number>)" in transcript
 
 
 async def test_recall_off_names_nothing() -> None:

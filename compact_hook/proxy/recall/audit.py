@@ -30,7 +30,7 @@ def audit_recalls(pending: Pending) -> None:
 
 
 def audit_text(asked: list[tuple[str, Answered]]) -> str:
-    return "\n".join(f"recall: {handle} {answered.value}" for handle, answered in asked)
+    return "\n".join(f"recall {handle}: {answered.value}" for handle, answered in asked)
 
 
 async def _write(pending: Pending) -> None:

@@ -13,7 +13,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from compact_hook.core.recall import ARGUMENT, TOOL_DESCRIPTION, tool_parameters
+from compact_hook.core.recall import ARGUMENT, TOOL_DESCRIPTION, handle_in, tool_parameters
 from compact_hook.proxy.server import complete
 
 CHAT_PARAMS = (
@@ -87,8 +87,7 @@ def _handle(arguments: Any) -> str:
             arguments = json.loads(arguments)
         except ValueError:
             return ""
-    found = arguments.get(ARGUMENT) if isinstance(arguments, Mapping) else None
-    return found if isinstance(found, str) else ""
+    return handle_in(arguments.get(ARGUMENT)) if isinstance(arguments, Mapping) else ""
 
 
 class RecallWire(Protocol):
