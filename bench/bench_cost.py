@@ -109,8 +109,8 @@ EVENT_STATES = ("miss", "prepared", "shared")
 COST_AWARE = "cost_aware" in CompactConfig.__dataclass_fields__
 COUNTS_LEARNED = "count_ratio" in CompactConfig.__dataclass_fields__
 RECALL = "recall" in CompactConfig.__dataclass_fields__
-"""The recall tool offered (issue 34): the stand-in's models never call it, so what it costs is its
-definition in every compacted request's prefix."""
+"""Recall (issue 34), on by default: the stand-in's models never call it, so what it costs is its
+definition in every agent request's prefix and the handles; measured against it switched off."""
 COST_AWARE_SETTINGS: dict[str, Any] = {
     "cost_aware": True,
     # the hook judges the cache warm or cold by the clock: the same scaled lifetime as the stand-in's
@@ -246,7 +246,7 @@ SETUPS = [
     Setup("compact_hook today", hook={"cost_aware": False} if COST_AWARE else {}),
     *([Setup("compact_hook cost-aware", hook=COST_AWARE_SETTINGS)] if COST_AWARE else []),
     *(
-        [Setup("compact_hook cost-aware, recall", hook={**COST_AWARE_SETTINGS, "recall": True})]
+        [Setup("compact_hook cost-aware, recall off", hook={**COST_AWARE_SETTINGS, "recall": False})]
         if RECALL
         else []
     ),

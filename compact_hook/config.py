@@ -196,11 +196,12 @@ class CompactConfig:
         scope=True,
     )
     recall: bool = setting(
-        False,
+        True,
         (
             "name each tool output that clearing, truncation or a summary takes out by a handle "
             "(`recall 048213`) and offer the model a tool that reads it back, answered by the proxy on every "
-            "wire (docs/compatibility.md); the tool is in every request from the conversation's first"
+            "wire (docs/compatibility.md); the tool is beside the client's own in every request of an "
+            "agent's conversation from its first (no request without tools gets it); `false`: as before"
         ),
         scope=True,
     )

@@ -279,6 +279,24 @@ async def compact_via_library(
     )
 
 
+async def compact_via_engine(
+    messages: list[dict[str, Any]], config: CompactConfig, summarizer: Any = None
+) -> CompactResult:
+    """As ``compact_via_library``, with the settings as given: the library names no handles
+    (``recall``: nothing there answers the tool), the engine under the proxy does."""
+    conversation = parse_chat(messages, None)
+    assert isinstance(conversation, Conversation)
+    request = CompactRequest(
+        conversation,
+        config,
+        summarizer or FakeSummarizer(),
+        "s",
+        archive=InMemoryArchive(),
+        counter=WordCounter(),
+    )
+    return await Compactor(store=None).compact(request)
+
+
 def tool_session(outputs: list[int], tool: str = "bash") -> list[dict[str, Any]]:
     """A task, then one call+result per output size (in words)."""
     from tests.conversations import w

@@ -6,6 +6,7 @@ are the stateless entry points for chat-completions message lists.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from typing import Any, TypedDict, Unpack
 
@@ -72,7 +73,9 @@ async def compact_messages(
     messages: Sequence[Any], config: CompactConfig, summarize: Summarize, **options: Unpack[ChatOptions]
 ) -> CompactResult:
     """Compact chat ``messages`` if they reach the threshold; otherwise return them as they are
-    (but for the cheap tiers). Stateless: nothing is remembered between calls."""
+    (but for the cheap tiers). Stateless: nothing is remembered between calls. No handles
+    (``recall``): nothing here answers the tool that reads them back (the proxy does)."""
+    config = dataclasses.replace(config, recall=False)
     conversation = parse_chat(messages, options.get("max_output_tokens"))
     if isinstance(conversation, Rejected):
         return CompactResult.passthrough(list(messages), conversation)

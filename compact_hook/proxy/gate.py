@@ -91,9 +91,12 @@ class RequestGate:
                 parsed = parsed.without_last()
             else:  # compacted now, and the model answers the command (see ``proxy.answer``)
                 command = None
-        offer = await Offer.of(data, wire.name, config, settled.ratio) if not command else None
+        engaged = not command and control.mode is not Mode.OFF
+        offer = await Offer.of(data, wire.name, config, settled.ratio) if engaged else None
         if offer is not None:
             parsed = offer.reserved(parsed)
+        elif config.recall:  # no tool to read handles back with: none named (``proxy.recall``)
+            settled = dataclasses.replace(settled, config=dataclasses.replace(config, recall=False))
         who = Engaged(model, session_id_of(data, parsed.entries), tenant, control)
         request = engine_request(data, parsed, who, settled)
         summarizer = request.summarize

@@ -22,6 +22,7 @@ import openai
 import pytest
 from google.genai import errors as genai_errors
 
+from compact_hook.core.recall import TOOL_NAME
 from tests.integration.harness import (
     ProxyProcess,
     anthropic_deployment,
@@ -88,6 +89,16 @@ def _tool(name: str, description: str, **properties: str) -> dict[str, Any]:
             "required": list(properties),
         },
     }
+
+
+def recall_tool(tools: list[Any]) -> Any:
+    """Ours, after the client's (recall is on by default): the last, by its name on every wire."""
+    last = tools[-1]
+    named = (
+        last.get("function", last) if "functionDeclarations" not in last else last["functionDeclarations"][0]
+    )
+    assert named["name"] == TOOL_NAME
+    return last
 
 
 TOOLS: Any = [
@@ -274,7 +285,7 @@ def test_every_forwarded_claude_request_is_valid_fits_and_keeps_system_and_tools
         body = turn.forwarded
         assert pairing_problems(body["messages"], ANTHROPIC) == []
         assert body["messages"][0]["role"] == "user"
-        assert body["system"] == SYSTEM and body["tools"] == TOOLS
+        assert body["system"] == SYSTEM and body["tools"] == [*TOOLS, recall_tool(body["tools"])]
         tokens = tokens_of(body, ANTHROPIC, "claude")
         assert tokens <= WINDOW - MAX_TOKENS
         assert int(turn.headers["x-compact-tokens-after"]) == tokens  # the report counts what was forwarded
@@ -340,7 +351,8 @@ def test_every_forwarded_responses_request_is_valid_fits_and_keeps_the_clients_i
     for k, turn in enumerate(responses_replay.turns):
         body = turn.forwarded
         assert pairing_problems(body["input"], RESPONSES) == []
-        assert body["instructions"] == INSTRUCTIONS and body["tools"] == RESPONSES_TOOLS
+        assert body["instructions"] == INSTRUCTIONS
+        assert body["tools"] == [*RESPONSES_TOOLS, recall_tool(body["tools"])]
         tokens = tokens_of(body, RESPONSES, "o200k_base")
         assert tokens <= WINDOW and int(turn.headers["x-compact-tokens-after"]) == tokens
         sent = {sorted_json(item) for item in turn.entries}
@@ -440,7 +452,8 @@ def test_a_chat_request_pushed_over_the_window_by_its_tool_definitions_is_forwar
     )
     assert int(turn.headers["x-compact-tokens-after"]) <= WINDOW
     assert tokens_of(turn.forwarded, CHAT, "o200k_base") <= WINDOW
-    assert turn.forwarded["tools"] == tools and pairing_problems(turn.forwarded_entries) == []
+    assert turn.forwarded["tools"] == [*tools, recall_tool(turn.forwarded["tools"])]
+    assert pairing_problems(turn.forwarded_entries) == []
 
 
 # -- the last turn is the client's -----------------------------------------------------------------------

@@ -163,6 +163,7 @@ async def test_old_tool_results_are_cleared_keeping_the_newest_and_protected_one
         clear_at_least=1,
         trigger_ratio=0.99,
         protected_tools=("todo",),
+        recall=False,  # the placeholders as they name their tools (with recall: ``test_recall``)
     )
     data = body(wire, steps)
     result = await run(wire, data, settings)

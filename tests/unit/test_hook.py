@@ -307,7 +307,11 @@ async def test_an_anthropic_messages_request_is_compacted_and_reported_in_litell
     assert [m for m in messages if is_summary(m, ANTHROPIC)]
     assert pairing_problems(messages, ANTHROPIC) == []
     assert messages[0]["role"] == "user" and messages[-1] is original[-1]
-    assert data["system"] is system and data["tools"] is tools
+    assert (
+        data["system"] is system
+        and data["tools"][:-1] == tools
+        and data["tools"][-1]["name"] == "compact_recall"
+    )
     assert data["metadata"] is provider_metadata and provider_metadata == {"user_id": "user-1"}
     report = data["litellm_metadata"]["compact_hook"]
     assert report["compacted"] is True and report["format"] == "anthropic"
@@ -348,7 +352,8 @@ async def test_a_gemini_request_is_compacted_its_roles_alternate_and_the_rest_is
     assert contents[-1] is original[-1]
     assert (
         data["systemInstruction"] is system
-        and data["tools"] is tools
+        and data["tools"][:-1] == tools  # and ours after them (recall)
+        and data["tools"][-1]["functionDeclarations"][0]["name"] == "compact_recall"
         and data["generationConfig"] is generation
     )
     report = data["metadata"]["compact_hook"]
@@ -446,7 +451,8 @@ async def test_tool_definitions_count_toward_the_window(
     report = data["metadata"]["compact_hook"]
     assert messages_only["tokens_before"] < 0.92 * 20_000 < 20_000 < report["tokens_before"]
     assert report["tokens_after"] <= 20_000
-    assert data["tools"] is tools and pairing_problems(data["messages"]) == []
+    assert data["tools"][:-1] == tools and data["tools"][-1]["function"]["name"] == "compact_recall"
+    assert pairing_problems(data["messages"]) == []
 
 
 def test_the_session_id_comes_from_each_formats_own_field() -> None:

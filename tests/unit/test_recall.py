@@ -24,7 +24,7 @@ from compact_hook.core.recall import (
 from compact_hook.core.transcript import transcript_entries
 from compact_hook.core.truncate import Truncating, truncate_text
 from compact_hook.state.tokenizers import HFTokenCounter
-from tests.compaction import compact_via_library, config, tool_session
+from tests.compaction import compact_via_engine, config, tool_session
 from tests.fakes import FakeSummarizer
 from tests.support import calling, items_of, result
 
@@ -88,7 +88,7 @@ def test_a_truncated_output_names_its_original_and_a_second_cut_keeps_that_name(
 
 async def test_cleared_results_name_their_originals_and_the_request_finds_them_again() -> None:
     messages = tool_session([90] * 6)
-    out = await compact_via_library(messages, words_config(keep_tool_results=2))
+    out = await compact_via_engine(messages, words_config(keep_tool_results=2))
     assert out.cleared == 4
     tools = [m["content"] for m in out.messages if m["role"] == "tool"][:4]
     originals = [m["content"] for m in messages if m["role"] == "tool"][:4]
@@ -104,15 +104,15 @@ async def test_cleared_results_name_their_originals_and_the_request_finds_them_a
 
 async def test_the_same_turn_sent_again_shows_the_same_placeholders_byte_for_byte() -> None:
     messages = tool_session([90] * 6)
-    first = await compact_via_library(messages, words_config(keep_tool_results=2))
-    second = await compact_via_library([dict(m) for m in messages], words_config(keep_tool_results=2))
+    first = await compact_via_engine(messages, words_config(keep_tool_results=2))
+    second = await compact_via_engine([dict(m) for m in messages], words_config(keep_tool_results=2))
     assert first.messages == second.messages
 
 
 async def test_the_summarizer_reads_each_outputs_handle_and_is_asked_to_keep_them() -> None:
     summarizer = FakeSummarizer()
     messages = tool_session([120] * 9)
-    out = await compact_via_library(
+    out = await compact_via_engine(
         messages, words_config(clear_tool_results=False, tool_output_policy="none"), summarizer
     )
     assert out.compacted
@@ -124,7 +124,7 @@ async def test_the_summarizer_reads_each_outputs_handle_and_is_asked_to_keep_the
 
 async def test_recall_off_names_nothing() -> None:
     summarizer = FakeSummarizer()
-    out = await compact_via_library(
+    out = await compact_via_engine(
         tool_session([120] * 9),
         words_config(recall=False, clear_tool_results=False, tool_output_policy="none"),
         summarizer,

@@ -223,4 +223,6 @@ async def test_the_tool_is_offered_beside_the_clients_tools_never_alone() -> Non
     assert await Offer.of(asked, "chat", on, IDENTITY) is None
     offered = await Offer.of({**asked, "tools": tools}, "chat", on, IDENTITY)
     assert offered is not None and offered.name == TOOL
-    assert await Offer.of({**asked, "tools": tools}, "chat", CompactConfig(), IDENTITY) is None
+    assert await Offer.of({**asked, "tools": tools}, "chat", CompactConfig(recall=False), IDENTITY) is None
+    full = [{"type": "function", "function": {"name": f"t{n}", "parameters": {}}} for n in range(128)]
+    assert await Offer.of({**asked, "tools": full}, "chat", on, IDENTITY) is None  # OpenAI's limit

@@ -47,6 +47,8 @@ PENDING_TTL_SECONDS = 600.0
 """A reply slower than this is returned as it came (our calls then reach the client: never in practice)."""
 NOT_FOUND = "No output with id {handle} in this conversation."
 SPENT = "Not read back: this conversation's recall budget is spent. Work from what you have."
+MAX_CLIENT_TOOLS = 128
+"""OpenAI's limit on a request's tools: a client already at it is not given one more (a 400)."""
 ANSWER_FLOOR_TOKENS = 256
 """An answer is never cut below this (head and tail), whatever room is left."""
 
@@ -163,20 +165,21 @@ class Offer:
         cls, data: Mapping[str, Any], wire: str, config: CompactConfig, ratio: CountRatio
     ) -> Offer | None:
         """The tool this request would be offered, or None: recall off, a wire or shape (a stream)
-        not answered yet, or no call id to keep the request's originals by."""
+        not answered yet, no call id to keep the request's originals by, no tools of the client's,
+        or as many as a provider takes."""
         served = WIRES.get(wire)
         if not config.recall or served is None or (data.get("stream") is True and wire not in STREAMED):
             return None
         if not isinstance(data.get("litellm_call_id"), str) or data.get("previous_response_id"):
             return None  # no id to keep it by; a conversation the provider holds (not ours to append to)
         theirs = served.tool_names(data)
-        if not theirs:  # not an agent's loop (a title, a plain chat): a tool there changes what it asks for
-            return None
+        if not theirs or len(theirs) >= MAX_CLIENT_TOOLS:
+            return None  # not an agent's loop (a title, a plain chat: a tool changes what it asks for); full
         name = tool_name(theirs)
         tool = served.tool(name)
         counter = await acounter_for(config.tokenizer or DEFAULT_TOKENIZER)
         ours = counter.count_text(compact_json(tool)) + TOOL_OVERHEAD
-        return cls(served, name, tool, ours, ratio.billed(ours) + 1)
+        return cls(served, name, tool, ours, ratio.within(ours))
 
     def reserved(self, conversation: Conversation) -> Conversation:
         """The conversation with room kept for the tool, as for an output reserve."""
