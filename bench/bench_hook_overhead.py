@@ -8,7 +8,8 @@ For each surface — chat completions, Anthropic /v1/messages (an ``anthropic/``
 two workloads: a short 10-message conversation, and the Claude Code session (105K tokens) under a
 1M-token window: counted every turn, never compacted — the worst case for per-request cost, served
 warm from the count cache as in a real session. Truncation is off so both proxies forward the same
-bytes: the figure is the hook's cost alone.
+bytes: the figure is the hook's cost alone. Every request carries an agent's tool (``bash``), as an
+agent's do: with ``recall`` on (the default) the hook's proxy offers its recall tool beside it.
 """
 
 from __future__ import annotations
@@ -36,6 +37,14 @@ from tests.support import chat_to_responses, load_transcript  # noqa: E402
 
 COMPACT = {"compact": {"context_window": 1_000_000, "tool_output_policy": "none"}}
 RESERVE = {"max_tokens": 256}
+BASH = {"type": "object", "properties": {"command": {"type": "string"}}, "required": ["command"]}
+TOOLS = {
+    "chat": [
+        {"type": "function", "function": {"name": "bash", "description": "Run a command", "parameters": BASH}}
+    ],
+    "anthropic": [{"name": "bash", "description": "Run a command", "input_schema": BASH}],
+    "responses": [{"type": "function", "name": "bash", "description": "Run a command", "parameters": BASH}],
+}
 ROUTES = {"chat": "/v1/chat/completions", "anthropic": "/v1/messages", "responses": "/v1/responses"}
 
 
@@ -64,7 +73,7 @@ def bodies() -> dict[tuple[str, str], dict[str, Any]]:
     ]
     chat = load_transcript("claude_code_fa812bfe_pre_compact.json")
     claude = load_transcript("claude_code_fa812bfe_pre_compact.json", "anthropic")["messages"]
-    return {
+    found: dict[tuple[str, str], dict[str, Any]] = {
         ("chat", "short"): {"model": "bench", "messages": short_chat},
         ("chat", "Claude Code session"): {"model": "bench", "messages": chat},
         ("anthropic", "short"): {"model": "bench-claude", "max_tokens": 256, "messages": short_claude},
@@ -76,6 +85,7 @@ def bodies() -> dict[tuple[str, str], dict[str, Any]]:
         ("responses", "short"): {"model": "bench", "input": chat_to_responses(short_chat)},
         ("responses", "Claude Code session"): {"model": "bench", "input": chat_to_responses(chat)},
     }
+    return {key: {**body, "tools": TOOLS[key[0]]} for key, body in found.items()}
 
 
 def timed_post(

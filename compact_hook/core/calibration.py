@@ -101,11 +101,6 @@ class CountRatio:
         """A budget within a request (a tail, a tool output), the provider's tokens in ours."""
         return max(1, int(amount / self.value))
 
-    def within(self, ours: int) -> int:
-        """A part within a request (a tool definition we add), the provider's tokens: at the margin,
-        rounded up — the request's fixed part (``offset``) is counted once, with the request."""
-        return math.ceil(ours * self.value)
-
     def effective(self, ours: int) -> float:
         """The provider's tokens per one of ours for a request we count ``ours`` (the report's)."""
         return (self.offset + ours * self.value) / ours if ours > 0 else self.value

@@ -11,6 +11,7 @@ group, should the provider still find them too long (``proxy.recovery``).
 from __future__ import annotations
 
 import dataclasses
+import functools
 import logging
 from typing import Any
 
@@ -91,11 +92,11 @@ class RequestGate:
                 parsed = parsed.without_last()
             else:  # compacted now, and the model answers the command (see ``proxy.answer``)
                 command = None
-        engaged = not command and control.mode is not Mode.OFF
-        offer = await Offer.of(data, wire.name, config, settled.ratio) if engaged else None
+        mine = command is not None or codex or control.mode is Mode.OFF  # no tool the model may call
+        offer = None if mine else await Offer.of(data, wire.name, config)
         if offer is not None:
-            parsed = offer.reserved(parsed)
-        elif config.recall:  # no tool to read handles back with: none named (``proxy.recall``)
+            parsed = offer.read(parsed)
+        elif config.recall and not codex:  # no tool to read handles back with: none named (``proxy.recall``)
             settled = dataclasses.replace(settled, config=dataclasses.replace(config, recall=False))
         who = Engaged(model, session_id_of(data, parsed.entries), tenant, control)
         request = engine_request(data, parsed, who, settled)
@@ -103,9 +104,6 @@ class RequestGate:
         if isinstance(summarizer, RouterSummarizer):
             summarizer.on_spent = self.telemetry.spender(model, wire)
         result = await self.services.compactor.compact(request)
-        offered = offer if not codex else None
-        if offered is not None:
-            result = offered.counted(result)
         report = self.telemetry.compacted(data, wire, result, who)
         if isinstance(summarizer, RouterSummarizer):
             record_summary_cost(data, wire.metadata_key, report, summarizer.spent)
@@ -117,11 +115,11 @@ class RequestGate:
         if result.changes(parsed.entries):
             wire.render(data, result.messages)
             log_reshaped(data, wire, model, result)
-        if offered is not None:  # the model may read back what was taken out (``proxy.recall``)
-            offered.apply(data)
-            pending = offered.pending(parsed, config, result, (who.session_id, tenant))
+        if offer is not None:  # the model may read back what was taken out (``proxy.recall``)
+            offer.apply(data)
+            pending = offer.pending(parsed, config, result, (who.session_id, tenant))
             pending.archive = self.services.compactor.memory.folders.get(config.archive_dir)
-            pending.budget = self.services.recall_budget(tenant, who.session_id, config)
+            pending.budget = functools.partial(self.services.recall_budget, tenant, who.session_id, config)
             self.services.pendings.put(str(data["litellm_call_id"]), pending)
         if config.recover and control.mode is not Mode.OFF:
             attach_fallbacks(data, model, router, call_type)

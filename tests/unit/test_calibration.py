@@ -177,11 +177,3 @@ async def test_the_engine_compacts_at_the_providers_trigger_and_reports_its_toke
     assert provider.compacted and provider.input_tokens == round(1.3 * ours.input_tokens)
     assert provider.output_tokens == round(1.3 * provider.counted) <= 0.92 * 8_000
     assert provider.count_ratio.source is RatioSource.MODEL_GROUP
-
-
-def test_a_part_within_a_request_is_counted_at_the_margin_without_the_fixed_part() -> None:
-    """Our tool's definition, added to a request: its tokens at the conversation's margin, rounded
-    up, never with the offset the whole request already carries once."""
-    ratio = CountRatio(1.49, RatioSource.CONVERSATION, 346.0)
-    assert ratio.within(68) == 102 and ratio.billed(1_000 + 68) - ratio.billed(1_000) in (101, 102)
-    assert CountRatio().within(68) == 68

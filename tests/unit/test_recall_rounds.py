@@ -201,7 +201,7 @@ async def test_a_conversations_answers_stop_at_its_budget_across_requests(recall
     for _ in range(3):
         spy = recall_router(reply(content="done"))
         each = pending()
-        each.budget = budget
+        each.budget = lambda: budget
         await rounds.answered(each, DATA, reply(("a", TOOL, handle_of(OUTPUT))))
         answers.append(spy.requests[0]["messages"][-1]["content"])
     assert answers[0] == OUTPUT
@@ -214,15 +214,14 @@ async def test_the_tool_is_offered_beside_the_clients_tools_never_alone() -> Non
     """A request without tools (opencode's title request) is not an agent's loop: a tool there would
     change what the model answers."""
     from compact_hook import CompactConfig
-    from compact_hook.core.calibration import IDENTITY
     from compact_hook.proxy.recall import Offer
 
     on = CompactConfig(recall=True)
     asked = {"model": "m", "messages": [], "litellm_call_id": "x"}
     tools = [{"type": "function", "function": {"name": "bash", "parameters": {}}}]
-    assert await Offer.of(asked, "chat", on, IDENTITY) is None
-    offered = await Offer.of({**asked, "tools": tools}, "chat", on, IDENTITY)
+    assert await Offer.of(asked, "chat", on) is None
+    offered = await Offer.of({**asked, "tools": tools}, "chat", on)
     assert offered is not None and offered.name == TOOL
-    assert await Offer.of({**asked, "tools": tools}, "chat", CompactConfig(recall=False), IDENTITY) is None
+    assert await Offer.of({**asked, "tools": tools}, "chat", CompactConfig(recall=False)) is None
     full = [{"type": "function", "function": {"name": f"t{n}", "parameters": {}}} for n in range(128)]
-    assert await Offer.of({**asked, "tools": full}, "chat", on, IDENTITY) is None  # OpenAI's limit
+    assert await Offer.of({**asked, "tools": full}, "chat", on) is None  # OpenAI's limit

@@ -5,12 +5,12 @@ offered ours too, from the conversation's first request on (``wires``: every wir
 streamed) — not a request with no tools (a title, a plain chat: found by opencode's title request,
 which the stand-in's agent then answered with our tool): its definition is the same bytes on
 every turn, after the client's own tools, so the cached prefix never moves for it. Offered only once
-something had been taken out, it moved once per conversation, at its first clearing, truncation or
-summary — where the providers' caches hold the tools and system prompt before the messages, so the
-whole prefix was written again: +3.7% on the priced replay under Anthropic's rules, +1.9% under
-OpenAI's (``bench/bench_cost.py``). Until something is taken out the model has no handle to ask
-for. It is counted like any tool: its tokens are reserved before the engine fits the request, and
-added to what we report as forwarded.
+something had been taken out, it moved once per conversation, at its first clearing or summary —
+where the providers' caches hold the tools and system prompt before the messages, so the prefix
+before it was written again: +1.5% and +2.1% on the priced replay under Anthropic's rules, against
++0.1% and +0.3% from the first request (``bench/bench_cost.py``). It is counted like the client's
+tools: among what the model reads (``Offer.read``), so the engine fits the request with it and
+reports it. A request not offered it names no handles (``proxy.gate``).
 
 What the answers need is kept by the request's call id until its response is handled: the
 client's own entries (the originals are looked up there, never in another request), bounded in
@@ -29,7 +29,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from compact_hook.config import CompactConfig
-from compact_hook.core.calibration import CountRatio
 from compact_hook.core.pairing import pair
 from compact_hook.core.recall import Originals, tool_name
 from compact_hook.core.truncate import BYTES_PER_TOKEN, Truncating, truncate_text
@@ -51,6 +50,10 @@ MAX_CLIENT_TOOLS = 128
 """OpenAI's limit on a request's tools: a client already at it is not given one more (a 400)."""
 ANSWER_FLOOR_TOKENS = 256
 """An answer is never cut below this (head and tail), whatever room is left."""
+
+
+_TOKENS: dict[tuple[str, str, str], int] = {}
+"""Our tool's tokens by wire, name and tokenizer (``Offer.tokens``)."""
 
 
 class Answered(enum.StrEnum):
@@ -75,7 +78,8 @@ class Pending:
     tenant: str = ""
     archive: Archive | None = None
     """Where the audit of what was recalled goes (``audit``)."""
-    budget: RecallBudget | None = None
+    budget: Callable[[], RecallBudget] | None = None
+    """The conversation's recall budget, made when the model recalls (not on every request)."""
     allowance: int | None = None
     """Bytes the conversation's answers may still give back (``budget``, read when the model recalls)."""
     refused: int = 0
@@ -152,18 +156,16 @@ class Pendings:
 
 @dataclass(frozen=True, slots=True)
 class Offer:
-    """The recall tool for one request, if it may be offered: its definition and its tokens."""
+    """The recall tool for one request, if it may be offered: its name and definition."""
 
     wire: RecallWire
     name: str
     tool: dict[str, Any]
-    ours: int
-    billed: int
+    tokens: int
+    """Its definition's tokens, ours (``TOOL_OVERHEAD`` with its JSON, as the client's tools count)."""
 
     @classmethod
-    async def of(
-        cls, data: Mapping[str, Any], wire: str, config: CompactConfig, ratio: CountRatio
-    ) -> Offer | None:
+    async def of(cls, data: Mapping[str, Any], wire: str, config: CompactConfig) -> Offer | None:
         """The tool this request would be offered, or None: recall off, a wire or shape (a stream)
         not answered yet, no call id to keep the request's originals by, no tools of the client's,
         or as many as a provider takes."""
@@ -176,20 +178,19 @@ class Offer:
         if not theirs or len(theirs) >= MAX_CLIENT_TOOLS:
             return None  # not an agent's loop (a title, a plain chat: a tool changes what it asks for); full
         name = tool_name(theirs)
-        tool = served.tool(name)
-        counter = await acounter_for(config.tokenizer or DEFAULT_TOKENIZER)
-        ours = counter.count_text(compact_json(tool)) + TOOL_OVERHEAD
-        return cls(served, name, tool, ours, ratio.within(ours))
+        tool, counted = served.tool(name), (wire, name, config.tokenizer or DEFAULT_TOKENIZER)
+        tokens = _TOKENS.get(counted)
+        if tokens is None:  # once a process for each: a few names on four wires, the tokenizers set
+            counter = await acounter_for(counted[2])
+            tokens = _TOKENS.setdefault(counted, counter.count_text(compact_json(tool)) + TOOL_OVERHEAD)
+        return cls(served, name, tool, tokens)
 
-    def reserved(self, conversation: Conversation) -> Conversation:
-        """The conversation with room kept for the tool, as for an output reserve."""
-        return dataclasses.replace(conversation, reserve=(conversation.reserve or 0) + self.billed)
-
-    def counted(self, result: CompactResult) -> CompactResult:
-        """The result with the tool counted as forwarded."""
-        return dataclasses.replace(
-            result, counted=result.counted + self.ours, output_tokens=result.output_tokens + self.billed
-        )
+    def read(self, conversation: Conversation) -> Conversation:
+        """The conversation with the tool among what the model reads: the engine counts it, fits
+        the request with it and reports it, as it does the client's tools (the provider's ratio
+        with the request's fixed part once) — as tokens the context adds, counted once a process."""
+        conversation.overhead += self.tokens  # ours: parsed for this request
+        return conversation
 
     def apply(self, data: dict[str, Any]) -> None:
         tools = data.get("tools")

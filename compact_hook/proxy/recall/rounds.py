@@ -41,8 +41,9 @@ async def answered(pending: Pending, data: Mapping[str, Any], response: Any) -> 
     router = proxy_router()
     if theirs or router is None:
         return wire.finished(response, tool, usage, response)
-    if pending.budget is not None:
-        pending.allowance = await pending.budget.left()
+    budget = pending.budget() if pending.budget is not None else None
+    if budget is not None:
+        pending.allowance = await budget.left()
     request, rounds, first = followup_request(pending, data), 0, response
     try:
         while calls and not theirs and rounds < pending.max_rounds:
@@ -56,8 +57,8 @@ async def answered(pending: Pending, data: Mapping[str, Any], response: Any) -> 
     except Exception:  # the model's reply so far goes to the client, our calls taken out
         logger.exception("compact_hook: request %s: a recall round failed", data.get("litellm_call_id"))
     pending.rounds = rounds
-    if pending.budget is not None:
-        await pending.budget.spend(pending.returned)
+    if budget is not None:
+        await budget.spend(pending.returned)
     logger.info("compact_hook: request %s: %d recall round(s)", data.get("litellm_call_id"), rounds)
     return wire.finished(response, tool, usage, first)
 
