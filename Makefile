@@ -23,9 +23,11 @@ $(INSTALLED): pyproject.toml constraints/lowest.txt Makefile
 
 install: $(INSTALLED)
 
-# redis-server: the real Redis the integration tests start on their own ports (Debian package).
+# redis-server: the real Redis the integration tests start on their own ports; prometheus: its promtool
+# checks and tests the alert rules (Debian packages).
 system-deps:
-	@command -v redis-server >/dev/null 2>&1 || { apt-get update -qq && apt-get install -y -qq redis-server; }
+	@{ command -v redis-server && command -v promtool; } >/dev/null 2>&1 || \
+		{ apt-get update -qq && apt-get install -y -qq --no-install-recommends redis-server prometheus; }
 
 # The real agent CLIs (Claude Code, Codex, Gemini CLI, Qwen Code, opencode, pi) at the exact versions
 # of clients/package.json, from npm.
