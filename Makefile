@@ -82,7 +82,7 @@ test-newest: $(NEWEST_INSTALLED) system-deps clients-install
 unit: install
 	$(PY) -m pytest -m "not integration"
 
-LINTED := compact_hook tests bench tools scripts
+LINTED := compact_hook tests bench tools scripts deploy
 
 lint: install
 	$(PY) -m ruff check $(LINTED)
