@@ -24,10 +24,11 @@ is in every placeholder and marker of a long conversation, so its size is paid o
 (``bench/bench_cost.py``). A handle is looked up only within its conversation: in one of 1,000
 outputs a recalled handle is shared with another output once in 1,000 recalls, and then the answer
 gives both (``Originals``) — a few more bytes, never the wrong text alone."""
-HANDLE = re.compile(r"\b\d{6}\b")
 MENTION = "recall {handle}"
 """How a placeholder, a truncation marker or a summary names a handle (and the tool's argument)."""
-MENTIONED = re.compile(r"\brecall (\d{6})\b")
+MENTIONED = re.compile(rf"\brecall (\d{{{HANDLE_DIGITS}}})\b")
+ASKED = re.compile(rf"\s*(?:recall:?\s*)?(\d{{1,{HANDLE_DIGITS}}})\s*")
+"""A handle as a model may write it in a recall call (``handle_in``)."""
 
 TOOL_NAME = "compact_recall"
 TOOL_DESCRIPTION = (
@@ -53,7 +54,7 @@ def handle_in(argument: object) -> str:
     its zeros lost), ``recall 048213``; "" when there is none."""
     if isinstance(argument, int) and not isinstance(argument, bool) and 0 <= argument < 10**HANDLE_DIGITS:
         return f"{argument:0{HANDLE_DIGITS}d}"
-    digits = re.fullmatch(r"\s*(?:recall:?\s*)?(\d{1,6})\s*", argument) if isinstance(argument, str) else None
+    digits = ASKED.fullmatch(argument) if isinstance(argument, str) else None
     return digits.group(1).zfill(HANDLE_DIGITS) if digits else ""
 
 

@@ -4,7 +4,6 @@ project's own checker (Debian's ``prometheus`` package, installed by ``make syst
 
 from __future__ import annotations
 
-import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -12,10 +11,11 @@ from pathlib import Path
 import pytest
 import yaml
 
+from tests.metric_names import exported, read_by
+
 pytestmark = pytest.mark.integration
 
 RULES = Path(__file__).resolve().parents[2] / "deploy" / "prometheus"
-METRICS = Path(__file__).resolve().parents[2] / "compact_hook" / "proxy" / "metrics.py"
 
 
 def promtool(*args: str) -> subprocess.CompletedProcess[str]:
@@ -35,13 +35,9 @@ def test_the_rules_are_valid_and_fire_on_trouble_only() -> None:
 def test_every_rule_reads_metrics_the_hook_exports_and_has_a_runbook_line() -> None:
     """A renamed metric must not leave a rule watching nothing."""
     rules = yaml.safe_load((RULES / "compact_hook.rules.yml").read_text())["groups"][0]["rules"]
-    exported = set(re.findall(r'(?:counter|_counter|_gauge)\(\s*"(\w+)"', METRICS.read_text()))
-    exported |= set(re.findall(r'f"\{PREFIX\}_(\w+)"', METRICS.read_text()))
+    known = exported()
     runbook = (RULES.parents[1] / "docs" / "operations.md").read_text()
     for rule in rules:
-        used = {
-            re.sub(r"_(total|bucket|count)$", "", name)
-            for name in re.findall(r"compact_hook_(\w+)", rule["expr"])
-        }
-        assert used and used <= exported, (rule["alert"], used - exported)
+        used = read_by(rule["expr"])
+        assert used and used <= known, (rule["alert"], used - known)
         assert f"`{rule['alert']}`" in runbook, rule["alert"]

@@ -6,15 +6,15 @@ from __future__ import annotations
 
 import importlib.util
 import json
-import re
 from pathlib import Path
 from typing import Any
 
 from grafana_foundation_sdk.models.dashboard import Dashboard
 
+from tests.metric_names import exported, read_by
+
 ROOT = Path(__file__).resolve().parents[2]
 BOARD = ROOT / "deploy" / "grafana" / "compact_hook.json"
-METRICS = ROOT / "compact_hook" / "proxy" / "metrics.py"
 
 
 def generator() -> Any:
@@ -27,13 +27,6 @@ def generator() -> Any:
 
 def exprs(board: dict[str, Any]) -> list[str]:
     return [t["expr"] for p in board["panels"] for t in p.get("targets", [])]
-
-
-def exported() -> set[str]:
-    text = METRICS.read_text()
-    return set(re.findall(r'(?:counter|_counter|_gauge)\(\s*"(\w+)"', text)) | set(
-        re.findall(r'f"\{PREFIX\}_(\w+)"', text)
-    )
 
 
 def test_the_checked_in_dashboard_is_what_the_script_generates() -> None:
@@ -53,5 +46,5 @@ def test_the_sdk_reads_it_back_with_every_panel_and_the_group_variable() -> None
 def test_every_query_reads_metrics_the_hook_exports() -> None:
     known = exported()
     for expr in exprs(json.loads(BOARD.read_text())):
-        used = {re.sub(r"_(total|bucket|count)$", "", n) for n in re.findall(r"compact_hook_(\w+)", expr)}
+        used = read_by(expr)
         assert used and used <= known, (expr, used - known)

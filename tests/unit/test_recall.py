@@ -11,7 +11,7 @@ from compact_hook import CompactConfig
 from compact_hook.core.clearing import placeholder
 from compact_hook.core.pairing import pair
 from compact_hook.core.recall import (
-    HANDLE,
+    HANDLE_DIGITS,
     TOOL_NAME,
     Original,
     Originals,
@@ -41,7 +41,7 @@ def words_config(**overrides: Any) -> CompactConfig:
 
 def test_a_handle_is_a_short_digest_of_the_text_the_same_every_time() -> None:
     handle = handle_of("some output")
-    assert HANDLE.fullmatch(handle) and len(handle) == 6
+    assert handle.isdigit() and len(handle) == HANDLE_DIGITS == 6
     assert handle == handle_of("some output") != handle_of("some output.")
     assert mentioned(f"[x; {mention('some output')}] and again recall {handle}") == [handle]
 
