@@ -33,6 +33,9 @@ logger = logging.getLogger(__name__)
 
 PREFIX = "compact_hook"
 OTHER = "other"
+MAX_GROUPS = 1024
+MAX_STARTED = 8192
+"""Group and wire pairs whose counts start at 0 (configured groups × the handful of wires)."""
 LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60)
 
 
@@ -131,14 +134,35 @@ class Metrics:
         self.engine = EngineCollector()
         registry.register(self.engine)
         self._groups: set[str] = set()
+        self._started: set[Labels] = set()
 
     def known_group(self, model_group: str) -> None:
         """A group the operator configured: labelled by its name from now on."""
-        if len(self._groups) < 1024:
+        if len(self._groups) < MAX_GROUPS:
             self._groups.add(model_group)
 
+    def group(self, model_group: str) -> str:
+        return model_group if model_group in self._groups else OTHER
+
     def labels(self, model_group: str, wire: str) -> Labels:
-        return Labels(model_group if model_group in self._groups else OTHER, wire or OTHER)
+        where = Labels(self.group(model_group), wire or OTHER)
+        if where not in self._started and len(self._started) < MAX_STARTED:
+            self._started.add(where)
+            self._start(where)
+        return where
+
+    def _start(self, where: Labels) -> None:
+        """The counts an alert or a panel divides by, at 0 from a group's first request on a wire:
+        Prometheus's ``rate`` and ``increase`` read a series from its first scrape, so the
+        increment that created it would be lost — a group's first failed summary, its first
+        compaction (the "avoid missing metrics" rule of Prometheus's instrumentation guide)."""
+        group, wire = where.model_group, where.wire
+        for counter in (self.summary_calls, self.tokens_before, self.tokens_after, self.tokens_saved):
+            counter.labels(group, wire)
+        for kind in SummaryFailure:
+            self.summary_failures.labels(group, wire, kind.value)
+        for cache in (CacheStatus.MISS, CacheStatus.SHARED, CacheStatus.PREPARED):
+            self.compactions.labels(group, wire, cache.value)
 
     def observe(self, result: CompactResult, where: Labels) -> None:
         """One request the engine handled."""
@@ -186,7 +210,7 @@ class Metrics:
 
     def count_sample(self, model_group: str, counted: Learned | None) -> None:
         """One response's usage against our count (``proxy.learned``; None: it taught nothing)."""
-        group = self.labels(model_group, "").model_group
+        group = self.group(model_group)
         if counted is None:
             self.count_samples.labels(group, "unusable").inc()
             return

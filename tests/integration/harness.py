@@ -87,6 +87,7 @@ def shared_environment() -> dict[str, str]:
         {
             "LITELLM_LOCAL_MODEL_COST_MAP": "True",  # no remote cost-map fetch: no internet, faster start
             "PYTHONUNBUFFERED": "1",  # log_text() sees output as it is printed
+            "PYTHONFAULTHANDLER": "1",  # a crash in native code leaves its stacks in the log (exec'd proxies)
             "NO_PROXY": "127.0.0.1,localhost",
             "no_proxy": "127.0.0.1,localhost",
             # the checkout's compact_hook wins over any installed copy, and works when none is installed
@@ -193,7 +194,8 @@ class ProxyDied(AssertionError):
     def __init__(self, proxy: ProxyProcess) -> None:
         code = proxy.died or 0
         how = f"killed by {signal.Signals(-code).name}" if code < 0 else f"exited with code {code}"
-        super().__init__(f"the proxy on port {proxy.port} {how}; its log ends:\n{proxy.log_text()[-3000:]}")
+        said = f"the proxy on port {proxy.port} {how}"  # first and last: a report may keep either end only
+        super().__init__(f"{said}; its log ends:\n{proxy.log_text()[-3000:]}\n({said})")
 
 
 class ProxyProcess:

@@ -16,6 +16,7 @@ each child's exit status when it reaps it.
 
 from __future__ import annotations
 
+import faulthandler
 import json
 import os
 import select
@@ -165,6 +166,7 @@ def _run_child(run_server: Any, request: dict[str, Any]) -> None:
         os.environ.update(request["env"])
         sys.argv = list(request["argv"])
         sys.stdin = open(os.devnull)  # noqa: SIM115  the child's own; never closed before exit
+        faulthandler.enable()  # a crash in native code (tokenizers, uvloop) leaves its stacks in the log
         run_server.main(args=sys.argv[1:], prog_name="litellm", standalone_mode=True)
         code = 0
     except SystemExit as exc:

@@ -7,12 +7,13 @@ import respx
 from prometheus_client import CollectorRegistry, generate_latest
 
 from compact_hook.config import CompactConfig
+from compact_hook.core.failures import SummaryFailure
 from compact_hook.engine.background import Background
 from compact_hook.engine.compactor import Compactor
 from compact_hook.engine.prepare import PrepareSetup
 from compact_hook.engine.tally import Tally
 from compact_hook.proxy.hook import CompactHook
-from compact_hook.proxy.metrics import Metrics
+from compact_hook.proxy.metrics import MAX_STARTED, Metrics
 from compact_hook.state.store import MemoryStore, TieredStore
 from tests.fakes import BrokenStore
 from tests.routers import SpyRouter, request
@@ -71,6 +72,31 @@ async def test_a_compaction_is_counted_by_model_group_format_and_outcome(
     samples = scrape_registry(registry)
     assert value(samples, "compact_hook_store_lookups_total", **where, outcome="hit") == 1
     assert value(samples, "compact_hook_compactions_total", **where, outcome="miss") == 1  # reused, not made
+
+
+def test_the_counts_rules_divide_by_start_at_zero_on_a_groups_first_request() -> None:
+    """Prometheus reads a series from its first scrape: a group's first failed summary or first
+    compaction, counted on the request that created the series, would never show in ``rate``."""
+    registry = CollectorRegistry()
+    metrics = Metrics(registry)
+    metrics.known_group("agent")
+    where = metrics.labels("agent", "chat")
+    assert where == metrics.labels("agent", "chat")
+    samples = scrape_registry(registry)
+    labels = {"model_group": "agent", "format": "chat"}
+    for kind in SummaryFailure:
+        assert value(samples, "compact_hook_summary_failures_total", **labels, outcome=kind.value) == 0
+    for cache in ("miss", "shared", "prepared"):
+        assert value(samples, "compact_hook_compactions_total", **labels, outcome=cache) == 0
+    assert value(samples, "compact_hook_summary_calls_total", **labels) == 0
+    assert not [key for key in samples if key[0] == "compact_hook_requests_total"]  # outcomes: as they come
+
+
+def test_the_zero_started_series_are_bounded() -> None:
+    metrics = Metrics(CollectorRegistry())
+    for number in range(MAX_STARTED + 10):
+        metrics.labels("agent", f"wire{number}")
+    assert len(metrics._started) == MAX_STARTED
 
 
 async def test_model_names_the_operator_did_not_configure_are_never_labels(
