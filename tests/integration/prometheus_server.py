@@ -19,6 +19,8 @@ import yaml
 
 from tests.integration.harness import free_port
 
+RULES = Path(__file__).resolve().parents[2] / "deploy" / "prometheus" / "compact_hook.rules.yml"
+"""The alert rules we ship."""
 EVALUATION_SECONDS = 1
 INTERVAL = f"{EVALUATION_SECONDS}s"  # scrapes and rule evaluations
 

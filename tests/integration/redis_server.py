@@ -54,6 +54,12 @@ class _Node:
             self._proc.wait(timeout=10)
         self._proc = None
 
+    def kill(self) -> None:
+        """Gone at once, as a crashed host: no shutdown, no goodbye to its replicas or sentinels."""
+        if self._proc is not None:
+            self._proc.kill()
+            self._proc.wait(timeout=10)
+
 
 class _Servers:
     """Redis processes in one temporary folder, started in order and stopped in reverse; a
@@ -172,7 +178,7 @@ class RedisSentinelServer(_Servers):
         super().__init__("redis-sentinel-")
         self.master = self._node("master", free_port(), "--appendonly", "no")
         replica_of = ("--replicaof", "127.0.0.1", str(self.master.port))
-        self._node("replica", free_port(), "--appendonly", "no", *replica_of)
+        self.replica = self._node("replica", free_port(), "--appendonly", "no", *replica_of)
         self.sentinels = [self._sentinel(f"sentinel{number}") for number in range(2)]
 
     def _sentinel(self, name: str) -> _Node:
@@ -206,3 +212,11 @@ class RedisSentinelServer(_Servers):
     def flush(self) -> None:
         """Forget every key (each test starts from an empty master)."""
         _redis_cli("-p", str(self.master.port), "flushall")
+
+    def master_port(self) -> int | None:
+        """The master the first sentinel names now (None while it names none)."""
+        said = _redis_cli(
+            "-p", str(self.sentinels[0].port), "sentinel", "get-master-addr-by-name", self.SERVICE
+        )
+        ports = [int(line) for line in said.split() if line.isdigit()]
+        return ports[0] if ports else None

@@ -30,7 +30,7 @@ from tests.integration.harness import (
     free_port,
     standin_deployment,
 )
-from tests.integration.prometheus_server import EVALUATION_SECONDS, PrometheusServer
+from tests.integration.prometheus_server import EVALUATION_SECONDS, RULES, PrometheusServer
 from tests.integration.redis_server import RedisServer
 from tests.integration.test_recall_proxy import OUTPUT, SETTINGS, TOOLS, chat_session
 from tests.support import load_transcript, replay_points
@@ -38,7 +38,6 @@ from tests.support import load_transcript, replay_points
 pytestmark = pytest.mark.integration
 
 ROOT = Path(__file__).resolve().parents[2]
-RULES = ROOT / "deploy" / "prometheus" / "compact_hook.rules.yml"
 BOARD = ROOT / "deploy" / "grafana" / "compact_hook.json"
 TRANSCRIPT = load_transcript("claude_code_fa812bfe_pre_compact.json")
 TURNS = replay_points(TRANSCRIPT)[:40]

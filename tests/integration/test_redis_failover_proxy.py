@@ -1,0 +1,168 @@
+"""A Sentinel failover under two real replicas (issue 35): the master is killed mid-conversation,
+the sentinels promote its replica, and the proxies carry on — every request answered, sharing
+resumed on the new master, at most one summary call more than the same conversation costs without
+the failover; the operator is told in the logs, the store metrics and the Redis alert (a real
+Prometheus scrapes both replicas), as docs/operations.md says.
+
+``-s`` prints the failover's table (turns, summary calls and store counts per phase).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+
+from compact_hook import count_tokens
+from tests.integration.harness import ProxyProcess, free_port
+from tests.integration.prometheus_server import RULES, PrometheusServer
+from tests.integration.redis_server import RedisSentinelServer
+from tests.integration.stateful import POINTS, THRESHOLD, TRANSCRIPT, ChatReplay, stateful_config
+from tests.integration.test_operators_proxy import scrape_url
+from tests.integration.wire_clients import send_chat
+from tests.support import metric_value
+
+pytestmark = pytest.mark.integration
+
+REPLAYED = POINTS[:130:2]
+"""Every other turn of the whole session (64 turns): compaction events before, during and after the switch."""
+STORE = ("store_errors", "store_fallbacks", "store_outages")
+PROMOTION_SECONDS = 30
+KILLED_AT, UNANSWERED = 27, 6
+"""The master is killed before the conversation's 28th turn; the next 6, sent at once, meet no master
+(the sentinels wait 2 s, ``down-after-milliseconds``, before they act), and one compaction event is
+among them (the 32nd turn; the baseline's events are at turns 5, 11, 25, 26 and 32)."""
+TURN_PAUSE = 0.5
+"""Between the turns sent while the sentinels promote the replica."""
+
+
+@dataclass
+class Phase:
+    name: str
+    replay: ChatReplay
+    store: dict[str, float]
+    """Each ``compact_hook_<store count>_total`` summed over both replicas, at the phase's end."""
+
+
+@dataclass
+class Failover:
+    baseline: ChatReplay
+    phases: list[Phase]
+    promoted_after: float
+    logs: str
+
+    def table(self) -> str:
+        rows = [
+            "| phase | turns | summary calls | store errors | fallbacks | outages |",
+            "|---|---|---|---|---|---|",
+        ]
+        previous = dict.fromkeys(STORE, 0.0)
+        for phase in self.phases:
+            counts = [phase.store[name] - previous[name] for name in STORE]
+            rows.append(
+                f"| {phase.name} | {len(phase.replay.turns)} | {phase.replay.summary_calls} | "
+                + " | ".join(f"{count:.0f}" for count in counts)
+                + " |"
+            )
+            previous = phase.store
+        return "\n".join(rows)
+
+
+def conversation(label: str, points: list[int]) -> list[list[dict[str, Any]]]:
+    """The session's turns at ``points``, its first message marked: a conversation of its own."""
+    first = {**TRANSCRIPT[0], "content": f"({label}) {TRANSCRIPT[0]['content']}"}
+    return [[first, *TRANSCRIPT[1:end]] for end in points]
+
+
+def set_aside(prometheus: PrometheusServer) -> int:
+    """Replicas the shipped ``CompactHookRedisSetAside`` is pending (or firing) for."""
+    alerts = [a for a in prometheus.alerts() if a["labels"]["alertname"] == "CompactHookRedisSetAside"]
+    return len({a["labels"]["instance"] for a in alerts})
+
+
+def store_counts(ports: list[int]) -> dict[str, float]:
+    counts = dict.fromkeys(STORE, 0.0)
+    for port in ports:
+        samples = scrape_url(f"http://127.0.0.1:{port}/metrics")
+        for name in STORE:
+            counts[name] += metric_value(samples, f"compact_hook_{name}_total")
+    return counts
+
+
+@pytest.fixture(scope="module")
+def failover(standin: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Failover]:
+    config = stateful_config(standin, tmp_path_factory.mktemp("archive"))
+    turns = conversation("failover", REPLAYED)
+    with RedisSentinelServer() as sentinel:
+        ports = [free_port(), free_port()]
+        envs = [{"COMPACT_REDIS_URL": sentinel.url, "COMPACT_METRICS_PORT": str(port)} for port in ports]
+        with (
+            ProxyProcess(config, env=envs[0]) as one,
+            ProxyProcess(config, env=envs[1]) as two,
+            PrometheusServer([f"127.0.0.1:{port}" for port in ports], [RULES]) as prometheus,
+        ):
+            replicas = [one, two]
+
+            def send(number: int, messages: list[dict[str, Any]] | None = None) -> Any:
+                return send_chat(standin, replicas[number % 2], "agent", messages or turns[number])
+
+            baseline = conversation("baseline", REPLAYED)
+            baseline_replay = ChatReplay([send(n, m) for n, m in enumerate(baseline)])
+            before = ChatReplay([send(n) for n in range(KILLED_AT)])
+            phases = [Phase("before", before, store_counts(ports))]
+            sentinel.master.kill()
+            killed = time.monotonic()
+            during = ChatReplay([send(n) for n in range(KILLED_AT, KILLED_AT + UNANSWERED)])
+            assert sentinel.master_port() == sentinel.master.port, (
+                "promoted before the turns meant to miss it"
+            )
+            number = KILLED_AT + UNANSWERED
+            while sentinel.master_port() != sentinel.replica.port:
+                assert time.monotonic() - killed < PROMOTION_SECONDS, "the sentinels promoted no replica"
+                during.turns.append(send(number))
+                number += 1
+                time.sleep(TURN_PAUSE)
+            promoted_after = time.monotonic() - killed
+            prometheus.wait_for(lambda: set_aside(prometheus) == 2, "alerting on both replicas")
+            phases.append(Phase("during the switch", during, store_counts(ports)))
+            after = ChatReplay([send(n) for n in range(number, len(turns))])
+            phases.append(Phase("after", after, store_counts(ports)))
+            logs = one.log_text() + two.log_text()
+    yield Failover(baseline_replay, phases, promoted_after, logs)
+
+
+def test_every_request_is_answered_within_the_window_across_the_switch(failover: Failover) -> None:
+    turns = [turn for phase in failover.phases for turn in phase.replay.turns]
+    assert len(turns) == len(REPLAYED)  # send_chat asserts each answered 200
+    assert all(count_tokens(turn.forwarded) < THRESHOLD for turn in turns)
+    print(f"\npromoted after {failover.promoted_after:.1f} s\n{failover.table()}")
+    assert [len(phase.replay.turns) > 0 for phase in failover.phases] == [True, True, True]
+
+
+def test_the_switch_costs_at_most_one_summary_call_more_than_no_switch(failover: Failover) -> None:
+    calls = sum(phase.replay.summary_calls for phase in failover.phases)
+    assert failover.baseline.summary_calls >= 3  # several compaction events in the conversation
+    assert calls <= failover.baseline.summary_calls + 1, failover.table()
+
+
+def test_sharing_resumes_on_the_new_master(failover: Failover) -> None:
+    after = failover.phases[-1].replay.turns
+    made = [n for n, turn in enumerate(after[:-1]) if turn.headers.get("x-compact-cache") == "miss"]
+    # a summary made after the switch is found by the other replica (the next turn) in the new master
+    assert any(after[n + 1].headers.get("x-compact-cache") == "hit" for n in made), failover.table()
+    _, during, end = (phase.store for phase in failover.phases)
+    # once the replica is promoted, no call fails; calls answered in process are those of the
+    # second Redis stays set aside after the last failure
+    assert (end["store_errors"], end["store_outages"]) == (during["store_errors"], during["store_outages"])
+
+
+def test_the_operator_is_told_as_the_docs_say(failover: Failover) -> None:
+    """docs/operations.md: calls fail during the switch, are answered in process, are logged with the
+    error, and counted as store errors, fallbacks and outages."""
+    before, during, _ = (phase.store for phase in failover.phases)
+    assert before == dict.fromkeys(STORE, 0.0)
+    assert all(during[name] > 0 for name in STORE), during
+    assert "Redis store unavailable" in failover.logs
