@@ -274,7 +274,7 @@ def test_a_forked_proxy_logs_starts_and_stops_like_an_execd_one(standin: Any) ->
 
 def test_a_proxy_that_crashed_fails_its_test_with_the_signal_and_its_log(standin: Any) -> None:
     config = {"model_list": [standin_deployment("standin", standin.url)]}
-    said = r"killed by SIGSEGV; its log ends:\n(.|\n)*startup complete(.|\n)*Fatal Python error: Segmentation fault"
+    said = r"killed by SIGSEGV; its log ends:\n(.|\n)*Extension modules: "  # the end of faulthandler's stacks
     with pytest.raises(ProxyDied, match=said + r"(.|\n)*\(the proxy on port \d+ killed by SIGSEGV\)$"):
         with ProxyProcess(config, fork=True) as proxy:
             os.kill(proxy.pid or 0, signal.SIGSEGV)
