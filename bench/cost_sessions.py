@@ -9,6 +9,7 @@ before it) or a tool answered (the next call follows at once).
 from __future__ import annotations
 
 import copy
+import dataclasses
 import json
 from dataclasses import dataclass
 from pathlib import Path
@@ -214,5 +215,35 @@ def cut_at_unanswered(messages: list[Message]) -> list[Message]:
     return messages
 
 
+LATE_SPIKE_BASE = "openhands_ponylang__ponyc-4593.json"
+LATE_SPIKE_OUTPUTS = (
+    ("openhands_ponylang__ponyc-4595.json", 11),
+    ("claude_code_fa812bfe_pre_compact.json", 117),
+    ("claude_code_fa812bfe_pre_compact.json", 52),
+    ("claude_code_fa812bfe_pre_compact.json", 114),
+)
+"""Real tool outputs of 15,004 to 20,740 characters (a file read, a build log, …): chat transcript and
+message index."""
+LATE_SPIKE_AT = 20
+"""The first turn (of 33) whose tool result is replaced: the spike arrives 13 turns before the end."""
+
+
+def late_spike_session() -> Session:
+    """A short agent session whose largest tool outputs arrive late (issue 36's shape): a compaction
+    is forced with little of the session left to pay for it. OpenHands' ponyc-4593 (33 turns, small
+    outputs), the tool results of its turns 21-24 replaced by the four large outputs above."""
+    base = chat_session(LATE_SPIKE_BASE)
+    messages = copy.deepcopy(base.messages)
+    outputs = [load_transcript(file)[index]["content"] for file, index in LATE_SPIKE_OUTPUTS]
+    for end, output in zip(base.points[LATE_SPIKE_AT:], outputs, strict=False):
+        first = next(block for block in messages[end - 1]["content"] if block["type"] == "tool_result")
+        first["content"] = output
+    return dataclasses.replace(base, name="late_spike_ponyc-4593", messages=messages)
+
+
 def all_sessions() -> list[Session]:
-    return [*map(claude_code_session, CLAUDE_CODE_FILES), *map(chat_session, CHAT_FILES)]
+    return [
+        *map(claude_code_session, CLAUDE_CODE_FILES),
+        *map(chat_session, CHAT_FILES),
+        late_spike_session(),
+    ]
