@@ -359,6 +359,9 @@ class Run:
     attempts: int = 1
     metrics: dict[str, float] = field(default_factory=dict)
     turn_costs: list[float] = field(default_factory=list)
+    peak_input: int = 0
+    """The largest agent request's input, as the provider billed it: over ``window``, the configuration
+    did not keep the session in compact_hook's window."""
 
     @property
     def cost(self) -> float:
@@ -491,6 +494,7 @@ def measure(
         max_tool_gap_seconds=round(max_tool_gap(job.session, turns), 3),
         metrics=metrics,
         turn_costs=[round(prices.cost(total(rs)), 6) for rs in per_turn],
+        peak_input=max((Usage.of(r).input for r in agent), default=0),
     )
 
 
@@ -659,6 +663,34 @@ def table(runs: list[Run], rules: Rules, sessions: list[str]) -> str:
     return "\n".join(lines)
 
 
+PEERS = ("compact_20260112 polyfill", "clear_tool_uses polyfill")
+"""LiteLLM's own: the peers a session's cost-aware run is set against."""
+PEER_HEADER = (
+    "| session | W | no compaction | best peer within W | cost-aware | ÷ no compaction | ÷ best peer |\n"
+    "|---|---|---|---|---|---|---|"
+)
+
+
+def peer_table(runs: list[Run], rules: Rules, sessions: list[str]) -> str:
+    """Per session, cost-aware against no compaction and against the cheapest of LiteLLM's polyfills
+    whose every request stayed within compact_hook's window W (a polyfill that forwarded more than
+    W kept nothing in bounds: it is no peer there, and the table says so)."""
+    mine = [run for run in runs if run.rules == rules.name]
+    lines = [PEER_HEADER]
+    for session in sessions:
+        found = {run.setup: run for run in mine if run.session == session}
+        plain, aware = found.get(PLAIN.name), found.get("compact_hook cost-aware")
+        if plain is None or aware is None:
+            continue
+        within = [found[name] for name in PEERS if name in found and found[name].peak_input <= aware.window]
+        best = min(within, key=lambda run: run.cost, default=None)
+        peer = f"{best.setup.removesuffix(' polyfill')} {best.cost:.4f}" if best else "none (over W)"
+        versus = f"{aware.cost / best.cost:.3f}" if best else "–"
+        cells = [session, f"{aware.window:,}", f"{plain.cost:.4f}", peer, f"{aware.cost:.4f}"]
+        lines.append("| " + " | ".join([*cells, f"{aware.cost / plain.cost:.3f}", versus]) + " |")
+    return "\n".join(lines)
+
+
 def row(run: Run, plain: float | None) -> str:
     ratio = f"{run.cost / plain:.3f}" if plain else "–"
     unused = "–" if run.unused_preparations is None else str(run.unused_preparations)
@@ -815,6 +847,9 @@ def report(runs: list[Run], header: Header, seconds: float, out: Path) -> str:
         if names:
             title = f"## {rules.name} rules (priced as {rules.priced_as})"
             parts.append(f"{title}\n\n{table(runs, rules, names)}\n")
+            peers = peer_table(runs, rules, names)
+            if peers.count("\n") > 1:
+                parts.append(f"### {rules.name} rules: cost-aware against the best peer\n\n{peers}\n")
     parts.append(gap_note(runs))
     parts.append(f"{len(runs)} runs in {seconds:.0f} s.\n")
     text = "\n".join(parts)

@@ -221,29 +221,36 @@ LATE_SPIKE_OUTPUTS = (
     ("claude_code_fa812bfe_pre_compact.json", 117),
     ("claude_code_fa812bfe_pre_compact.json", 52),
     ("claude_code_fa812bfe_pre_compact.json", 114),
+    ("claude_code_fa812bfe_pre_compact.json", 12),
+    ("claude_code_fa812bfe_pre_compact.json", 127),
+    ("claude_code_fa812bfe_pre_compact.json", 254),
 )
-"""Real tool outputs of 15,004 to 20,740 characters (a file read, a build log, …): chat transcript and
-message index."""
+"""Real tool outputs of 11,741 to 20,740 characters (file reads, a build log, …): chat transcript and
+message index, largest first."""
 LATE_SPIKE_AT = 20
 """The first turn (of 33) whose tool result is replaced: the spike arrives 13 turns before the end."""
+LATE_SPIKES = (4, 7)
+"""Spikes of four outputs (the newest three, never cleared, hold more than the trigger leaves room
+for: a compaction is forced) and of seven (clearing the older ones can carry the session)."""
 
 
-def late_spike_session() -> Session:
-    """A short agent session whose largest tool outputs arrive late (issue 36's shape): a compaction
-    is forced with little of the session left to pay for it. OpenHands' ponyc-4593 (33 turns, small
-    outputs), the tool results of its turns 21-24 replaced by the four large outputs above."""
+def late_spike_session(outputs: int) -> Session:
+    """A short agent session whose largest tool outputs arrive late (issue 36's shape): little of
+    the session is left to pay for what keeps it in its window. OpenHands' ponyc-4593 (33 turns,
+    small outputs), the tool results of its turns 21 on replaced by ``outputs`` of the large ones
+    above."""
     base = chat_session(LATE_SPIKE_BASE)
     messages = copy.deepcopy(base.messages)
-    outputs = [load_transcript(file)[index]["content"] for file, index in LATE_SPIKE_OUTPUTS]
-    for end, output in zip(base.points[LATE_SPIKE_AT:], outputs, strict=False):
+    large = [load_transcript(file)[index]["content"] for file, index in LATE_SPIKE_OUTPUTS[:outputs]]
+    for end, output in zip(base.points[LATE_SPIKE_AT:], large, strict=False):
         first = next(block for block in messages[end - 1]["content"] if block["type"] == "tool_result")
         first["content"] = output
-    return dataclasses.replace(base, name="late_spike_ponyc-4593", messages=messages)
+    return dataclasses.replace(base, name=f"late_spike_{outputs}_ponyc-4593", messages=messages)
 
 
 def all_sessions() -> list[Session]:
     return [
         *map(claude_code_session, CLAUDE_CODE_FILES),
         *map(chat_session, CHAT_FILES),
-        late_spike_session(),
+        *map(late_spike_session, LATE_SPIKES),
     ]
