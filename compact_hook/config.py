@@ -91,6 +91,15 @@ class CompactConfig:
         unset=Unset("the request's model group"),
     )
     summary_max_tokens: int = setting(4096, "`max_tokens` of each summary call", at_least=1, scope=True)
+    summary_tool_output_tokens: int = setting(
+        1_000,
+        (
+            "with `recall`, each tool output the summary model reads keeps its beginning and end, about this "
+            "many tokens (its handle names the whole, which the model can read back): a summary's input is "
+            "the middle it reads, and large outputs were most of it; `0`: read as forwarded"
+        ),
+        at_least=0,
+    )
     summary_timeout_seconds: float = setting(
         120.0, "timeout of each summary call (never more than what is left of the deadline)", at_least=0.001
     )

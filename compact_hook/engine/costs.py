@@ -28,6 +28,7 @@ from compact_hook.core.economics import (
 )
 from compact_hook.core.items import Role
 from compact_hook.core.partition import Partition
+from compact_hook.core.transcript import read_tokens
 from compact_hook.engine.clearing import advance_clearing
 from compact_hook.engine.compaction import sized_plan
 from compact_hook.engine.run import Run
@@ -165,7 +166,8 @@ class Costs:
 
     def _read(self, view: View, part: Partition) -> int:
         """What a summary of ``part`` reads: the middle with its cleared results restored, tool outputs
-        truncated (``engine.compaction``), our earlier summary as it stands."""
+        truncated (``engine.compaction``) and, with ``recall``, read by their ends
+        (``core.transcript``), our earlier summary as it stands."""
         run, items, prints = self.run, [], []
         for position in part.middle:
             origin = view.origins[position]
@@ -176,4 +178,7 @@ class Costs:
             )
             items.append(item)
             prints.append(print_)
-        return sum(run.counter.count(prints, lambda i: item_strings(items[i])))
+        counts = run.counter.count(prints, lambda i: item_strings(items[i]))
+        config = run.config
+        cap = config.summary_tool_output_tokens if config.recall else 0
+        return sum(read_tokens(item, count, cap) for item, count in zip(items, counts, strict=True))

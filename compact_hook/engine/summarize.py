@@ -284,7 +284,7 @@ def _halved(failure: SummarizerError, chunk: str, budget: Budget) -> list[str]:
 
 def _plan(middle: Sequence[Item], how: Summarizing) -> tuple[int, list[str]]:
     config, counter = how.config, how.counter
-    entries = transcript_entries(middle, recall=config.recall)
+    entries = transcript_entries(middle, config.recall, config.summary_tool_output_tokens)
     return plan_capped(entries, counter, input_budget(config, counter, how.ratio), config.max_summary_calls)
 
 

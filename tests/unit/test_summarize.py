@@ -8,7 +8,8 @@ import pytest
 
 from compact_hook.config import CompactConfig
 from compact_hook.core.failures import SummaryFailure, failure_of
-from compact_hook.core.transcript import transcript_entries
+from compact_hook.core.recall import mention
+from compact_hook.core.transcript import read_tokens, transcript_entries
 from compact_hook.engine.summarize import (
     PROMPT_VERSION,
     Budget,
@@ -60,6 +61,29 @@ def test_transcript_labels_roles_tool_results_and_previous_summaries() -> None:
     assert entries[3] == "### tool result (read_file)\nfile body"
     assert entries[4] == "### tool result (grep)\n3 matches"
     assert "https://x.test/a.png" in entries[5]
+
+
+def test_with_recall_a_summary_reads_large_outputs_by_their_ends_and_handle() -> None:
+    """The model can read an output back by its handle: the summary reads its beginning and end
+    (a late spike of large outputs was most of what summaries cost: issue 36)."""
+    big = "".join(f"line {n}: {'x' * 60}\n" for n in range(2_000))
+    messages = [calling("read_file", "grep"), result(big, "call_0"), result("3 matches", "call_1")]
+    entries = transcript_entries(items_of(messages), recall=True, output_tokens=1_000)
+    read = entries[1]
+    assert read.startswith("### tool result (read_file)\nline 0: ") and read.endswith(
+        "line 1999: " + "x" * 60 + "\n"
+    )
+    assert (
+        len(read) < 4_000 * 1.1 < len(big)
+        and f"truncated; the full output had 2000 lines; {mention(big)}" in read
+    )
+    assert entries[2] == f"### tool result (grep; {mention('3 matches')})\n3 matches"  # under the cap: whole
+    whole = transcript_entries(items_of(messages), recall=True)  # 0: read as forwarded
+    assert big in whole[1]
+    assert big in transcript_entries(items_of(messages), output_tokens=1_000)[1]  # no handle: read whole
+    item = items_of(messages)[1]  # what cost-aware timing reckons the summary reads of it
+    assert read_tokens(item, 40_000, 1_000) == 40_000 - (len(big) // 4 - 1_000)
+    assert read_tokens(item, 40_000, 0) == 40_000 == read_tokens(items_of(messages)[0], 40_000, 1_000)
 
 
 def test_anthropic_results_inside_a_user_message_are_labelled_with_their_tool() -> None:
