@@ -123,12 +123,29 @@ def chat_session(file: str) -> Session:
         name=file.removesuffix(".json"),
         messages=messages,
         system=system,
-        tools=None,
+        tools=declared_tools(messages),
         points=points,
         human=human,
         tokenizer="o200k_base",
         claude_code=False,
     )
+
+
+def declared_tools(messages: list[Message]) -> list[dict[str, Any]] | None:
+    """The tools an agent's calls name, declared as its client declares them before calling them
+    (Anthropic refuses ``tool_use`` blocks in a request without ``tools``; the transcripts keep the
+    calls, not the declarations): a name, a line, any object as input — the least a client sends."""
+    names = dict.fromkeys(
+        block["name"]
+        for message in messages
+        if isinstance(message["content"], list)
+        for block in message["content"]
+        if block.get("type") == "tool_use"
+    )
+    return [
+        {"name": name, "description": f"The agent's {name} tool.", "input_schema": {"type": "object"}}
+        for name in names
+    ] or None
 
 
 def chat_to_anthropic(chat: list[Message]) -> tuple[str | None, list[Message]]:
