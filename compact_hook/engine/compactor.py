@@ -177,7 +177,8 @@ class Compactor:
         run, limits = costs.run, costs.run.window
         now = run.tiers.view(state)
         tokens = await run.tokens(now)
-        if not run.config.clear_tool_results or tokens < limits.clear:
+        below = tokens < limits.clear
+        if not run.config.clear_tool_results or (below and not costs.clears_below(state)):
             return state
         if tokens >= limits.prepare and await self.ahead.waiting(run, state):
             return state
@@ -186,6 +187,8 @@ class Compactor:
         if advanced is None and preparing and await costs.prepares(state, now, tokens):
             advanced = await before_a_summary(run, state)
         if advanced is None or await costs.clearing_waits(now, advanced):
+            return state
+        if below and not await costs.clearing_pays(now, advanced):
             return state
         return advanced
 

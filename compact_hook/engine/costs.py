@@ -107,6 +107,26 @@ class Costs:
         batch = clearing_batch(economy, self.rewritten(now, cleared))
         return saved < batch and before + (batch - saved) < cap  # the batch can grow to its size in time
 
+    def clears_below(self, state: Entry) -> bool:
+        """Whether a clearing batch may go under the clearing threshold: cost-aware, once the
+        conversation as sent is past it and its results are being cleared already (``state``) — the
+        first batch brings it under the threshold, and the large results that were still among the
+        newest then would otherwise be carried, at the read price, until it grows back there."""
+        run = self.run
+        return self.known is not None and state.cleared_before > 0 and run.total >= run.window.clear
+
+    async def clearing_pays(self, now: View, advanced: Entry) -> bool:
+        """A batch under the clearing threshold goes when it pays: at least the batch that costs
+        least per turn (``core.economics.clearing_batch``), and its rewrite paid back over the turns
+        likely still to come (``core.economics.change_pays``). ``now``: the view before the batch."""
+        run, economy = self.run, self.known
+        if economy is None:
+            return False
+        cleared = run.tiers.view(advanced)
+        saved = await run.tokens(now) - await run.tokens(cleared)
+        rewritten = self.rewritten(now, cleared)
+        return saved >= clearing_batch(economy, rewritten) and change_pays(economy, saved, rewritten)
+
     def change_pays(self, now: int, changed: int) -> bool:
         """Applying a change that takes the request from ``now`` to ``changed`` tokens pays back its
         rewrite over the turns likely still to come (true when nothing is known)."""

@@ -287,3 +287,46 @@ def test_the_conversation_key_is_the_chains_whether_or_not_the_whole_chain_was_h
     whole = hashed.chain  # the whole chain first: the key is read from it
     assert alone.root == hashed.root == whole[root_position(parsed.lazy_items())]
     assert "chain" not in alone.__dict__  # the key alone did not hash every message
+
+
+def test_once_cleared_a_large_result_that_was_among_the_newest_goes_when_it_pays_under_the_threshold() -> (
+    None
+):
+    """The first batch brings the conversation under the clearing threshold, with the large result
+    that was still among the newest kept. Cost-aware, with a rewrite that costs nothing extra (a
+    cold cache), it is cleared once it is old enough, under the threshold; unpriced, it is carried
+    until the conversation grows back to the threshold (the timing before cost awareness); with a
+    warm cache, a batch smaller than the one that costs least per turn waits."""
+    cleared = {
+        (price is not None, warmth): asyncio.run(_large_result_cleared(price, warmth))
+        for price, warmth in ((GPT, Warmth.COLD), (None, Warmth.COLD), (GPT, Warmth.WARM))
+    }
+    assert cleared == {(True, Warmth.COLD): True, (False, Warmth.COLD): False, (True, Warmth.WARM): False}
+
+
+async def _large_result_cleared(price: Prices | None, warmth: Warmth) -> bool:
+    """Whether the large result is cleared two turns after the first batch, the view under the
+    clearing threshold all along."""
+    from compact_hook.engine import Compactor
+    from compact_hook.state.store import MemoryStore
+    from tests.compaction import config
+    from tests.conversations import Call, Said, Tools, w
+
+    settings_ = config(
+        cost_aware=True, clear_tool_results=True, keep_tool_results=1, clear_at_least=20, prepare=False
+    )
+    compactor = Compactor(MemoryStore(1_000, 3_600))
+    large = w(200, "large")
+    steps: list[Any] = [Said(w(30, "task")), *(Tools((Call(f"t{i}", w(80, f"o{i}")),)) for i in range(6))]
+    results = []
+    for call in (Call("big", large), Call("t7", w(8, "small")), Call("t8", w(8, "small"))):
+        steps.append(Tools((call,)))
+        _, request = priced_request("chat", steps, settings_, price)
+        result = await compactor.compact(request)
+        results.append(result)
+        if result.conversation:
+            await _report(compactor.ledger, result.conversation, warmth)
+    first, *later = results
+    assert first.cleared > 0 and first.output_tokens < 700 <= first.input_tokens  # the first batch
+    assert all(result.output_tokens < 700 for result in later)
+    return all(large not in str(message) for message in later[-1].messages)
