@@ -9,7 +9,10 @@ come, outweighs that premium and the summary:
 - **Clearing a batch** of old tool results saves ``saved`` tokens on every later turn until the next
   compaction, and costs the rewrite premium on everything after the batch's first result — with a
   warm cache that takes dozens of turns to pay back, so it waits for the cache to go cold (the next
-  turn pays the write anyway), or for the compaction that rewrites the prefix regardless.
+  turn pays the write anyway), or for the compaction that rewrites the prefix regardless. Once a
+  conversation is being cleared, a batch under the clearing threshold goes when it pays the same way
+  (the results still among the newest at the first batch, often the largest, are not carried until
+  the conversation grows back to the threshold).
 - **Compacting** costs a fixed part per event (the summary's output and prompt, the premium on the
   rewritten prefix) and carries the rest of the conversation at the read price. Between compactions
   the carried context grows by ``growth`` per turn, so the steady-state cost per turn is lowest when

@@ -166,7 +166,9 @@ class Compactor:
         return restored if restored.cache is CacheStatus.HIT else None
 
     async def _clear(self, costs: Costs, state: Entry) -> Entry:
-        """Tier 2: the clearing boundary advanced by a batch past the clear ratio. Under the
+        """Tier 2: the clearing boundary advanced by a batch past the clear ratio — or under it,
+        cost-aware, once the conversation is being cleared and the batch pays (``Costs.clears_below``,
+        ``Costs.clearing_pays``). Under the
         trigger, where a summary would otherwise be prepared on this turn (``Costs.prepares``),
         everything it may clear goes at once when that gets back under ``prepare_ratio`` (no summary
         made for a batch to leave unused); at the trigger the compaction happens (cleared instead,
