@@ -345,10 +345,10 @@ class CompactConfig:
         True,
         (
             "refine clearing, preparing and compacting by money, from the prompt-cache usage the provider "
-            "reports (see *Cost-aware timing*): a clearing batch waits while the cache is warm, and once a "
-            "conversation is being cleared the next batch goes when it pays, under `clear_trigger_ratio` too; "
-            "compaction may come before the trigger when it pays; never later, never over the window. Priced "
-            "models only"
+            "reports (see *Cost-aware timing*): a clearing batch waits while the cache is warm, and once "
+            "a conversation is being cleared the next batch goes when it pays, under `clear_trigger_ratio` "
+            "too; compaction may come before the trigger when it pays; never later, never over the window. "
+            "Priced models only"
         ),
     )
     cache_ttl_seconds: float = setting(
