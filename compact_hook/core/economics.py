@@ -260,6 +260,17 @@ def change_pays(economy: Economy, removed: int, rewritten: int) -> bool:
     return economy.carry * removed * economy.horizon >= economy.premium * rewritten
 
 
+def clearing_cheaper(economy: Economy, rewritten: int, cleared: int, compacted: int, middle: int) -> bool:
+    """At a summary due, clearing everything instead is the cheaper way under the trigger: its
+    rewrite (``rewritten`` tokens) and what it leaves (``cleared``) carried over the turns likely
+    still to come, against the summary's call (it reads ``middle``), its rewrite and what it leaves
+    (``compacted``) carried as long."""
+    horizon = economy.horizon
+    clearing = economy.premium * rewritten + economy.carry * cleared * horizon
+    summary = economy.summary_cost(middle) + economy.premium * compacted + economy.carry * compacted * horizon
+    return clearing <= summary
+
+
 def compacts_early(economy: Economy, total: int, compacted: int, middle: int) -> bool:
     """Compact now, under the trigger: far enough past the compacted size that events at this
     spacing cost least per turn, and paid back over the turns likely still to come — the summary

@@ -36,17 +36,3 @@ def _saving(run: Run, index: int) -> int:
     pair = [item, cleared]
     before, after = run.counter.count([print_, cleared_print], lambda i: item_strings(pair[i]))
     return max(0, before - after)
-
-
-async def before_a_summary(run: Run, state: Entry) -> Entry | None:
-    """Past ``prepare_ratio``: every result clearing may clear now, as one batch, when that alone
-    leaves the conversation where a compaction would — under ``prepare_ratio`` and under the
-    compaction's target — a rule about tokens, for every model. A summary prepared instead would
-    be left unused by the next batch, and outgrown by the time the trigger comes; clearing it now
-    costs no model call. A batch that leaves less room than a compaction would only buys a turn
-    or two before the next change of the prefix (where ``prepare_ratio`` sits above the target)."""
-    advanced = advance_clearing(run, state, at_least=1)
-    limits = run.window
-    if advanced is None or await run.tokens(run.tiers.view(advanced)) >= min(limits.prepare, limits.target):
-        return None
-    return advanced

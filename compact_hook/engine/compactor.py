@@ -30,7 +30,7 @@ from compact_hook.core.partition import Partition
 from compact_hook.engine.ahead import Ahead
 from compact_hook.engine.archiving import archive_pending, keep, merged
 from compact_hook.engine.breaker import Breaker
-from compact_hook.engine.clearing import advance_clearing, before_a_summary
+from compact_hook.engine.clearing import advance_clearing
 from compact_hook.engine.compaction import Cut, Failed, Made, Making, make, plan
 from compact_hook.engine.costs import Costs
 from compact_hook.engine.decision import Decision, Step, skip_reason
@@ -168,10 +168,10 @@ class Compactor:
     async def _clear(self, costs: Costs, state: Entry) -> Entry:
         """Tier 2: the clearing boundary advanced by a batch past the clear ratio — or under it,
         cost-aware, once the conversation is being cleared and the batch pays (``Costs.clears_below``,
-        ``Costs.clearing_pays``). Under the
-        trigger, where a summary would otherwise be prepared on this turn (``Costs.prepares``),
-        everything it may clear goes at once when that gets back under ``prepare_ratio`` (no summary
-        made for a batch to leave unused); at the trigger the compaction happens (cleared instead,
+        ``Costs.clearing_pays``). Past ``prepare_ratio``, where a summary is due, everything it may
+        clear goes at once where that is the cheaper way under the trigger (``Costs.clearing_instead``:
+        the one comparison of clearing and a summary, by tokens, by money where priced); at the
+        trigger the compaction happens (cleared instead,
         the conversation lands higher and the prefix changes every few turns: the real CLIs' loops
         4.6-25% dearer). Not while a compaction is prepared or being prepared for the trigger:
         clearing its old results first would leave it short there (a second summary). The new
@@ -186,8 +186,8 @@ class Compactor:
             return state
         advanced = advance_clearing(run, state)
         preparing = limits.prepare <= tokens < limits.compact and self.ahead.on(run)
-        if advanced is None and preparing and await costs.prepares(state, now, tokens):
-            advanced = await before_a_summary(run, state)
+        if advanced is None and preparing:
+            advanced = await costs.clearing_instead(state, now, tokens)
         if advanced is None or await costs.clearing_waits(now, advanced):
             return state
         if below and not await costs.clearing_pays(now, advanced):

@@ -22,6 +22,7 @@ from compact_hook.core.economics import (
     Warmth,
     change_pays,
     clearing_batch,
+    clearing_cheaper,
     compacts_early,
     estimated_saving,
     worth_preparing,
@@ -147,24 +148,47 @@ class Costs:
         return part if compacts_early(economy, tokens, size, self._read(view, part)) else None
 
     async def prepares(self, state: Entry, view: View, tokens: int) -> bool:
-        """Whether a summary prepared now is likely to be applied. Unpriced, yes: clearing has
-        already done what it can (``engine.clearing.before_a_summary``: past ``prepare_ratio`` every
-        result it may clear goes, when that gets back under it). Priced, prices refine it: not while
-        a clearing batch that waits, or the next one, would bring the conversation back under
-        ``prepare_ratio`` and costs less than the compaction (a summary reads the middle with every
-        cleared result), nor for a trigger it is unlikely to reach soon."""
-        run, economy = self.run, self.known
+        """Whether a summary prepared now is likely to be applied. Unpriced, yes: where clearing was
+        the cheaper way it has gone already (``Compactor._clear``). Priced, not where clearing is the
+        cheaper way (``clearing_instead``: it goes unless a preparation waits), nor for a trigger the
+        conversation is unlikely to reach soon (``core.economics.worth_preparing``)."""
+        economy = self.known
         if economy is None:
             return True
-        advanced = advance_clearing(run, state, at_least=1) if run.config.clear_tool_results else None
-        if advanced is not None:
-            cleared = run.tiers.view(advanced)
-            if await run.tokens(cleared) < run.window.prepare:
-                part, size = await asyncio.to_thread(sized_plan, run, view, self.target())
-                compaction = economy.summary_cost(self._read(view, part)) + economy.premium * size
-                if economy.premium * self.rewritten(view, cleared) <= compaction:
-                    return False
-        return worth_preparing(economy, tokens, run.window.compact)
+        if await self.clearing_instead(state, view, tokens) is not None:
+            return False
+        return worth_preparing(economy, tokens, self.run.window.compact)
+
+    async def clearing_instead(self, state: Entry, view: View, tokens: int) -> Entry | None:
+        """Past ``prepare_ratio``, where a summary is due: the cheaper way under the trigger, when it
+        is clearing — everything clearing may clear, as one batch — else None (the summary). The one
+        comparison, by tokens first: clearing reads nothing, so it is the cheaper way where it
+        forwards no more than a compaction would, leaving the conversation under ``prepare_ratio``
+        and the compaction's target (a summary prepared instead would be left unused by the next
+        batch, or outgrown by the trigger — Gemini CLI's and Codex's loops; one leaving less room
+        buys a turn or two before the prefix changes again). Priced, by money: where it gets under
+        ``prepare_ratio``, its rewrite and what it leaves carried over the turns likely still to come
+        against the summary's call (it reads the middle with every cleared result), its rewrite and
+        what it leaves (``core.economics.clearing_cheaper``); and nothing is due for a trigger the
+        conversation is unlikely to reach soon."""
+        run, economy = self.run, self.known
+        if not run.config.clear_tool_results:
+            return None
+        limits = run.window
+        if economy is not None and not worth_preparing(economy, tokens, limits.compact):
+            return None
+        advanced = advance_clearing(run, state, at_least=1)
+        if advanced is None:
+            return None
+        cleared = run.tiers.view(advanced)
+        lands = await run.tokens(cleared)
+        if economy is None:
+            return advanced if lands < min(limits.prepare, limits.target) else None
+        if lands >= limits.prepare:
+            return None
+        part, size = await asyncio.to_thread(sized_plan, run, view, self.target())
+        rewritten, read = self.rewritten(view, cleared), self._read(view, part)
+        return advanced if clearing_cheaper(economy, rewritten, lands, size, read) else None
 
     def saving(self, removed: int, rewritten: int) -> float | None:
         """The estimated USD this request saves (None: unpriced)."""
