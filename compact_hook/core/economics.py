@@ -260,15 +260,31 @@ def change_pays(economy: Economy, removed: int, rewritten: int) -> bool:
     return economy.carry * removed * economy.horizon >= economy.premium * rewritten
 
 
-def clearing_cheaper(economy: Economy, rewritten: int, cleared: int, compacted: int, middle: int) -> bool:
-    """At a summary due, clearing everything instead is the cheaper way under the trigger: its
-    rewrite (``rewritten`` tokens) and what it leaves (``cleared``) carried over the turns likely
-    still to come, against the summary's call (it reads ``middle``), its rewrite and what it leaves
-    (``compacted``) carried as long."""
+class Way(Enum):
+    """Past ``prepare_ratio``, where a summary is due: the cheaper way under the trigger."""
+
+    SUMMARY = "summary"
+    """The summary is prepared (clearing leaves too much, or costs more)."""
+    CLEAR = "clear"
+    """Everything clearing may clear goes now, as one batch."""
+    HOLD = "hold"
+    """Clearing is the cheaper way, but not yet: while the provider holds the prefix warm a batch
+    now is followed by another when the next results arrive — two rewrites where one batch, at the
+    trigger, clears both — and no summary is prepared meanwhile. Also where nothing is due yet."""
+
+
+def cheaper_way(economy: Economy, rewritten: int, cleared: int, compacted: int, middle: int) -> Way:
+    """Clearing everything or the summary: clearing's rewrite (``rewritten`` tokens) and what it leaves
+    (``cleared``) carried over the turns likely still to come, against the summary's call (it reads
+    ``middle``), its rewrite and what it leaves (``compacted``) carried as long. The cheaper clearing
+    goes now only where a rewrite costs nothing extra (a cold or absent cache); else it holds
+    (``Way.HOLD``)."""
     horizon = economy.horizon
     clearing = economy.premium * rewritten + economy.carry * cleared * horizon
     summary = economy.summary_cost(middle) + economy.premium * compacted + economy.carry * compacted * horizon
-    return clearing <= summary
+    if clearing > summary:
+        return Way.SUMMARY
+    return Way.CLEAR if economy.premium == 0 else Way.HOLD
 
 
 def compacts_early(economy: Economy, total: int, compacted: int, middle: int) -> bool:

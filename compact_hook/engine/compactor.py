@@ -169,7 +169,7 @@ class Compactor:
         """Tier 2: the clearing boundary advanced by a batch past the clear ratio — or under it,
         cost-aware, once the conversation is being cleared and the batch pays (``Costs.clears_below``,
         ``Costs.clearing_pays``). Past ``prepare_ratio``, where a summary is due, everything it may
-        clear goes at once where that is the cheaper way under the trigger (``Costs.clearing_instead``:
+        clear goes at once where that is the cheaper way under the trigger (``Costs.way_under``:
         the one comparison of clearing and a summary, by tokens, by money where priced); at the
         trigger the compaction happens (cleared instead,
         the conversation lands higher and the prefix changes every few turns: the real CLIs' loops
@@ -187,7 +187,7 @@ class Compactor:
         advanced = advance_clearing(run, state)
         preparing = limits.prepare <= tokens < limits.compact and self.ahead.on(run)
         if advanced is None and preparing:
-            advanced = await costs.clearing_instead(state, now, tokens)
+            _, advanced = await costs.way_under(state, now, tokens)
         if advanced is None or await costs.clearing_waits(now, advanced):
             return state
         if below and not await costs.clearing_pays(now, advanced):

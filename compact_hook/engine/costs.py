@@ -20,9 +20,10 @@ from compact_hook.core.economics import (
     PREPARE_TURNS,
     Economy,
     Warmth,
+    Way,
     change_pays,
+    cheaper_way,
     clearing_batch,
-    clearing_cheaper,
     compacts_early,
     estimated_saving,
     worth_preparing,
@@ -148,47 +149,39 @@ class Costs:
         return part if compacts_early(economy, tokens, size, self._read(view, part)) else None
 
     async def prepares(self, state: Entry, view: View, tokens: int) -> bool:
-        """Whether a summary prepared now is likely to be applied. Unpriced, yes: where clearing was
-        the cheaper way it has gone already (``Compactor._clear``). Priced, not where clearing is the
-        cheaper way (``clearing_instead``: it goes unless a preparation waits), nor for a trigger the
-        conversation is unlikely to reach soon (``core.economics.worth_preparing``)."""
-        economy = self.known
-        if economy is None:
+        """Whether a summary prepared now is likely to be applied: where it is the cheaper way under
+        the trigger (``way_under``). Unpriced, clearing has gone already where it was the cheaper
+        way (``Compactor._clear``)."""
+        if self.known is None:
             return True
-        if await self.clearing_instead(state, view, tokens) is not None:
-            return False
-        return worth_preparing(economy, tokens, self.run.window.compact)
+        way, _ = await self.way_under(state, view, tokens)
+        return way is Way.SUMMARY
 
-    async def clearing_instead(self, state: Entry, view: View, tokens: int) -> Entry | None:
-        """Past ``prepare_ratio``, where a summary is due: the cheaper way under the trigger, when it
-        is clearing — everything clearing may clear, as one batch — else None (the summary). The one
-        comparison, by tokens first: clearing reads nothing, so it is the cheaper way where it
-        forwards no more than a compaction would, leaving the conversation under ``prepare_ratio``
-        and the compaction's target (a summary prepared instead would be left unused by the next
-        batch, or outgrown by the trigger — Gemini CLI's and Codex's loops; one leaving less room
-        buys a turn or two before the prefix changes again). Priced, by money: where it gets under
-        ``prepare_ratio``, its rewrite and what it leaves carried over the turns likely still to come
-        against the summary's call (it reads the middle with every cleared result), its rewrite and
-        what it leaves (``core.economics.clearing_cheaper``); and nothing is due for a trigger the
-        conversation is unlikely to reach soon."""
-        run, economy = self.run, self.known
-        if not run.config.clear_tool_results:
-            return None
-        limits = run.window
+    async def way_under(self, state: Entry, view: View, tokens: int) -> tuple[Way, Entry | None]:
+        """Past ``prepare_ratio``, the cheaper way under the trigger — the summary, or everything
+        clearing may clear as one batch (the entry, for ``Way.CLEAR``) — by one comparison. By
+        tokens: clearing reads nothing, so it is the cheaper way where it lands the conversation
+        where a compaction would, under ``prepare_ratio`` and the compaction's target (a summary
+        prepared instead would be left unused by the next batch, or outgrown by the trigger — Gemini
+        CLI's and Codex's loops; one leaving less room buys a turn or two before the prefix changes
+        again). Priced, by money where it gets under ``prepare_ratio``
+        (``core.economics.cheaper_way``: a warm prefix holds the batch for the trigger), and nothing
+        is due for a trigger the conversation is unlikely to reach soon (``Way.HOLD``)."""
+        run, economy, limits = self.run, self.known, self.run.window
         if economy is not None and not worth_preparing(economy, tokens, limits.compact):
-            return None
-        advanced = advance_clearing(run, state, at_least=1)
+            return Way.HOLD, None
+        advanced = advance_clearing(run, state, at_least=1) if run.config.clear_tool_results else None
         if advanced is None:
-            return None
+            return Way.SUMMARY, None
         cleared = run.tiers.view(advanced)
         lands = await run.tokens(cleared)
+        if lands >= (limits.prepare if economy is not None else min(limits.prepare, limits.target)):
+            return Way.SUMMARY, None
         if economy is None:
-            return advanced if lands < min(limits.prepare, limits.target) else None
-        if lands >= limits.prepare:
-            return None
+            return Way.CLEAR, advanced
         part, size = await asyncio.to_thread(sized_plan, run, view, self.target())
-        rewritten, read = self.rewritten(view, cleared), self._read(view, part)
-        return advanced if clearing_cheaper(economy, rewritten, lands, size, read) else None
+        way = cheaper_way(economy, self.rewritten(view, cleared), lands, size, self._read(view, part))
+        return way, advanced if way is Way.CLEAR else None
 
     def saving(self, removed: int, rewritten: int) -> float | None:
         """The estimated USD this request saves (None: unpriced)."""

@@ -7,11 +7,13 @@ tokens decide by themselves, prices only refine them (``test_economics.py``).
 from __future__ import annotations
 
 import dataclasses
+import time
 from typing import Any
 
 import pytest
 
-from compact_hook.core.economics import Heard
+from compact_hook.core.chain import Entry
+from compact_hook.core.economics import Heard, Way
 from compact_hook.core.outcomes import Mode, Reason
 from compact_hook.core.pricing import Prices
 from compact_hook.engine import Compactor
@@ -140,50 +142,57 @@ async def test_past_prepare_ratio_clearing_all_at_once_goes_first_only_where_a_s
     assert not priced.prefix_changed and priced.step is Step.FORWARD  # nothing due: no batch yet
 
 
-@pytest.mark.parametrize("what", ["outputs", "words"])
+@pytest.mark.parametrize(
+    ("what", "warmth", "way"),
+    [("outputs", "cold", Way.CLEAR), ("outputs", "warm", Way.HOLD), ("words", "uncached", Way.SUMMARY)],
+)
 async def test_past_prepare_ratio_with_a_summary_due_the_cheaper_way_under_the_trigger_is_taken(
-    what: str,
+    what: str, warmth: str, way: Way
 ) -> None:
     """Priced, a turn or two from the trigger (a summary is due): clearing everything and the summary
-    are weighed by one comparison (``Costs.clearing_instead``) — clearing's rewrite and what it leaves
-    carried over the turns likely still to come, against the summary's call, its rewrite and what it
-    leaves — and the cheaper is taken. A conversation of tool outputs, cache warm: clearing leaves
-    little and rewrites what a summary would, so it is cleared now (before this comparison, neither:
-    no batch, no preparation). One of a person's long messages, nothing cached, a summary that costs
-    next to nothing: clearing leaves most of it to be carried at full price, so a summary is prepared
-    (where the rule about tokens alone clears: it lands under ``prepare_ratio`` and the target)."""
+    are weighed by one comparison (``Costs.way_under``) — clearing's rewrite and what it leaves carried
+    over the turns likely still to come, against the summary's call, its rewrite and what it leaves.
+    A conversation of tool outputs: clearing leaves little and rewrites what a summary would, so it is
+    the cheaper way — cleared now on a cold cache; held while warm (a batch now and another when the
+    next results arrive are two rewrites where one batch at the trigger clears both), no summary
+    prepared. One of a person's long messages, nothing cached, a summary that costs next to nothing:
+    clearing leaves most of it to be carried at full price, so a summary is prepared (where the rule
+    about tokens alone clears: it lands under ``prepare_ratio`` and the target)."""
     settings = config(cost_aware=True, clear_tool_results=True, keep_tool_results=1, clear_at_least=10_000)
     if what == "outputs":
         steps: list[Any] = [Said(w(30, "task"))]
         steps += [Tools((Call(f"t{i}", w(60, f"o{i}")),)) for i in range(11)]
         steps.append(Said(w(30, "more")))
-        agent, warm = SONNET, True
+        agent = SONNET
     else:
         steps = [Said(w(330, "task")), *(Tools((Call(f"t{i}", w(60, f"o{i}")),)) for i in range(5))]
         steps.append(Said(w(140, "more")))
-        agent, warm = Prices.per_million(100.0, 100.0, 10.0, 100.0), False
+        agent = Prices.per_million(100.0, 100.0, 10.0, 100.0)
     node = replica()
     _, request = priced_request("chat", steps, settings, agent)
     request = dataclasses.replace(request, summary_prices=Prices.per_million(0.01, 0.01, 0.001, 0.01))
     run = await Run.measure(request, node.compactor.memory)
     assert run.window.prepare <= run.total < run.window.compact
     total, ledger = run.total, node.compactor.ledger
+    clock = ledger.clock
+    if warmth == "cold":  # heard long ago: the provider's cache has expired since
+        ledger.clock = lambda: time.time() - 10_000
     for forwarded in (total - 100, total):  # 100 tokens a request: the trigger a turn or two off
-        heard = Heard(forwarded - 55, 50, 5, forwarded) if warm else Heard(0, 0, forwarded, forwarded)
+        cached = warmth != "uncached"
+        heard = Heard(forwarded - 55, 50, 5, forwarded) if cached else Heard(0, 0, forwarded, forwarded)
         await ledger.heard(run.root, heard, 300)
+    ledger.clock = clock
     run = await Run.measure(request, node.compactor.memory, ledger)
     assert run.note is not None and run.ratio.value == 1.0  # billed as we count
+    costs, view = Costs.of(run, Entry()), run.tiers.view(None)
+    assert (await costs.way_under(Entry(), view, run.total))[0] is way
     decision = await node.compactor.decide(run)
-    if what == "outputs":
-        assert decision.prefix_changed and decision.state.cleared_before > 0 and decision.step is Step.FORWARD
-    else:
-        assert not decision.prefix_changed and decision.step is Step.PREPARE
-        costs, view = Costs.of(run, decision.state), run.tiers.view(decision.state)
-        assert await costs.clearing_instead(decision.state, view, run.total) is None
-        unpriced = await node.compactor.decide(
-            await Run.measure(dataclasses.replace(request, prices=None), node.compactor.memory)
-        )
-        assert unpriced.prefix_changed and unpriced.state.cleared_before > 0
+    assert decision.prefix_changed is (way is Way.CLEAR)
+    assert decision.step is (Step.PREPARE if way is Way.SUMMARY else Step.FORWARD)
+    if way is Way.SUMMARY:
+        unpriced = dataclasses.replace(request, prices=None)
+        decided_unpriced = await node.compactor.decide(await Run.measure(unpriced, node.compactor.memory))
+        assert decided_unpriced.prefix_changed and decided_unpriced.state.cleared_before > 0
 
 
 async def test_at_the_trigger_the_compaction_happens_rather_than_a_clearing_batch_in_its_place() -> None:
