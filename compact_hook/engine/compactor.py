@@ -169,13 +169,12 @@ class Compactor:
         """Tier 2: the clearing boundary advanced by a batch past the clear ratio — or under it,
         cost-aware, once the conversation is being cleared and the batch pays (``Costs.clears_below``,
         ``Costs.clearing_pays``). Past ``prepare_ratio``, where a summary is due, everything it may
-        clear goes at once where that is the cheaper way under the trigger (``Costs.way_under``:
-        the one comparison of clearing and a summary, by tokens, by money where priced); at the
-        trigger the compaction happens (cleared instead,
-        the conversation lands higher and the prefix changes every few turns: the real CLIs' loops
-        4.6-25% dearer). Not while a compaction is prepared or being prepared for the trigger:
-        clearing its old results first would leave it short there (a second summary). The new
-        state is stored when the decision is carried out."""
+        clear goes at once where that is the cheaper way under the trigger (``Costs.way_under``: the
+        one comparison of clearing and a summary, by tokens, by money where priced); at the trigger
+        the compaction happens (cleared instead, the conversation lands higher and the prefix changes
+        every few turns: the real CLIs' loops 4.6-25% dearer). Not while a compaction is prepared or
+        being prepared for the trigger: clearing its old results first would leave it short there (a
+        second summary). The new state is stored when the decision is carried out."""
         run, limits = costs.run, costs.run.window
         now = run.tiers.view(state)
         tokens = await run.tokens(now)
