@@ -28,6 +28,13 @@ REPLAYED = POINTS[:60:2]
 """Every other turn of the first 60: three or more compaction events at the stateful window."""
 STORE_TROUBLE = ("Redis store unavailable", "Redis store call failed")
 WAITED = ("for another replica's summary; making it",)
+STEADY = {"COMPACT_REDIS_TIMEOUT_SECONDS": "5"}
+"""What sharing is judged under: a Redis call counts as failed after 5 s, not the default 0.5 s. The
+replicas share a 2-core machine with a 3-master cluster, Sentinel and the rest of the suite, where a
+call can outlast 0.5 s; then each replica sets Redis aside and summarizes alone, as it should
+(``COMPACT_REDIS_TIMEOUT_SECONDS`` at 0.002 and 0.004 s, prepared ahead on the cluster: 9 and 10
+summary calls for 5 events, each replica saying so). That fail-open path is ``tests/unit/test_store.py``'s;
+here, sharing itself."""
 
 
 @pytest.fixture(scope="module")
@@ -49,12 +56,12 @@ def shared_by(
     cluster.flush()
     sentinel.flush()
     if setup == "cluster, redis_url":
-        return {"COMPACT_REDIS_URL": cluster.url}, {}
+        return {"COMPACT_REDIS_URL": cluster.url, **STEADY}, {}
     if setup == "cluster, LiteLLM's settings":
-        return {}, {"coordination_redis": {"startup_nodes": cluster.startup_nodes}}
+        return dict(STEADY), {"coordination_redis": {"startup_nodes": cluster.startup_nodes}}
     if setup == "sentinel, redis_url":
-        return {"COMPACT_REDIS_URL": sentinel.url}, {}
-    return {}, {
+        return {"COMPACT_REDIS_URL": sentinel.url, **STEADY}, {}
+    return dict(STEADY), {
         "coordination_redis": {"sentinel_nodes": sentinel.sentinel_nodes, "service_name": sentinel.SERVICE}
     }
 
@@ -87,10 +94,11 @@ def test_two_replicas_make_one_summary_call_per_compaction_event(
         logs = first.log_text() + second.log_text()
     applied = {summary for turn in replay.turns for summary in summaries_in(turn.forwarded)}
     calls = sum(SUMMARY_MARKER in json.dumps(r["body"]["messages"]) for r in standin.chat_requests)
+    trouble = [line for line in logs.splitlines() if any(said in line for said in STORE_TROUBLE + WAITED)]
+    assert not trouble  # before the counts: a replica on its own says why it summarized alone
     assert len(applied) >= 2
     assert calls - len(applied) in ((0, 1) if prepare else (0,)), (calls, len(applied))
     assert all(count_tokens(t.forwarded) < THRESHOLD for t in replay.turns)
-    assert not [line for line in logs.splitlines() if any(trouble in line for trouble in STORE_TROUBLE)]
     assert f"store: Redis, {setup.split(',')[0]}" in logs
 
 
