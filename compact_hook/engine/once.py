@@ -111,6 +111,11 @@ class SummaryOnce:
                 )
             if not await self.store.is_locked(key):
                 entry = await self.store.get(key)
+                if entry is None:  # a lease shorter than the summary, or a replica that stopped
+                    logger.warning(
+                        "compact_hook: another replica's lock ended with no summary (expired or its "
+                        "replica stopped); making it"
+                    )
                 return Made(entry, CacheStatus.SHARED) if entry is not None else None
         logger.warning("compact_hook: waited %.0f s for another replica's summary; making it", patience)
         return None

@@ -3,6 +3,9 @@
 import asyncio
 import dataclasses
 import json
+import logging
+
+import pytest
 
 from compact_hook import CompactConfig, count_tokens
 from compact_hook.core.chain import Owner, scope_of
@@ -132,7 +135,7 @@ async def test_a_replica_waits_for_the_lock_holders_summary() -> None:
     assert a.messages == b.messages
 
 
-async def test_a_crashed_lock_holder_does_not_block_others_forever() -> None:
+async def test_a_crashed_lock_holder_does_not_block_others_forever(caplog: pytest.LogCaptureFixture) -> None:
     shared = LockingMemoryStore()
     compactor = Compactor(shared, Leases(lock_ttl=0.3, lock_wait=5))
     messages = AT_FIRST_COMPACTION
@@ -152,8 +155,12 @@ async def test_a_crashed_lock_holder_does_not_block_others_forever() -> None:
         return await original_try_lock(key, ttl)
 
     shared.try_lock = dead_holder_first  # type: ignore[method-assign]
-    result = await compact_chat(compactor, messages, summarizer, scope=STORE_SCOPE, archive=InMemoryArchive())
+    with caplog.at_level(logging.WARNING, logger="compact_hook.engine.once"):
+        result = await compact_chat(
+            compactor, messages, summarizer, scope=STORE_SCOPE, archive=InMemoryArchive()
+        )
     assert result.compacted and result.cache == "miss" and len(summarizer.requests) == 1
+    assert "lock ended with no summary (expired or its replica stopped); making it" in caplog.text
 
 
 async def test_a_waiter_times_out_into_computing_itself() -> None:
