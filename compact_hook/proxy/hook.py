@@ -67,7 +67,7 @@ class CompactHook(CustomLogger):
         serve(self.services.process.metrics_port, self.services.process.metrics_host)
         self._log_limit = configure_logging(self.services.process.log_level)
         on_shutdown(self._flush_logs)
-        tokenizers = validate_loaded_proxy_config(self.services.base)
+        tokenizers = validate_loaded_proxy_config(self.services.base, self.services.process.lock_ttl_seconds)
         threading.Thread(
             target=preload_tokenizers, args=(tokenizers,), name="compact_hook-preload", daemon=True
         ).start()

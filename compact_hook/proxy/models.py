@@ -38,9 +38,13 @@ def settings_from_block(block: object, base: CompactConfig) -> CompactConfig | N
     return config if config.enabled else None
 
 
-def validate_model_list(model_list: Iterable[Any], base: CompactConfig) -> set[str]:
+def validate_model_list(
+    model_list: Iterable[Any], base: CompactConfig, lock_ttl: float | None = None
+) -> set[str]:
     """Raise ``ValueError`` naming the model and key of the first bad ``compact`` block; return
-    the tokenizers the compacting deployments will use."""
+    the tokenizers the compacting deployments will use. ``lock_ttl``: the replicas' compaction
+    lock (``COMPACT_LOCK_TTL_SECONDS``); a model whose summaries may outlast it is warned of — its
+    lock would expire mid-summary and another replica make the same summary again."""
     tokenizers: set[str] = set()
     for entry in model_list:
         if not isinstance(entry, Mapping):
@@ -50,8 +54,18 @@ def validate_model_list(model_list: Iterable[Any], base: CompactConfig) -> set[s
             config = settings_from_block(compact_block(entry), base)
         except ValueError as exc:
             raise ValueError(f"compact_hook: model {name!r}: model_info.compact.{exc}") from exc
-        if config is not None:
-            tokenizers.add(config.tokenizer or tokenizer_name_for_model(_provider_model(entry, str(name))))
+        if config is None:
+            continue
+        tokenizers.add(config.tokenizer or tokenizer_name_for_model(_provider_model(entry, str(name))))
+        if lock_ttl is not None and config.summary_deadline_seconds > lock_ttl:
+            logger.warning(
+                "compact_hook: model %r: summary_deadline_seconds (%g) is longer than "
+                "COMPACT_LOCK_TTL_SECONDS (%g): a summary that takes that long loses its lock, and "
+                "another replica may make it again",
+                name,
+                config.summary_deadline_seconds,
+                lock_ttl,
+            )
     return tokenizers
 
 

@@ -16,9 +16,9 @@ from compact_hook.state.tokenizers import load_tokenizer
 logger = logging.getLogger(__name__)
 
 
-def validate_loaded_proxy_config(base: CompactConfig) -> set[str]:
+def validate_loaded_proxy_config(base: CompactConfig, lock_ttl: float | None = None) -> set[str]:
     """Fail proxy start-up on a bad ``compact`` block, naming the model and the key; return the
-    tokenizers the compacting models use.
+    tokenizers the compacting models use (``lock_ttl``: see ``validate_model_list``).
 
     LiteLLM builds its callbacks while it loads the config file and before it builds the
     router, so we read the same file it is loading.
@@ -30,7 +30,7 @@ def validate_loaded_proxy_config(base: CompactConfig) -> set[str]:
     model_list = config.get("model_list") if isinstance(config, Mapping) else None
     if not isinstance(model_list, list):
         return set()
-    return validate_model_list(model_list, base)
+    return validate_model_list(model_list, base, lock_ttl)
 
 
 def preload_tokenizers(specs: Iterable[str]) -> None:

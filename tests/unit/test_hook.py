@@ -507,3 +507,15 @@ def test_start_up_loads_the_tokenizers_of_the_compacting_models_and_no_other() -
     ]
     assert validate_model_list(models, CompactConfig()) == {"o200k_base", "cl100k_base", "claude"}
     assert validate_model_list(models[:1] + models[-1:], CompactConfig()) == {"o200k_base"}
+
+
+def test_start_up_warns_of_a_model_whose_summaries_may_outlast_the_replicas_lock(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A lock that expires mid-summary lets another replica make the same summary: said at start-up,
+    once per model whose deadline is longer than the lock, and not for the others."""
+    models = [deployment("patient", {"summary_deadline_seconds": 600}), deployment("default", {})]
+    with caplog.at_level(logging.WARNING, logger="compact_hook"):
+        validate_model_list(models, CompactConfig(), lock_ttl=300)
+    warned = [r.getMessage() for r in caplog.records if "COMPACT_LOCK_TTL_SECONDS" in r.getMessage()]
+    assert len(warned) == 1 and "'patient'" in warned[0] and "(600)" in warned[0] and "(300)" in warned[0]
