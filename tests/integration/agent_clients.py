@@ -21,6 +21,7 @@ import os
 import subprocess
 import tempfile
 import time
+from collections import Counter
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -659,17 +660,35 @@ def facts_of(
     asked = [asks_compaction(sent.get("input") or []) for sent in facts.sent]
     facts.client_compactions = sum(asked)
     facts.opaque_forwarded = sum(HANDLE_PREFIX in json.dumps(body) for body in forwarded)
-    for index, (sent, got) in enumerate(zip(facts.sent, forwarded, strict=False)):
-        if (
-            asked[index] or client.bridged is not None
-        ):  # a bridge rewrites the request's fields  # answered by the proxy: the provider only saw the ping the answer rides on
-            continue
-        facts.not_as_sent.extend(
-            f"request {index}: {name}"
-            for name in client.as_sent
-            if name in sent and _without_recall_tool(got.get(name)) != sent[name]
-        )
+    if client.bridged is None:  # a bridge rewrites the request's fields
+        facts.not_as_sent = _not_as_sent(client, facts.sent, forwarded, asked)
     return facts
+
+
+def _not_as_sent(
+    client: AgentClient, sent: list[dict[str, Any]], forwarded: list[dict[str, Any]], asked: list[bool]
+) -> list[str]:
+    """The fields of ``client.as_sent`` no forwarded request carries as the client sent them, named
+    by request. Each sent value is matched with one forwarded value, in any order: a CLI sends some
+    requests at once (opencode's title beside its first turn), and the relay records them as their
+    answers start, the stand-in as they arrive. A request the proxy answered itself (``asked``) is
+    left out: the provider only saw the ping the answer rides on."""
+    found: list[str] = []
+    for name in client.as_sent:
+        pool = Counter(_key(_without_recall_tool(body.get(name))) for body in forwarded if name in body)
+        for index, body in enumerate(sent):
+            if asked[index] or name not in body:
+                continue
+            key = _key(body[name])
+            if pool[key] > 0:
+                pool[key] -= 1
+            else:
+                found.append(f"request {index}: {name}")
+    return found
+
+
+def _key(value: Any) -> str:
+    return json.dumps(value, sort_keys=True)
 
 
 RECALL_TOOL = "compact_recall"

@@ -288,3 +288,21 @@ def test_proxy_start_failure_reports_the_missing_module() -> None:
     }
     output = proxy_start_failure(config)
     assert "nonexistent_module_xyz" in output
+
+
+def test_the_clients_check_pairs_requests_sent_at_once_in_any_order() -> None:
+    """opencode sends its title request beside its first turn: the relay and the stand-in may see
+    them in either order. A value the proxy changed is still found, and a request the proxy
+    answered itself (Codex's compaction) is left out."""
+    from tests.integration.agent_clients import CLIENTS, RECALL_TOOL, _not_as_sent
+
+    [opencode] = [client for client in CLIENTS if client.name == "opencode"]
+    title = {"messages": [{"role": "user", "content": "a title"}]}
+    tools = [{"type": "function", "function": {"name": "bash"}}]
+    recall = {"type": "function", "function": {"name": RECALL_TOOL}}
+    first = {"messages": [{"role": "user", "content": "go"}], "tools": tools}
+    forwarded_first = {**first, "tools": [*tools, recall]}
+    assert _not_as_sent(opencode, [title, first], [forwarded_first, title], [False, False]) == []
+    changed = {**first, "tools": [{"type": "function", "function": {"name": "shell"}}]}
+    assert _not_as_sent(opencode, [title, first], [changed, title], [False, False]) == ["request 1: tools"]
+    assert _not_as_sent(opencode, [title, first], [title], [False, True]) == []
