@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from compact_hook.core.chain import Entry
 from compact_hook.core.counting import item_strings
@@ -28,6 +28,7 @@ from compact_hook.core.economics import (
     estimated_saving,
     worth_preparing,
 )
+from compact_hook.core.fingerprint import Fingerprint
 from compact_hook.core.items import Role
 from compact_hook.core.partition import Partition
 from compact_hook.core.transcript import read_tokens
@@ -38,6 +39,11 @@ from compact_hook.engine.view import View
 
 logger = logging.getLogger(__name__)
 
+ViewAt = tuple[tuple[Fingerprint, ...], tuple[int | None, ...], int]
+"""A view (its items' prints and origins) and the target a cut of it aims at."""
+Planned = tuple[Partition, int, int]
+"""A cut, the most the compacted request holds, and what its summary reads."""
+
 
 @dataclass(frozen=True, slots=True)
 class Costs:
@@ -45,6 +51,8 @@ class Costs:
 
     run: Run
     economy: Economy | None = None
+    cuts: dict[ViewAt, Planned] = field(default_factory=dict, compare=False, repr=False)
+    """The cuts planned for this request (``_cut``), by view and target."""
 
     @classmethod
     def of(cls, run: Run, state: Entry) -> Costs:
@@ -143,10 +151,10 @@ class Costs:
             return None
         if tokens - run.context_tokens < economy.gap(run.context_tokens):
             return None  # no cut can remove the gap (it only grows with what is kept): no plan needed
-        part, size = await asyncio.to_thread(sized_plan, run, view, self.target())
+        part, size, read = await self._cut(view)
         if not part.middle:
             return None
-        return part if compacts_early(economy, tokens, size, self._read(view, part)) else None
+        return part if compacts_early(economy, tokens, size, read) else None
 
     async def prepares(self, state: Entry, view: View, tokens: int) -> bool:
         """Whether a summary prepared now is likely to be applied: where it is the cheaper way under
@@ -179,8 +187,8 @@ class Costs:
             return Way.SUMMARY, None
         if economy is None:
             return Way.CLEAR, advanced
-        part, size = await asyncio.to_thread(sized_plan, run, view, self.target())
-        way = cheaper_way(economy, self.rewritten(view, cleared), lands, size, self._read(view, part))
+        _, size, read = await self._cut(view)
+        way = cheaper_way(economy, self.rewritten(view, cleared), lands, size, read)
         return way, advanced if way is Way.CLEAR else None
 
     def saving(self, removed: int, rewritten: int) -> float | None:
@@ -200,6 +208,16 @@ class Costs:
             min(len(before.items), len(after.items)),
         )
         return sum(self.run.sizes.counts(after)[first:])
+
+    async def _cut(self, view: View) -> Planned:
+        """The cut at ``target()`` for ``view``, the most the compacted request holds, and what its
+        summary reads — planned once per request: the early compaction and the comparison under the
+        trigger (asked by clearing, then by preparing) weigh the same cut."""
+        key = (tuple(view.prints), tuple(view.origins), self.target())
+        if key not in self.cuts:
+            part, size = await asyncio.to_thread(sized_plan, self.run, view, key[2])
+            self.cuts[key] = (part, size, self._read(view, part))
+        return self.cuts[key]
 
     def _read(self, view: View, part: Partition) -> int:
         """What a summary of ``part`` reads: the middle with its cleared results restored, tool outputs

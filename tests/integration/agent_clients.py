@@ -688,6 +688,7 @@ def _not_as_sent(
 
 
 def _key(value: Any) -> str:
+    """A field's value as a key, equal where the values are equal (objects in any key order)."""
     return json.dumps(value, sort_keys=True)
 
 

@@ -17,6 +17,8 @@ from compact_hook.core.economics import Heard, Way
 from compact_hook.core.outcomes import Mode, Reason
 from compact_hook.core.pricing import Prices
 from compact_hook.engine import Compactor
+from compact_hook.engine import costs as costs_module
+from compact_hook.engine.compaction import sized_plan
 from compact_hook.engine.costs import Costs
 from compact_hook.engine.decision import Decision, Step
 from compact_hook.engine.run import Run
@@ -147,7 +149,7 @@ async def test_past_prepare_ratio_clearing_all_at_once_goes_first_only_where_a_s
     [("outputs", "cold", Way.CLEAR), ("outputs", "warm", Way.HOLD), ("words", "uncached", Way.SUMMARY)],
 )
 async def test_past_prepare_ratio_with_a_summary_due_the_cheaper_way_under_the_trigger_is_taken(
-    what: str, warmth: str, way: Way
+    what: str, warmth: str, way: Way, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Priced, a turn or two from the trigger (a summary is due): clearing everything and the summary
     are weighed by one comparison (``Costs.way_under``) — clearing's rewrite and what it leaves carried
@@ -186,7 +188,15 @@ async def test_past_prepare_ratio_with_a_summary_due_the_cheaper_way_under_the_t
     assert run.note is not None and run.ratio.value == 1.0  # billed as we count
     costs, view = Costs.of(run, Entry()), run.tiers.view(None)
     assert (await costs.way_under(Entry(), view, run.total))[0] is way
+    planned: list[int] = []
+
+    def counted(*args: Any) -> Any:
+        planned.append(1)
+        return sized_plan(*args)
+
+    monkeypatch.setattr(costs_module, "sized_plan", counted)
     decision = await node.compactor.decide(run)
+    assert len(planned) == 1  # asked by the early compaction, by clearing, by preparing: planned once
     assert decision.prefix_changed is (way is Way.CLEAR)
     assert decision.step is (Step.PREPARE if way is Way.SUMMARY else Step.FORWARD)
     if way is Way.SUMMARY:
