@@ -162,6 +162,17 @@ class CompactConfig:
             "to Opus 4.6, 1.44 for Opus 4.7 on; 1.19 / 1.49 with o200k), else 1"
         ),
     )
+    count_floor: float = setting(
+        0.75,
+        (
+            "what the provider's usage may lower our count to, as a share of `count_ratio`: a provider "
+            "counting more than our tokenizer is followed as it reports, one counting less only down to "
+            "this (and only while its usage grows with what we forward: see *Counts the provider agrees "
+            "with*)"
+        ),
+        at_least=0.1,
+        at_most=1.0,
+    )
     tool_output_max_tokens: int = setting(
         5_000,
         (
@@ -307,13 +318,21 @@ class CompactConfig:
         True,
         (
             "retry a request the provider refused as too long, compacted to the limit its error reports, and "
-            "remember that limit for the group"
+            "remember that limit (for the group where the error states it, else for the key or team)"
         ),
     )
     learned_window_ttl_seconds: float = setting(
         86_400.0,
         "how long a learned limit is used as the group's window (shared by replicas through the store)",
         at_least=1,
+    )
+    learned_window_floor: float = setting(
+        0.5,
+        (
+            "the smallest window a refusal may teach, as a share of `context_window`: a stated limit below "
+            "it is kept at it (and logged: set `context_window` instead)"
+        ),
+        fraction=Fraction.CLOSED,
     )
     prepare: bool = setting(
         True,

@@ -14,14 +14,15 @@ the provider's tokens. Where it comes from, best first (``RatioSource``):
 - **the conversation's** last billed request against our count of it (``engine.ledger``), and what
   it grew by since its first cost at the provider: what is new since is counted at that margin, the
   part that stays the same (system, tools, what the provider adds) as it was billed;
-- **the model group's** estimate over its recent responses (``RatioStats``), for a conversation's
-  first requests;
+- **the tenant's** estimate over its recent responses in the model group (``RatioStats``), for a
+  conversation's first requests, or the group's (the tenants' median) for a tenant with none;
 - **a prior**: ``count_ratio`` where the operator set one, else the family's measured ratio
   (``family_prior``), else 1.
 
 A response teaches nothing when its usage is missing, zero or absurd (``sample``), nor when it
-is far from what the group has shown (``RatioStats.after``: until it persists, when the deployment
-behind the group has changed).
+is far from what the tenant has shown (``RatioStats.after``: until it persists, when the deployment
+behind the group has changed), nor when it does not describe the prompt (``core.evidence``, which
+also bounds every learned ratio below: ``Trust``).
 """
 
 from __future__ import annotations
@@ -129,16 +130,14 @@ def sample(billed: int, counted: int) -> float | None:
     return ratio if LOWEST <= ratio <= HIGHEST else None
 
 
-def conversation_ratio(last: Billed, first: Billed, group: CountRatio) -> CountRatio | None:
+def conversation_ratio(last: Billed, first: Billed) -> CountRatio | None:
     """A conversation's ratio from its last billed request and its first: what it grew by between
     them cost at the provider (the margin) — the new since is counted at it, and the part that
     stays the same (system, tools, what the provider adds of its own) keeps what it was billed.
-    Multiplicative until the two are ``MIN_SPAN`` apart. None when the last request teaches nothing,
-    or is an outlier against an estimate its group has learned."""
+    Multiplicative until the two are ``MIN_SPAN`` apart. None when the last request teaches nothing.
+    Its own, whatever its group's estimate says (``core.evidence.Trust`` bounds it below)."""
     found = sample(last.billed, last.counted)
     if found is None:
-        return None
-    if group.source is RatioSource.MODEL_GROUP and _off(found, group.value):
         return None
     span = last.counted - first.counted
     margin = (last.billed - first.billed) / span if span >= MIN_SPAN else 0.0

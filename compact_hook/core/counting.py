@@ -9,6 +9,7 @@ cost what the format estimates (``Part.fixed_tokens``). Ids are bookkeeping, not
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from typing import Protocol
 
@@ -66,3 +67,38 @@ def item_strings(item: Item) -> Strings:
 def request_total(fixed: int, item_counts: Sequence[int]) -> int:
     """Tokens the model reads: the fixed context, the items, and reply priming."""
     return fixed + sum(item_counts) + (REPLY_PRIMING if item_counts else 0)
+
+
+ESTIMATED_KINDS = frozenset({PartKind.MEDIA, PartKind.OPAQUE})
+ESTIMATED_ENTRIES = 16_384
+
+
+def is_estimated(item: Item) -> bool:
+    """Our count of ``item`` is a guess the provider's usage cannot correct: it holds media or a
+    document (a fixed cost whatever its size), a server-side tool's result or anything else we
+    count as its JSON (``OPAQUE``), or a tool result carrying media."""
+    return any(
+        part.kind in ESTIMATED_KINDS or (part.kind is PartKind.RESULT and part.fixed_tokens)
+        for part in item.parts
+    )
+
+
+class Estimated:
+    """The fingerprints of entries whose count is a guess (``is_estimated``), noted when they are
+    first counted; bounded (the oldest are forgotten: a request holding one then teaches a ratio,
+    as any other — harmless to every other tenant, whose estimates are their own)."""
+
+    def __init__(self, size: int = ESTIMATED_ENTRIES) -> None:
+        self.size = size
+        self._prints: OrderedDict[Fingerprint, None] = OrderedDict()
+
+    def note(self, key: Fingerprint) -> None:
+        self._prints[key] = None
+        self._prints.move_to_end(key)
+        while len(self._prints) > self.size:
+            self._prints.popitem(last=False)
+
+    def any_of(self, prints: Sequence[Fingerprint]) -> bool:
+        """Whether any of ``prints`` was noted (nothing to look up in the common case: none ever was)."""
+        known = self._prints
+        return bool(known) and any(key in known for key in prints)

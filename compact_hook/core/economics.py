@@ -62,6 +62,9 @@ class Warmth(Enum):
     """Nothing reported yet."""
 
 
+PREVIOUS_NOTE_FIELDS = 10
+
+
 @dataclass(frozen=True, slots=True)
 class CacheNote:
     """The provider's report of a conversation's last request — when, its input by cache kind —
@@ -79,8 +82,12 @@ class CacheNote:
     """Tokens the forwarded request grows by per request, smoothed; 0 until two were heard."""
     first_billed: int = 0
     first_forwarded: int = 0
-    """The conversation's first request heard: the provider's count of it and ours. Set against
-    the last, what the conversation grew by cost at the provider (``core.calibration``)."""
+    """The conversation's first request heard whose usage described it: the provider's count of it
+    and ours. Set against the last, what the conversation grew by cost at the provider
+    (``core.calibration``)."""
+    describes: bool = True
+    """The last report's usage described the prompt (``core.evidence``): its bill counts the
+    conversation. False: it was set aside, and the group's (or the prior's) ratio counts it."""
 
     def __post_init__(self) -> None:
         if self.read > 0 or self.written > 0:
@@ -108,6 +115,8 @@ class CacheNote:
                 float(delta) if self.growth == 0 else GROWTH_WEIGHT * delta + (1 - GROWTH_WEIGHT) * growth
             )
         cached = self.cached_ever or heard.read > 0 or heard.written > 0
+        rebased = heard.describes and not self.describes and self.first_billed <= 0
+        first = (heard.billed, heard.forwarded) if rebased else (self.first_billed, self.first_forwarded)
         return CacheNote(
             seen_at,
             heard.read,
@@ -117,8 +126,8 @@ class CacheNote:
             cached,
             heard.forwarded,
             growth,
-            self.first_billed,
-            self.first_forwarded,
+            *first,
+            heard.describes,
         )
 
     def to_text(self) -> str:
@@ -133,6 +142,7 @@ class CacheNote:
             round(self.growth, 1),
             self.first_billed,
             self.first_forwarded,
+            int(self.describes),
         )
         return ",".join(str(value) for value in fields)
 
@@ -140,8 +150,12 @@ class CacheNote:
     def from_text(cls, text: str) -> CacheNote | None:
         """None for anything that is not a note we wrote."""
         parts = text.split(",")
+        if len(parts) == PREVIOUS_NOTE_FIELDS:
+            parts.append("1")  # written before usage was judged: it was taken as describing the prompt
         try:
-            seen_at, read, written, uncached, requests, cached, forwarded, growth, first, first_ours = parts
+            seen_at, read, written, uncached, requests, cached, forwarded, growth, first, first_ours, says = (
+                parts
+            )
             return cls(
                 float(seen_at),
                 int(read),
@@ -153,6 +167,7 @@ class CacheNote:
                 float(growth),
                 int(first),
                 int(first_ours),
+                says == "1",
             )
         except ValueError:
             return None
@@ -166,6 +181,8 @@ class Heard:
     written: int
     uncached: int
     forwarded: int
+    describes: bool = True
+    """Its usage describes the prompt (``core.evidence``)."""
 
     @property
     def billed(self) -> int:
@@ -178,8 +195,9 @@ class Heard:
             self.written,
             self.uncached,
             forwarded=self.forwarded,
-            first_billed=self.billed,
-            first_forwarded=self.forwarded,
+            first_billed=self.billed if self.describes else 0,
+            first_forwarded=self.forwarded if self.describes else 0,
+            describes=self.describes,
         )
 
 

@@ -109,12 +109,42 @@ class Overflow:
         return sample(self.sent, counted) if self.sent else None
 
 
+THROTTLE_PHRASES = (
+    "rate limit",
+    "ratelimit",
+    "rate_limit",
+    "too many requests",
+    "throttl",
+    "please wait",
+    "try again later",
+    "quota",
+    "tokens per min",
+    "per minute",
+)
+"""A throttle's words: Bedrock's "Too many tokens, please wait before trying again" reads like a
+"too long" and is not one (opencode fixed the same misreading)."""
+THROTTLE_NAMES = frozenset({"RateLimitError", "ThrottlingException", "ServiceUnavailableError"})
+
+
 def is_context_error(exception: object) -> bool:
-    """A provider's "too long": LiteLLM's own error type, or the words providers use for it."""
+    """A provider's "too long": LiteLLM's own error type, or the words providers use for it — never
+    a throttle (a 429, a rate-limit error, or a throttle's words), whatever else it says."""
+    if is_throttle(exception):
+        return False
     if type(exception).__name__ == "ContextWindowExceededError":
         return True
     text = str(exception).lower()
     return any(phrase in text for phrase in CONTEXT_PHRASES)
+
+
+def is_throttle(exception: object) -> bool:
+    """A rate limit, by its status (429), its class, or its words."""
+    if isinstance(exception, BaseException) and _status(exception) == 429:
+        return True
+    if type(exception).__name__ in THROTTLE_NAMES:
+        return True
+    text = str(exception).lower()
+    return any(phrase in text for phrase in THROTTLE_PHRASES)
 
 
 def failure_of(exception: BaseException) -> SummaryFailure:

@@ -9,6 +9,7 @@ from pathlib import Path
 
 from compact_hook.core.chain import Entry
 from compact_hook.core.economics import Economy
+from compact_hook.core.evidence import Forwarded
 from compact_hook.core.failures import SummaryFailure
 from compact_hook.core.outcomes import ArchiveStatus, CacheStatus, Preparation, Reason, Summarizer
 from compact_hook.engine.archiving import merged
@@ -80,7 +81,7 @@ async def finish(run: Run, view: View, outcome: Outcome) -> CompactResult:
         cache=outcome.cache,
         summary_calls=outcome.summary_calls,
         output_tokens=billed(after),
-        counted=after,
+        forwarded=forwarded(run, after),
         count_ratio=run.ratio,
         truncated=run.tiers.truncated_count(),
         cleared=run.tiers.cleared_count(outcome.state),
@@ -106,7 +107,7 @@ def untouched(run: Run, reason: Reason | None, summary_calls: int = 0) -> Compac
         False,
         input_tokens=total,
         output_tokens=total,
-        counted=run.total,
+        forwarded=forwarded(run, run.total),
         count_ratio=run.ratio,
         reason=reason,
         summary_calls=summary_calls,
@@ -126,6 +127,11 @@ def _stats(run: Run, entries: Sequence[object], after: int) -> CompactStats:
         compacted_message_count=max(0, original - retained),
         retained_message_count=retained,
     )
+
+
+def forwarded(run: Run, counted: int) -> Forwarded:
+    """Our count of what is forwarded, as its usage is judged (``core.evidence``)."""
+    return Forwarded(counted, run.context_tokens, run.estimated)
 
 
 def watched(run: Run) -> bytes:

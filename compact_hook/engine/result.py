@@ -10,6 +10,7 @@ from typing import Any
 from compact_hook.config import CompactConfig
 from compact_hook.core.calibration import IDENTITY, CountRatio
 from compact_hook.core.counting import TokenCounter
+from compact_hook.core.evidence import Forwarded
 from compact_hook.core.failures import SummaryFailure
 from compact_hook.core.outcomes import ArchiveStatus, CacheStatus, Mode, Preparation, Reason, Summarizer
 from compact_hook.core.pricing import Prices
@@ -75,8 +76,8 @@ class CompactResult:
     ``messages``: the entries (chat messages, Anthropic messages or Responses items), the
     client's own objects wherever we kept one. ``compacted``: a summary (stored or new) is
     among them. ``input_tokens`` / ``output_tokens``: everything the model reads, as received
-    / as forwarded, in the provider's tokens (our count at ``count_ratio``); ``counted``: our own
-    count of what is forwarded (what the provider's usage is set against, ``core.calibration``).
+    / as forwarded, in the provider's tokens (our count at ``count_ratio``); ``forwarded``: our own
+    count of what is forwarded, which the provider's usage is judged against (``core.evidence``).
     ``reason`` says why nothing (new) was compacted (``detail`` adds words for a malformed request).
     ``truncated`` / ``cleared`` / ``dropped`` / ``normalized`` count what the cheap tiers, the fit
     guarantee and normalization changed; ``summary_calls`` counts every summary attempt this
@@ -115,8 +116,13 @@ class CompactResult:
     thinking_removed: int = 0
     conversation: bytes = b""
     cost_saved: float | None = None
-    counted: int = 0
+    forwarded: Forwarded = Forwarded()
     count_ratio: CountRatio = IDENTITY
+
+    @property
+    def counted(self) -> int:
+        """Our own count of what is forwarded."""
+        return self.forwarded.counted
 
     def changes(self, sent: list[Any]) -> bool:
         """Whether the entries to forward differ from ``sent`` (by identity: every entry we kept

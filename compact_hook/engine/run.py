@@ -23,8 +23,16 @@ from functools import cached_property
 from compact_hook.config import CompactConfig
 from compact_hook.core.calibration import Billed, CountRatio, RatioSource, conversation_ratio
 from compact_hook.core.chain import Entry, prefix_chain, root_position, unbind
-from compact_hook.core.counting import TokenCounter, item_strings, request_total
+from compact_hook.core.counting import (
+    Estimated,
+    Strings,
+    TokenCounter,
+    is_estimated,
+    item_strings,
+    request_total,
+)
 from compact_hook.core.economics import CacheNote
+from compact_hook.core.evidence import Trust, trust_of
 from compact_hook.core.fingerprint import Fingerprint
 from compact_hook.core.items import PartKind, Role
 from compact_hook.core.limits import Limits, output_limit
@@ -46,9 +54,11 @@ logger = logging.getLogger(__name__)
 @dataclass(frozen=True, slots=True)
 class ProcessMemory:
     """What the compactor keeps across requests besides its store: truncated outputs, archive
-    log, one archive per folder (each prunes old entries on its own schedule)."""
+    log, one archive per folder (each prunes old entries on its own schedule), the entries whose
+    count is a guess."""
 
     truncations: TruncationCache = field(default_factory=TruncationCache)
+    estimated: Estimated = field(default_factory=Estimated)
     archives: ArchiveLog = field(default_factory=ArchiveLog)
     folders: ArchiveFolders = field(default_factory=ArchiveFolders)
     notices: Notices = field(default_factory=Notices)
@@ -71,6 +81,9 @@ class Run:
     """The provider's tokens per one of ours for this request (``core.calibration``)."""
     note: CacheNote | None = None
     """The provider's report of the conversation's last request, where it was looked up."""
+    estimated: bool = False
+    """The request holds an entry whose count is a guess (``core.counting.is_estimated``): its
+    usage teaches nothing (``core.evidence``)."""
 
     @classmethod
     async def measure(
@@ -82,7 +95,15 @@ class Run:
         counter = request.counter or await acounter_for(config.tokenizer or DEFAULT_TOKENIZER)
         conversation.for_tenant(request.tenant)
         prints = conversation.prints()
-        counts = await counter.acount(prints, lambda i: item_strings(conversation.item(i)))
+        estimated = memory.estimated
+
+        def strings(index: int) -> Strings:  # only entries never counted before: each noted once
+            item = conversation.item(index)
+            if is_estimated(item):
+                estimated.note(prints[index])
+            return item_strings(item)
+
+        counts = await counter.acount(prints, strings)
         context = conversation.context
         context_counts = counter.count(conversation.context_prints(), lambda i: context_strings(context[i]))
         tail_counts = counter.count(conversation.tail_prints(), conversation.tail_strings)
@@ -93,19 +114,33 @@ class Run:
         tier1 = Tier1(memory.truncations, output_limit(config, conversation.reserve, context_tokens))
         tiers = Tiers(conversation, counted, config, tier1)
         total = request_total(context_tokens, counts)
-        run = cls(request, counter, prints, counts, context_tokens, total, limits, tiers, memory, ratio)
+        run = cls(
+            request,
+            counter,
+            prints,
+            counts,
+            context_tokens,
+            total,
+            limits,
+            tiers,
+            memory,
+            ratio,
+            estimated=estimated.any_of(prints),
+        )
         return await run.calibrated(ledger) if ledger is not None else run
 
     async def calibrated(self, ledger: CacheLedger) -> Run:
-        """This run at its conversation's own ratio, where its last billed request teaches one; from
-        half the total at which anything can change (below, the group's ratio does: no lookup)."""
+        """This run at its conversation's own ratio, where its last billed request teaches one (never
+        below ``Trust``'s floor, and not while the conversation's usage is set aside); from half the
+        total at which anything can change (below, the group's ratio does: no lookup)."""
         if not self.looks_up:
             return self
         note = await ledger.note(self.root)
         taught = None
-        if note is not None and self.ratio.source is not RatioSource.REFUSAL:  # a refusal knows better
+        if note is not None and note.describes and self.ratio.source is not RatioSource.REFUSAL:
             last, first = Billed(note.billed, note.forwarded), Billed(note.first_billed, note.first_forwarded)
-            taught = conversation_ratio(last, first, self.ratio)
+            found = conversation_ratio(last, first)
+            taught = self.trust.ratio(found, self.total) if found is not None else None
         if taught is None:
             return dataclasses.replace(self, note=note)
         conversation = self.request.conversation
@@ -134,6 +169,11 @@ class Run:
     @property
     def config(self) -> CompactConfig:
         return self.request.config
+
+    @property
+    def trust(self) -> Trust:
+        """How far the provider's usage may move this request's count (``core.evidence``)."""
+        return trust_of(self.config)
 
     @property
     def cost_aware(self) -> bool:

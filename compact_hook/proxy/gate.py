@@ -36,7 +36,7 @@ from compact_hook.proxy.remote_compaction import (
 from compact_hook.proxy.report import Report, record_summary_cost
 from compact_hook.proxy.router_summarizer import RouterSummarizer
 from compact_hook.proxy.services import Services
-from compact_hook.proxy.settings import settle
+from compact_hook.proxy.settings import Caller, settle
 from compact_hook.proxy.telemetry import Telemetry, log_reshaped
 
 logger = logging.getLogger(__name__)
@@ -67,10 +67,11 @@ class RequestGate:
                 self.telemetry.unhandled(call_type, model)
             return None
         control = control_of(data, wire.metadata_key, user_api_key_dict)
-        settled = await settle(self.services, router, model, control)
+        tenant = tenant_of(user_api_key_dict)
+        settled = await settle(self.services, router, model, Caller(tenant, control))
         if settled is None:
             return None
-        config, tenant = settled.config, tenant_of(user_api_key_dict)
+        config = settled.config
         expansion = await self.services.mementos.expand(data, tenant)  # before anything reads the input
         self.telemetry.expanded(data, model, expansion)
         if expansion.expanded:  # the client compacts this conversation itself: preparing ahead is waste

@@ -126,8 +126,9 @@ class Metrics:
         )
         self.count_samples = Counter(
             f"{PREFIX}_count_samples",
-            "Responses whose billed input was set against our count: learned, outlier, unusable (usage "
-            "missing, zero or absurd)",
+            "Responses whose billed input was judged against our count: learned, outlier, and why the others "
+            "taught nothing (unusable, unknowable, missing, capped, cached_left_out, fixed_left_out, "
+            "below_floor, unconfirmed)",
             ("model_group", "outcome"),
             registry=registry,
         )
@@ -208,15 +209,14 @@ class Metrics:
     def held(self, seconds: float, where: Labels) -> None:
         self.latency.labels(where.model_group, where.wire).observe(seconds)
 
-    def count_sample(self, model_group: str, counted: Learned | None) -> None:
-        """One response's usage against our count (``proxy.learned``; None: it taught nothing)."""
+    def count_sample(self, model_group: str, learned: Learned) -> None:
+        """One response's usage against our count: what it was (``core.evidence.Verdict``), and the
+        group's estimate after it (``proxy.learned``)."""
         group = self.group(model_group)
-        if counted is None:
-            self.count_samples.labels(group, "unusable").inc()
-            return
-        self.count_samples.labels(group, "learned" if counted.counted else "outlier").inc()
-        self.count_ratio.labels(group).set(counted.stats.ratio)
-        self.count_spread.labels(group).set(counted.stats.spread)
+        self.count_samples.labels(group, learned.verdict.value).inc()
+        if learned.group_ratio is not None:
+            self.count_ratio.labels(group).set(learned.group_ratio)
+            self.count_spread.labels(group).set(learned.spread)
 
 
 class EngineCollector(Collector):

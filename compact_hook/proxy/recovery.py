@@ -19,12 +19,16 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import math
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from compact_hook.config import CompactConfig
+from compact_hook.core import evidence
 from compact_hook.core.calibration import CountRatio, RatioSource
+from compact_hook.core.evidence import Earlier, trust_of
 from compact_hook.core.failures import Overflow, is_context_error
 from compact_hook.core.outcomes import Mode
 from compact_hook.formats import Rejected, format_for
@@ -34,7 +38,7 @@ from compact_hook.proxy.logs import for_model_group
 from compact_hook.proxy.report import record_savings, report_in, report_of
 from compact_hook.proxy.router_summarizer import INTERNAL_TOKEN
 from compact_hook.proxy.services import Services
-from compact_hook.proxy.settings import settle
+from compact_hook.proxy.settings import Caller, settle
 
 logger = logging.getLogger(__name__)
 
@@ -150,7 +154,7 @@ class Recovery:
         )
         if wire is None or router is None or group is None or previous is None:
             return
-        settled = await settle(self.services, router, group, previous.control)
+        settled = await settle(self.services, router, group, Caller(previous.tenant, previous.control))
         if settled is not None:
             for_model_group(group)
         parsed = wire.parse(kwargs) if settled is not None else None
@@ -161,7 +165,9 @@ class Recovery:
         control = dataclasses.replace(previous.control, mode=Mode.FORCE)
         who = Engaged(group, session_id, previous.tenant, control)
         config = dataclasses.replace(settled.config, context_window=refusal.window)
-        retried = dataclasses.replace(settled, config=config, ratio=refusal.ratio or settled.ratio)
+        retried = dataclasses.replace(
+            settled, config=config, ratio=refusal.retry_ratio(settled.ratio, previous.counted)
+        )
         result = await self.services.compactor.compact(engine_request(kwargs, parsed, who, retried))
         previous.follow(report_of(result, session_id, wire.name))  # what the headers hook reads
         record_savings(kwargs, wire.metadata_key, result)
@@ -176,8 +182,10 @@ class Recovery:
         )
 
     async def _refusal(self, request: Mapping[str, Any], overflow: Overflow) -> Refusal | None:
-        """What the provider's refusal of ``request`` teaches (its window remembered for the group
-        where it is below the configured one); None when there is nothing to learn from.
+        """What the provider's refusal of ``request`` teaches: the window its retry must fit, and
+        where it is below the configured one, the window later requests use — the group's where the
+        error states the limit, the tenant's only where we guessed it from what was sent; None when
+        there is nothing to learn from.
 
         Our count of what was sent is our report's (retry fallbacks only ride on requests we
         reported on).
@@ -185,7 +193,7 @@ class Recovery:
         report, group, router = report_in(request), group_of(request), server.proxy_router()
         if report is None or group is None or router is None or report.counted <= 0:
             return None
-        settled = await settle(self.services, router, group, report.control)
+        settled = await settle(self.services, router, group, Caller(report.tenant, report.control))
         if settled is None or not settled.config.recover:
             return None
         config = settled.config
@@ -194,19 +202,39 @@ class Recovery:
         window = overflow.window((ratio or settled.ratio).billed(report.counted))
         if config.context_window is not None and window >= config.context_window:
             return Refusal(config.context_window, ratio)  # the window was right: the count was not
-        learned = await self.services.learned.learn(group, window, config.learned_window_ttl_seconds)
+        stated = overflow.limit is not None
+        ttl = config.learned_window_ttl_seconds
+        learned = await self.services.learned.learn(group, window, ttl, None if stated else report.tenant)
+        self._say_below_floor(group, learned, config)
         return Refusal(learned, ratio)
 
+    def _say_below_floor(self, group: str, learned: int, config: CompactConfig) -> None:
+        configured = self.services.models.resolve(server.proxy_router(), group)
+        window = configured.context_window if configured is not None else None
+        if window is not None and learned < config.learned_window_floor * window:
+            logger.warning(
+                "compact_hook: model %r refused a request over %d tokens, below learned_window_floor (%g) of "
+                "its context_window (%d): later requests keep %d; set context_window to what the provider "
+                "accepts",
+                group,
+                learned,
+                config.learned_window_floor,
+                window,
+                math.ceil(config.learned_window_floor * window),
+            )
+
     async def _teach(self, request: Mapping[str, Any], ratio: CountRatio) -> None:
-        """The refused request's ratio, into its model group's estimate (once per refusal: here,
-        after the failure, not again on the retry)."""
+        """The refused request's count, judged as a response's usage is (``core.evidence``), into its
+        tenant's estimate (once per refusal: here, after the failure, not again on the retry)."""
         report, router = report_in(request), server.proxy_router()
         config = self.services.models.resolve(router, report.group) if report and router is not None else None
         if report is None or config is None:
             return
+        trust = trust_of(config)
+        judged = evidence.judged(ratio.billed(report.counted), report.forwarded, Earlier(), trust)
         ttl = config.learned_window_ttl_seconds
-        learned = await self.services.ratios.learn(report.group, ratio.value, config.count_ratio or 1.0, ttl)
-        self.services.metrics.count_sample(report.group, counted=learned)
+        learned = await self.services.ratios.heard(report.group, report.tenant, judged, trust, ttl)
+        self.services.metrics.count_sample(report.group, learned)
 
 
 @dataclass(frozen=True, slots=True)
@@ -216,3 +244,12 @@ class Refusal:
 
     window: int
     ratio: CountRatio | None
+
+    def retry_ratio(self, settled: CountRatio, counted: int) -> CountRatio:
+        """What the retry is counted at: the refusal's ratio where it counts more than ours did, else
+        ours — a provider that counts less than we do is not followed down on a retry, whose
+        composition (a summary in place of the middle) it may count unlike the whole it refused."""
+        said = self.ratio
+        if said is None or said.effective(counted) < settled.effective(counted):
+            return settled
+        return said

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from compact_hook.core.evidence import Forwarded
 from compact_hook.engine.result import CompactResult
 from compact_hook.formats.base import Rejected
 from compact_hook.proxy.control import Control
@@ -58,22 +59,28 @@ class Report(dict[str, Any]):
     must compact as the same tenant under the same key's and team's settings (and ``group``: the
     model group it was counted for), and that is nothing for spend logs to carry. Nor is
     ``conversation``: the key the provider's report of this request is kept under
-    (``engine.ledger``), nor ``counted``: our own count of what was forwarded, which the provider's
-    usage is set against (the report's token figures are the provider's tokens), nor ``compaction``.
+    (``engine.ledger``), nor ``forwarded``: our own count of what was forwarded, which the provider's
+    usage is judged against (``core.evidence``; the report's token figures are the provider's
+    tokens), nor ``compaction``.
     """
 
     tenant: str = ""
     control: Control = Control()
     group: str = ""
     conversation: bytes = b""
-    counted: int = 0
+    forwarded: Forwarded = Forwarded()
     compaction: CompactionAnswer | None = None
     """Our answer to Codex's compaction trigger, for the response hooks to deliver."""
 
     def follow(self, retried: Report) -> None:
         """This request was retried (``proxy.recovery``): its report is now the retry's."""
         self.update(retried, recovered=True)
-        self.conversation, self.counted = retried.conversation, retried.counted
+        self.conversation, self.forwarded = retried.conversation, retried.forwarded
+
+    @property
+    def counted(self) -> int:
+        """Our own count of what was forwarded."""
+        return self.forwarded.counted
 
 
 """Where LiteLLM keeps its per-request dict: ``litellm_metadata`` on /v1/messages and
@@ -119,7 +126,7 @@ def report_of(result: CompactResult, session_id: str, wire: str) -> Report:
         report["thinking_removed"] = result.thinking_removed
     if result.cost_saved is not None:
         report["cost_saved_usd"] = usd(result.cost_saved)
-    report.conversation, report.counted = result.conversation, result.counted
+    report.conversation, report.forwarded = result.conversation, result.forwarded
     return report
 
 

@@ -10,28 +10,49 @@ first attempt.
 from __future__ import annotations
 
 import dataclasses
+import math
+from dataclasses import dataclass
 from typing import Any
 
 from compact_hook.config import CompactConfig
+from compact_hook.core.evidence import trust_of
 from compact_hook.proxy.caller import Pricing, Settled
 from compact_hook.proxy.control import Control
 from compact_hook.proxy.services import Services
 
-__all__ = ["Settled", "settle"]
+__all__ = ["Caller", "Settled", "settle"]
 
 
-async def settle(services: Services, router: Any, group: str, control: Control) -> Settled | None:
+async def settle(services: Services, router: Any, group: str, who: Caller) -> Settled | None:
     """The group's settings with the key's and team's overrides, the learned window, the prices and
-    the group's count ratio; None when the group does not compact."""
+    the count ratio the tenant's requests start from; None when the group does not compact."""
     resolved = services.models.resolve(router, group)
     if resolved is None:
         return None
-    config = control.settings(resolved)
-    learned = await services.learned.get(group) if config.recover else None
-    if learned is not None and (config.context_window is None or learned < config.context_window):
+    config = who.control.settings(resolved)
+    learned = await services.learned.get(group, who.tenant) if config.recover else None
+    if learned is not None and config.context_window is not None:
+        config = dataclasses.replace(config, context_window=learned_window(config, learned))
+    elif learned is not None:
         config = dataclasses.replace(config, context_window=learned)
-    ratio = await services.ratios.ratio(group, config.count_ratio or 1.0)
+    ratio = await services.ratios.ratio(group, who.tenant, trust_of(config))
     return Settled(config, _pricing(services, router, group, config), ratio)
+
+
+@dataclass(frozen=True, slots=True)
+class Caller:
+    """Who a request is settled for: its tenant and the key's and team's control."""
+
+    tenant: str
+    control: Control
+
+
+def learned_window(config: CompactConfig, learned: int) -> int:
+    """The window a provider taught, where it is below the configured one, but never below
+    ``learned_window_floor`` of it (a refusal that teaches less says the configuration is wrong)."""
+    configured = config.context_window
+    assert configured is not None
+    return max(min(learned, configured), math.ceil(config.learned_window_floor * configured))
 
 
 def _pricing(services: Services, router: Any, group: str, config: CompactConfig) -> Pricing:

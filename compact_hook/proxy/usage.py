@@ -10,11 +10,19 @@ forwarded. The two teach:
 
 - the conversation (``engine.ledger``): its prompt cache, for cost-aware timing, and what its
   next request is counted at (the billed input over our count);
-- the model group (``proxy.learned.LearnedRatios``): what a conversation's first requests are
-  counted at, and the ``compact_hook_count_ratio`` metrics.
+- the tenant's estimate in its model group (``proxy.learned.LearnedRatios``): what a conversation's
+  first requests are counted at, and the ``compact_hook_count_ratio`` metrics.
 
 Only a response from the group we counted for teaches (a fallback to another group was not what
-we counted), and only usage that is there, not zero and not absurd (``core.calibration.sample``).
+we counted), and only usage that describes the prompt (``core.evidence``: judged against our count
+of what we forwarded and the conversation's previous response; ``compact_hook_count_samples_total``
+says what each was).
+
+LiteLLM's ``prompt_tokens`` is the whole input on every provider: OpenAI's includes
+``cached_tokens``; Anthropic's ``input_tokens`` leaves its cache reads and writes out and LiteLLM adds
+them; Gemini's ``promptTokenCount`` includes ``cachedContentTokenCount``; DeepSeek's ``prompt_tokens``
+is its cache hits and misses; Ollama's ``prompt_eval_count`` becomes it as reported (what the
+judging is for).
 """
 
 from __future__ import annotations
@@ -23,8 +31,11 @@ import logging
 from collections.abc import Mapping
 from typing import Any
 
-from compact_hook.core.calibration import sample
-from compact_hook.core.economics import Heard
+from compact_hook.config import CompactConfig
+from compact_hook.core import evidence
+from compact_hook.core.calibration import Billed
+from compact_hook.core.economics import CacheNote, Heard
+from compact_hook.core.evidence import Earlier, trust_of
 from compact_hook.core.pricing import Usage
 from compact_hook.proxy import server
 from compact_hook.proxy.caller import group_of
@@ -71,32 +82,36 @@ class Bills:
             usage = provider_usage(kwargs)
             if report is None or usage is None or not report.group or group_of(params) != report.group:
                 return
-            if report.conversation:
-                heard = Heard(usage.cache_read, usage.cache_write, usage.uncached, report.counted)
-                await self.services.compactor.ledger.heard(report.conversation, heard, self._ttl(report))
-            await self._learn(report, usage)
+            router = server.proxy_router()
+            config = self.services.models.resolve(router, report.group) if router is not None else None
+            if config is not None:
+                await self._judge(report, usage, config)
         except Exception:
             logger.exception("compact_hook: could not keep what a provider billed")
 
-    async def _learn(self, report: Report, usage: Usage) -> None:
-        """The group's count ratio, and its metrics."""
-        router, group = server.proxy_router(), report.group
-        config = self.services.models.resolve(router, group) if router is not None else None
-        if config is None:
-            return
-        metrics = self.services.metrics
-        taught = sample(usage.input, report.counted)
-        if taught is None:
-            metrics.count_sample(group, counted=None)
-            return
+    async def _judge(self, report: Report, usage: Usage, config: CompactConfig) -> None:
+        """The response's usage judged against what we forwarded and the conversation's previous
+        response (``core.evidence``), kept with the conversation's prompt-cache report, and taught to
+        its tenant's estimate; the metrics say what it was."""
+        trust, ledger = trust_of(config), self.services.compactor.ledger
+        note = await ledger.note(report.conversation) if report.conversation else None
+        judged = evidence.judged(usage.input, report.forwarded, earlier_of(note), trust)
+        if report.conversation:
+            heard = Heard(
+                usage.cache_read, usage.cache_write, usage.uncached, report.counted, judged.verdict.usable
+            )
+            await ledger.heard(report.conversation, heard, config.cache_ttl_seconds)
         ratios = self.services.ratios
-        learned = await ratios.learn(
-            group, taught, config.count_ratio or 1.0, config.learned_window_ttl_seconds
+        learned = await ratios.heard(
+            report.group, report.tenant, judged, trust, config.learned_window_ttl_seconds
         )
-        metrics.count_sample(group, counted=learned)
+        self.services.metrics.count_sample(report.group, learned)
 
-    def _ttl(self, report: Report) -> float:
-        """The cache lifetime of the request's model group (the base setting if it is unknown)."""
-        router = server.proxy_router()
-        config = self.services.models.resolve(router, report.group) if router is not None else None
-        return (config or self.services.base).cache_ttl_seconds
+
+def earlier_of(note: CacheNote | None) -> Earlier:
+    """The conversation's previous response and its first that described the prompt, as its note
+    keeps them."""
+    if note is None:
+        return Earlier()
+    first = Billed(note.first_billed, note.first_forwarded) if note.first_billed > 0 else None
+    return Earlier(Billed(note.billed, note.forwarded), first)

@@ -3,7 +3,6 @@ a group's estimate, a conversation's affine ratio, and the engine's windows and 
 
 from __future__ import annotations
 
-import logging
 import math
 
 import pytest
@@ -29,7 +28,6 @@ from compact_hook.core.calibration import (
 from compact_hook.core.economics import CacheNote, Heard
 from compact_hook.core.limits import Limits
 from compact_hook.engine.compactor import Compactor
-from compact_hook.proxy.learned import LearnedRatios
 from compact_hook.state.store import MemoryStore
 from tests.compaction import priced_request
 from tests.conversations import Call, Said, Tools, w
@@ -103,16 +101,21 @@ def test_a_groups_estimate_averages_then_rejects_an_outlier_until_it_persists() 
 
 
 def test_a_conversation_counts_what_is_new_at_its_margin_and_keeps_its_fixed_part() -> None:
-    group = CountRatio(1.3, RatioSource.MODEL_GROUP)
     # system and tools billed 1,800 for our 1,000; every token since at 1.25
     first, last = Billed(1_800, 1_000), Billed(1_800 + 12_500, 11_000)
-    ratio = conversation_ratio(last, first, group)
+    ratio = conversation_ratio(last, first)
     assert ratio == CountRatio(1.25, RatioSource.CONVERSATION, offset=550.0)
     assert ratio.billed(6_000) == 1_800 + int(1.25 * 5_000)  # compacted to 6,000: the fixed part stays
-    near = conversation_ratio(Billed(1_300, 1_000), Billed(1_300 - 1_000, MIN_SPAN // 4), group)
+    near = conversation_ratio(Billed(1_300, 1_000), Billed(1_300 - 1_000, MIN_SPAN // 4))
     assert near == CountRatio(1.3, RatioSource.CONVERSATION)  # too little growth to tell its margin
-    assert conversation_ratio(Billed(3_000, 1_000), first, group) is None  # 3.0 against a group's 1.3
-    assert conversation_ratio(Billed(0, 1_000), first, group) is None
+    assert conversation_ratio(Billed(0, 1_000), first) is None
+
+
+def test_a_conversations_own_ratio_is_never_overridden_by_its_groups() -> None:
+    """3.0 against a group's 1.3 was thrown away: a group another tenant's odd requests can steer
+    must not override what this conversation's own bills say."""
+    found = conversation_ratio(Billed(3_000, 1_000), Billed(1_800, 600))
+    assert found is not None and found.effective(1_000) == pytest.approx(3.0)
 
 
 def test_a_conversations_note_keeps_its_first_request_through_every_report() -> None:
@@ -138,22 +141,6 @@ def test_limits_are_the_providers_window_in_our_tokens() -> None:
     assert claude.ours(config.user_message_budget) == int(20_000 / 1.4)
     crowded = Limits.of(config, 30_000, 7_000, CountRatio(1.5))
     assert crowded is not None and crowded.no_room  # 30,000 + 1.5 × 7,000 fill the 40,000
-
-
-async def test_a_groups_ratio_is_shared_through_the_store_and_its_moves_are_logged(
-    caplog: pytest.LogCaptureFixture,
-) -> None:
-    store = MemoryStore(100, 60)
-    one, other = LearnedRatios(store), LearnedRatios(store)
-    assert await one.ratio("claude", 1.44) == CountRatio(1.44)
-    with caplog.at_level(logging.WARNING, "compact_hook.proxy.learned"):
-        learned = await one.learn("claude", 1.52, 1.44, 3_600)
-    assert learned.counted and "counts 1.520 tokens per one of ours (was 1.440" in caplog.text
-    assert await other.ratio("claude", 1.44) == CountRatio(pytest.approx(1.52), RatioSource.MODEL_GROUP)
-    caplog.clear()
-    with caplog.at_level(logging.WARNING, "compact_hook.proxy.learned"):
-        await one.learn("claude", 1.53, 1.44, 3_600)
-    assert "counts" not in caplog.text  # under 3%: not said again
 
 
 TURN = [Said(w(40, "task"))] + [Tools((Call(f"t{i}", w(300, f"o{i}")),)) for i in range(20)]

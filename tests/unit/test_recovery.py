@@ -83,10 +83,23 @@ def test_a_refusal_gives_the_window_in_the_providers_tokens_and_the_ratio_it_cou
 async def test_a_learned_window_is_shared_through_the_store_and_only_ever_shrinks() -> None:
     store = MemoryStore(100, 60)
     one, other = LearnedWindows(store), LearnedWindows(store)
-    assert await one.get("agent") is None
+    assert await one.get("agent", "team:a") is None
     assert await one.learn("agent", 9000, 60) == 9000
     assert await one.learn("agent", 12000, 60) == 9000
-    assert await other.get("agent") == 9000  # another replica (no memo yet) reads it from the store
+    assert await other.get("agent", "team:b") == 9000  # another replica (no memo yet) reads it from the store
+
+
+async def test_a_window_guessed_from_what_was_sent_serves_only_the_tenant_whose_request_it_was() -> None:
+    """A refusal that states no limit (our guess: a share of what was sent) — or a throttle read as one —
+    must not cut every tenant's window."""
+    store = MemoryStore(100, 60)
+    windows = LearnedWindows(store)
+    assert await windows.learn("agent", 6000, 60, tenant="team:a") == 6000
+    assert await windows.get("agent", "team:a") == 6000
+    assert await LearnedWindows(store).get("agent", "team:a") == 6000  # replicas share it
+    assert await windows.get("agent", "team:b") is None
+    await windows.learn("agent", 9000, 60)  # a stated limit: the group's
+    assert (await windows.get("agent", "team:a"), await windows.get("agent", "team:b")) == (6000, 9000)
 
 
 def test_the_retry_fallback_is_ours_alone_and_never_leaks() -> None:

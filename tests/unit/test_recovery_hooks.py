@@ -10,6 +10,7 @@ from prometheus_client import CollectorRegistry
 
 from compact_hook.config import CompactConfig
 from compact_hook.core.calibration import CountRatio, RatioSource
+from compact_hook.core.evidence import Forwarded, Trust
 from compact_hook.process_config import ProcessConfig
 from compact_hook.proxy.gate import RequestGate
 from compact_hook.proxy.metrics import Metrics
@@ -46,7 +47,7 @@ def attempt(messages: list[Any], failure: str, tokens_after: int = 10_000, **ext
         **extra,
     }
     report = Report(tokens_after=tokens_after, session_id="s-1")
-    report.tenant, report.group, report.counted = "team:t", "agent", tokens_after
+    report.tenant, report.group, report.forwarded = "team:t", "agent", Forwarded(tokens_after)
     record(kwargs, "metadata", report)
     return kwargs
 
@@ -67,12 +68,13 @@ async def test_a_context_error_teaches_the_group_its_window_and_how_the_provider
     healer = recovery()
     failed = attempt([], TOO_LONG, tokens_after=10_000)
     await healer.after_failure(failed, RuntimeError(TOO_LONG), "acompletion")
-    assert await healer.services.learned.get("agent") == 9000  # the provider's own limit, in its tokens
-    ratio = await healer.services.ratios.ratio("agent", 1.0)
+    assert await healer.services.learned.get("agent", "team:other") == 9000  # stated: the group's
+    ratio = await healer.services.ratios.ratio("agent", "team:t", Trust())
     assert ratio.source is RatioSource.MODEL_GROUP  # 12,000 for our 10,000:
     assert ratio.value == pytest.approx(1.2)
-    assert await healer.services.learned.get("plain") is None
-    assert (await healer.services.ratios.ratio("plain", 1.1)) == CountRatio(1.1)
+    assert await healer.services.ratios.ratio("agent", "team:other", Trust()) == CountRatio()  # its own
+    assert await healer.services.learned.get("plain", "team:t") is None
+    assert (await healer.services.ratios.ratio("plain", "team:t", Trust(1.1))) == CountRatio(1.1)
 
 
 async def test_the_retry_is_compacted_to_the_learned_window_as_the_same_tenant_and_session(
@@ -89,7 +91,7 @@ async def test_the_retry_is_compacted_to_the_learned_window_as_the_same_tenant_a
     assert report is not None and report["recovered"] is True and report["tokens_after"] <= 20_000
     assert report["count_source"] == "refusal" and report["count_ratio"] == 1.2  # 36,000 for our 30,000
     assert report.counted * 1.2 == pytest.approx(report["tokens_after"], abs=1)
-    assert await healer.services.learned.get("agent") is None  # the window was right: nothing learned
+    assert await healer.services.learned.get("agent", "team:t") is None  # the window was right
     assert report["session_id"] == "s-1" and report.tenant == "team:t"
     assert router.calls[0]["metadata"]["compact_hook_internal"] == INTERNAL_TOKEN
 

@@ -9,7 +9,8 @@ import pytest
 from prometheus_client import CollectorRegistry
 
 from compact_hook.config import CompactConfig
-from compact_hook.core.calibration import RatioSource
+from compact_hook.core.calibration import CountRatio, RatioSource
+from compact_hook.core.evidence import Forwarded, Trust
 from compact_hook.process_config import ProcessConfig
 from compact_hook.proxy.metrics import Metrics
 from compact_hook.proxy.report import Report, record
@@ -17,6 +18,8 @@ from compact_hook.proxy.router_summarizer import INTERNAL_MARKER, INTERNAL_TOKEN
 from compact_hook.proxy.services import Services
 from compact_hook.proxy.usage import Bills
 from tests.routers import SpyRouter
+
+TRUST = Trust(1.0, 0.75)
 
 
 def success(group: str, report: Report, usage: dict[str, Any]) -> dict[str, Any]:
@@ -26,9 +29,10 @@ def success(group: str, report: Report, usage: dict[str, Any]) -> dict[str, Any]
     return {"litellm_params": params, "standard_logging_object": {"metadata": {"usage_object": usage}}}
 
 
-def counted(ours: int, conversation: bytes = b"conversation-1") -> Report:
+def counted(ours: int, conversation: bytes = b"conversation-1", tenant: str = "team:a") -> Report:
     report = Report(tokens_after=ours)
-    report.group, report.counted, report.conversation = "agent", ours, conversation
+    report.group, report.forwarded, report.conversation = "agent", Forwarded(ours), conversation
+    report.tenant = tenant
     return report
 
 
@@ -49,22 +53,24 @@ async def test_a_bill_teaches_the_conversation_and_its_group_and_another_groups_
         9_000,
         500,
     )
-    ratio = await services.ratios.ratio("agent", 1.0)
+    ratio = await services.ratios.ratio("agent", "team:a", TRUST)
     assert ratio.source is RatioSource.MODEL_GROUP and ratio.value == pytest.approx(1.25)
-    assert registry.get_sample_value("compact_hook_count_ratio", {"model_group": "agent"}) == pytest.approx(
-        1.25
-    )
     learned = {"model_group": "agent", "outcome": "learned"}
     assert registry.get_sample_value("compact_hook_count_samples_total", learned) == 1
     # served by a fallback group: not what we counted for
     await bills.heard(success("plain", counted(10_000, b"conversation-2"), {"prompt_tokens": 30_000}))
     assert await services.compactor.ledger.note(b"conversation-2") is None
     assert registry.get_sample_value("compact_hook_count_samples_total", learned) == 1
-    # no usage worth the name: the conversation keeps its cache report, nothing is learned
-    await bills.heard(success("agent", counted(10_000, b"conversation-3"), {"prompt_tokens": 0}))
+    # another tenant's request too small to tell: nothing is learned
+    await bills.heard(success("agent", counted(200, b"conversation-3", "team:b"), {"prompt_tokens": 2_000}))
     unusable = {"model_group": "agent", "outcome": "unusable"}
     assert registry.get_sample_value("compact_hook_count_samples_total", unusable) == 1
-    assert (await services.ratios.ratio("agent", 1.0)).value == pytest.approx(1.25)
+    assert (await services.ratios.ratio("agent", "team:a", TRUST)).value == pytest.approx(1.25)
+    # no usage: said, and the tenant's counts fall back to the prior (its usage cannot be trusted)
+    await bills.heard(success("agent", counted(10_000, b"conversation-4"), {"prompt_tokens": 0}))
+    missing = {"model_group": "agent", "outcome": "missing"}
+    assert registry.get_sample_value("compact_hook_count_samples_total", missing) == 1
+    assert await services.ratios.ratio("agent", "team:a", TRUST) == CountRatio(1.0, RatioSource.PRIOR)
 
 
 async def test_our_own_summary_calls_and_unreported_requests_are_not_heard(router: SpyRouter) -> None:
@@ -74,4 +80,4 @@ async def test_our_own_summary_calls_and_unreported_requests_are_not_heard(route
     internal["litellm_params"]["metadata"][INTERNAL_MARKER] = INTERNAL_TOKEN
     await bills.heard(internal)
     await bills.heard({"litellm_params": {"metadata": {"model_group": "agent"}}})  # no report: not ours
-    assert (await services.ratios.ratio("agent", 1.1)).source is RatioSource.PRIOR
+    assert (await services.ratios.ratio("agent", "team:a", Trust(1.1))).source is RatioSource.PRIOR
