@@ -82,9 +82,9 @@ class CacheNote:
     """Tokens the forwarded request grows by per request, smoothed; 0 until two were heard."""
     first_billed: int = 0
     first_forwarded: int = 0
-    """The conversation's first request heard whose usage described it: the provider's count of it
-    and ours. Set against the last, what the conversation grew by cost at the provider
-    (``core.calibration``)."""
+    """The conversation's first request heard: the provider's count of it and ours. Set against the
+    last, what the conversation grew by cost at the provider (``core.calibration``), and whether its
+    bill grows from below its fixed part (``core.evidence.leaves_out_fixed``)."""
     describes: bool = True
     """The last report's usage described the prompt (``core.evidence``): its bill counts the
     conversation. False: it was set aside, and the group's (or the prior's) ratio counts it."""
@@ -115,8 +115,6 @@ class CacheNote:
                 float(delta) if self.growth == 0 else GROWTH_WEIGHT * delta + (1 - GROWTH_WEIGHT) * growth
             )
         cached = self.cached_ever or heard.read > 0 or heard.written > 0
-        rebased = heard.describes and not self.describes and self.first_billed <= 0
-        first = (heard.billed, heard.forwarded) if rebased else (self.first_billed, self.first_forwarded)
         return CacheNote(
             seen_at,
             heard.read,
@@ -126,7 +124,8 @@ class CacheNote:
             cached,
             heard.forwarded,
             growth,
-            *first,
+            self.first_billed,
+            self.first_forwarded,
             heard.describes,
         )
 
@@ -195,8 +194,8 @@ class Heard:
             self.written,
             self.uncached,
             forwarded=self.forwarded,
-            first_billed=self.billed if self.describes else 0,
-            first_forwarded=self.forwarded if self.describes else 0,
+            first_billed=self.billed,
+            first_forwarded=self.forwarded,
             describes=self.describes,
         )
 

@@ -185,16 +185,14 @@ def judge(billed: int, forwarded: Forwarded, earlier: Earlier, trust: Trust) -> 
         return Verdict.MISSING
     if forwarded.counted < MIN_COUNTED:
         return Verdict.UNUSABLE
+    lowest, fixed = trust.lowest, forwarded.fixed
+    since = earlier.first or earlier.previous
+    if since is not None and leaves_out_fixed(Billed(billed, forwarded.counted), since, fixed, trust):
+        return Verdict.FIXED_LEFT_OUT
     stepped = _step(billed, forwarded, earlier.previous, trust)
     if stepped is not None:
         return stepped
-    lowest = trust.lowest
-    if forwarded.fixed >= MIN_COUNTED and billed < FIXED_SHARE * lowest * forwarded.fixed:
-        return Verdict.FIXED_LEFT_OUT
-    first = earlier.first
-    if first is not None and leaves_out_fixed(
-        Billed(billed, forwarded.counted), first, forwarded.fixed, trust
-    ):
+    if fixed >= MIN_COUNTED and billed < FIXED_SHARE * lowest * fixed:
         return Verdict.FIXED_LEFT_OUT
     ratio = billed / forwarded.counted
     if ratio < lowest:
@@ -229,7 +227,8 @@ def _stepped(forwarded: Forwarded, earlier: Earlier) -> bool:
 
 def leaves_out_fixed(last: Billed, first: Billed, fixed: int, trust: Trust) -> bool:
     """A conversation whose bill grows with its messages from well below its fixed part: from its
-    first heard request to its last (at least ``MIN_SPAN`` apart), the bill's intercept against our
+    first heard request (or its previous one) to its last (at least ``MIN_SPAN``
+    apart), the bill's intercept against our
     count leaves less than ``FIXED_KEPT`` of the fixed part (at the margin) billed — a gateway that
     counts the messages only."""
     span = last.counted - first.counted

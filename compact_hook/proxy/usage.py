@@ -109,8 +109,7 @@ class Bills:
 
 
 def earlier_of(note: CacheNote | None) -> Earlier:
-    """The conversation's previous response and its first that described the prompt, as its note
-    keeps them."""
+    """The conversation's previous response and its first, as its note keeps them."""
     if note is None:
         return Earlier()
     first = Billed(note.first_billed, note.first_forwarded) if note.first_billed > 0 else None
