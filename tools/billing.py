@@ -18,6 +18,19 @@ sees whether the hook's decisions and figures follow what is billed:
   when there are tools. The framing is our model of Anthropic's (it publishes none but the 346); the
   text counts are Claude's.
 
+And a model name can ask for usage that does not describe what was billed, as servers LiteLLM users
+point a proxy at report it (``reported``; the refusal of ``limit<N>`` still judges what is billed):
+
+* ``usage-tail``: only the input after the prefix the server holds from the model's previous request
+  (Ollama 0.30's llama-server backend: the newly evaluated tokens, its KV cache left out);
+* ``usage-zero``: 0 when that prefix is there (older Ollama releases);
+* ``usage-cap<N>``: at most N (a server that truncates silently to an N-token context and reports
+  what it kept: Ollama with a small ``num_ctx``);
+* ``usage-msgs``: the messages only, what the system prompt, instructions and tool definitions
+  would cost left out (gateways that count the messages).
+
+With each, the usage's cache fields are left out (such servers report none).
+
 Each text's count is kept (by the text) so an agent's growing history is counted once per new text.
 ctok and compact_hook are imported only when a model asks for them: the stand-in itself needs
 nothing installed. ctok declares Python >= 3.12 and is installed beside the project with
@@ -44,6 +57,7 @@ its content."""
 MEMO_CHARS = 64 * 1024 * 1024
 
 _RATIO = re.compile(r"bill(\d{2,3})")
+_USAGE = re.compile(r"usage-(tail|zero|msgs|cap(\d+))")
 _CLAUDE = re.compile(r"ctok(30|47|48)")
 
 
@@ -110,9 +124,11 @@ def billing_for(model: str) -> Bill | None:
     return lambda surface, body, texts, tools: _ours(surface, body)
 
 
-def _ours(surface: str, body: dict[str, Any]) -> int:
-    """What compact_hook counts of the request: its own adapter and the tokenizer it picks by name."""
+def _ours(surface: str, body: dict[str, Any], messages_only: bool = False) -> int:
+    """What compact_hook counts of the request: its own adapter and the tokenizer it picks by name
+    (``messages_only``: its messages, system and developer ones and the rest it reads left out)."""
     from compact_hook.core.counting import item_strings, request_total
+    from compact_hook.core.items import Role
     from compact_hook.formats import ANTHROPIC, CHAT, GOOGLE, RESPONSES, Conversation
     from compact_hook.formats.base import context_strings
     from compact_hook.state.tokenizers import counter_for, tokenizer_name_for_model
@@ -123,6 +139,9 @@ def _ours(surface: str, body: dict[str, Any]) -> int:
         return 0
     counter = counter_for(tokenizer_name_for_model(str(body.get("model", ""))))
     counts = counter.count(parsed.prints(), lambda i: item_strings(parsed.item(i)))
+    if messages_only:
+        kept = [n for i, n in enumerate(counts) if parsed.item(i).role is not Role.SYSTEM]
+        return request_total(0, kept)
     context = counter.count(parsed.context_prints(), lambda i: context_strings(parsed.context[i]))
     return request_total(sum(context) + (parsed.overhead if parsed.context else 0), counts)
 
@@ -133,6 +152,57 @@ def _claude(family: str, texts: list[str], tools: Any) -> int:
     if tools:
         total += CLAUDE_TOOLS_PROMPT + sum(count(json.dumps(tool, sort_keys=True)) for tool in tools)
     return total
+
+
+class ServerPrefix:
+    """What a server's KV cache holds, per model: the texts of its previous request (one slot, as
+    Ollama's default), and how much of the next request is a prefix of them."""
+
+    def __init__(self) -> None:
+        self._texts: dict[str, list[str]] = {}
+        self._lock = threading.Lock()
+
+    def held(self, model: str, texts: list[str]) -> float:
+        """The share of ``texts``' characters the server holds from ``model``'s previous request,
+        which ``texts`` then replace."""
+        with self._lock:
+            previous, self._texts[model] = self._texts.get(model, []), list(texts)
+        same = 0
+        for old, new in zip(previous, texts, strict=False):
+            if old != new:
+                break
+            same += len(new)
+        total = sum(map(len, texts))
+        return same / total if total else 0.0
+
+    def clear(self) -> None:
+        with self._lock:
+            self._texts.clear()
+
+
+SERVER_PREFIX = ServerPrefix()
+
+
+def lies(model: str) -> bool:
+    """The model's name asks for usage that does not describe what is billed (``reported``)."""
+    return _USAGE.search(model) is not None
+
+
+def reported(surface: str, body: dict[str, Any], texts: list[str], billed: int) -> int:
+    """The input a request's usage reports, billed ``billed``: as billed, or as the model's name asks
+    (``usage-tail``, ``usage-zero``, ``usage-cap<N>``, ``usage-msgs``)."""
+    found = _USAGE.search(str(body.get("model", "")))
+    if found is None:
+        return billed
+    mode = found.group(1)
+    if mode.startswith("cap"):
+        return min(billed, int(found.group(2)))
+    if mode == "msgs":
+        return _ours(surface, body, messages_only=True)
+    held = SERVER_PREFIX.held(str(body.get("model", "")), texts)
+    if mode == "zero":
+        return 0 if held > 0 else billed
+    return max(1, round(billed * (1 - held)))
 
 
 def scaled_cache(result: Any, billed: int) -> Any:
@@ -171,23 +241,25 @@ TOTALS = (
 )
 
 
-def billed_usage(payload: Any, surface: str, billed: int) -> Any:
+def billed_usage(payload: Any, surface: str, billed: int, cached: bool = True) -> Any:
     """``payload`` (an answer or a stream event) with each usage's input billed ``billed`` tokens: the
-    cache's share of it kept in proportion; its output untouched."""
+    cache's share of it kept in proportion (``cached`` False: none reported); its output untouched."""
     if isinstance(payload, dict):
         return {
-            key: _billed(value, surface, billed)
+            key: _billed(value, surface, billed, cached)
             if key in ("usage", "usageMetadata") and isinstance(value, dict)
-            else billed_usage(value, surface, billed)
+            else billed_usage(value, surface, billed, cached)
             for key, value in payload.items()
         }
     if isinstance(payload, list):
-        return [billed_usage(value, surface, billed) for value in payload]
+        return [billed_usage(value, surface, billed, cached) for value in payload]
     return payload
 
 
-def _billed(found: Mapping[str, Any], surface: str, billed: int) -> dict[str, Any]:
+def _billed(found: Mapping[str, Any], surface: str, billed: int, cached: bool) -> dict[str, Any]:
     usage = dict(found)
+    if not cached:
+        usage = _uncached(usage)
     if surface == "messages":
         return _billed_messages(usage, billed)
     total_key, details_key, cached_key = INPUT_FIELDS[surface]
@@ -203,6 +275,16 @@ def _billed(found: Mapping[str, Any], surface: str, billed: int) -> dict[str, An
     for total, output in TOTALS:
         if total in usage and output in usage:
             usage[total] = billed + int(usage[output] or 0)
+    return usage
+
+
+def _uncached(usage: dict[str, Any]) -> dict[str, Any]:
+    """``usage`` with no cache reads or writes (a server that reports none)."""
+    for key in ("cache_read_input_tokens", "cache_creation_input_tokens", "cachedContentTokenCount"):
+        usage.pop(key, None)
+    for key in ("prompt_tokens_details", "input_tokens_details"):
+        if isinstance(usage.get(key), dict):
+            usage[key] = {**usage[key], "cached_tokens": 0}
     return usage
 
 

@@ -1,7 +1,7 @@
 """`make clients`: the real agent CLIs (Claude Code, Codex CLI, Gemini CLI, Qwen Code, opencode, pi) through a
 real proxy with compact_hook, one table.
 
-    .venv/bin/python tools/clients.py [--client NAME ...] [--capture DIR] [--window N]
+    .venv/bin/python tools/clients.py [--client NAME ...] [--capture DIR] [--window N] [--usage MODE ...]
 
 Each CLI (installed by `make clients-install` at the versions pinned in clients/package.json) runs 30
 tool turns against the stand-in's scripted agent through a proxy whose windows are small enough to
@@ -9,7 +9,10 @@ compact several times; the table says what reached the provider: compaction even
 forwarded, each one applied) against the summary calls paid for. Exit status 1 when anything is wrong
 (the same checks as tests/integration/test_clients_proxy.py). ``--capture DIR`` also writes the first
 and the last request body each CLI sent (as it sent them, before the proxy) to DIR: that is how the
-captures in tests/data/clients/ were made.
+captures in tests/data/clients/ were made. ``--usage MODE`` (``tail``, ``zero``, ``cap``, ``msgs``; any
+number) runs the chosen CLIs against stand-ins whose usage lies as servers do (``tools/billing.py``)
+instead: the usage must be set aside (said, and counted by ``compact_hook_count_samples_total``) and every
+forwarded request still within the window by our own count.
 """
 
 from __future__ import annotations
@@ -28,11 +31,15 @@ sys.path.insert(0, str(ROOT))
 
 from tests.integration.agent_clients import (  # noqa: E402
     CLIENTS,
+    USAGE_MODES,
     ClientFacts,
     agent_proxy,
+    count_samples,
     facts_of,
+    lying,
     problems,
     run_client,
+    set_aside_said,
     standing,
 )
 from tests.integration.relay import Relay  # noqa: E402
@@ -47,6 +54,12 @@ def main() -> int:
     parser.add_argument("--client", choices=[client.name for client in CLIENTS], action="append")
     parser.add_argument("--capture", type=Path, help="write each CLI's first and last request body here")
     parser.add_argument(
+        "--usage",
+        choices=USAGE_MODES,
+        action="append",
+        help="run against a stand-in whose usage lies this way (any number: each a run of its own)",
+    )
+    parser.add_argument(
         "--window",
         type=int,
         help="every chosen client's context window (default: each its own)",
@@ -55,6 +68,8 @@ def main() -> int:
     chosen = tuple(client for client in CLIENTS if not args.client or client.name in args.client)
     if args.window is not None:
         chosen = tuple(dataclasses.replace(client, window=args.window) for client in chosen)
+    if args.usage:
+        chosen = tuple(lying(client, mode) for mode in args.usage for client in chosen)
     console = Console()
     if not console.is_terminal:
         console = Console(width=PIPED_WIDTH)
@@ -67,7 +82,12 @@ def main() -> int:
         for client in chosen:
             with console.status(f"{client.name} {client.version}: {client.binary} through the proxy…"):
                 completed = run_client(client, relay.url, proxy.master_key)
-            runs.append(facts_of(client, completed, relay.exchanges, upstream))
+            facts = facts_of(client, completed, relay.exchanges, upstream)
+            facts.samples, facts.said = (
+                count_samples(proxy, client.group),
+                set_aside_said(proxy, client.group),
+            )
+            runs.append(facts)
     console.print(_table(runs))
     if args.capture is not None:
         _capture(runs, args.capture)
@@ -101,6 +121,7 @@ def _table(runs: list[ClientFacts]) -> Table:
         "recalls",
         "first / largest / window",
         "orphans",
+        "usage: learned / set aside",
         "thinking kept / removed",
         "seconds",
         "verdict",
@@ -126,11 +147,24 @@ def _table(runs: list[ClientFacts]) -> Table:
             str(facts.recalls),
             f"{facts.first_size:,} / {facts.largest:,} / {client.window:,}",
             str(facts.orphans),
+            _usage(facts),
             thinking,
             f"{facts.completed.seconds:.1f}",
             f"[{'red' if problems(facts) else 'green'}]{standing(facts)}[/]",
         )
     return table
+
+
+def _usage(facts: ClientFacts) -> str:
+    """What the group's responses' usage was (``compact_hook_count_samples_total``): learned, and set
+    aside by reason."""
+    samples = facts.samples
+    aside = ", ".join(
+        f"{int(value)} {outcome}"
+        for outcome, value in sorted(samples.items())
+        if outcome != "learned" and value
+    )
+    return f"{int(samples.get('learned', 0))} / {aside or '0'}"
 
 
 if __name__ == "__main__":

@@ -76,6 +76,10 @@ or ``gemini/`` prefix; Google's is the path's), and the modes compose:
 * ``quarter``, ``bill<NNN>`` (e.g. ``standin-bill125``) and ``ctok30`` / ``ctok47`` / ``ctok48`` -> the
   input is billed (usage, and the ``limit<N>`` refusal) unlike the default (below): a quarter of the
   characters, ``NNN / 100`` times what compact_hook counts, or as Claude counts (``billing``);
+* ``usage-tail``, ``usage-zero``, ``usage-cap<N>``, ``usage-msgs`` -> the usage reports not what is billed
+  but what servers that lie report (``billing.reported``: the input after the prefix held from the
+  model's previous request, 0 when one is held, at most N, the messages only), with no cache fields; the
+  recorded request gets ``"reported"``;
 * ``recaller`` -> offered the recall tool and shown a handle (``recall 048213``), calls the tool with
   the first handle it sees; given the answer, replies ``RECALLED <handle>: <its start>``
   (``recaller``; chat and Messages);
@@ -1166,6 +1170,7 @@ class _Handler(BaseHTTPRequestHandler):
             self.server.recorder.clear()
             self.server.sessions.clear()
             self.server.cache.clear()
+            billing.SERVER_PREFIX.clear()
             self._send_json(200, {"ok": True})
             return
         if path == "/_clock":
@@ -1269,7 +1274,7 @@ class _Handler(BaseHTTPRequestHandler):
 
         def billed(payload: Any) -> Any:
             counted = with_cached_usage(payload, surface.name, cached)
-            return billing.billed_usage(counted, surface.name, tokens)
+            return self._usage(counted, surface, req, tokens)
 
         if req.get("stream") is True:
             self._send_stream(
@@ -1291,12 +1296,21 @@ class _Handler(BaseHTTPRequestHandler):
             return  # the recall first; the script's turn comes with the answer (``recaller``)
         plan = agent_script.plan_turn(self.server.sessions, session, model)
         answer = with_cached_usage(surface.agent(plan, req, tokens), surface.name, cached)
-        whole = billing.billed_usage(answer, surface.name, tokens)
+        whole = self._usage(answer, surface, req, tokens)
         self._recorded["output_tokens"] = surface.output_tokens(whole)
         if req.get("stream") is True:
             self._send_stream(surface, surface.agent_stream(whole, req))
         else:
             self._send_json(200, whole)
+
+    def _usage(self, payload: Any, surface: Surface, req: dict[str, Any], tokens: int) -> Any:
+        """``payload``'s usage billed ``tokens``, or reported as the model's name asks (``billing.reported``:
+        then recorded as ``"reported"``, once per request)."""
+        if not billing.lies(str(req.get("model", ""))):
+            return billing.billed_usage(payload, surface.name, tokens)
+        if "reported" not in self._recorded:
+            self._recorded["reported"] = billing.reported(surface.name, req, surface.texts(req), tokens)
+        return billing.billed_usage(payload, surface.name, self._recorded["reported"], cached=False)
 
     def _recalled(self, surface: Surface, req: dict[str, Any], cached: Any, tokens: int) -> bool:
         """The ``recaller``'s answer (``recaller``), whole: True when it answered."""
@@ -1309,7 +1323,7 @@ class _Handler(BaseHTTPRequestHandler):
         answer = reply(req, tokens) if reply is not None else None
         if answer is None:
             return False
-        whole = billing.billed_usage(with_cached_usage(answer, surface.name, cached), surface.name, tokens)
+        whole = self._usage(with_cached_usage(answer, surface.name, cached), surface, req, tokens)
         self._recorded["output_tokens"] = surface.output_tokens(whole)
         if req.get("stream") is True:
             self._send_stream(surface, surface.agent_stream(whole, req))

@@ -48,7 +48,10 @@ STALL = 0.25
 """A bill that grew by less than this share of what the lowest trusted ratio predicts has stopped
 growing with what we forward (a truthful provider never counts new text at a quarter of that)."""
 PINNED = 0.01
-"""Bills within this share of each other are one figure: a ceiling."""
+"""Bills within this share of each other, a ``MIN_STEP`` apart, are one figure: a ceiling."""
+PIN_STEP, PIN_EXACT = 16, 2
+"""A bill within ``PIN_EXACT`` tokens of the previous one while we forward ``PIN_STEP`` more, below
+our count, is a ceiling (a truthful provider bills what a turn adds, however little)."""
 TAIL = 2.0
 """A bill within this many times what the request grew by (at the prior) is a bill of what was new."""
 FIXED_SHARE = 0.5
@@ -109,6 +112,8 @@ class Forwarded:
     Responses ``instructions``, schemas."""
     estimated: bool = False
     """It holds content we count at a fixed estimate (media, documents, server-side tools' results)."""
+    reserve: int = 0
+    """The reply it asked room for (``max_tokens`` and its kin), in the provider's tokens."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -155,6 +160,12 @@ class Judged:
     @property
     def ratio(self) -> float:
         return self.billed / self.forwarded.counted if self.forwarded.counted > 0 else 0.0
+
+    @property
+    def context(self) -> int | None:
+        """The context a server that truncates to it keeps (``CAPPED``: the pinned bill), as a window
+        with the request's reply reserve: what later requests of the tenant must fit; None otherwise."""
+        return self.billed + self.forwarded.reserve if self.verdict is Verdict.CAPPED else None
 
     def seen(self) -> str:
         """What was seen, in words for an operator."""
@@ -205,10 +216,11 @@ def _step(billed: int, forwarded: Forwarded, previous: Billed | None, trust: Tru
     what was new, while what we forward grew."""
     if previous is None or previous.billed <= 0:
         return None
-    grown = forwarded.counted - previous.counted
+    grown, grew = forwarded.counted - previous.counted, billed - previous.billed
+    if grown >= PIN_STEP and abs(grew) <= PIN_EXACT and billed < trust.prior * forwarded.counted:
+        return Verdict.CAPPED  # the same bill for more than it counts: a ceiling, however small the step
     if grown < MIN_STEP:
         return None
-    grew = billed - previous.billed
     below = billed < trust.lowest * forwarded.counted
     if abs(grew) <= PINNED * billed and (below or grew < STALL * trust.lowest * grown):
         return Verdict.CAPPED
@@ -227,10 +239,9 @@ def _stepped(forwarded: Forwarded, earlier: Earlier) -> bool:
 
 def leaves_out_fixed(last: Billed, first: Billed, fixed: int, trust: Trust) -> bool:
     """A conversation whose bill grows with its messages from well below its fixed part: from its
-    first heard request (or its previous one) to its last (at least ``MIN_SPAN``
-    apart), the bill's intercept against our
-    count leaves less than ``FIXED_KEPT`` of the fixed part (at the margin) billed — a gateway that
-    counts the messages only."""
+    first heard request (or its previous one) to its last, at least ``MIN_SPAN`` apart, the bill's
+    intercept against our count leaves less than ``FIXED_KEPT`` of the fixed part (at the margin)
+    billed — a gateway that counts the messages only."""
     span = last.counted - first.counted
     if fixed < MIN_COUNTED or span < MIN_SPAN or first.billed <= 0 or last.billed <= first.billed:
         return False

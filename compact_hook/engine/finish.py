@@ -131,7 +131,7 @@ def _stats(run: Run, entries: Sequence[object], after: int) -> CompactStats:
 
 def forwarded(run: Run, counted: int) -> Forwarded:
     """Our count of what is forwarded, as its usage is judged (``core.evidence``)."""
-    return Forwarded(counted, run.context_tokens, run.estimated)
+    return Forwarded(counted, run.context_tokens, run.estimated, run.request.conversation.reserve or 0)
 
 
 def watched(run: Run) -> bytes:

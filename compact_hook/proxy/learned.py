@@ -76,18 +76,22 @@ class LearnedWindows:
 
     async def learn(self, group: str, window: int, ttl: float, tenant: str | None = None) -> int:
         """Remember ``window`` (or a smaller one already known) for ``ttl`` seconds: for the group
-        (``tenant`` None: the provider stated it), else for the tenant only."""
+        (``tenant`` None: the provider stated it), else for the tenant only (our guess from what was
+        sent, or a bill pinned at a server's context)."""
         key = _window_key(group, tenant)
         known = await self._read(key)
-        window = min(window, known) if known is not None else window
+        if known is not None and known <= window:
+            return known
         self._remember(key, window)
         if self.store is not None:
             await self.store.set_note(key, str(window), ttl)
         logger.warning(
-            "compact_hook: model %r rejected a request as too long; window now %d tokens%s",
+            "compact_hook: model %r: window now %d tokens%s",
             group,
             window,
-            "" if tenant is None else " for that key or team (the error stated no limit)",
+            " (the provider stated its limit)"
+            if tenant is None
+            else " for that key or team (guessed: no limit stated)",
         )
         return window
 

@@ -92,7 +92,8 @@ class Bills:
     async def _judge(self, report: Report, usage: Usage, config: CompactConfig) -> None:
         """The response's usage judged against what we forwarded and the conversation's previous
         response (``core.evidence``), kept with the conversation's prompt-cache report, and taught to
-        its tenant's estimate; the metrics say what it was."""
+        its tenant's estimate; the metrics say what it was. A bill pinned at a server's context teaches
+        the tenant that context as its window (``proxy.learned``)."""
         trust, ledger = trust_of(config), self.services.compactor.ledger
         note = await ledger.note(report.conversation) if report.conversation else None
         judged = evidence.judged(usage.input, report.forwarded, earlier_of(note), trust)
@@ -101,11 +102,12 @@ class Bills:
                 usage.cache_read, usage.cache_write, usage.uncached, report.counted, judged.verdict.usable
             )
             await ledger.heard(report.conversation, heard, config.cache_ttl_seconds)
-        ratios = self.services.ratios
-        learned = await ratios.heard(
-            report.group, report.tenant, judged, trust, config.learned_window_ttl_seconds
-        )
+        ttl = config.learned_window_ttl_seconds
+        learned = await self.services.ratios.heard(report.group, report.tenant, judged, trust, ttl)
         self.services.metrics.count_sample(report.group, learned)
+        context = judged.context  # a server truncating to a smaller context: the tenant's window
+        if context is not None and config.recover and context < (config.context_window or context + 1):
+            await self.services.learned.learn(report.group, context, ttl, report.tenant)
 
 
 def earlier_of(note: CacheNote | None) -> Earlier:

@@ -21,12 +21,15 @@ import os
 import subprocess
 import tempfile
 import time
+import urllib.request
 from collections import Counter
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from prometheus_client.parser import text_string_to_metric_families
 
 from compact_hook.config import CompactConfig
 from compact_hook.core.items import SUMMARY_PREFIX
@@ -38,6 +41,7 @@ from tests.integration.harness import (
     ProxyProcess,
     StandinUpstream,
     anthropic_deployment,
+    free_port,
     gemini_deployment,
     standin_deployment,
     standin_upstream,
@@ -161,6 +165,9 @@ class AgentClient:
     tokenizer: str
     as_sent: tuple[str, ...]
     launch: Launch
+    reserve: int = 0
+    """The reply room each request asks for (``max_tokens`` as captured): the window less it is what its
+    input may use."""
     bridged: Wire | None = None
     """The wire the provider gets, when LiteLLM bridges the client's to another (a chat-only or an
     Anthropic deployment serving a Responses client)."""
@@ -396,6 +403,7 @@ CLAUDE_CODE = AgentClient(
     window=46_000,
     tokenizer="claude",
     as_sent=("system", "tools", "thinking", "context_management", "output_config", "max_tokens"),
+    reserve=32_000,
     launch=Launch(_claude_code),
 )
 CODEX = AgentClient(
@@ -452,6 +460,7 @@ QWEN_CODE = AgentClient(
     window=52_000,
     tokenizer="o200k_base",
     as_sent=("tools",),
+    reserve=32_768,
     launch=Launch(_qwen_code),
 )
 OPENCODE = AgentClient(
@@ -465,6 +474,7 @@ OPENCODE = AgentClient(
     window=42_000,
     tokenizer="o200k_base",
     as_sent=("tools",),
+    reserve=32_000,
     launch=Launch(_opencode),
 )
 PI = AgentClient(
@@ -517,6 +527,41 @@ CLIENTS = (CLAUDE_CODE, CODEX, CODEX_BUILTIN, GEMINI_CLI, QWEN_CODE, OPENCODE, P
 built-in one (Codex compacts remotely, we serve it)."""
 CODEX_COMPACTING = (CODEX_BUILTIN, CODEX_V2)
 
+USAGE_MODES = ("tail", "zero", "cap", "msgs")
+"""Usage as servers LiteLLM users point a proxy at report it (``tools/billing.py``, ``usage-<mode>``):
+only the input after the prefix the server holds (Ollama 0.30), 0 when it holds one (older Ollama),
+at most the server's context while it truncates the rest silently (a small ``num_ctx``), the
+messages only (gateways)."""
+SERVER_CONTEXT = 0.5
+"""``cap``: where the server's context lies between the CLI's first request and the window."""
+CAPTURES = REPO_ROOT / "tests" / "data" / "clients"
+
+
+def lying(client: AgentClient, mode: str) -> AgentClient:
+    """``client`` against a stand-in whose usage lies as ``mode`` says (a group and models of its own)."""
+    usage = f"usage-cap{server_context(client)}" if mode == "cap" else f"usage-{mode}"
+    return dataclasses.replace(
+        client,
+        name=f"{client.name}, usage {mode}",
+        group=f"{client.group}-{mode}",
+        upstream_model=f"{client.upstream_model}-{usage}",
+        summary_model=f"{client.summary_model}-{mode}",
+    )
+
+
+def server_context(client: AgentClient) -> int:
+    """``cap``: the input the server keeps: ``SERVER_CONTEXT`` of the way from the CLI's first request
+    (captured: its system prompt and tools) to what the window leaves the input."""
+    capture = min(CAPTURES.glob(f"{client.binary}-*-first.json"))
+    first = tokens_of(json.loads(capture.read_text(encoding="utf-8")), client.wire.format, client.tokenizer)
+    room = client.window - client.reserve
+    return int(first + SERVER_CONTEXT * (room - first))
+
+
+def lies_as(client: AgentClient) -> str | None:
+    """The usage mode ``client``'s stand-in lies with (``lying``), if any."""
+    return next((mode for mode in USAGE_MODES if f"-usage-{mode}" in client.upstream_model), None)
+
 
 def proxy_config(upstream: StandinUpstream, clients: tuple[AgentClient, ...] = CLIENTS) -> dict[str, Any]:
     model_list = [entry for client in clients for entry in client.model_list(upstream)]
@@ -529,9 +574,13 @@ def proxy_config(upstream: StandinUpstream, clients: tuple[AgentClient, ...] = C
 
 @contextmanager
 def agent_proxy(clients: tuple[AgentClient, ...] = CLIENTS) -> Iterator[tuple[StandinUpstream, ProxyProcess]]:
-    """The stand-in and a proxy serving every client's model group, archive in a scratch folder."""
+    """The stand-in and a proxy serving every client's model group, archive in a scratch folder,
+    metrics on a port of their own (``count_samples``)."""
     with tempfile.TemporaryDirectory(prefix="agent-clients-") as scratch:
-        env = {"COMPACT_ARCHIVE_DIR": str(Path(scratch) / "archive")}
+        env = {
+            "COMPACT_ARCHIVE_DIR": str(Path(scratch) / "archive"),
+            "COMPACT_METRICS_PORT": str(free_port()),
+        }
         with StandinUpstream() as upstream, ProxyProcess(proxy_config(upstream, clients), env=env) as proxy:
             yield upstream, proxy
 
@@ -606,6 +655,12 @@ class ClientFacts:
     """The proxy's follow-ups to the model's recall calls (each a request to the provider the CLI never sent)."""
     recalls_shown: int = 0
     """Requests of the CLI's that carry a recall call: it was shown one (it must never be)."""
+    truncated: int = 0
+    """Forwarded requests a server with a smaller context than the window cut (``usage-cap``)."""
+    samples: dict[str, float] = field(default_factory=dict)
+    """``compact_hook_count_samples_total`` of the client's model group, by outcome."""
+    said: list[str] = field(default_factory=list)
+    """The proxy's warnings that the group's usage was set aside."""
 
     @property
     def final(self) -> bool:
@@ -639,6 +694,13 @@ def facts_of(
         forwarded,
         len(summaries),
         turns,
+    )
+    facts.truncated = sum(
+        1
+        for r in recorded
+        if lies_as(client) == "cap"
+        and any(r["body"] is body for body in forwarded)
+        and r.get("reported", r.get("billed", 0)) < r.get("billed", 0)
     )
     facts.recalls = len(followups)
     facts.recalls_shown = sum(_recalls_in(sent.get(wire.entries)) for sent in facts.sent)
@@ -778,9 +840,68 @@ def problems(facts: ClientFacts) -> list[str]:
         found.append(f"the CLI was shown a recall call in {facts.recalls_shown} requests")
     if RECALLS_MID_LOOP in client.upstream_model and facts.recalls < len(recaller.MID_LOOP_TURNS):
         found.append(f"{facts.recalls} recalls answered, not {len(recaller.MID_LOOP_TURNS)}")
-    if facts.summary_calls > facts.applied + 1:
+    if facts.summary_calls > facts.applied + 1 + (lies_as(client) == "cap"):
         found.append(f"{facts.summary_calls} summary calls for {facts.applied} summaries applied")
+    found.extend(_lying_problems(facts))
     return found
+
+
+SET_ASIDE = {"tail": "cached_left_out", "zero": "missing", "cap": "capped", "msgs": "fixed_left_out"}
+"""What each lying mode's usage must be said to be (as well as, for some of its responses, others)."""
+TRUNCATED_AT_MOST = 2
+"""``cap``: requests the server may cut before its context is learned (the second one past it shows
+the bill pinned). A summary prepared for the window before may then go unused: one summary call more
+than ``problems`` allows otherwise."""
+
+
+def _lying_problems(facts: ClientFacts) -> list[str]:
+    """Usage that lies must be set aside, said and counted; a truncating server's context learned."""
+    mode = lies_as(facts.client)
+    if mode is None:
+        return []
+    found = []
+    expected = SET_ASIDE[mode]
+    if not facts.samples.get(expected):
+        found.append(f"usage never counted as {expected}: {facts.samples}")
+    if not any(expected in line for line in facts.said):
+        found.append(f"no warning that the usage was set aside ({expected})")
+    if facts.truncated > TRUNCATED_AT_MOST:
+        found.append(
+            f"{facts.truncated} requests cut by the server's {server_context(facts.client)}-token context"
+        )
+    return found
+
+
+def with_usage_seen(facts: ClientFacts, proxy: ProxyProcess) -> ClientFacts:
+    """``facts`` with what the proxy said of its group's usage: the metric and the warnings."""
+    facts.samples = count_samples(proxy, facts.client.group)
+    facts.said = set_aside_said(proxy, facts.client.group)
+    return facts
+
+
+def count_samples(proxy: ProxyProcess, group: str) -> dict[str, float]:
+    """``compact_hook_count_samples_total`` of ``group`` on ``proxy``'s metrics port, by outcome."""
+    port = proxy.extra_env["COMPACT_METRICS_PORT"]
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as answer:
+        text = answer.read().decode()
+    found: dict[str, float] = {}
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            if (
+                sample.name == "compact_hook_count_samples_total"
+                and sample.labels.get("model_group") == group
+            ):
+                found[sample.labels["outcome"]] = sample.value
+    return found
+
+
+def set_aside_said(proxy: ProxyProcess, group: str) -> list[str]:
+    """The proxy's warnings that ``group``'s usage does not describe the prompt."""
+    return [
+        line
+        for line in proxy.log_text().splitlines()
+        if f"model group {group!r}" in line and "does not describe" in line
+    ]
 
 
 def standing(facts: ClientFacts) -> str:

@@ -1,0 +1,64 @@
+"""Usage that lies, through a real proxy, with the real CLIs: Claude Code, Codex CLI and Gemini CLI against
+stand-ins reporting usage as servers LiteLLM users point a proxy at do (``tools/billing.py``): only the
+tokens after the cached prefix (Ollama 0.30), 0 when cached (older Ollama), capped at a context smaller than
+the window while the rest is cut silently (a small ``num_ctx``), the messages only (gateways).
+
+Each must end as with truthful usage — the loop finished, compaction upstream, no forwarded request over
+the window by our own tokenizer's count — with the usage set aside, said in a warning and counted in
+``compact_hook_count_samples_total{outcome}``; against the capped server, at most two requests cut before
+its context is learned (``agent_clients._lying_problems``). Before issue 44 the same runs forwarded up to
+1.5× the window (and 1.65× against the capped server), with no summary at all against it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from tests.integration.agent_clients import (
+    CLAUDE_CODE,
+    CODEX,
+    GEMINI_CLI,
+    SET_ASIDE,
+    USAGE_MODES,
+    AgentClient,
+    ClientFacts,
+    agent_proxy,
+    facts_of,
+    lying,
+    problems,
+    run_client,
+    with_usage_seen,
+)
+from tests.integration.relay import Relay
+
+pytestmark = pytest.mark.integration
+
+LYING = tuple(lying(client, mode) for mode in USAGE_MODES for client in (CLAUDE_CODE, CODEX, GEMINI_CLI))
+
+
+@pytest.fixture(scope="module")
+def runs() -> Iterator[dict[str, ClientFacts]]:
+    missing = [str(client.executable) for client in LYING if not client.executable.exists()]
+    if missing:
+        pytest.fail(f"the agent CLIs are not installed ({', '.join(missing)}): run `make clients-install`")
+    with agent_proxy(LYING) as (upstream, proxy), Relay(proxy.url) as relay:
+        facts = {}
+        for client in LYING:
+            completed = run_client(client, relay.url, proxy.master_key)
+            facts[client.name] = with_usage_seen(
+                facts_of(client, completed, relay.exchanges, upstream), proxy
+            )
+        yield facts
+
+
+@pytest.mark.parametrize("client", LYING, ids=lambda c: c.name)
+def test_a_cli_against_usage_that_lies_runs_to_the_end_within_its_window_the_usage_set_aside(
+    runs: dict[str, ClientFacts], client: AgentClient
+) -> None:
+    facts = runs[client.name]
+    assert problems(facts) == [], f"{problems(facts)}\nstderr: {facts.completed.stderr[-2000:]}"
+    assert facts.applied > 0 and facts.largest <= client.window
+    mode = client.name.rsplit(" ", 1)[-1]
+    assert facts.samples.get(SET_ASIDE[mode], 0) > 0 and facts.said
