@@ -11,6 +11,8 @@ sees whether the hook's decisions and figures follow what is billed:
   request it received (its own format adapter and tokenizer for the model's name): a provider whose
   count is ours times a constant, so a test sees every window, threshold and figure converted, and
   nothing else;
+* ``media<N>``: as compact_hook counts, but each image or document N tokens (a provider billing media
+  by their size, where we count a fixed estimate: ``media50`` is a 1×1 image);
 * ``ctok30`` / ``ctok47`` / ``ctok48``: as Claude counts, by ctok (an offline reconstruction of
   Claude's ``count_tokens``, exact on its held-out sets; family 3.0 is Claude 3 to Opus 4.6, 4.7 Opus
   4.7, 4.8 Opus 4.8, Sonnet 5 and Fable 5): each text's tokens, the request's frame once, 3 tokens a
@@ -58,6 +60,7 @@ MEMO_CHARS = 64 * 1024 * 1024
 
 _RATIO = re.compile(r"bill(\d{2,3})")
 _USAGE = re.compile(r"usage-(tail|zero|msgs|cap(\d+))")
+_MEDIA = re.compile(r"media(\d+)")
 _CLAUDE = re.compile(r"ctok(30|47|48)")
 
 
@@ -121,12 +124,17 @@ def billing_for(model: str) -> Bill | None:
     if claude is not None:
         family = {"30": "3.0", "47": "4.7", "48": "4.8"}[claude.group(1)]
         return lambda surface, body, texts, tools: _claude(family, texts, tools)
+    media = _MEDIA.search(model)
+    if media is not None:
+        each = int(media.group(1))
+        return lambda surface, body, texts, tools: _ours(surface, body, media=each)
     return lambda surface, body, texts, tools: _ours(surface, body)
 
 
-def _ours(surface: str, body: dict[str, Any], messages_only: bool = False) -> int:
+def _ours(surface: str, body: dict[str, Any], messages_only: bool = False, media: int | None = None) -> int:
     """What compact_hook counts of the request: its own adapter and the tokenizer it picks by name
-    (``messages_only``: its messages, system and developer ones and the rest it reads left out)."""
+    (``messages_only``: its messages, system and developer ones and the rest it reads left out;
+    ``media``: each image or document billed that many tokens, not our fixed estimate)."""
     from compact_hook.core.counting import item_strings, request_total
     from compact_hook.core.items import Role
     from compact_hook.formats import ANTHROPIC, CHAT, GOOGLE, RESPONSES, Conversation
@@ -139,11 +147,20 @@ def _ours(surface: str, body: dict[str, Any], messages_only: bool = False) -> in
         return 0
     counter = counter_for(tokenizer_name_for_model(str(body.get("model", ""))))
     counts = counter.count(parsed.prints(), lambda i: item_strings(parsed.item(i)))
+    if media is not None:
+        counts = [n + _media_difference(parsed.item(i), media) for i, n in enumerate(counts)]
     if messages_only:
         kept = [n for i, n in enumerate(counts) if parsed.item(i).role is not Role.SYSTEM]
         return request_total(0, kept)
     context = counter.count(parsed.context_prints(), lambda i: context_strings(parsed.context[i]))
     return request_total(sum(context) + (parsed.overhead if parsed.context else 0), counts)
+
+
+def _media_difference(item: Any, each: int) -> int:
+    """What an item's media are billed at ``each`` tokens apiece, against our fixed estimate of them."""
+    from compact_hook.core.items import PartKind
+
+    return sum(each - part.fixed_tokens for part in item.parts if part.kind is PartKind.MEDIA)
 
 
 def _claude(family: str, texts: list[str], tools: Any) -> int:

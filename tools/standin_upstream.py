@@ -80,6 +80,8 @@ or ``gemini/`` prefix; Google's is the path's), and the modes compose:
   but what servers that lie report (``billing.reported``: the input after the prefix held from the
   model's previous request, 0 when one is held, at most N, the messages only), with no cache fields; the
   recorded request gets ``"reported"``;
+* ``throttle`` -> a request whose text holds ``THROTTLE-THIS-TENANT`` gets a 429 in Bedrock's words ("Too
+  many tokens, please wait before trying again.", ``throttled``): one tenant's rate limit;
 * ``recaller`` -> offered the recall tool and shown a handle (``recall 048213``), calls the tool with
   the first handle it sees; given the answer, replies ``RECALLED <handle>: <its start>``
   (``recaller``; chat and Messages);
@@ -280,6 +282,20 @@ def parse_json_object(raw: bytes) -> dict[str, Any]:
 def error_body(message: str, err_type: str, code: str | None, param: str | None = None) -> dict[str, Any]:
     """OpenAI-style error JSON, which litellm maps to its own exception types."""
     return {"error": {"message": message, "type": err_type, "param": param, "code": code}}
+
+
+THROTTLE_MARKER = "THROTTLE-THIS-TENANT"
+THROTTLE_WORDS = "Too many tokens, please wait before trying again."
+"""Bedrock's throttle, which reads like a "too long" and is not one."""
+
+
+def throttled(surface: str) -> dict[str, Any]:
+    """A rate limit's 429 body on ``surface``, in Bedrock's words."""
+    if surface == "messages":
+        return {"type": "error", "error": {"type": "rate_limit_error", "message": THROTTLE_WORDS}}
+    if surface == "google":
+        return {"error": {"code": 429, "message": THROTTLE_WORDS, "status": "RESOURCE_EXHAUSTED"}}
+    return error_body(THROTTLE_WORDS, "rate_limit_error", "rate_limit_exceeded")
 
 
 class FlakyLuck:
@@ -1248,6 +1264,9 @@ class _Handler(BaseHTTPRequestHandler):
         limit = window_limit(model)
         if limit is not None and tokens > limit:
             self._send_json(400, surface.too_long(tokens, limit))
+            return
+        if "throttle" in model and any(THROTTLE_MARKER in text for text in surface.texts(req)):
+            self._send_json(429, throttled(surface.name))
             return
         if self._delay_or_fail(model, surface.failure):
             return
