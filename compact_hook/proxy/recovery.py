@@ -213,8 +213,8 @@ class Recovery:
         window = configured.context_window if configured is not None else None
         if window is not None and learned < config.learned_window_floor * window:
             logger.warning(
-                "compact_hook: model %r refused a request over %d tokens, below learned_window_floor (%g) of "
-                "its context_window (%d): later requests keep %d; set context_window to what the provider "
+                "compact_hook: model %r taught a window of %d tokens, below learned_window_floor (%g) of its "
+                "context_window (%d): later requests keep %d; set context_window to what the provider "
                 "accepts",
                 group,
                 learned,

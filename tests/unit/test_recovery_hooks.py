@@ -32,6 +32,11 @@ MISCOUNTED = (  # the configured 20K window is right, our count is not: the prov
 )
 
 
+COUNTED_LESS = (  # 24,000 for our 30,000
+    "This model's maximum context length is 12000 tokens. However, your messages resulted in 24000 tokens."
+)
+
+
 def recovery() -> Recovery:
     return Recovery(Services(CompactConfig(), ProcessConfig(), Metrics(CollectorRegistry())))
 
@@ -94,6 +99,23 @@ async def test_the_retry_is_compacted_to_the_learned_window_as_the_same_tenant_a
     assert await healer.services.learned.get("agent", "team:t") is None  # the window was right
     assert report["session_id"] == "s-1" and report.tenant == "team:t"
     assert router.calls[0]["metadata"]["compact_hook_internal"] == INTERNAL_TOKEN
+
+
+async def test_a_retry_is_never_sized_below_our_own_count_by_a_provider_that_counts_less(
+    router: SpyRouter,
+    mocked_upstream: respx.Route,
+) -> None:
+    """It counted 0.8 of what we did: the retry replaces the middle with a summary, which it may count
+    in another proportion than the whole it refused; followed down, the retry can be refused again."""
+    healer = recovery()
+    messages = load_transcript("claude_code_fa812bfe_pre_compact.json")
+    kwargs = attempt(
+        copy.deepcopy(messages), COUNTED_LESS, tokens_after=30_000, **{RETRY_KEY: INTERNAL_TOKEN}
+    )
+    await healer.before_attempt(kwargs, "acompletion")
+    report = report_in(kwargs)
+    assert report is not None and report["recovered"] is True
+    assert report["count_source"] == "prior" and report["tokens_after"] <= 12_000  # in our own count
 
 
 async def test_a_retry_that_follows_another_error_raises_that_error(router: SpyRouter) -> None:
