@@ -165,9 +165,8 @@ class Recovery:
         control = dataclasses.replace(previous.control, mode=Mode.FORCE)
         who = Engaged(group, session_id, previous.tenant, control)
         config = dataclasses.replace(settled.config, context_window=refusal.window)
-        retried = dataclasses.replace(
-            settled, config=config, ratio=refusal.retry_ratio(settled.ratio, previous.counted)
-        )
+        ratio = refusal.retry_ratio(settled.ratio, previous.counted)
+        retried = dataclasses.replace(settled, config=config, ratio=ratio)
         result = await self.services.compactor.compact(engine_request(kwargs, parsed, who, retried))
         previous.follow(report_of(result, session_id, wire.name))  # what the headers hook reads
         record_savings(kwargs, wire.metadata_key, result)
