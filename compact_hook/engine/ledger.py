@@ -15,6 +15,12 @@ from collections.abc import Callable
 from compact_hook.core.economics import CacheNote, Heard
 from compact_hook.state.store import CompactionStore
 
+
+class Unread:
+    """A note not read yet (``None`` is a note read and not found)."""
+
+
+UNREAD = Unread()
 PREFIX = b"cache:"
 KEEP_TTLS = 4
 """A note outlives the cache it describes by this many lifetimes: long enough to tell cold from new."""
@@ -32,10 +38,14 @@ class CacheLedger:
         text = await self.store.get_note(PREFIX + conversation)
         return CacheNote.from_text(text) if text is not None else None
 
-    async def heard(self, conversation: bytes, heard: Heard, ttl: float) -> CacheNote:
-        """The provider's report of the conversation's latest request, remembered."""
+    async def heard(
+        self, conversation: bytes, heard: Heard, ttl: float, known: CacheNote | None | Unread = UNREAD
+    ) -> CacheNote:
+        """The provider's report of the conversation's latest request, remembered (``known``: its
+        note as already read, else it is read here)."""
         now = self.clock()
-        known = await self.note(conversation)
+        if isinstance(known, Unread):
+            known = await self.note(conversation)
         note = known.after(now, heard) if known is not None else heard.first(now)
         if self.store is None:
             self._local[conversation] = note

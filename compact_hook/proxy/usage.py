@@ -101,7 +101,7 @@ class Bills:
             heard = Heard(
                 usage.cache_read, usage.cache_write, usage.uncached, report.counted, judged.verdict.usable
             )
-            await ledger.heard(report.conversation, heard, config.cache_ttl_seconds)
+            await ledger.heard(report.conversation, heard, config.cache_ttl_seconds, known=note)
         ttl = config.learned_window_ttl_seconds
         learned = await self.services.ratios.heard(report.group, report.tenant, judged, trust, ttl)
         self.services.metrics.count_sample(report.group, learned)
