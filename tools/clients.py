@@ -33,16 +33,11 @@ from tests.integration.agent_clients import (  # noqa: E402
     CLIENTS,
     USAGE_MODES,
     ClientFacts,
-    agent_proxy,
-    count_samples,
-    facts_of,
     lying,
     problems,
-    run_client,
-    set_aside_said,
+    run_each,
     standing,
 )
-from tests.integration.relay import Relay  # noqa: E402
 
 PIPED_WIDTH = 200
 
@@ -77,17 +72,8 @@ def main() -> int:
     if missing:
         console.print(f"[red]not installed:[/red] {', '.join(missing)} — run `make clients-install`")
         return 2
-    runs = []
-    with agent_proxy(chosen) as (upstream, proxy), Relay(proxy.url) as relay:
-        for client in chosen:
-            with console.status(f"{client.name} {client.version}: {client.binary} through the proxy…"):
-                completed = run_client(client, relay.url, proxy.master_key)
-            facts = facts_of(client, completed, relay.exchanges, upstream)
-            facts.samples, facts.said = (
-                count_samples(proxy, client.group),
-                set_aside_said(proxy, client.group),
-            )
-            runs.append(facts)
+    with console.status(f"{len(chosen)} CLI runs through the proxy, one at a time…"):
+        runs = list(run_each(chosen))
     console.print(_table(runs))
     if args.capture is not None:
         _capture(runs, args.capture)

@@ -46,7 +46,7 @@ from tests.integration.harness import (
     standin_deployment,
     standin_upstream,
 )
-from tests.integration.relay import Exchange
+from tests.integration.relay import Exchange, Relay
 from tests.support import pairing_problems, summaries_in, tokens_of
 
 agent_script = standin_upstream.agent_script
@@ -583,6 +583,22 @@ def agent_proxy(clients: tuple[AgentClient, ...] = CLIENTS) -> Iterator[tuple[St
         }
         with StandinUpstream() as upstream, ProxyProcess(proxy_config(upstream, clients), env=env) as proxy:
             yield upstream, proxy
+
+
+def run_each(clients: tuple[AgentClient, ...]) -> Iterator[ClientFacts]:
+    """Every client through one proxy, one at a time, as its users run it: what each did (the proxy's
+    word on its usage included). One at a time: three at once on one proxy (with the other test
+    worker busy) once made Gemini CLI pay 10 summary calls for 8 applied, its preparations outgrown
+    while they waited (issue 25's note); run alone, each CLI's pacing is the one its users see."""
+    missing = [str(client.executable) for client in clients if not client.executable.exists()]
+    if missing:
+        raise FileNotFoundError(
+            f"the agent CLIs are not installed ({', '.join(missing)}): run `make clients-install`"
+        )
+    with agent_proxy(clients) as (upstream, proxy), Relay(proxy.url) as relay:
+        for client in clients:
+            completed = run_client(client, relay.url, proxy.master_key)
+            yield with_usage_seen(facts_of(client, completed, relay.exchanges, upstream), proxy)
 
 
 # -- running a CLI --------------------------------------------------------------------------------

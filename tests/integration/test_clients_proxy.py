@@ -10,8 +10,6 @@ calls no more than summaries applied + 1; ``make clients`` prints the same as a 
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import pytest
 
 from tests.integration.agent_clients import (
@@ -26,13 +24,10 @@ from tests.integration.agent_clients import (
     QWEN_CODE,
     AgentClient,
     ClientFacts,
-    agent_proxy,
-    facts_of,
     on_deployment,
     problems,
-    run_client,
+    run_each,
 )
-from tests.integration.relay import Relay
 
 pytestmark = pytest.mark.integration  # on the newest LiteLLM the formats tests replay what these CLIs sent
 
@@ -45,19 +40,8 @@ on a model that has none (``tools/codex_compaction.py`` runs every provider setu
 
 
 @pytest.fixture(scope="module")
-def runs() -> Iterator[dict[str, ClientFacts]]:
-    missing = [str(client.executable) for client in CLIENTS if not client.executable.exists()]
-    if missing:
-        pytest.fail(f"the agent CLIs are not installed ({', '.join(missing)}): run `make clients-install`")
-    with agent_proxy(RUN) as (upstream, proxy), Relay(proxy.url) as relay:
-        # one CLI at a time: three at once on one proxy (with the other test worker busy) once made
-        # Gemini CLI pay 10 summary calls for 8 applied, its preparations outgrown while they waited
-        # (issue 25's note); run alone, each CLI's pacing is the one its users see
-        facts = {}
-        for client in RUN:
-            completed = run_client(client, relay.url, proxy.master_key)
-            facts[client.name] = facts_of(client, completed, relay.exchanges, upstream)
-        yield facts
+def runs() -> dict[str, ClientFacts]:
+    return {facts.client.name: facts for facts in run_each(RUN)}
 
 
 def _explained(facts: ClientFacts) -> str:

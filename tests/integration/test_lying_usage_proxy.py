@@ -12,8 +12,6 @@ its context is learned (``agent_clients._lying_problems``). Before issue 44 the 
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import pytest
 
 from tests.integration.agent_clients import (
@@ -24,14 +22,10 @@ from tests.integration.agent_clients import (
     USAGE_MODES,
     AgentClient,
     ClientFacts,
-    agent_proxy,
-    facts_of,
     lying,
     problems,
-    run_client,
-    with_usage_seen,
+    run_each,
 )
-from tests.integration.relay import Relay
 
 pytestmark = pytest.mark.integration
 
@@ -39,18 +33,8 @@ LYING = tuple(lying(client, mode) for mode in USAGE_MODES for client in (CLAUDE_
 
 
 @pytest.fixture(scope="module")
-def runs() -> Iterator[dict[str, ClientFacts]]:
-    missing = [str(client.executable) for client in LYING if not client.executable.exists()]
-    if missing:
-        pytest.fail(f"the agent CLIs are not installed ({', '.join(missing)}): run `make clients-install`")
-    with agent_proxy(LYING) as (upstream, proxy), Relay(proxy.url) as relay:
-        facts = {}
-        for client in LYING:
-            completed = run_client(client, relay.url, proxy.master_key)
-            facts[client.name] = with_usage_seen(
-                facts_of(client, completed, relay.exchanges, upstream), proxy
-            )
-        yield facts
+def runs() -> dict[str, ClientFacts]:
+    return {facts.client.name: facts for facts in run_each(LYING)}
 
 
 @pytest.mark.parametrize("client", LYING, ids=lambda c: c.name)
