@@ -25,24 +25,17 @@ from tests.integration.agent_clients import (  # noqa: E402
     CODEX_COMPACTING,
     DEPLOYMENTS,
     ClientFacts,
-    agent_proxy,
-    facts_of,
     on_deployment,
     problems,
-    run_client,
+    run_each,
 )
-from tests.integration.relay import Relay  # noqa: E402
 
 
 def main() -> int:
     chosen = tuple(on_deployment(client, where) for client in CODEX_COMPACTING for where in DEPLOYMENTS)
     console = Console(width=200)
-    runs: list[ClientFacts] = []
-    with agent_proxy(chosen) as (upstream, proxy), Relay(proxy.url) as relay:
-        for client in chosen:
-            with console.status(f"{client.name}…"):
-                completed = run_client(client, relay.url, proxy.master_key)
-            runs.append(facts_of(client, completed, relay.exchanges, upstream))
+    with console.status(f"{len(chosen)} Codex runs through the proxy, one at a time…"):
+        runs: list[ClientFacts] = list(run_each(chosen))
     table = Table(title=f"Codex {chosen[0].version}: its own compaction served by the proxy (30 tool turns)")
     columns = ("provider setup, deployment", "exit", "turns", "Codex compactions", "summary calls")
     columns += ("summaries reached the provider", "our item unexpanded upstream", "orphans", "verdict")
