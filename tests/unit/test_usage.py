@@ -81,3 +81,24 @@ async def test_our_own_summary_calls_and_unreported_requests_are_not_heard(route
     await bills.heard(internal)
     await bills.heard({"litellm_params": {"metadata": {"model_group": "agent"}}})  # no report: not ours
     assert (await services.ratios.ratio("agent", "team:a", Trust(1.1))).source is RatioSource.PRIOR
+
+
+async def test_a_bill_pinned_at_a_servers_context_sets_the_usage_aside_and_teaches_that_tenant_its_window(
+    router: SpyRouter,
+) -> None:
+    """A server truncating silently to 12,000 tokens (the group's window: 20,000) reports what it kept: the same bill while we forward
+    more. The tenant's counts go back to the prior and its window becomes the server's context (with
+    the request's reply reserve); another tenant's stays as configured."""
+    registry = CollectorRegistry()
+    services = Services(CompactConfig(), ProcessConfig(), Metrics(registry))
+    bills = Bills(services)
+    services.metrics.known_group("agent")
+    for ours in (11_000, 14_000, 17_000):
+        report = counted(ours, b"conversation-9")
+        report.forwarded = Forwarded(ours, 3_000, reserve=1_000)
+        await bills.heard(success("agent", report, {"prompt_tokens": min(ours, 12_000)}))
+    capped = {"model_group": "agent", "outcome": "capped"}
+    assert registry.get_sample_value("compact_hook_count_samples_total", capped) == 1
+    assert await services.learned.get("agent", "team:a") == 13_000
+    assert await services.learned.get("agent", "team:b") is None
+    assert await services.ratios.ratio("agent", "team:a", TRUST) == CountRatio(1.0)
