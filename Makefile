@@ -100,6 +100,7 @@ bench: install clients-install
 	$(PY) bench/bench_retention.py
 	$(PY) bench/bench_cost.py
 	$(PY) bench/bench_cost_clients.py
+	$(PY) bench/bench_usage_lies.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache compact_archive
