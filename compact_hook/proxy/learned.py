@@ -23,6 +23,7 @@ What is learned here reaches every tenant of a group and every replica, so it is
 from __future__ import annotations
 
 import dataclasses
+import functools
 import hashlib
 import logging
 import math
@@ -55,6 +56,7 @@ GROUP_CEILING = 2.0
 tenant's first count only so far (its own responses then count it)."""
 
 
+@functools.lru_cache(maxsize=LOCAL_TENANTS)
 def tenant_key(tenant: str) -> str:
     """A tenant's name as the store keeps it: a hash, never a key."""
     return hashlib.blake2b(tenant.encode("utf-8", "surrogatepass"), digest_size=8).hexdigest()
@@ -111,6 +113,7 @@ class LearnedWindows:
             self._memo.popitem(last=False)
 
 
+@functools.lru_cache(maxsize=LOCAL_TENANTS)
 def _window_key(group: str, tenant: str | None) -> bytes:
     scope = group if tenant is None else f"{group}\n{tenant_key(tenant)}"
     return NOTE_PREFIX + scope.encode("utf-8", "surrogatepass")
@@ -170,6 +173,9 @@ class LearnedRatios:
         self._shared: dict[str, tuple[float, dict[str, TenantCount]]] = {}
         self._published: dict[str, float] = {}
         self._said: dict[str, float] = {}
+        self._medians: dict[str, tuple[float, float | None]] = {}
+        """Per group, the median and when it was taken: taken again when this replica learns or the
+        store's tenants are read again, not on every request."""
 
     async def ratio(self, group: str, tenant: str, trust: Trust) -> CountRatio:
         """How a request of ``tenant`` is counted before its conversation has its own bills: the
@@ -215,6 +221,7 @@ class LearnedRatios:
         return found if found is not None else (await self._from_store(group)).get(key)
 
     def _keep(self, group: str, key: str, count: TenantCount) -> None:
+        self._medians.pop(group, None)
         local = self._local.setdefault(group, OrderedDict())
         local[key] = count
         local.move_to_end(key)
@@ -224,13 +231,13 @@ class LearnedRatios:
     async def _median(self, group: str) -> float | None:
         """The tenants' estimates' median (the upper middle of an even number: a count too high is
         the safe side), over tenants with ``MIN_SAMPLES`` responses whose usage is not set aside."""
-        tenants = {**await self._from_store(group), **self._local.get(group, {})}
-        ratios = sorted(
-            count.stats.ratio
-            for count in tenants.values()
-            if count.aside is None and count.stats.samples >= MIN_SAMPLES
-        )
-        return ratios[len(ratios) // 2] if ratios else None
+        shared = await self._from_store(group)
+        taken = self._medians.get(group)
+        if taken is not None and taken[0] >= self._shared[group][0]:
+            return taken[1]
+        median = _median_of({**shared, **self._local.get(group, {})})
+        self._medians[group] = (self.clock(), median)
+        return median
 
     async def _from_store(self, group: str) -> dict[str, TenantCount]:
         found = self._shared.get(group)
@@ -291,6 +298,15 @@ class LearnedRatios:
             ratio,
             said,
         )
+
+
+def _median_of(tenants: dict[str, TenantCount]) -> float | None:
+    ratios = sorted(
+        count.stats.ratio
+        for count in tenants.values()
+        if count.aside is None and count.stats.samples >= MIN_SAMPLES
+    )
+    return ratios[len(ratios) // 2] if ratios else None
 
 
 def _ratios_key(group: str) -> bytes:
