@@ -39,6 +39,15 @@ UNPRICED = Pricing()
 
 
 @dataclass(frozen=True, slots=True)
+class Caller:
+    """Whose request it is, before it is parsed: the tenant, and the key's and team's control (what
+    its settings are settled for, ``proxy.settings``; ``Engaged`` adds the model and session)."""
+
+    tenant: str
+    control: Control
+
+
+@dataclass(frozen=True, slots=True)
 class Engaged:
     """Whose request it is and what they asked: model group, session, tenant, control."""
 

@@ -21,7 +21,7 @@ from compact_hook.formats import Rejected, WireFormat, carries_conversation, for
 from compact_hook.formats.command import command_in
 from compact_hook.proxy import server
 from compact_hook.proxy.answer import ANSWERED, answer_text, answerable
-from compact_hook.proxy.caller import Engaged, engine_request, session_id_of, tenant_of
+from compact_hook.proxy.caller import Caller, Engaged, engine_request, session_id_of, tenant_of
 from compact_hook.proxy.control import control_of, with_command
 from compact_hook.proxy.logs import for_model_group
 from compact_hook.proxy.recall import Offer
@@ -36,7 +36,7 @@ from compact_hook.proxy.remote_compaction import (
 from compact_hook.proxy.report import Report, record_summary_cost
 from compact_hook.proxy.router_summarizer import RouterSummarizer
 from compact_hook.proxy.services import Services
-from compact_hook.proxy.settings import Caller, settle
+from compact_hook.proxy.settings import settle
 from compact_hook.proxy.telemetry import Telemetry, log_reshaped
 
 logger = logging.getLogger(__name__)

@@ -33,12 +33,12 @@ from compact_hook.core.failures import Overflow, is_context_error
 from compact_hook.core.outcomes import Mode
 from compact_hook.formats import Rejected, format_for
 from compact_hook.proxy import server
-from compact_hook.proxy.caller import Engaged, call_type_name, engine_request, group_of, session_id_of
+from compact_hook.proxy.caller import Caller, Engaged, call_type_name, engine_request, group_of, session_id_of
 from compact_hook.proxy.logs import for_model_group
 from compact_hook.proxy.report import record_savings, report_in, report_of
 from compact_hook.proxy.router_summarizer import INTERNAL_TOKEN
 from compact_hook.proxy.services import Services
-from compact_hook.proxy.settings import Caller, settle
+from compact_hook.proxy.settings import settle
 
 logger = logging.getLogger(__name__)
 

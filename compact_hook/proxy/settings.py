@@ -11,16 +11,14 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from dataclasses import dataclass
 from typing import Any
 
 from compact_hook.config import CompactConfig
 from compact_hook.core.evidence import trust_of
-from compact_hook.proxy.caller import Pricing, Settled
-from compact_hook.proxy.control import Control
+from compact_hook.proxy.caller import Caller, Pricing, Settled
 from compact_hook.proxy.services import Services
 
-__all__ = ["Caller", "Settled", "settle"]
+__all__ = ["Settled", "settle"]
 
 
 async def settle(services: Services, router: Any, group: str, who: Caller) -> Settled | None:
@@ -37,14 +35,6 @@ async def settle(services: Services, router: Any, group: str, who: Caller) -> Se
         config = dataclasses.replace(config, context_window=learned)
     ratio = await services.ratios.ratio(group, who.tenant, trust_of(config))
     return Settled(config, _pricing(services, router, group, config), ratio)
-
-
-@dataclass(frozen=True, slots=True)
-class Caller:
-    """Who a request is settled for: its tenant and the key's and team's control."""
-
-    tenant: str
-    control: Control
 
 
 def learned_window(config: CompactConfig, learned: int) -> int:
