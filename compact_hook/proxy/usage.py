@@ -38,6 +38,7 @@ from compact_hook.core.economics import CacheNote, Heard
 from compact_hook.core.evidence import Earlier, trust_of
 from compact_hook.core.pricing import Usage
 from compact_hook.proxy import server
+from compact_hook.proxy.answer import ANSWERED
 from compact_hook.proxy.caller import group_of
 from compact_hook.proxy.report import Report, report_in
 from compact_hook.proxy.router_summarizer import is_internal_call
@@ -82,6 +83,8 @@ class Bills:
             usage = provider_usage(kwargs)
             if report is None or usage is None or not report.group or group_of(params) != report.group:
                 return
+            if report.get(ANSWERED):  # the proxy answered (``/compact``, Codex's compaction): what
+                return  # the provider billed, if anything, is the ping the answer rode on
             router = server.proxy_router()
             config = self.services.models.resolve(router, report.group) if router is not None else None
             if config is not None:

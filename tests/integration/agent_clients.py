@@ -32,6 +32,7 @@ from typing import Any
 from prometheus_client.parser import text_string_to_metric_families
 
 from compact_hook.config import CompactConfig
+from compact_hook.core.evidence import Verdict
 from compact_hook.core.items import SUMMARY_PREFIX
 from compact_hook.formats import ANTHROPIC, CHAT, GOOGLE, RESPONSES, WireFormat
 from compact_hook.formats.base import positive_int
@@ -871,10 +872,12 @@ than ``problems`` allows otherwise."""
 
 
 def _lying_problems(facts: ClientFacts) -> list[str]:
-    """Usage that lies must be set aside, said and counted; a truncating server's context learned."""
+    """Usage that lies must be set aside, said and counted, a truncating server's context learned;
+    truthful usage must not be."""
     mode = lies_as(facts.client)
-    if mode is None:
-        return []
+    if mode is None:  # truthful usage is never set aside
+        aside = {outcome: n for outcome, n in facts.samples.items() if n and Verdict(outcome).sets_aside}
+        return [f"truthful usage set aside: {aside}"] if aside else []
     found = []
     expected = SET_ASIDE[mode]
     if not facts.samples.get(expected):

@@ -102,3 +102,22 @@ async def test_a_bill_pinned_at_a_servers_context_sets_the_usage_aside_and_teach
     assert await services.learned.get("agent", "team:a") == 13_000
     assert await services.learned.get("agent", "team:b") is None
     assert await services.ratios.ratio("agent", "team:a", TRUST) == CountRatio(1.0)
+
+
+async def test_a_request_the_proxy_answered_itself_teaches_nothing(router: SpyRouter) -> None:
+    """Codex's compaction is answered by the proxy on the back of a ping the provider bills a few
+    tokens for: set against our count of the whole conversation, it read as usage that left the system
+    and tools out (9 responses of `make clients`' Codex run were set aside so)."""
+    registry = CollectorRegistry()
+    services = Services(CompactConfig(), ProcessConfig(), Metrics(registry))
+    services.metrics.known_group("agent")
+    report = counted(10_000)
+    report["answered"] = True
+    await Bills(services).heard(success("agent", report, {"prompt_tokens": 12}))
+    assert (
+        registry.get_sample_value(
+            "compact_hook_count_samples_total", {"model_group": "agent", "outcome": "fixed_left_out"}
+        )
+        is None
+    )
+    assert await services.compactor.ledger.note(b"conversation-1") is None
