@@ -17,7 +17,7 @@ from typing import Any
 
 from compact_hook.core.outcomes import Mode, Reason
 from compact_hook.engine.result import CompactResult
-from compact_hook.formats import Rejected, WireFormat, carries_conversation, format_for
+from compact_hook.formats import RESPONSES, Rejected, WireFormat, carries_conversation, format_for
 from compact_hook.formats.command import command_in
 from compact_hook.proxy import server
 from compact_hook.proxy.answer import ANSWERED, answer_text, answerable
@@ -27,7 +27,9 @@ from compact_hook.proxy.logs import for_model_group
 from compact_hook.proxy.recall import Offer
 from compact_hook.proxy.recovery import attach_fallbacks
 from compact_hook.proxy.remote_compaction import (
+    NOTHING,
     CompactionAnswer,
+    Expansion,
     asks_compaction,
     memento_of,
     memento_settings,
@@ -41,6 +43,9 @@ from compact_hook.proxy.telemetry import Telemetry, log_reshaped
 
 logger = logging.getLogger(__name__)
 
+RESPONSES_CALL = "aresponses"
+"""The call type of ``/v1/responses``, the one wire Codex's compaction items come on."""
+
 
 class RequestGate:
     """Compacts what it may of each request before LiteLLM routes it."""
@@ -52,7 +57,11 @@ class RequestGate:
         self, user_api_key_dict: Any, data: dict[str, Any], call_type: str
     ) -> str | CompactionAnswer | None:
         """Compact ``data`` in place where it helps; the proxy's own answer to a ``/compact``
-        command or to Codex's compaction trigger (then no model is called), else None."""
+        command or to Codex's compaction trigger (then no model is called), else None. Our
+        compaction items are expanded first, whatever the group: one that reached the provider would
+        fail the request, and every later one of the conversation."""
+        tenant = tenant_of(user_api_key_dict)
+        expansion = await self._expand(data, call_type, tenant)
         router = server.proxy_router()
         model = data.get("model")
         if router is None or not isinstance(model, str):
@@ -67,17 +76,14 @@ class RequestGate:
                 self.telemetry.unhandled(call_type, model)
             return None
         control = control_of(data, wire.metadata_key, user_api_key_dict)
-        tenant = tenant_of(user_api_key_dict)
         settled = await settle(self.services, router, model, Caller(tenant, control))
         if settled is None:
             return None
         config = settled.config
-        expansion = await self.services.mementos.expand(data, tenant)  # before anything reads the input
-        self.telemetry.expanded(data, model, expansion)
         if expansion.expanded:  # the client compacts this conversation itself: preparing ahead is waste
             settled = dataclasses.replace(settled, config=dataclasses.replace(config, prepare=False))
         parsed = wire.parse(data)
-        codex = not isinstance(parsed, Rejected) and asks_compaction(parsed.entries)
+        codex = not isinstance(parsed, Rejected) and wire is RESPONSES and asks_compaction(parsed.entries)
         if codex and config.remote_compaction == "theirs":
             parsed = Rejected(Reason.CLIENT_MANAGED, "compaction_trigger, served by the provider")
         if isinstance(parsed, Rejected):
@@ -125,6 +131,15 @@ class RequestGate:
         if config.recover and control.mode is not Mode.OFF:
             attach_fallbacks(data, model, router, call_type)
         return None
+
+    async def _expand(self, data: dict[str, Any], call_type: str, tenant: str) -> Expansion:
+        """Our compaction items in a Responses request replaced by what they stand for, before anything
+        reads the input (``proxy.remote_compaction``)."""
+        if call_type != RESPONSES_CALL:
+            return NOTHING
+        expansion = await self.services.mementos.expand(data, tenant)
+        self.telemetry.expanded(data, str(data.get("model")), expansion)
+        return expansion
 
     async def _answer_codex(
         self, data: dict[str, Any], wire: WireFormat, result: CompactResult, report: Report, tenant: str

@@ -32,7 +32,7 @@ from compact_hook.proxy.metrics import Metrics, Outcome, default_metrics, serve
 from compact_hook.proxy.models import ModelSettings
 from compact_hook.proxy.recall import answered, audit_recalls, recalled_stream
 from compact_hook.proxy.recovery import Recovery
-from compact_hook.proxy.remote_compaction import CompactionAnswer
+from compact_hook.proxy.remote_compaction import CompactionAnswer, without_ours
 from compact_hook.proxy.report import scrub
 from compact_hook.proxy.router_summarizer import INTERNAL_MARKER, is_internal_call
 from compact_hook.proxy.services import Services
@@ -97,11 +97,13 @@ class CompactHook(CustomLogger):
         except MalformedError as exc:
             logger.info("compact_hook: request %s passed through: %s", data.get("litellm_call_id"), exc)
             self.telemetry.failed_open(data, call_type, Reason.MALFORMED)
+            without_ours(data)
         except Exception:
             logger.exception(
                 "compact_hook: internal error, request %s forwarded unchanged", data.get("litellm_call_id")
             )
             self.telemetry.failed_open(data, call_type, Outcome.FAILED_OPEN)
+            without_ours(data)  # as sent, but for our own items: never the provider's to read
         self.telemetry.held(data, call_type, start)
         if reply is not None:  # /compact or Codex's compaction: the proxy answers, no model call
             answering = answer(reply, data, str(call_type))

@@ -27,6 +27,7 @@ import dataclasses
 import hashlib
 import json
 import logging
+import re
 import secrets
 import time
 from collections.abc import Iterator, Mapping, Sequence
@@ -37,7 +38,7 @@ from compact_hook.config import CompactConfig
 from compact_hook.core.items import Role
 from compact_hook.engine.result import CompactResult
 from compact_hook.formats.base import WireFormat
-from compact_hook.state.store import CompactionStore
+from compact_hook.state.store import MAX_RECORD_CHARS, CompactionStore
 
 logger = logging.getLogger(__name__)
 
@@ -45,6 +46,14 @@ TRIGGER = "compaction_trigger"
 COMPACTION = "compaction"
 HANDLE_PREFIX = "compact_hook:"
 """Every handle we give out starts so: an item with another ``encrypted_content`` is the provider's."""
+HANDLE = re.compile(r"compact_hook:[A-Za-z0-9_-]{22}")
+"""A handle exactly as ``Mementos.keep`` makes them (``secrets.token_urlsafe(16)``): anything else
+under our prefix is not looked up."""
+MAX_EXPANDED = 4
+"""Distinct handles of ours looked up per request: Codex carries one (its newest compaction)."""
+MAX_EXPANDED_CHARS = 2 * MAX_RECORD_CHARS
+"""What one request's mementos may add, in all (each is a record of at most ``MAX_RECORD_CHARS``)."""
+REFUSED_NOTICE = "[compact_hook: compaction items beyond what one request may carry were left out]"
 LOST_NOTICE = (
     "[compact_hook: the earlier part of this conversation was summarized, but that summary has expired "
     "and is no longer available]"
@@ -52,8 +61,23 @@ LOST_NOTICE = (
 
 
 def asks_compaction(entries: Sequence[Any]) -> bool:
-    """Whether a Responses request's input ends with Codex's trigger."""
-    return bool(entries) and isinstance(entries[-1], dict) and entries[-1].get("type") == TRIGGER
+    """Whether a Responses request's input ends with Codex's trigger: an item (no role) of its type."""
+    last = entries[-1] if entries else None
+    return isinstance(last, dict) and last.get("type") == TRIGGER and "role" not in last
+
+
+def without_ours(data: dict[str, Any]) -> int:
+    """Our compaction items left in a request (its expansion failed, or never ran) replaced by one
+    notice, looking nothing up: the provider refuses an item it cannot decrypt, and a Codex session
+    that sent one would fail on every later turn. How many there were."""
+    items = data.get("input")
+    if not isinstance(items, list) or not any(is_ours(item) for item in items):
+        return 0
+    ours = [index for index, item in enumerate(items) if is_ours(item)]
+    kept = [item for item in items if not is_ours(item)]
+    kept.insert(ours[0], _notice(LOST_NOTICE))
+    data["input"] = kept
+    return len(ours)
 
 
 def is_ours(item: object) -> bool:
@@ -69,10 +93,12 @@ def is_ours(item: object) -> bool:
 @dataclass(frozen=True, slots=True)
 class Expansion:
     """What expanding a request's compaction items did: how many were ours and found, how many were
-    ours and gone (expired, or another tenant's)."""
+    ours and gone (expired, or another tenant's), how many were refused (a handle not of our exact
+    form, a repeat, past ``MAX_EXPANDED`` or ``MAX_EXPANDED_CHARS``: one notice stands for them)."""
 
     expanded: int = 0
     lost: int = 0
+    refused: int = 0
 
 
 NOTHING = Expansion()
@@ -93,25 +119,48 @@ class Mementos:
         self.store, self.ttl = store, ttl
 
     async def expand(self, data: dict[str, Any], tenant: str) -> Expansion:
-        """Replace each of our compaction items in ``data["input"]`` by what it stands for."""
+        """Replace each of our compaction items in ``data["input"]`` by what it stands for: at most
+        ``MAX_EXPANDED`` distinct handles of our exact form, each looked up and parsed once, within
+        ``MAX_EXPANDED_CHARS`` in all; a handle the store does not hold becomes a notice, and every
+        other item of ours (a repeat, a malformed handle, one past the bounds) is left out, one notice
+        in place of the first. A request of ten thousand items costs at most four lookups."""
         items = data.get("input")
         if not isinstance(items, list) or not any(is_ours(item) for item in items):
             return NOTHING
+        found = await self._lookups(_handles(items), tenant)
         out: list[Any] = []
-        expanded = lost = 0
+        expanded = lost = refused = 0
         for item in items:
             if not is_ours(item):
                 out.append(item)
                 continue
-            memento = await self._memento(tenant, item["encrypted_content"])
-            if memento is None:
+            handle = item["encrypted_content"]
+            memento = found.pop(handle, REFUSED)  # popped: a repeat of a handle is refused
+            if memento is REFUSED:
+                refused += 1
+                if refused == 1:
+                    out.append(_notice(REFUSED_NOTICE))
+            elif memento is None:
                 lost += 1
                 out.append(_notice(LOST_NOTICE))
             else:
                 expanded += 1
                 out.extend(memento)
         data["input"] = out
-        return Expansion(expanded, lost)
+        return Expansion(expanded, lost, refused)
+
+    async def _lookups(self, handles: list[str], tenant: str) -> dict[str, list[Any] | None]:
+        """Each handle's memento (None: the store does not hold it), the first ``MAX_EXPANDED``
+        distinct ones only, until ``MAX_EXPANDED_CHARS`` of text are read."""
+        found: dict[str, list[Any] | None] = {}
+        budget = MAX_EXPANDED_CHARS
+        for handle in handles[:MAX_EXPANDED]:
+            text = await self.store.get_record(_key(tenant, handle))
+            if text is not None and len(text) > budget:
+                break
+            budget -= len(text or "")
+            found[handle] = _parsed(text)
+        return found
 
     async def keep(self, memento: list[Any], tenant: str) -> str | None:
         """A new handle for ``memento`` (None: the store could not keep it)."""
@@ -120,15 +169,26 @@ class Mementos:
         kept = await self.store.put_record(_key(tenant, handle), text, self.ttl)
         return handle if kept else None
 
-    async def _memento(self, tenant: str, handle: str) -> list[Any] | None:
-        text = await self.store.get_record(_key(tenant, handle))
-        if text is None:
-            return None
-        try:
-            memento = json.loads(text)
-        except ValueError:
-            return None
-        return memento if isinstance(memento, list) and all(isinstance(i, dict) for i in memento) else None
+
+REFUSED: list[Any] = []
+"""Stands for a handle not looked up (``Mementos._lookups``): never a memento (those are the store's)."""
+
+
+def _handles(items: list[Any]) -> list[str]:
+    """Our items' handles of our exact form, each once, in order."""
+    handles = (item["encrypted_content"] for item in items if is_ours(item))
+    return list(dict.fromkeys(handle for handle in handles if HANDLE.fullmatch(handle)))
+
+
+def _parsed(text: str | None) -> list[Any] | None:
+    """A memento as we wrote it; None for anything else (a record gone, or not ours)."""
+    if text is None:
+        return None
+    try:
+        memento = json.loads(text)
+    except ValueError:
+        return None
+    return memento if isinstance(memento, list) and all(isinstance(i, dict) for i in memento) else None
 
 
 MEMENTO_TAIL = 0.02

@@ -20,7 +20,7 @@ from compact_hook.formats import Rejected, WireFormat, format_for
 from compact_hook.proxy.caller import Engaged
 from compact_hook.proxy.metrics import Labels, Metrics, Outcome
 from compact_hook.proxy.recall.offer import Pending
-from compact_hook.proxy.remote_compaction import Expansion
+from compact_hook.proxy.remote_compaction import MAX_EXPANDED, MAX_EXPANDED_CHARS, Expansion
 from compact_hook.proxy.report import (
     Report,
     record,
@@ -79,6 +79,17 @@ class Telemetry:
                 data.get("litellm_call_id"),
                 group,
                 expansion.lost,
+            )
+        if expansion.refused:
+            logger.warning(
+                "compact_hook: request %s (%s) carried %d compaction item(s) under our prefix past what one "
+                "request may expand (repeats, malformed handles, more than %d handles or %d characters); "
+                "left out, one notice in their place",
+                data.get("litellm_call_id"),
+                group,
+                expansion.refused,
+                MAX_EXPANDED,
+                MAX_EXPANDED_CHARS,
             )
 
     def rejected(self, data: dict[str, Any], wire: WireFormat, group: str, rejected: Rejected) -> None:

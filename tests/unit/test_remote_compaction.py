@@ -13,9 +13,13 @@ from compact_hook.proxy.answer import KEPT_FOR_PING, as_ping
 from compact_hook.proxy.remote_compaction import (
     HANDLE_PREFIX,
     LOST_NOTICE,
+    MAX_EXPANDED,
+    MAX_EXPANDED_CHARS,
+    REFUSED_NOTICE,
     Mementos,
     asks_compaction,
     compaction_events,
+    is_ours,
     memento_of,
     usage_of,
 )
@@ -49,11 +53,52 @@ async def test_another_tenants_handle_or_an_unknown_one_is_a_notice() -> None:
     store = mementos()
     handle = await store.keep([SUMMARY], "team:a")
     assert handle is not None
-    for tenant, content in (("team:b", handle), ("team:a", HANDLE_PREFIX + "made-up")):
+    for tenant, content in (("team:b", handle), ("team:a", HANDLE_PREFIX + "x" * 22)):
         data: dict[str, Any] = {"input": [USER, {"type": "compaction", "encrypted_content": content}]}
         expansion = await store.expand(data, tenant)
         assert (expansion.expanded, expansion.lost) == (0, 1)
         assert LOST_NOTICE in json.dumps(data["input"]) and "what happened" not in json.dumps(data["input"])
+
+
+class CountingStore(MemoryStore):
+    """A store that counts its record reads."""
+
+    reads = 0
+
+    async def get_record(self, key: bytes) -> str | None:
+        self.reads += 1
+        return await super().get_record(key)
+
+
+async def test_ten_thousand_items_of_ours_cost_a_few_lookups_and_one_notice() -> None:
+    """One request carrying our item 10,000 times (and 10,000 made-up handles) was 20,000 store reads
+    and as many parses on the event loop; now the distinct handles of our exact form, four at most,
+    each read and parsed once, the rest one notice."""
+    store = CountingStore(100, 3600)
+    kept = Mementos(store, 3600)
+    handles = [await kept.keep([SUMMARY, CALL, OUTPUT], "team:a") for _ in range(6)]
+    flood = [{"type": "compaction", "encrypted_content": handles[n % 6]} for n in range(10_000)]
+    forged = [{"type": "compaction", "encrypted_content": f"{HANDLE_PREFIX}{n}"} for n in range(10_000)]
+    data: dict[str, Any] = {"input": [USER, *flood, *forged]}
+    expansion = await kept.expand(data, "team:a")
+    assert store.reads == MAX_EXPANDED
+    assert (expansion.expanded, expansion.lost, expansion.refused) == (MAX_EXPANDED, 0, 20_000 - MAX_EXPANDED)
+    assert json.dumps(data["input"]).count(REFUSED_NOTICE) == 1
+    assert len(data["input"]) == 1 + 3 * MAX_EXPANDED + 1
+    assert not any(is_ours(item) for item in data["input"])
+
+
+async def test_what_one_request_expands_has_a_size_bound() -> None:
+    store = CountingStore(100, 3600, max_bytes=1 << 24)
+    kept = Mementos(store, 3600)
+    big = [{"type": "message", "role": "assistant", "content": "x" * (MAX_RECORD_CHARS - 100)}]
+    handles = [await kept.keep(big, "team:a") for _ in range(MAX_EXPANDED)]
+    data: dict[str, Any] = {"input": [{"type": "compaction", "encrypted_content": h} for h in handles]}
+    expansion = await kept.expand(data, "team:a")
+    assert expansion.expanded * (MAX_RECORD_CHARS - 100) <= MAX_EXPANDED_CHARS
+    assert expansion.expanded + expansion.refused == MAX_EXPANDED and not any(
+        is_ours(i) for i in data["input"]
+    )
 
 
 async def test_the_providers_own_compaction_items_are_left_alone() -> None:
