@@ -4,7 +4,8 @@
 
 Two real proxies side by side. For each pathological request — 8,000 short user messages that all
 carry an interrupt marker (nothing can be summarized: everything must be fitted), a single 4 MB tool
-output (truncated), a 1.2M-token history against a 16K window (the summary-call cap) — it is sent to a
+output (truncated), a 1.2M-token history against a 16K window (the summary-call cap), a Responses
+request carrying our compaction item 10,000 times (a Codex client's, made by the proxy) — it is sent to a
 compacting model while a second client probes another model on the same proxy every 20 ms. Reported:
 the pathological request's own time, and the worst probe latency while it was in flight (the stall
 every other request on that proxy saw), with and without the hook, and their ratio (target ≤ 1.5).
@@ -68,9 +69,36 @@ def pathological() -> dict[str, list[dict[str, Any]]]:
     }
 
 
-def measure(proxy: ProxyProcess, messages: list[dict[str, Any]], every: float) -> tuple[float, float, int]:
-    """(pathological request ms, worst probe ms while it ran, probes sent)."""
-    body = json.dumps({"model": "agent", "messages": messages}).encode()
+def codex_flood(proxy: ProxyProcess) -> dict[str, Any]:
+    """Codex's next request carrying our compaction item 10,000 times: the item made by the proxy's
+    own answer to a trigger whose turn in progress (~200 KB of tool output) its memento keeps, so
+    each expansion parses that much (a made-up item of our form where the proxy has no hook)."""
+    history = [
+        m for m in load_transcript("claude_code_fa812bfe_pre_compact.json")[:60] if m["role"] == "user"
+    ]
+    items = [{"type": "message", "role": "user", "content": str(m["content"])[:2000]} for m in history]
+    output = "\n".join(f"line {i}: what the tool printed, a build log that goes on" for i in range(300))
+    for n in range(10):  # the turn in progress, kept verbatim in the memento (~200 KB)
+        items.append({"type": "function_call", "call_id": f"c{n}", "name": "shell", "arguments": "{}"})
+        items.append({"type": "function_call_output", "call_id": f"c{n}", "output": output})
+    trigger = {"model": "agent", "input": [*items, {"type": "compaction_trigger"}], "stream": False}
+    with httpx.Client(timeout=300) as client:
+        answer = client.post(f"{proxy.base_url}/responses", json=trigger, headers=proxy.auth_headers)
+    output = answer.json().get("output") if answer.status_code == 200 else None
+    found = [o for o in output or [] if isinstance(o, dict) and o.get("type") == "compaction"]
+    item = found[0] if found else {"type": "compaction", "encrypted_content": "compact_hook:" + "a" * 22}
+    return {"model": "agent", "input": [item] * 10_000 + [{"role": "user", "content": "go on"}]}
+
+
+def measure(
+    proxy: ProxyProcess, request: list[dict[str, Any]] | dict[str, Any], every: float
+) -> tuple[float, float, int]:
+    """(pathological request ms, worst probe ms while it ran, probes sent). ``request``: chat messages,
+    or a whole Responses body."""
+    path = "/chat/completions" if isinstance(request, list) else "/responses"
+    body = json.dumps(
+        {"model": "agent", "messages": request} if isinstance(request, list) else request
+    ).encode()
     probe = json.dumps({"model": "probe", "messages": [{"role": "user", "content": "ping"}]}).encode()
     headers = {**proxy.auth_headers, "content-type": "application/json"}
     running = threading.Event()
@@ -91,7 +119,7 @@ def measure(proxy: ProxyProcess, messages: list[dict[str, Any]], every: float) -
         thread.start()
         time.sleep(0.2)
         start = time.perf_counter()
-        response = client.post(f"{proxy.base_url}/chat/completions", content=body, headers=headers)
+        response = client.post(f"{proxy.base_url}{path}", content=body, headers=headers)
         took = (time.perf_counter() - start) * 1000
         running.clear()
         thread.join()
@@ -111,6 +139,9 @@ def main() -> None:
                 base = measure(plain, messages, args.probes_every)
                 with_hook = measure(hooked, messages, args.probes_every)
                 rows.append((name, base, with_hook))
+            name = "Codex's compaction item 10,000 times (Responses)"
+            base = measure(plain, codex_flood(plain), args.probes_every)
+            rows.append((name, base, measure(hooked, codex_flood(hooked), args.probes_every)))
     print("| pathological request | its time without / with hook | worst probe: without | with | ratio |")
     print("|---|---|---|---|---|")
     for name, (took, stall, _), (took_hook, stall_hook, _) in rows:

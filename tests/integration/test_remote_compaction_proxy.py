@@ -162,7 +162,7 @@ def test_an_unknown_handle_becomes_a_notice_and_the_request_is_answered(
     standin: Any, codex_proxy: ProxyProcess
 ) -> None:
     standin.reset()
-    stale = {"type": "compaction", "encrypted_content": "compact_hook:not-a-handle-we-gave"}
+    stale = {"type": "compaction", "encrypted_content": "compact_hook:" + "n" * 22}  # our form, never given
     body = {
         "model": "codex-chat",
         "input": [{"role": "user", "content": "hi"}, stale, {"role": "user", "content": "go on"}],
@@ -170,7 +170,29 @@ def test_an_unknown_handle_becomes_a_notice_and_the_request_is_answered(
     response = post(codex_proxy, body)
     assert response.status_code == 200, response.text
     [forwarded] = [r["body"] for r in standin.requests if r["method"] == "POST"]
-    assert "no longer available" in json.dumps(forwarded) and "not-a-handle" not in json.dumps(forwarded)
+    assert "no longer available" in json.dumps(forwarded) and "compact_hook:nnn" not in json.dumps(forwarded)
+
+
+def test_ten_thousand_copies_of_our_item_expand_once_and_reach_the_provider_as_one_notice(
+    standin: Any, codex_proxy: ProxyProcess
+) -> None:
+    """Issue 45: one request carrying our item 10,000 times (and 10,000 handles under our prefix) cost
+    as many store reads and parses on the event loop; the provider gets one memento and one notice.
+    (What it costs other tenants meanwhile: ``bench/bench_stall.py``.)"""
+    item = compact(codex_proxy, "codex-responses", HISTORY)
+    forged = [{"type": "compaction", "encrypted_content": f"compact_hook:{n}"} for n in range(10_000)]
+    standin.reset()
+    flood = [item] * 10_000 + forged
+    body = {"model": "codex-responses", "input": [*flood, {"role": "user", "content": "go on"}]}
+    response = post(codex_proxy, body)
+    assert response.status_code == 200, response.text
+    [forwarded] = [
+        r["body"] for r in standin.requests if r["method"] == "POST" and not is_summary_call(r["body"] or {})
+    ]
+    text = json.dumps(forwarded)
+    assert text.count("compact_hook summary") == 1 and '"compaction"' not in text
+    assert text.count("beyond what one request may carry") == 1
+    assert len(forwarded["input"]) < 20
 
 
 def test_theirs_forwards_the_trigger_to_the_provider(standin: Any, codex_proxy: ProxyProcess) -> None:
