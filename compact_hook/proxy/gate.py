@@ -127,7 +127,7 @@ class RequestGate:
             pending = offer.pending(parsed, config, result, (who.session_id, tenant))
             pending.archive = self.services.compactor.memory.folders.get(config.archive_dir)
             pending.budget = functools.partial(self.services.recall_budget, tenant, who.session_id, config)
-            self.services.pendings.put(str(data["litellm_call_id"]), pending)
+            report.recall = pending
         if config.recover and control.mode is not Mode.OFF:
             attach_fallbacks(data, model, router, call_type)
         return None

@@ -30,10 +30,10 @@ from compact_hook.proxy.gate import RequestGate
 from compact_hook.proxy.logs import configure_logging
 from compact_hook.proxy.metrics import Metrics, Outcome, default_metrics, serve
 from compact_hook.proxy.models import ModelSettings
-from compact_hook.proxy.recall import answered, audit_recalls, recalled_stream
+from compact_hook.proxy.recall import Pending, answered, audit_recalls, recalled_stream
 from compact_hook.proxy.recovery import Recovery
 from compact_hook.proxy.remote_compaction import CompactionAnswer, without_ours
-from compact_hook.proxy.report import scrub
+from compact_hook.proxy.report import report_in, scrub
 from compact_hook.proxy.router_summarizer import INTERNAL_MARKER, is_internal_call
 from compact_hook.proxy.services import Services
 from compact_hook.proxy.shutdown import on_shutdown
@@ -42,6 +42,12 @@ from compact_hook.proxy.telemetry import Telemetry
 from compact_hook.proxy.usage import Bills
 
 logger = logging.getLogger(__name__)
+
+
+def recall_of(data: Mapping[str, Any]) -> Pending | None:
+    """What answering the request's recall calls needs, taken from its own report (once)."""
+    report = report_in(data)
+    return report.take_recall() if report is not None else None
 
 
 class CompactHook(CustomLogger):
@@ -133,7 +139,7 @@ class CompactHook(CustomLogger):
         """Streams pass through; our own streamed /v1/messages answer is mended where LiteLLM
         hands it to us whole (see ``proxy.answer``); a stream offered the recall tool has our calls
         answered (``proxy.recall``)."""
-        pending = self.services.pendings.pop(request_data.get("litellm_call_id"))
+        pending = recall_of(request_data)
         chunks: AsyncIterable[Any] = answered_stream(response, request_data)
         if pending is not None:  # the recall tool was offered: our calls answered (``proxy.recall``)
             chunks = recalled_stream(pending, request_data, chunks)
@@ -150,7 +156,7 @@ class CompactHook(CustomLogger):
         recall tool, answered (``proxy.recall``); other responses untouched."""
         try:
             ours = delivered(data, response)
-            pending = self.services.pendings.pop(data.get("litellm_call_id"))
+            pending = recall_of(data)
             if ours is None and pending is not None:
                 ours = await answered(pending, data, response)
                 self.telemetry.recalled(data, pending)
@@ -174,7 +180,7 @@ class CompactHook(CustomLogger):
         traceback_str: str | None = None,
     ) -> None:
         """A request offered the recall tool that failed leaves nothing behind (``proxy.recall``)."""
-        self.services.pendings.pop(request_data.get("litellm_call_id"))
+        recall_of(request_data)
 
     async def async_post_call_response_headers_hook(
         self,

@@ -9,13 +9,16 @@ built only from our own fields.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from compact_hook.core.evidence import Forwarded
 from compact_hook.engine.result import CompactResult
 from compact_hook.formats.base import Rejected
 from compact_hook.proxy.control import Control
 from compact_hook.proxy.remote_compaction import CompactionAnswer
+
+if TYPE_CHECKING:
+    from compact_hook.proxy.recall.offer import Pending
 
 REPORT_KEY = "compact_hook"
 HEADER_PREFIX = "x-compact-"
@@ -71,11 +74,19 @@ class Report(dict[str, Any]):
     forwarded: Forwarded = Forwarded()
     compaction: CompactionAnswer | None = None
     """Our answer to Codex's compaction trigger, for the response hooks to deliver."""
+    recall: Pending | None = None
+    """What answering this request's recall calls needs (``proxy.recall``): taken once, by the first
+    response hook (success, stream or failure) — on the request itself, never in a map a client's id
+    could reach."""
+
+    def take_recall(self) -> Pending | None:
+        pending, self.recall = self.recall, None
+        return pending
 
     def follow(self, retried: Report) -> None:
         """This request was retried (``proxy.recovery``): its report is now the retry's."""
         self.update(retried, recovered=True)
-        self.conversation, self.forwarded = retried.conversation, retried.forwarded
+        self.conversation, self.forwarded = retried.conversation, retried.forwarded  # ``recall`` stays
 
     @property
     def counted(self) -> int:

@@ -17,7 +17,6 @@ from compact_hook.proxy import server
 from compact_hook.proxy.learned import LearnedRatios, LearnedWindows
 from compact_hook.proxy.metrics import Metrics
 from compact_hook.proxy.models import ModelSettings
-from compact_hook.proxy.recall import Pendings
 from compact_hook.proxy.recall.budget import RecallBudget
 from compact_hook.proxy.remote_compaction import Mementos
 from compact_hook.proxy.shutdown import on_shutdown, shutting_down
@@ -36,8 +35,6 @@ class Services:
         self._learned: LearnedWindows | None = None
         self._ratios: LearnedRatios | None = None
         self._mementos: Mementos | None = None
-        self.pendings = Pendings()
-        """Requests offered the recall tool, awaiting their reply (``proxy.recall``)."""
 
     @property
     def built(self) -> Compactor | None:

@@ -10,6 +10,7 @@ no recall call in it, the usage of both rounds.
 from __future__ import annotations
 
 import json
+import threading
 from collections.abc import Iterator
 from typing import Any
 
@@ -114,8 +115,12 @@ def recall_proxy(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Sta
                 gemini_deployment(
                     "gemini-agent", upstream.root_url, "gemini-3-recaller", **compact_info(archive, SETTINGS)
                 ),
+                standin_deployment(
+                    "slow-agent", upstream.url, "standin-slow-recaller", **compact_info(archive, SETTINGS)
+                ),
             ],
             "litellm_settings": {"callbacks": "compact_hook.proxy_handler_instance"},
+            "general_settings": {"custom_auth": "tests.integration.tenant_auth.user_api_key_auth"},
         }
         with ProxyProcess(config) as proxy:
             yield upstream, proxy
@@ -322,3 +327,32 @@ def test_a_streamed_gemini_reply_reads_back_and_the_stream_shows_only_the_answer
     assert usage is not None and usage.prompt_token_count == sum(
         r["billed"] for r in upstream.google_requests
     )
+
+
+def test_two_tenants_under_one_call_id_each_read_back_their_own_conversation(
+    fresh: tuple[StandinUpstream, ProxyProcess],
+) -> None:
+    """``x-litellm-call-id`` is the client's to set: tenant A's slow request and tenant B's under the
+    same id, in flight together. Each recall is answered from its own conversation (before issue 45,
+    what answering needed was kept by that id: B's replaced A's, and A's reply came back with our
+    call in it, or B's table)."""
+    upstream, proxy = fresh
+    tables = {team: "\n".join(f"{team} row {i}: {i * 31 % 997}" for i in range(3000)) for team in ("a", "b")}
+    replies: dict[str, Any] = {}
+
+    def ask(team: str, model: str) -> None:
+        session = chat_session()
+        session[2] = {**session[2], "content": tables[team]}
+        client = openai_client(proxy.base_url, f"sk-tenant-{team}")
+        replies[team] = client.chat.completions.create(
+            model=model, messages=session, tools=TOOLS, extra_headers={"x-litellm-call-id": "one-id"}
+        )  # type: ignore[arg-type]
+
+    slow = threading.Thread(target=ask, args=("a", "slow-agent"))
+    slow.start()
+    ask("b", "chat-agent")
+    slow.join()
+    for team in ("a", "b"):
+        message = replies[team].choices[0].message
+        assert message.tool_calls is None, team
+        assert message.content == f"RECALLED {handle_of(tables[team])}: {tables[team][:200]}", team

@@ -10,7 +10,7 @@ import litellm
 
 from compact_hook.core.recall import handle_of
 from compact_hook.formats import CHAT, Conversation
-from compact_hook.proxy.recall import MAX_ROUNDS, Pending, Pendings, recalled_stream, rounds
+from compact_hook.proxy.recall import MAX_ROUNDS, Pending, recalled_stream, rounds
 from compact_hook.proxy.recall.offer import NOT_FOUND
 from compact_hook.proxy.recall.wires import WIRES
 
@@ -107,13 +107,6 @@ def test_an_answer_is_cut_to_the_room_left_head_and_tail() -> None:
     assert len(shown.encode()) < 4 * 1000 + 200 and waiting.room < 1000
 
 
-def test_the_requests_awaiting_a_reply_are_bounded() -> None:
-    waiting = Pendings(limit=2)
-    for call_id in ("a", "b", "c"):
-        waiting.put(call_id, pending())
-    assert len(waiting) == 2 and waiting.pop("a") is None and waiting.pop("c") is not None
-
-
 def stream_chunk(**delta: Any) -> Any:
     finish = delta.pop("finish", None)
     usage = delta.pop("usage", None)
@@ -173,19 +166,6 @@ async def test_a_stream_calling_the_clients_tool_too_shows_theirs_only(recall_ro
     assert spy.requests == []
     names = [d.function.name for c in shown if c.choices for d in (c.choices[0].delta.tool_calls or [])]
     assert names == ["bash"] and shown[-1].choices[0].finish_reason == "tool_calls"
-
-
-def test_a_request_no_hook_came_back_for_is_forgotten_after_its_time() -> None:
-    now = [0.0]
-    waiting = Pendings(ttl=10, clock=lambda: now[0])
-    waiting.put("old", pending())
-    now[0] = 11
-    assert waiting.pop("old") is None
-    waiting.put("a", pending())
-    waiting.put("b", pending())
-    now[0] = 22
-    waiting.put("c", pending())  # the expired ones give way as the next arrives
-    assert len(waiting) == 1 and waiting.pop("c") is not None
 
 
 async def test_a_conversations_answers_stop_at_its_budget_across_requests(recall_router: Any) -> None:

@@ -1,7 +1,7 @@
 """The recall tool at the LiteLLM edge: offered with a compacted request, answered by the proxy.
 
 ``offer`` adds the tool to every request the hook compacts for and keeps what answering it
-needs (``Pending``, by the request's call id, bounded); ``rounds`` answers the model's recall calls
+needs (``Pending``, on the request's own report); ``rounds`` answers the model's recall calls
 after the response comes back — looks each handle up, appends the call and its answer, calls the
 model again through the router — and hands the client the final answer only; ``streams`` does the
 same inside a streamed reply; ``wires`` holds what each wire format's tool, calls, follow-up and
@@ -10,8 +10,8 @@ themselves, and the texts they name, are the core's (``core.recall``).
 """
 
 from compact_hook.proxy.recall.audit import audit_recalls
-from compact_hook.proxy.recall.offer import MAX_ROUNDS, Offer, Pending, Pendings
+from compact_hook.proxy.recall.offer import MAX_ROUNDS, Offer, Pending
 from compact_hook.proxy.recall.rounds import answered
 from compact_hook.proxy.recall.streams import recalled_stream
 
-__all__ = ["MAX_ROUNDS", "Offer", "Pending", "Pendings", "answered", "audit_recalls", "recalled_stream"]
+__all__ = ["MAX_ROUNDS", "Offer", "Pending", "answered", "audit_recalls", "recalled_stream"]

@@ -12,18 +12,17 @@ before it was written again: +1.5% and +2.1% on the priced replay under Anthropi
 tools: among what the model reads (``Offer.read``), so the engine fits the request with it and
 reports it. A request not offered it names no handles (``proxy.gate``).
 
-What the answers need is kept by the request's call id until its response is handled: the
-client's own entries (the originals are looked up there, never in another request), bounded in
-number (``PENDING_MAX``: the oldest give way; a response whose request was forgotten is returned
-as it is, recall calls removed by nothing — the model asks again).
+What the answers need (``Pending``: the client's own entries — the originals are looked up there,
+never in another request —, the tenant, the budget) rides on the request itself, on our report in
+its metadata (``proxy.report.Report.recall``), as the report does: no map keyed by an id the client
+can set (``x-litellm-call-id``), so no tenant's recall can be answered from another's conversation,
+and no burst of requests in flight can push out anyone's.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import enum
-import time
-from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -41,9 +40,6 @@ from compact_hook.state.tokenizers import DEFAULT_TOKENIZER, acounter_for
 
 MAX_ROUNDS = int(CompactConfig.__dataclass_fields__["recall_max_rounds"].default)  # type: ignore[arg-type]
 """The model calls a request's recall answers may add, unless the operator says (``recall_max_rounds``)."""
-PENDING_MAX = 1_000
-PENDING_TTL_SECONDS = 600.0
-"""A reply slower than this is returned as it came (our calls then reach the client: never in practice)."""
 NOT_FOUND = "No output with id {handle} in this conversation."
 SPENT = "Not read back: this conversation's recall budget is spent. Work from what you have."
 MAX_CLIENT_TOOLS = 128
@@ -126,34 +122,6 @@ def _no_cut(text: str, head: int, tail: int) -> tuple[int, int, int]:
     raise AssertionError("a recalled output is cut by bytes")  # pragma: no cover - never called
 
 
-class Pendings:
-    """The requests that were offered the tool and await their response, by call id: taken by the
-    response hooks (success, stream, failure), and bounded anyway — in number, and in age (a request
-    no hook came back for must not keep its conversation alive)."""
-
-    def __init__(
-        self,
-        limit: int = PENDING_MAX,
-        ttl: float = PENDING_TTL_SECONDS,
-        clock: Callable[[], float] = time.monotonic,
-    ) -> None:
-        self.limit, self.ttl, self.clock = limit, ttl, clock
-        self._found: OrderedDict[str, tuple[float, Pending]] = OrderedDict()
-
-    def put(self, call_id: str, pending: Pending) -> None:
-        now = self.clock()
-        self._found[call_id] = (now + self.ttl, pending)
-        while self._found and (len(self._found) > self.limit or next(iter(self._found.values()))[0] < now):
-            self._found.popitem(last=False)
-
-    def pop(self, call_id: object) -> Pending | None:
-        found = self._found.pop(call_id, None) if isinstance(call_id, str) else None
-        return found[1] if found is not None and found[0] >= self.clock() else None
-
-    def __len__(self) -> int:
-        return len(self._found)
-
-
 @dataclass(frozen=True, slots=True)
 class Offer:
     """The recall tool for one request, if it may be offered: its name and definition."""
@@ -167,13 +135,13 @@ class Offer:
     @classmethod
     async def of(cls, data: Mapping[str, Any], wire: str, config: CompactConfig) -> Offer | None:
         """The tool this request would be offered, or None: recall off, a wire or shape (a stream)
-        not answered yet, no call id to keep the request's originals by, no tools of the client's,
-        or as many as a provider takes."""
+        not answered yet, a conversation the provider holds, no tools of the client's, or as many as
+        a provider takes."""
         served = WIRES.get(wire)
         if not config.recall or served is None or (data.get("stream") is True and wire not in STREAMED):
             return None
-        if not isinstance(data.get("litellm_call_id"), str) or data.get("previous_response_id"):
-            return None  # no id to keep it by; a conversation the provider holds (not ours to append to)
+        if data.get("previous_response_id"):
+            return None  # a conversation the provider holds (not ours to append to)
         theirs = served.tool_names(data)
         if not theirs or len(theirs) >= MAX_CLIENT_TOOLS:
             return None  # not an agent's loop (a title, a plain chat: a tool changes what it asks for); full
