@@ -237,15 +237,26 @@ class CompactConfig:
         8 * 1024 * 1024,
         (
             "the most the recall answers of one conversation give back while it lives, in all requests "
-            "(shared by the replicas through the store; past it, a recall is told the budget is spent)"
+            "(shared by the replicas through the store; past it, a recall is told the budget is spent); "
+            "at most 64 MiB"
         ),
         at_least=1024,
+        at_most=64 * 1024 * 1024,
     )
     recall_max_rounds: int = setting(
         3,
         (
             "model calls the recall answers of one request may add (the last round's answers say there "
-            "are no more; a recall call after them is taken out of the reply)"
+            "are no more; a recall call after them is taken out of the reply); at most 8"
+        ),
+        at_least=1,
+        at_most=8,
+    )
+    recall_round_timeout_seconds: float = setting(
+        120.0,
+        (
+            "how long one recall round's model call may take; a round that times out or meets a 429 or "
+            "5xx is tried once more, then the request answers with that error (the client retries)"
         ),
         at_least=1,
     )

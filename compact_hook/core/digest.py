@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from compact_hook.core.facts import ERROR_PATTERN, MAX_LINE_CHARS, clip, error_lines
 from compact_hook.core.items import Item, PartKind, summary_text
 from compact_hook.core.pairing import pair
-from compact_hook.core.recall import MENTION, mention, mentioned
+from compact_hook.core.recall import MENTION, mention, named_by_us
 
 HEADER = "(Digest made without a model: facts copied from the compacted messages.)"
 PATH_KEYS = ("path", "file_path", "filepath", "filename", "file", "notebook_path", "target_file", "paths")
@@ -119,8 +119,8 @@ def _handle(output: str) -> str:
     its own; nothing for an empty output."""
     if not output:
         return ""
-    named = mentioned(output)
-    return f" ({MENTION.format(handle=named[0])})" if named else f" ({mention(output)})"
+    named = named_by_us(output)
+    return f" ({MENTION.format(handle=named)})" if named else f" ({mention(output)})"
 
 
 def _describe_call(name: str, arguments: str) -> str:

@@ -5,8 +5,12 @@ handle: a short digest of the client's own text of it. A digest, not a counter, 
 must be the same on every turn and every replica with nothing stored (a placeholder that
 changed between turns would move the provider's cached prefix), and because the client keeps
 sending the original: the request that asks for a handle usually holds its text. A handle
-alone reveals nothing; it is looked up only among what its own conversation holds (``Originals``),
-then in its tenant's and conversation's store records.
+alone reveals nothing; it is looked up only among what its own conversation holds (``Originals``:
+the client's own entries of the request that asks), never in a store.
+
+What names a handle is only our own syntax, whole (``named_by_us``): a placeholder that is nothing
+else (``[recall 048213]``, with the errors it kept) or a truncation marker as we write it. A client's
+output that merely says ``recall 123456`` names nothing: a text is named by its own handle.
 """
 
 from __future__ import annotations
@@ -64,8 +68,25 @@ def mention(text: str) -> str:
 
 
 def mentioned(text: str) -> list[str]:
-    """The handles a text names (a placeholder, a marker, a summary), in order, once each."""
+    """The handles a text mentions (a summary, a model's reply), in order, once each."""
     return list(dict.fromkeys(MENTIONED.findall(text)))
+
+
+OUR_PLACEHOLDER = re.compile(rf"\[recall (\d{{{HANDLE_DIGITS}}})(?:; it reported: .*)?\]", re.DOTALL)
+"""A cleared output as ``core.clearing`` shows it, the whole text."""
+OUR_MARKER = re.compile(
+    rf"\n…\d+ \w+ truncated(?:; the full \w+ had \d+ lines)?; recall (\d{{{HANDLE_DIGITS}}})…\n"
+)
+"""A truncation marker as ``core.truncate.marker`` writes it."""
+
+
+def named_by_us(text: str) -> str | None:
+    """The handle our own placeholder (the whole text) or truncation marker in ``text`` names; None
+    for anything else, ``recall 123456`` in a client's output included (then the text is named by its
+    own handle, ``handle_of``)."""
+    whole = OUR_PLACEHOLDER.fullmatch(text)
+    found = whole or OUR_MARKER.search(text)
+    return found.group(1) if found else None
 
 
 def tool_name(client_tools: Collection[str]) -> str:

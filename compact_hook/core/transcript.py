@@ -14,7 +14,7 @@ from collections.abc import Sequence
 
 from compact_hook.core.items import Item, Part, PartKind, Role, summary_text
 from compact_hook.core.pairing import pair
-from compact_hook.core.recall import mention, mentioned
+from compact_hook.core.recall import mention, named_by_us
 from compact_hook.core.truncate import BYTES_PER_TOKEN, Truncating, truncate_results
 
 
@@ -80,7 +80,7 @@ def _no_token_cut(text: str, head: int, tail: int) -> tuple[int, int, int]:
 
 def _result_label(part: Part, tool: str, recall: bool) -> str:
     label = "tool result, error" if part.error else "tool result"
-    back = f"; {mention(part.text)}" if recall and part.text and not mentioned(part.text) else ""
+    back = f"; {mention(part.text)}" if recall and part.text and named_by_us(part.text) is None else ""
     return f"{label} ({tool}{back})"
 
 

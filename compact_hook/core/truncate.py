@@ -11,7 +11,7 @@ from collections.abc import Callable, Container
 from dataclasses import dataclass
 
 from compact_hook.core.items import Item, PartKind
-from compact_hook.core.recall import MENTION, handle_of, mentioned
+from compact_hook.core.recall import MENTION, handle_of, named_by_us
 
 Cut = Callable[[str, int, int], tuple[int, int, int]]
 """``(text, head, tail)`` → (the character where the first ``head`` tokens end, the character where
@@ -60,7 +60,7 @@ def _handle(text: str, how: Truncating) -> str | None:
     (its marker would be cut away with the middle)."""
     if not how.recall:
         return None
-    return next(iter(mentioned(text)), None) or handle_of(text)
+    return named_by_us(text) or handle_of(text)
 
 
 def _truncate_tokens(text: str, how: Truncating, what: str) -> str | None:

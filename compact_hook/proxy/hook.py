@@ -31,6 +31,7 @@ from compact_hook.proxy.logs import configure_logging
 from compact_hook.proxy.metrics import Metrics, Outcome, default_metrics, serve
 from compact_hook.proxy.models import ModelSettings
 from compact_hook.proxy.recall import Pending, answered, audit_recalls, recalled_stream
+from compact_hook.proxy.recall.rounds import RoundFailed
 from compact_hook.proxy.recovery import Recovery
 from compact_hook.proxy.remote_compaction import CompactionAnswer, without_ours
 from compact_hook.proxy.report import report_in, scrub
@@ -153,18 +154,32 @@ class CompactHook(CustomLogger):
         self, data: dict[str, Any], user_api_key_dict: Any, response: Any
     ) -> Any:
         """Our answer to Codex's compaction, whole (see ``proxy.answer``); a reply that calls the
-        recall tool, answered (``proxy.recall``); other responses untouched."""
+        recall tool, answered (``proxy.recall``) — a round that fails raises its error, which the
+        client gets and retries (the reply without our calls often says nothing and ends "done");
+        other responses untouched."""
         try:
             ours = delivered(data, response)
-            pending = recall_of(data)
-            if ours is None and pending is not None:
-                ours = await answered(pending, data, response)
-                self.telemetry.recalled(data, pending)
-                audit_recalls(pending)
-            return ours
         except Exception:
             logger.exception("compact_hook: could not deliver our answer")
             return None
+        pending = recall_of(data)
+        if ours is not None or pending is None:
+            return ours
+        try:
+            return await answered(pending, data, response)
+        except RoundFailed as failed:  # the client gets the round's error, and retries
+            logger.warning(
+                "compact_hook: request %s: a recall round failed: %s", data.get("litellm_call_id"), failed
+            )
+            raise failed.error from None
+        except Exception:  # ours: the reply as it came rather than a reply that says nothing
+            logger.exception(
+                "compact_hook: request %s: could not answer its recall calls", data.get("litellm_call_id")
+            )
+            return None
+        finally:
+            self.telemetry.recalled(data, pending)
+            audit_recalls(pending)
 
     async def async_log_success_event(
         self, kwargs: dict[str, Any], response_obj: Any, start_time: Any, end_time: Any

@@ -162,3 +162,16 @@ def test_a_lowered_trigger_from_the_environment_alone_is_valid(monkeypatch: pyte
 def test_choices_are_checked_against_their_literal_values(key: str, value: str) -> None:
     with pytest.raises(ValueError, match=key):
         CompactConfig(**{key: value})
+
+
+def test_recall_rounds_and_bytes_have_an_upper_bound() -> None:
+    """Key or team metadata can set them (issue 45, item 12): unbounded, a key bought unbounded model
+    calls and store bytes per request."""
+    with pytest.raises(ValueError, match="recall_max_rounds"):
+        CompactConfig(recall_max_rounds=9)
+    with pytest.raises(ValueError, match="recall_conversation_max_bytes"):
+        CompactConfig(recall_conversation_max_bytes=64 * 1024 * 1024 + 1)
+    assert (
+        CompactConfig(recall_max_rounds=8, recall_conversation_max_bytes=64 * 1024 * 1024).recall_max_rounds
+        == 8
+    )

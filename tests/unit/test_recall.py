@@ -155,3 +155,22 @@ def test_the_digest_names_each_outputs_handle_as_a_summary_model_is_asked_to() -
         digest(items_of([calling("ls", call_id="c"), result("x.txt", "c")]), 10_000, recall=True)
     ) == [handle_of("x.txt")]
     assert mentioned(digest(middle, 10_000)) == []
+
+
+def test_only_our_own_syntax_names_a_handle() -> None:
+    """A client's output that says ``recall 123456`` was taken for our marker: truncated, its marker
+    named 123456 — another output's, or none — instead of its own (issue 45, item 10)."""
+    from compact_hook.core.clearing import placeholder
+    from compact_hook.core.recall import named_by_us
+    from compact_hook.core.truncate import Truncating, truncate_text
+
+    said = "the tool printed: to read it again, recall 123456\n" + "\n".join(f"row {i}" for i in range(3000))
+    assert named_by_us(said) is None
+    cut = truncate_text(said, Truncating(200, "bytes", lambda *a: (0, 0, 0), recall=True))
+    assert cut is not None and named_by_us(cut) == handle_of(said) != "123456"
+    assert named_by_us(
+        truncate_text(cut, Truncating(100, "bytes", lambda *a: (0, 0, 0), recall=True)) or ""
+    ) == handle_of(said)
+    shown = placeholder("bash", said, original=said)
+    assert named_by_us(shown) == handle_of(said)
+    assert named_by_us(f"{shown} and more") is None  # a placeholder is the whole text

@@ -3,10 +3,12 @@ client's own calls left to the client."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 from typing import Any
 
 import litellm
+import pytest
 
 from compact_hook.core.recall import handle_of
 from compact_hook.formats import CHAT, Conversation
@@ -92,12 +94,43 @@ async def test_a_handle_the_conversation_does_not_hold_is_not_found(recall_route
     )
 
 
-async def test_a_failed_round_gives_the_reply_so_far_without_our_call(recall_router: Any) -> None:
-    recall_router(RuntimeError("provider down"))
+async def test_a_round_that_fails_once_is_tried_again(recall_router: Any) -> None:
+    spy = recall_router(RuntimeError("502 bad gateway"), reply(content="found it"))
     final = await rounds.answered(
         pending(), DATA, reply(("a", TOOL, handle_of(OUTPUT)), content="let me look")
     )
-    assert final.choices[0].message.content == "let me look" and final.choices[0].message.tool_calls is None
+    assert final.choices[0].message.content == "found it" and len(spy.requests) == 2
+
+
+async def test_a_round_that_keeps_failing_fails_the_request_with_its_error(recall_router: Any) -> None:
+    """Before issue 45 the reply so far went out, our call taken out: often nothing, ending ``stop``
+    — an agent reads "task complete". Now the client gets the error, and retries the turn."""
+    recall_router(RuntimeError("provider down"), RuntimeError("provider down"))
+    with pytest.raises(rounds.RoundFailed) as failed:
+        await rounds.answered(pending(), DATA, reply(("a", TOOL, handle_of(OUTPUT)), content=""))
+    assert str(failed.value.error) == "provider down"
+
+
+async def test_a_round_too_long_for_the_model_is_not_tried_again(recall_router: Any) -> None:
+    spy = recall_router(
+        RuntimeError("prompt is too long: 210000 tokens > 200000 maximum"), reply(content="x")
+    )
+    with pytest.raises(rounds.RoundFailed, match="too long"):
+        await rounds.answered(pending(), DATA, reply(("a", TOOL, handle_of(OUTPUT))))
+    assert len(spy.requests) == 1
+
+
+async def test_a_round_that_hangs_times_out_as_litellms_timeout(monkeypatch: pytest.MonkeyPatch) -> None:
+    class Hanging:
+        async def acompletion(self, **request: Any) -> Any:
+            await asyncio.sleep(60)
+
+    monkeypatch.setattr(rounds, "proxy_router", lambda: Hanging())
+    waiting = pending()
+    waiting.round_timeout = 0.01
+    with pytest.raises(rounds.RoundFailed) as failed:
+        await rounds.answered(waiting, DATA, reply(("a", TOOL, handle_of(OUTPUT))))
+    assert isinstance(failed.value.error, litellm.Timeout)
 
 
 def test_an_answer_is_cut_to_the_room_left_head_and_tail() -> None:
@@ -205,3 +238,22 @@ async def test_the_tool_is_offered_beside_the_clients_tools_never_alone() -> Non
     assert await Offer.of({**asked, "tools": tools}, "chat", CompactConfig(recall=False)) is None
     full = [{"type": "function", "function": {"name": f"t{n}", "parameters": {}}} for n in range(128)]
     assert await Offer.of({**asked, "tools": full}, "chat", on) is None  # OpenAI's limit
+
+
+async def test_the_client_gets_a_failed_rounds_own_error(recall_router: Any) -> None:
+    """Through the success hook: the provider's error (here a 503) is what the client is answered
+    with — it retries — not the reply without our call."""
+    from compact_hook.config import CompactConfig
+    from compact_hook.proxy.hook import CompactHook
+    from compact_hook.proxy.report import Report, record
+
+    unavailable = litellm.ServiceUnavailableError(message="overloaded", model="m", llm_provider="openai")
+    recall_router(unavailable, unavailable)
+    data: dict[str, Any] = {**DATA, "metadata": {}}
+    report = Report()
+    report.recall = pending()
+    record(data, "metadata", report)
+    with pytest.raises(litellm.ServiceUnavailableError):
+        await CompactHook(CompactConfig()).async_post_call_success_hook(
+            data, None, reply(("a", TOOL, handle_of(OUTPUT)))
+        )

@@ -40,6 +40,7 @@ from compact_hook.state.tokenizers import DEFAULT_TOKENIZER, acounter_for
 
 MAX_ROUNDS = int(CompactConfig.__dataclass_fields__["recall_max_rounds"].default)  # type: ignore[arg-type]
 """The model calls a request's recall answers may add, unless the operator says (``recall_max_rounds``)."""
+ROUND_TIMEOUT = float(CompactConfig.__dataclass_fields__["recall_round_timeout_seconds"].default)  # type: ignore[arg-type]
 NOT_FOUND = "No output with id {handle} in this conversation."
 SPENT = "Not read back: this conversation's recall budget is spent. Work from what you have."
 MAX_CLIENT_TOOLS = 128
@@ -72,6 +73,8 @@ class Pending:
     session_id: str
     max_rounds: int = MAX_ROUNDS
     tenant: str = ""
+    round_timeout: float = ROUND_TIMEOUT
+    """How long one round's model call may take (``recall_round_timeout_seconds``)."""
     archive: Archive | None = None
     """Where the audit of what was recalled goes (``audit``)."""
     budget: Callable[[], RecallBudget] | None = None
@@ -171,4 +174,5 @@ class Offer:
         session, tenant = who
         room = max(0, (config.context_window or 0) - result.output_tokens - (conversation.reserve or 0))
         room = min(config.recall_max_tokens, room)
-        return Pending(self.wire, self.name, conversation, room, session, config.recall_max_rounds, tenant)
+        rounds, timeout = config.recall_max_rounds, config.recall_round_timeout_seconds
+        return Pending(self.wire, self.name, conversation, room, session, rounds, tenant, timeout)

@@ -12,14 +12,20 @@ client must run its tools before the model can go on, and a recall answered now 
 again with nothing to continue from; the model asks again on the next turn, where the handle is
 still shown. Each round is billed as its own request (its own spend record, on the caller's key):
 no round goes unbilled, as it would if its usage were folded into one record LiteLLM prices once.
+
+A round that fails (a timeout, ``recall_round_timeout_seconds``; a 429 or 5xx, after one more try;
+a "too long", a refusal) fails the request with that error, which the client retries: the reply
+before it, our calls taken out, is often empty and ends ``stop`` — an agent reads "task complete".
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Mapping
 from typing import Any
 
+from compact_hook.core.failures import SummaryFailure, failure_of
 from compact_hook.proxy.recall.offer import Pending
 from compact_hook.proxy.recall.wires import KEPT_PARAMS, Call
 from compact_hook.proxy.router_summarizer import summary_metadata
@@ -28,6 +34,18 @@ from compact_hook.proxy.server import proxy_router
 logger = logging.getLogger(__name__)
 
 NO_MORE = "\n\n(That was the last recall this reply may make: answer with what you have.)"
+ROUND_TRIES = 2
+"""Each round's model call: tried once more after a timeout, a 429 or a 5xx."""
+
+
+class RoundFailed(Exception):
+    """A recall round's model call failed for good: ``error`` is what the client is answered with
+    (the provider's error as LiteLLM raised it, or LiteLLM's ``Timeout``) — told apart from an error
+    of ours, after which a stream goes on as it came (``streams``)."""
+
+    def __init__(self, error: BaseException) -> None:
+        super().__init__(str(error))
+        self.error = error
 
 
 async def answered(pending: Pending, data: Mapping[str, Any], response: Any) -> Any | None:
@@ -50,17 +68,50 @@ async def answered(pending: Pending, data: Mapping[str, Any], response: Any) -> 
             rounds += 1
             answers = [(call, _answer(pending, call, len(calls), rounds)) for call in calls]
             wire.followup(request, response, answers)
-            followed = await wire.send(router, request)
+            followed = await send_round(pending, router, request)
             usage = {key: usage.get(key, 0) + value for key, value in wire.usage(followed).items()}
             response = followed
             calls, theirs = wire.calls(response, tool)
-    except Exception:  # the model's reply so far goes to the client, our calls taken out
-        logger.exception("compact_hook: request %s: a recall round failed", data.get("litellm_call_id"))
-    pending.rounds = rounds
-    if budget is not None:
-        await budget.spend(pending.returned)
+    finally:
+        pending.rounds = rounds
+        if budget is not None:
+            await budget.spend(pending.returned)
     logger.info("compact_hook: request %s: %d recall round(s)", data.get("litellm_call_id"), rounds)
     return wire.finished(response, tool, usage, first)
+
+
+async def send_round(pending: Pending, router: Any, request: dict[str, Any]) -> Any:
+    """One round's model call, within ``recall_round_timeout_seconds``, tried ``ROUND_TRIES`` times
+    where the failure may pass (a timeout, a 429, a 5xx). A round that still fails raises its error
+    (a timeout as LiteLLM's ``Timeout``, 408): the client gets it and retries the turn — never the
+    model's reply with our calls taken out, which often says nothing and ends ``stop``: an agent
+    reads "done"."""
+    for attempt in range(1, ROUND_TRIES + 1):
+        try:
+            return await asyncio.wait_for(pending.wire.send(router, request), pending.round_timeout)
+        except Exception as exc:
+            kind = failure_of(exc)
+            passing = kind in (SummaryFailure.TIMEOUT, SummaryFailure.UNAVAILABLE)
+            logger.warning(
+                "compact_hook: a recall round failed (%s, try %d of %d)", kind.value, attempt, ROUND_TRIES
+            )
+            if attempt < ROUND_TRIES and passing:
+                continue
+            if isinstance(exc, (asyncio.TimeoutError, TimeoutError)):
+                raise RoundFailed(round_timeout(request, pending.round_timeout)) from exc
+            raise RoundFailed(exc) from exc
+    raise AssertionError("unreachable")  # pragma: no cover
+
+
+def round_timeout(request: Mapping[str, Any], seconds: float) -> Exception:
+    """A round's timeout as LiteLLM's own error (408): what clients retry."""
+    from litellm.exceptions import Timeout
+
+    return Timeout(
+        message=f"compact_hook: a recall round took longer than {seconds:g} s",
+        model=str(request.get("model")),
+        llm_provider="compact_hook",
+    )
 
 
 def _answer(pending: Pending, call: Call, calls: int, round_: int) -> str:
