@@ -7,6 +7,8 @@ import json
 from collections.abc import AsyncIterator, Iterable
 from typing import Any
 
+import pytest
+
 from compact_hook.core.recall import handle_of
 from compact_hook.formats import ANTHROPIC, GOOGLE, Conversation
 from compact_hook.proxy.recall import Pending
@@ -240,3 +242,151 @@ def test_the_clients_turn_keeps_the_first_rounds_thinking_never_a_later_rounds()
     final = {"content": [later, THEIRS], "stop_reason": "tool_use", "usage": {}}
     done = WIRES["anthropic"].finished(final, TOOL, {"input_tokens": 1}, first)
     assert done["content"] == [first_thought, THEIRS]
+
+
+# -- failing open (issue 45, item 5) -----------------------------------------------------------------------
+
+
+def partial_message_stream(stop: str) -> bytes:
+    """A Messages stream whose reply stopped (``stop``) inside our tool's input: its JSON cut short."""
+    raw = message_stream(TEXT, OURS, stop=stop)
+    whole = json.dumps(json.dumps({"id": HANDLE}))[1:-1].encode()  # as it stands inside the event's JSON
+    assert whole in raw
+    return raw.replace(whole, json.dumps('{"id": "04')[1:-1].encode())
+
+
+async def test_a_messages_reply_cut_inside_our_call_ends_as_the_model_ended_it(recall_router: Any) -> None:
+    """Before: ``json.loads`` raised after the visible text and ``message_stop`` never came."""
+    spy = recall_router()
+    shown = events(
+        await streamed(
+            messages_pending(), {"model": "x", "messages": []}, [partial_message_stream("max_tokens")]
+        )
+    )
+    assert spy.requests == []  # answered only on a tool-use stop
+    assert [e["type"] for e in shown][-2:] == ["message_delta", "message_stop"]
+    assert shown[-2]["delta"]["stop_reason"] == "max_tokens" and TOOL not in json.dumps(shown)
+
+
+def chat_chunk(finish: str | None = None, **delta: Any) -> Any:
+    import litellm
+
+    return litellm.ModelResponseStream(
+        id="s", model="m", choices=[{"index": 0, "delta": delta, "finish_reason": finish}]
+    )
+
+
+def chat_pending() -> Pending:
+    from compact_hook.formats import CHAT
+
+    conversation = CHAT.parse({"messages": [{"role": "user", "content": "go"}]})
+    assert isinstance(conversation, Conversation)
+    return Pending(WIRES["chat"], TOOL, conversation, 100_000, "s")
+
+
+async def test_a_chat_reply_cut_inside_our_call_is_not_answered(recall_router: Any) -> None:
+    spy = recall_router()
+    call = {"index": 0, "id": "c", "type": "function", "function": {"name": TOOL, "arguments": '{"id": "04'}}
+    out = await streamed(
+        chat_pending(),
+        {"model": "x", "messages": []},
+        [chat_chunk(content="Let me look."), chat_chunk(tool_calls=[call]), chat_chunk("length")],
+    )
+    assert spy.requests == []
+    assert [c.choices[0].finish_reason for c in out if c.choices][-1] == "length"
+    assert not any(c.choices and c.choices[0].delta.tool_calls for c in out)
+
+
+async def test_a_gemini_reply_stopped_by_its_token_limit_inside_our_call_is_not_answered(
+    recall_router: Any,
+) -> None:
+    spy = recall_router()
+    call = {"functionCall": {"name": TOOL, "args": {}}}
+    last = json.loads(google_chunk(call, finish=True)[6:])
+    last["candidates"][0]["finishReason"] = "MAX_TOKENS"
+    shown = events(
+        await streamed(
+            google_pending(),
+            {"model": "g", "contents": []},
+            [google_chunk({"text": "Let me"}), frame("", last)],
+        )
+    )
+    assert spy.requests == [] and shown[-1]["candidates"][0]["finishReason"] == "MAX_TOKENS"
+    assert TOOL not in json.dumps(shown)
+
+
+def responses_stream(end: str) -> list[dict[str, Any]]:
+    ours = {"type": "function_call", "id": "fc_1", "call_id": "c1", "name": TOOL, "arguments": '{"id": "04'}
+    return [
+        {"type": "response.created", "sequence_number": 0, "response": {"id": "resp"}},
+        {"type": "response.output_item.added", "sequence_number": 1, "output_index": 0, "item": ours},
+        {
+            "type": end,
+            "sequence_number": 2,
+            "response": {
+                "id": "resp",
+                "status": end.split(".")[1],
+                "output": [ours],
+                "usage": {"input_tokens": 1},
+            },
+        },
+    ]
+
+
+def responses_pending() -> Pending:
+    conversation = ANTHROPIC.parse({"messages": [{"role": "user", "content": "go"}]})
+    assert isinstance(conversation, Conversation)
+    return Pending(WIRES["responses"], TOOL, conversation, 100_000, "s")
+
+
+async def test_an_incomplete_or_failed_responses_reply_passes_with_our_call_taken_out(
+    recall_router: Any,
+) -> None:
+    """Before: ``response.incomplete`` and ``response.failed`` went to the client with our call inside."""
+    spy = recall_router()
+    for end in ("response.incomplete", "response.failed"):
+        out = await streamed(responses_pending(), {"model": "x", "input": []}, responses_stream(end))
+        assert [e["type"] for e in out] == ["response.created", end]
+        assert out[-1]["response"]["output"] == [] and TOOL not in json.dumps(out)
+    assert spy.requests == []
+
+
+async def test_an_error_of_ours_at_the_end_of_a_stream_sends_its_end_as_it_came(
+    monkeypatch: Any, recall_router: Any
+) -> None:
+    """On every wire: the end-of-stream work raising left the stream without its end."""
+    from compact_hook.proxy.recall.streams import chat, google, messages, responses
+
+    async def broken(*args: Any, **kwargs: Any) -> Any:
+        raise KeyError("a bug of ours")
+
+    for module in (chat, google, messages, responses):
+        monkeypatch.setattr(module, "answered", broken)
+    said = events(
+        await streamed(messages_pending(), {"model": "x", "messages": []}, [message_stream(TEXT, OURS)])
+    )
+    assert [e["type"] for e in said][-2:] == ["message_delta", "message_stop"]
+    call = {"index": 0, "id": "c", "type": "function", "function": {"name": TOOL, "arguments": "{}"}}
+    chatted = await streamed(
+        chat_pending(),
+        {"model": "x", "messages": []},
+        [chat_chunk(tool_calls=[call]), chat_chunk("tool_calls")],
+    )
+    assert chatted[-1].choices[0].finish_reason == "tool_calls"
+    gemini = events(
+        await streamed(
+            google_pending(),
+            {"model": "g", "contents": []},
+            [google_chunk({"functionCall": {"name": TOOL, "args": {"id": HANDLE}}}, finish=True)],
+        )
+    )
+    assert gemini[-1]["candidates"][0]["finishReason"] == "STOP"
+    completed = responses_stream("response.completed")
+    answered_out = await streamed(responses_pending(), {"model": "x", "input": []}, completed)
+    assert answered_out[-1]["type"] == "response.completed" and TOOL not in json.dumps(answered_out[-1])
+
+
+async def test_a_recall_round_that_fails_in_a_stream_ends_it_with_the_error(recall_router: Any) -> None:
+    recall_router(RuntimeError("provider down"), RuntimeError("provider down"))
+    with pytest.raises(RuntimeError, match="provider down"):
+        await streamed(messages_pending(), {"model": "x", "messages": []}, [message_stream(TEXT, OURS)])

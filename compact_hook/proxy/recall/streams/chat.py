@@ -17,7 +17,8 @@ from typing import Any
 import litellm
 
 from compact_hook.proxy.recall.offer import Pending
-from compact_hook.proxy.recall.rounds import answered
+from compact_hook.proxy.recall.rounds import RoundFailed, answered
+from compact_hook.proxy.recall.streams.guard import TOOL_STOPS, said_failure
 
 
 @dataclass
@@ -44,22 +45,58 @@ class _Reply:
 async def recalled_chat(
     pending: Pending, data: Mapping[str, Any], chunks: AsyncIterable[Any]
 ) -> AsyncGenerator[Any, None]:
-    """The client's stream: live but for our calls and the reply's end (see the module)."""
-    reply = _Reply()
+    """The client's stream: live but for our calls and the reply's end (see the module); on any
+    error of ours, as it came (``guard``)."""
+    reply, broken = _Reply(), False
     async for chunk in chunks:
-        shown = _seen(chunk, reply, pending.tool)
+        if broken:
+            yield chunk
+            continue
+        try:
+            shown = _seen(chunk, reply, pending.tool)
+        except Exception:
+            said_failure(data, "reading a chunk")
+            broken = True
+            for held in [*reply.held, chunk]:
+                yield held
+            continue
         if shown is not None:
             yield shown
-    ours = [call for call in reply.calls.values() if call.name == pending.tool]
-    if not ours or len(ours) < len(reply.calls):
-        for chunk in reply.held:
-            yield chunk
-        if reply.taken and not any(getattr(chunk, "usage", None) is not None for chunk in reply.held):
-            yield _usage_chunk(reply.last, reply.usage)
+    if broken:
         return
-    final = await answered(pending, data, _whole(reply))
-    for chunk in _continued(final, reply.last, include_usage=reply.usage is not None):
+    ours = [call for call in reply.calls.values() if call.name == pending.tool]
+    if not ours or len(ours) < len(reply.calls) or _stop(reply) not in TOOL_STOPS:
+        for chunk in _as_it_came(reply):
+            yield chunk
+        return
+    try:
+        final = await answered(pending, data, _whole(reply))
+        rest = _continued(final, reply.last, include_usage=reply.usage is not None)
+    except RoundFailed as failed:
+        raise failed.error from None
+    except Exception:
+        said_failure(data, "answering")
+        rest = _as_it_came(reply)
+    for chunk in rest:
         yield chunk
+
+
+def _stop(reply: _Reply) -> str | None:
+    """The finish reason the held chunks carry (None: the stream ended without one)."""
+    for chunk in reversed(reply.held):
+        for choice in getattr(chunk, "choices", None) or []:
+            reason = getattr(choice, "finish_reason", None)
+            if reason is not None:
+                return str(reason)
+    return None
+
+
+def _as_it_came(reply: _Reply) -> list[Any]:
+    """The held end of the reply, as it came (our calls' deltas were never shown)."""
+    out = list(reply.held)
+    if reply.taken and not any(getattr(chunk, "usage", None) is not None for chunk in reply.held):
+        out.append(_usage_chunk(reply.last, reply.usage))
+    return out
 
 
 def _seen(chunk: Any, reply: _Reply, tool: str) -> Any | None:

@@ -16,7 +16,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from compact_hook.proxy.recall.offer import Pending
-from compact_hook.proxy.recall.rounds import answered
+from compact_hook.proxy.recall.rounds import RoundFailed, answered
+from compact_hook.proxy.recall.streams.guard import TOOL_STOPS, said_failure
 from compact_hook.proxy.recall.streams.sse import Frame, Frames, frame
 
 
@@ -68,6 +69,15 @@ class _Reply:
             return event.raw
         return frame("", _with_parts(data, kept)) if kept else None
 
+    def stop(self) -> str | None:
+        """The finish reason of the held last response (None: none came)."""
+        for held in reversed(self.held):
+            candidate = _candidate(held)
+            reason = candidate.get("finishReason", candidate.get("finish_reason"))
+            if reason is not None:
+                return str(reason)
+        return None
+
     def whole(self) -> dict[str, Any]:
         """The reply as one whole response (what the rounds answer)."""
         candidate = {**_candidate(self.last), "content": {"role": "model", "parts": self.parts}}
@@ -92,25 +102,42 @@ def _plain(response: Any) -> dict[str, Any]:
 async def recalled_google(
     pending: Pending, data: Mapping[str, Any], chunks: AsyncIterable[Any]
 ) -> AsyncGenerator[Any, None]:
-    """The client's stream: live but for our calls and the reply's last response (see the module)."""
-    reply, frames = _Reply(pending.tool), Frames()
+    """The client's stream: live but for our calls and the reply's last response (see the module);
+    on any error of ours, as it came (``guard``)."""
+    reply, frames, broken = _Reply(pending.tool), Frames(), False
     async for chunk in chunks:
         if not isinstance(chunk, (bytes, str)):
             yield chunk  # not raw SSE: not a shape this reads
             continue
         for event in frames.feed(chunk):
-            shown = event if isinstance(event, bytes) else reply.seen(event)
-            if shown is not None:
+            raw = event if isinstance(event, bytes) else event.raw
+            if broken:
+                yield raw
+                continue
+            try:
+                shown = raw if isinstance(event, bytes) else reply.seen(event)
+            except Exception:
+                said_failure(data, "reading an event")
+                broken, shown = True, b"".join([*(frame("", held) for held in reply.held), raw])
+            if shown:
                 yield shown
     rest = frames.rest()
-    if not reply.ours or reply.theirs or rest or not reply.held:
-        for held in reply.held:
-            yield frame("", held)
+    if broken or not reply.ours or reply.theirs or rest or not reply.held or reply.stop() not in TOOL_STOPS:
+        for raw in [] if broken else [frame("", held) for held in reply.held]:
+            yield raw  # nothing to answer: as it came (our calls' parts were never shown)
         if rest:
             yield rest
         return
-    whole = reply.whole()
-    final = await answered(pending, data, whole)
-    if final is whole:  # no round came back: the reply so far ends as it is, ours taken out
-        final = {**reply.held[-1], "usageMetadata": whole.get("usageMetadata")}
-    yield frame("", _plain(final))
+    try:
+        whole = reply.whole()
+        final = await answered(pending, data, whole)
+        if final is whole:  # no round came back: the reply so far ends as it is, ours taken out
+            final = {**reply.held[-1], "usageMetadata": whole.get("usageMetadata")}
+        ending = [frame("", _plain(final))]
+    except RoundFailed as failed:
+        raise failed.error from None
+    except Exception:
+        said_failure(data, "answering")
+        ending = [frame("", held) for held in reply.held]
+    for each in ending:
+        yield each

@@ -17,7 +17,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from compact_hook.proxy.recall.offer import Pending
-from compact_hook.proxy.recall.rounds import answered
+from compact_hook.proxy.recall.rounds import RoundFailed, answered
+from compact_hook.proxy.recall.streams.guard import TOOL_STOPS, said_failure
 from compact_hook.proxy.recall.streams.sse import Frame, Frames, frame
 from compact_hook.proxy.recall.wires import THINKING
 
@@ -41,7 +42,7 @@ class _Block:
             block["thinking"] = str(block.get("thinking") or "") + joined
             block["signature"] = self.signature or block.get("signature", "")
         elif kind in ("tool_use", "server_tool_use") and joined:
-            block["input"] = json.loads(joined)
+            block["input"] = _input(joined)
         return block
 
 
@@ -84,6 +85,14 @@ class _Message:
             return event.raw
         return frame(event.event or str(kind), {**data, "index": self.shown[index]})
 
+    def stop(self) -> str | None:
+        """The stop reason the held ``message_delta`` carries (None: none came)."""
+        for event in self.held:
+            delta = (event.data or {}).get("delta")
+            if isinstance(delta, Mapping) and delta.get("stop_reason") is not None:
+                return str(delta["stop_reason"])
+        return None
+
     def calls(self, tool: str) -> tuple[int, int]:
         """How many calls to our tool, and to the client's tools, the message made."""
         uses = [b for b in self.blocks.values() if b.start.get("type") == "tool_use"]
@@ -97,6 +106,15 @@ class _Message:
             usage.update((event.data or {}).get("usage") or {})
         content = [self.blocks[i].whole() for i in sorted(self.blocks)]
         return {**self.start, "content": content, "stop_reason": "tool_use", "usage": usage}
+
+
+def _input(joined: str) -> Any:
+    """A tool call's input from its JSON deltas; what does not parse (a reply cut inside it) is kept
+    as its text (the rounds then find no handle in it: never an error)."""
+    try:
+        return json.loads(joined)
+    except ValueError:
+        return {"partial_json": joined}
 
 
 def _add(block: _Block, delta: Mapping[str, Any]) -> None:
@@ -114,27 +132,47 @@ def _add(block: _Block, delta: Mapping[str, Any]) -> None:
 async def recalled_messages(
     pending: Pending, data: Mapping[str, Any], chunks: AsyncIterable[Any]
 ) -> AsyncGenerator[Any, None]:
-    """The client's stream: live but for our calls and the message's end (see the module)."""
-    message, frames = _Message(), Frames()
+    """The client's stream: live but for our calls and the message's end (see the module); on any
+    error of ours, as it came (``guard``)."""
+    message, frames, broken = _Message(), Frames(), False
     async for chunk in chunks:
         if not isinstance(chunk, (bytes, str)):
             yield chunk  # not raw SSE: not a shape this reads
             continue
         for event in frames.feed(chunk):
-            shown = event if isinstance(event, bytes) else message.seen(event, pending.tool)
-            if shown is not None:
+            raw = event if isinstance(event, bytes) else event.raw
+            if broken:
+                yield raw
+                continue
+            try:
+                shown = raw if isinstance(event, bytes) else message.seen(event, pending.tool)
+            except Exception:
+                said_failure(data, "reading an event")
+                broken, shown = True, b"".join([*(held.raw for held in message.held), raw])
+            if shown:
                 yield shown
-    rest = frames.rest()
-    ours, theirs = message.calls(pending.tool)
-    if not ours or theirs or rest or not message.held:  # nothing of ours, the client's calls too, cut short
-        for event in message.held:
-            yield event.raw
+    if broken:
+        rest = frames.rest()
         if rest:
             yield rest
         return
-    whole = message.whole()
-    final = await answered(pending, data, whole)
-    for event in _continued(final, whole, len(message.shown)):
+    rest = frames.rest()
+    ours, theirs = message.calls(pending.tool)
+    if not ours or theirs or rest or not message.held or message.stop() not in TOOL_STOPS:
+        for raw in [*(event.raw for event in message.held), rest]:  # nothing to answer: as it came
+            if raw:
+                yield raw
+        return
+    try:
+        whole = message.whole()
+        final = await answered(pending, data, whole)
+        ending = list(_continued(final, whole, len(message.shown)))
+    except RoundFailed as failed:
+        raise failed.error from None
+    except Exception:
+        said_failure(data, "answering")
+        ending = [event.raw for event in message.held]
+    for event in ending:
         yield event
 
 

@@ -17,10 +17,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from compact_hook.proxy.recall.offer import Pending
-from compact_hook.proxy.recall.rounds import answered
+from compact_hook.proxy.recall.rounds import RoundFailed, answered
+from compact_hook.proxy.recall.streams.guard import said_failure
 from compact_hook.proxy.recall.streams.sse import frame
 
 CALLS = frozenset({"function_call", "custom_tool_call"})
+UNFINISHED = frozenset({"response.incomplete", "response.failed"})
 
 
 def _get(value: Any, key: str) -> Any:
@@ -49,13 +51,20 @@ class _Stream:
     sequence: int = 0
 
     def seen(self, event: Any) -> Any | None:
-        """Note ``event``; what to show now (None: held or ours)."""
+        """Note ``event``; what to show now (None: held or ours). A reply that ends otherwise than
+        completed (``response.incomplete``: a ``max_output_tokens`` stop; ``response.failed``) is
+        never answered: it goes on with our calls taken out of the response it carries."""
         kind = _kind(event)
         number = _get(event, "sequence_number")
         self.sequence = max(self.sequence, number if isinstance(number, int) else 0)
         if kind == "response.completed":
             self.held = event
             return None
+        if kind in UNFINISHED:
+            response = _get(event, "response")
+            if self.ours and response is not None:
+                _put(response, "output", self.shown_output(response))
+            return event
         index = _get(event, "output_index")
         if not isinstance(index, int):
             return event
@@ -80,29 +89,60 @@ class _Stream:
 async def recalled_responses(
     pending: Pending, data: Mapping[str, Any], chunks: AsyncIterable[Any]
 ) -> AsyncGenerator[Any, None]:
-    """The client's stream: live but for our calls and the completion (see the module)."""
-    stream = _Stream(pending.tool)
+    """The client's stream: live but for our calls and the completion (see the module); on any
+    error of ours, as it came (``guard``)."""
+    stream, broken = _Stream(pending.tool), False
     async for chunk in chunks:
-        shown = stream.seen(chunk)
+        if broken:
+            yield chunk
+            continue
+        try:
+            shown = stream.seen(chunk)
+        except Exception:
+            said_failure(data, "reading an event")
+            broken, shown = True, chunk
         if shown is not None:
             yield shown
-    if stream.held is None:
+    if broken or stream.held is None:
         return  # cut short or failed: nothing to complete
     if not stream.ours:
         yield stream.held
         return
+    try:
+        ending = await _ending(pending, data, stream)
+    except RoundFailed as failed:
+        raise failed.error from None
+    except Exception:
+        said_failure(data, "answering")
+        ending = [_without_ours(stream)]
+    for event in ending:
+        yield event
+
+
+def _without_ours(stream: _Stream) -> Any:
+    """The held completion with our calls taken out of it (as it came, if even that fails)."""
+    try:
+        whole = _get(stream.held, "response")
+        _put(whole, "output", stream.shown_output(whole))
+    except Exception:
+        said_failure({}, "taking our calls out of the completion")
+    return stream.held
+
+
+async def _ending(pending: Pending, data: Mapping[str, Any], stream: _Stream) -> list[Any]:
+    """The rest of the stream after our calls: the final round's items, then the completion with
+    every item the client was shown and every round's usage (made whole before any of it is sent)."""
     whole = _get(stream.held, "response")
     shown = stream.shown_output(whole)
     final = whole if stream.theirs else await answered(pending, data, whole)
     added = [] if final is whole else [_plain(item) for item in _get(final, "output") or []]
-    for event in _items(added, len(shown), stream):
-        yield event
+    ending: list[Any] = list(_items(added, len(shown), stream))
     # the held event itself goes last, changed: LiteLLM then writes it as it wrote the stream's start
     # (1.110 re-encodes the response id of every event object it passes; a frame of ours would differ)
     _put(whole, "output", [*shown, *added])
     _put(whole, "usage", _get(final, "usage"))
     _put(stream.held, "sequence_number", stream.sequence + 1)
-    yield stream.held
+    return [*ending, stream.held]
 
 
 def _put(value: Any, key: str, new: Any) -> None:
