@@ -126,13 +126,15 @@ class Telemetry:
 
     def recalled(self, data: Mapping[str, Any], pending: Pending) -> None:
         """The recall calls a reply made and the proxy answered: report fields and metrics."""
+        report = report_in(data)
+        if pending.failed is not None and report is not None:  # what the client got instead
+            report["recall_failed"] = pending.failed.value
         if not pending.found and not pending.missing and not pending.refused:
             return
         found, missing, returned = pending.found, pending.missing, pending.returned
         self.metrics.recalled(
             found, missing, returned, self.metrics.labels(str(data.get("model")), pending.wire.name)
         )
-        report = report_in(data)
         if report is not None:
             report.update(
                 recalls=found + missing + pending.refused,

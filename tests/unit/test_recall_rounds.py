@@ -13,7 +13,7 @@ import pytest
 from compact_hook.core.recall import handle_of
 from compact_hook.formats import CHAT, Conversation
 from compact_hook.proxy.recall import MAX_ROUNDS, Pending, recalled_stream, rounds
-from compact_hook.proxy.recall.offer import NOT_FOUND
+from compact_hook.proxy.recall.offer import NOT_FOUND, RoundFailure
 from compact_hook.proxy.recall.wires import WIRES
 
 OUTPUT = "\n".join(f"row {i}" for i in range(3000))
@@ -104,20 +104,33 @@ async def test_a_round_that_fails_once_is_tried_again(recall_router: Any) -> Non
 
 async def test_a_round_that_keeps_failing_fails_the_request_with_its_error(recall_router: Any) -> None:
     """Before issue 45 the reply so far went out, our call taken out: often nothing, ending ``stop``
-    — an agent reads "task complete". Now the client gets the error, and retries the turn."""
-    recall_router(RuntimeError("provider down"), RuntimeError("provider down"))
+    — an agent reads "task complete". Now the client gets the error (its status), and retries."""
+    down = litellm.ServiceUnavailableError(message="provider down", model="m", llm_provider="openai")
+    recall_router(down, down)
+    waiting = pending()
     with pytest.raises(rounds.RoundFailed) as failed:
-        await rounds.answered(pending(), DATA, reply(("a", TOOL, handle_of(OUTPUT)), content=""))
-    assert str(failed.value.error) == "provider down"
+        await rounds.answered(waiting, DATA, reply(("a", TOOL, handle_of(OUTPUT)), content=""))
+    assert failed.value.error is down and waiting.failed is RoundFailure.ERROR
 
 
-async def test_a_round_too_long_for_the_model_is_not_tried_again(recall_router: Any) -> None:
-    spy = recall_router(
-        RuntimeError("prompt is too long: 210000 tokens > 200000 maximum"), reply(content="x")
-    )
-    with pytest.raises(rounds.RoundFailed, match="too long"):
+async def test_an_error_without_a_status_reaches_the_client_as_a_503(recall_router: Any) -> None:
+    recall_router(RuntimeError("connection reset"), RuntimeError("connection reset"))
+    with pytest.raises(rounds.RoundFailed) as failed:
         await rounds.answered(pending(), DATA, reply(("a", TOOL, handle_of(OUTPUT))))
-    assert len(spy.requests) == 1
+    assert isinstance(failed.value.error, litellm.ServiceUnavailableError)
+
+
+async def test_a_round_too_long_for_the_model_is_resent_without_our_tool(recall_router: Any) -> None:
+    """What the answers added made it too long: retrying the turn would meet the same; the client's
+    request goes once more without our tool, and the model answers from what it had."""
+    spy = recall_router(
+        RuntimeError("prompt is too long: 210000 tokens > 200000 maximum"), reply(content="as I recall")
+    )
+    data = {**DATA, "tools": [{"type": "function", "function": {"name": "bash"}}, pending().wire.tool(TOOL)]}
+    waiting = pending()
+    final = await rounds.answered(waiting, data, reply(("a", TOOL, handle_of(OUTPUT))))
+    assert final.choices[0].message.content == "as I recall" and waiting.failed is RoundFailure.RESENT
+    assert len(spy.requests) == 2 and TOOL not in json.dumps(spy.requests[1].get("tools"))
 
 
 async def test_a_round_that_hangs_times_out_as_litellms_timeout(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -387,6 +387,9 @@ async def test_an_error_of_ours_at_the_end_of_a_stream_sends_its_end_as_it_came(
 
 
 async def test_a_recall_round_that_fails_in_a_stream_ends_it_with_the_error(recall_router: Any) -> None:
-    recall_router(RuntimeError("provider down"), RuntimeError("provider down"))
-    with pytest.raises(RuntimeError, match="provider down"):
+    import litellm
+
+    down = litellm.ServiceUnavailableError(message="provider down", model="m", llm_provider="openai")
+    recall_router(down, down)
+    with pytest.raises(litellm.ServiceUnavailableError):
         await streamed(messages_pending(), {"model": "x", "messages": []}, [message_stream(TEXT, OURS)])

@@ -61,6 +61,17 @@ class Answered(enum.StrEnum):
     SPENT = "budget spent"
 
 
+class RoundFailure(enum.StrEnum):
+    """What the client got when a recall round failed for good (the report's ``recall_failed``)."""
+
+    RESENT = "resent"
+    """The answers made the request too long for the model, or the provider refused the follow-up:
+    resent without our tool, the model answers from what it had."""
+    ERROR = "error"
+    """A timeout or an unavailable provider (429, 5xx) after one more try, or a resend that failed:
+    the client gets the round's error (clients retry those)."""
+
+
 @dataclass
 class Pending:
     """What answering one request's recall calls needs: the wire, our tool's name, the client's
@@ -91,6 +102,8 @@ class Pending:
     missing: int = 0
     returned: int = 0
     rounds: int = 0
+    failed: RoundFailure | None = None
+    """Set when a round failed for good (``rounds``): what the client got instead."""
 
     def answer(self, handle: str, share: int) -> str:
         """The original ``handle`` names, word for word — or its head and tail, cut to ``share`` of

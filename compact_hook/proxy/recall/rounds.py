@@ -13,9 +13,10 @@ again with nothing to continue from; the model asks again on the next turn, wher
 still shown. Each round is billed as its own request (its own spend record, on the caller's key):
 no round goes unbilled, as it would if its usage were folded into one record LiteLLM prices once.
 
-A round that fails (a timeout, ``recall_round_timeout_seconds``; a 429 or 5xx, after one more try;
-a "too long", a refusal) fails the request with that error, which the client retries: the reply
-before it, our calls taken out, is often empty and ends ``stop`` — an agent reads "task complete".
+A round that fails for good (a timeout, ``recall_round_timeout_seconds``, a 429 or 5xx after one more
+try) fails the request with that error, which the client retries; one whose additions failed (the
+answers made it too long, a refusal) is resent once without our tool. Never the reply before it, our
+calls taken out: often empty and ending ``stop``, an agent reads it as "task complete".
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from compact_hook.core.failures import SummaryFailure, failure_of
-from compact_hook.proxy.recall.offer import Pending
+from compact_hook.proxy.recall.offer import Pending, RoundFailure
 from compact_hook.proxy.recall.wires import KEPT_PARAMS, Call
 from compact_hook.proxy.router_summarizer import summary_metadata
 from compact_hook.proxy.server import proxy_router
@@ -36,6 +37,10 @@ logger = logging.getLogger(__name__)
 NO_MORE = "\n\n(That was the last recall this reply may make: answer with what you have.)"
 ROUND_TRIES = 2
 """Each round's model call: tried once more after a timeout, a 429 or a 5xx."""
+PASSING = frozenset({SummaryFailure.TIMEOUT, SummaryFailure.UNAVAILABLE})
+RESENT_AFTER = frozenset({SummaryFailure.TOO_LONG, SummaryFailure.REFUSED})
+"""Failures of what the rounds added (the answers made it too long, the provider refused the
+follow-up): the client's own request, without our tool, may still be answered."""
 
 
 class RoundFailed(Exception):
@@ -68,50 +73,92 @@ async def answered(pending: Pending, data: Mapping[str, Any], response: Any) -> 
             rounds += 1
             answers = [(call, _answer(pending, call, len(calls), rounds)) for call in calls]
             wire.followup(request, response, answers)
-            followed = await send_round(pending, router, request)
-            usage = {key: usage.get(key, 0) + value for key, value in wire.usage(followed).items()}
+            try:
+                followed = await send_round(pending, router, request)
+            except Exception as exc:
+                resent = await _after_failure(pending, data, router, exc)
+                return wire.finished(resent, tool, _added(usage, wire.usage(resent)), resent)
+            usage = _added(usage, wire.usage(followed))
             response = followed
             calls, theirs = wire.calls(response, tool)
     finally:
         pending.rounds = rounds
         if budget is not None:
             await budget.spend(pending.returned)
-    logger.info("compact_hook: request %s: %d recall round(s)", data.get("litellm_call_id"), rounds)
+        logger.info("compact_hook: request %s: %d recall round(s)", data.get("litellm_call_id"), rounds)
     return wire.finished(response, tool, usage, first)
 
 
 async def send_round(pending: Pending, router: Any, request: dict[str, Any]) -> Any:
     """One round's model call, within ``recall_round_timeout_seconds``, tried ``ROUND_TRIES`` times
-    where the failure may pass (a timeout, a 429, a 5xx). A round that still fails raises its error
-    (a timeout as LiteLLM's ``Timeout``, 408): the client gets it and retries the turn — never the
-    model's reply with our calls taken out, which often says nothing and ends ``stop``: an agent
-    reads "done"."""
+    where the failure may pass (a timeout, a 429, a 5xx)."""
     for attempt in range(1, ROUND_TRIES + 1):
         try:
             return await asyncio.wait_for(pending.wire.send(router, request), pending.round_timeout)
         except Exception as exc:
             kind = failure_of(exc)
-            passing = kind in (SummaryFailure.TIMEOUT, SummaryFailure.UNAVAILABLE)
             logger.warning(
                 "compact_hook: a recall round failed (%s, try %d of %d)", kind.value, attempt, ROUND_TRIES
             )
-            if attempt < ROUND_TRIES and passing:
-                continue
-            if isinstance(exc, (asyncio.TimeoutError, TimeoutError)):
-                raise RoundFailed(round_timeout(request, pending.round_timeout)) from exc
-            raise RoundFailed(exc) from exc
+            if attempt >= ROUND_TRIES or kind not in PASSING:
+                raise
     raise AssertionError("unreachable")  # pragma: no cover
 
 
-def round_timeout(request: Mapping[str, Any], seconds: float) -> Exception:
-    """A round's timeout as LiteLLM's own error (408): what clients retry."""
-    from litellm.exceptions import Timeout
-
-    return Timeout(
-        message=f"compact_hook: a recall round took longer than {seconds:g} s",
-        model=str(request.get("model")),
-        llm_provider="compact_hook",
+async def _after_failure(pending: Pending, data: Mapping[str, Any], router: Any, failed: Exception) -> Any:
+    """A round that failed for good. Where what the rounds added failed (the answers made the request
+    too long for the model, the provider refused the follow-up), the client's request is resent once
+    without our tool: the model answers from what it had. Otherwise — and if the resend fails too —
+    ``RoundFailed`` with the error the client gets (``mapped``), never the reply so far with our calls
+    taken out, which often says nothing and ends ``stop``: an agent reads "done"."""
+    kind = failure_of(failed)
+    logger.warning(
+        "compact_hook: request %s: a recall round failed for good (%s): %s",
+        data.get("litellm_call_id"),
+        kind.value,
+        failed,
     )
+    if kind not in RESENT_AFTER:
+        pending.failed = RoundFailure.ERROR
+        raise RoundFailed(mapped(failed, data, pending.round_timeout)) from failed
+    pending.failed = RoundFailure.RESENT
+    try:
+        return await send_round(pending, router, without_our_tool(pending, followup_request(pending, data)))
+    except Exception as exc:
+        pending.failed = RoundFailure.ERROR
+        raise RoundFailed(mapped(exc, data, pending.round_timeout)) from exc
+
+
+def without_our_tool(pending: Pending, request: dict[str, Any]) -> dict[str, Any]:
+    """``request`` without the recall tool (the client's tools, as sent)."""
+    ours = pending.wire.tool(pending.tool)
+    tools = request.get("tools")
+    if isinstance(tools, list):
+        request["tools"] = [tool for tool in tools if tool != ours]
+    return request
+
+
+def mapped(failed: BaseException, data: Mapping[str, Any], seconds: float) -> Exception:
+    """The error the client gets for a failed round, with a status clients retry: the router's own
+    (LiteLLM's, with its status: 429, 5xx, 400), a timeout as LiteLLM's ``Timeout`` (408), anything
+    else as its ``ServiceUnavailableError`` (503)."""
+    from litellm.exceptions import ServiceUnavailableError, Timeout
+
+    model = str(data.get("model") or "")
+    if isinstance(failed, Exception) and isinstance(getattr(failed, "status_code", None), int):
+        return failed
+    if isinstance(failed, (asyncio.TimeoutError, TimeoutError)):
+        return Timeout(
+            message=f"compact_hook: a recall round took longer than {seconds:g} s",
+            model=model,
+            llm_provider="",
+        )
+    message = f"compact_hook: a recall round failed ({type(failed).__name__})"
+    return ServiceUnavailableError(message=message, model=model, llm_provider="")
+
+
+def _added(usage: dict[str, int], more: dict[str, int]) -> dict[str, int]:
+    return {key: usage.get(key, 0) + value for key, value in more.items()}
 
 
 def _answer(pending: Pending, call: Call, calls: int, round_: int) -> str:
