@@ -147,8 +147,11 @@ class CompactHook(CustomLogger):
         async for chunk in chunks:
             yield chunk
         if pending is not None:
-            self.telemetry.recalled(request_data, pending)
-            audit_recalls(pending)
+            try:  # the stream has been sent whole: nothing after it may break it
+                self.telemetry.recalled(request_data, pending)
+                audit_recalls(pending)
+            except Exception:
+                logger.exception("compact_hook: could not report a stream's recalls")
 
     async def async_post_call_success_hook(
         self, data: dict[str, Any], user_api_key_dict: Any, response: Any

@@ -160,7 +160,12 @@ def watched(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Watched]:
                 pre_restart = scraped(prometheus, f'sum(compact_hook_requests_total{{instance="{second}"}})')
                 replicas[1].stop()  # a restart: its counters start again from zero
                 replicas[1].start()
-                headers += replay(replicas, "agent", TURNS[24:])
+                headers += replay(replicas, "agent", TURNS[24:26])
+                restarted = f'sum(compact_hook_requests_total{{instance="{second}"}})'
+                prometheus.wait_for(  # scraped once below what it had: the reset is on record
+                    lambda: 0 < scraped(prometheus, restarted) < pre_restart, "scraping the restart"
+                )
+                headers += replay(replicas, "agent", TURNS[26:])
                 broken = replay(replicas, "broken", TURNS[31:])  # each over the trigger after clearing
                 failed = sum(h.get("x-compact-reason") == "summary_failed" for h in broken)
                 failures = 'sum(compact_hook_summary_failures_total{model_group="broken"})'

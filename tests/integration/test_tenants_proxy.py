@@ -12,13 +12,21 @@ requests are counted at, and A's throttle cut the group's window to 0.8 of A's r
 from __future__ import annotations
 
 import base64
+import time
 from collections.abc import Iterator
 from typing import Any
 
 import openai
 import pytest
 
-from tests.integration.harness import ProxyProcess, StandinUpstream, compact_info, standin_deployment
+from tests.integration.agent_clients import count_samples
+from tests.integration.harness import (
+    ProxyProcess,
+    StandinUpstream,
+    compact_info,
+    free_port,
+    standin_deployment,
+)
 from tests.integration.wire_clients import call
 from tests.support import load_transcript, replay_points
 
@@ -39,6 +47,8 @@ SEEN = (
     "x-compact-tokens-after",
 )
 SEEN_ALSO = ("x-compact-compacted", "x-compact-cache", "x-compact-summary-calls", "x-compact-reason")
+SETTLE_SECONDS = 60.0
+"""How long a response's usage may take to be recorded before the test gives up (a wait, not a goal)."""
 
 
 def config(standin: StandinUpstream, archive: Any, media: int) -> dict[str, Any]:
@@ -55,35 +65,61 @@ def config(standin: StandinUpstream, archive: Any, media: int) -> dict[str, Any]
     }
 
 
+def proxy_of(config: dict[str, Any]) -> ProxyProcess:
+    return ProxyProcess(config, env={"COMPACT_METRICS_PORT": str(free_port())})
+
+
+def settled(proxy: ProxyProcess, samples: int) -> None:
+    """Wait until the proxy has judged ``samples`` responses of the group in all.
+
+    LiteLLM runs the success hook that learns from a response after the client has it, so without this
+    wait whether turn N is counted with turn N-1's usage depends on the machine's speed.
+    """
+    deadline = time.monotonic() + SETTLE_SECONDS
+    while sum(count_samples(proxy, "shared").values()) < samples:
+        assert time.monotonic() < deadline, f"the proxy never judged {samples} responses"
+        time.sleep(0.02)
+
+
 def tenant_b(proxy: ProxyProcess, between: Any = None) -> list[dict[str, str]]:
-    """B's session turn by turn (every other one streamed): what each turn's headers said."""
+    """B's session turn by turn (every other one streamed): what each turn's headers said.
+
+    Every response's usage is judged before the next request is sent, B's and A's alike (``between``
+    returns how many responses it got), so both runs see the same evidence at each turn.
+    """
     seen = []
+    samples = 0
     for number, end in enumerate(replay_points(SESSION)[:TURNS]):
         if between is not None:
-            between(number)
+            samples += between(number)
+            settled(proxy, samples)
         headers, _ = call(proxy, "chat", "shared", SESSION[:end], stream=number % 2 == 1, key="sk-tenant-b")
         seen.append({name: headers.get(name, "") for name in (*SEEN, *SEEN_ALSO)})
+        samples += 1
+        settled(proxy, samples)
     return seen
 
 
-def tenant_a(proxy: ProxyProcess, number: int) -> None:
-    """A's odd requests: images (two each turn early on), then throttled ones."""
+def tenant_a(proxy: ProxyProcess, number: int) -> int:
+    """A's odd requests: images early on, then throttled ones; how many were answered."""
     words = "The screenshot shows a failing build; read the error and say what to change. " * 60
     if number < 8:
         image = {"type": "image_url", "image_url": {"url": f"data:image/png;base64,{PIXEL}"}}
         content = [{"type": "text", "text": f"{number}: {words}"}, image]
         call(proxy, "chat", "shared", [{"role": "user", "content": content}], key="sk-tenant-a")
-    elif number % 5 == 0:
+        return 1
+    if number % 5 == 0:
         throttled = [{"role": "user", "content": f"{THROTTLE_MARKER} {number}: {words * 8}"}]
         with pytest.raises(openai.RateLimitError):
             call(proxy, "chat", "shared", throttled, key="sk-tenant-a")
+    return 0
 
 
 @pytest.fixture(scope="module")
 def alone(
     standin: StandinUpstream, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[list[dict[str, str]]]:
-    with ProxyProcess(config(standin, tmp_path_factory.mktemp("archive"), 4_000)) as proxy:
+    with proxy_of(config(standin, tmp_path_factory.mktemp("archive"), 4_000)) as proxy:
         yield tenant_b(proxy)
 
 
@@ -94,7 +130,7 @@ def test_a_tenants_images_and_throttles_leave_another_tenants_counts_windows_and
     alone: list[dict[str, str]],
     media: int,
 ) -> None:
-    with ProxyProcess(config(standin, tmp_path_factory.mktemp("archive"), media)) as proxy:
+    with proxy_of(config(standin, tmp_path_factory.mktemp("archive"), media)) as proxy:
         beside = tenant_b(proxy, between=lambda number: tenant_a(proxy, number))
         log = proxy.log_text()
     assert any(turn["x-compact-cache"] == "miss" for turn in alone)  # B's session does compact

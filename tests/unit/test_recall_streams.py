@@ -393,3 +393,28 @@ async def test_a_recall_round_that_fails_in_a_stream_ends_it_with_the_error(reca
     recall_router(down, down)
     with pytest.raises(litellm.ServiceUnavailableError):
         await streamed(messages_pending(), {"model": "x", "messages": []}, [message_stream(TEXT, OURS)])
+
+
+async def test_a_failure_reporting_a_streams_recalls_never_breaks_the_stream(
+    monkeypatch: Any, recall_router: Any
+) -> None:
+    """The hook's iterator: the stream has been sent whole when its recalls are reported, so a failure
+    there (metrics, the audit log) is logged, never raised into the client's stream."""
+    from compact_hook.config import CompactConfig
+    from compact_hook.proxy.hook import CompactHook
+    from compact_hook.proxy.report import Report, record
+
+    hook = CompactHook(CompactConfig())
+
+    def broken(*args: Any) -> None:
+        raise RuntimeError("metrics down")
+
+    monkeypatch.setattr(hook.telemetry, "recalled", broken)
+    recall_router()
+    report = Report()
+    report.recall = chat_pending()
+    data: dict[str, Any] = {"model": "x", "messages": []}
+    record(data, "metadata", report)
+    said = [chat_chunk(content="Done."), chat_chunk("stop")]
+    out = [c async for c in hook.async_post_call_streaming_iterator_hook(None, chunks_of(said), data)]
+    assert [c.choices[0].finish_reason for c in out if c.choices][-1] == "stop"
