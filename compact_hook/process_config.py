@@ -16,6 +16,7 @@ from compact_hook.state.redis_clients import check_url
 
 StoreBackend = Literal["auto", "memory", "redis", "off"]
 DEFAULT_STORE_MAX_BYTES = 64 * 1024 * 1024
+DEFAULT_TENANT_RECORD_BYTES = 8 * 1024 * 1024
 DEFAULT_LOCK_TTL_SECONDS = 300.0
 DEFAULT_LOCK_WAIT_SECONDS = 120.0
 DEFAULT_FAILURE_TTL_SECONDS = 60.0
@@ -53,6 +54,16 @@ class ProcessConfig:
         "bound of the in-process store, in bytes (summaries are most of it)",
         at_least=1024,
         suffix=" (64 MiB)",
+    )
+    store_tenant_record_bytes: int = setting(
+        DEFAULT_TENANT_RECORD_BYTES,
+        (
+            "most a tenant (a key or team) may hold in the store's records — what the compaction items "
+            "we give Codex stand for — in process and in Redis; past it, that tenant's own oldest "
+            "records go, never another's (a record larger than it alone is not kept)"
+        ),
+        at_least=1024,
+        suffix=" (8 MiB)",
     )
     store_ttl_seconds: int = setting(
         86_400, "lifetime of a remembered compaction (in-process and Redis)", at_least=1

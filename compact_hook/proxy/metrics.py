@@ -22,8 +22,9 @@ from prometheus_client import REGISTRY, CollectorRegistry, Counter, Gauge, Histo
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from compact_hook.core.evidence import Verdict
 from compact_hook.core.failures import SummaryFailure
-from compact_hook.core.outcomes import CacheStatus, Reason
+from compact_hook.core.outcomes import ArchiveStatus, CacheStatus, Reason
 from compact_hook.engine.compactor import Compactor
 from compact_hook.engine.result import CompactResult
 from compact_hook.proxy.learned import Learned
@@ -36,6 +37,15 @@ OTHER = "other"
 MAX_GROUPS = 1024
 MAX_STARTED = 8192
 """Group and wire pairs whose counts start at 0 (configured groups × the handful of wires)."""
+FALLING_BEHIND = (
+    Reason.NO_ROOM,
+    Reason.OVER_TRIGGER,
+    Reason.CANNOT_FIT,
+    Reason.SUMMARY_FAILED,
+    Reason.BREAKER_OPEN,
+)
+"""The request outcomes ``CompactHookFallingBehind`` reads (the other outcomes appear as they come)."""
+RECALL_OUTCOMES = ("found", "not_found")
 LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60)
 
 
@@ -153,17 +163,43 @@ class Metrics:
         return where
 
     def _start(self, where: Labels) -> None:
-        """The counts an alert or a panel divides by, at 0 from a group's first request on a wire:
+        """Every count an alert or a panel reads, at 0 from a group's first request on a wire:
         Prometheus's ``rate`` and ``increase`` read a series from its first scrape, so the
         increment that created it would be lost — a group's first failed summary, its first
-        compaction (the "avoid missing metrics" rule of Prometheus's instrumentation guide)."""
+        compaction (the "avoid missing metrics" rule of Prometheus's instrumentation guide) — and a
+        panel on a series not created yet says "No data" where the truth is 0 (no recall yet, an
+        unpriced model's money)."""
         group, wire = where.model_group, where.wire
-        for counter in (self.summary_calls, self.tokens_before, self.tokens_after, self.tokens_saved):
-            counter.labels(group, wire)
-        for kind in SummaryFailure:
-            self.summary_failures.labels(group, wire, kind.value)
-        for cache in (CacheStatus.MISS, CacheStatus.SHARED, CacheStatus.PREPARED):
-            self.compactions.labels(group, wire, cache.value)
+        for series in self._started_series():
+            series.labels(group, wire)
+        for counter, outcomes in self._started_outcomes():
+            for outcome in outcomes:
+                counter.labels(group, wire, outcome)
+        for verdict in Verdict:
+            self.count_samples.labels(group, verdict.value)
+
+    def _started_series(self) -> tuple[Counter | Histogram, ...]:
+        return (
+            self.summary_calls,
+            self.tokens_before,
+            self.tokens_after,
+            self.tokens_saved,
+            self.cost_saved,
+            self.summary_cost,
+            self.recall_bytes,
+            self.latency,
+        )
+
+    def _started_outcomes(self) -> tuple[tuple[Counter, tuple[str, ...]], ...]:
+        """Each count by outcome and the outcomes a rule or panel reads of it."""
+        cached = (CacheStatus.MISS, CacheStatus.SHARED, CacheStatus.PREPARED)
+        return (
+            (self.summary_failures, tuple(kind.value for kind in SummaryFailure)),
+            (self.compactions, tuple(cache.value for cache in cached)),
+            (self.requests, tuple(reason.value for reason in FALLING_BEHIND)),
+            (self.archive, tuple(status.value for status in ArchiveStatus)),
+            (self.recalls, RECALL_OUTCOMES),
+        )
 
     def observe(self, result: CompactResult, where: Labels) -> None:
         """One request the engine handled."""
@@ -190,10 +226,9 @@ class Metrics:
 
     def recalled(self, found: int, missing: int, returned: int, where: Labels) -> None:
         """One reply's recall calls, answered by the proxy (``proxy.recall``)."""
-        if found:
-            self.recalls.labels(where.model_group, where.wire, "found").inc(found)
-        if missing:
-            self.recalls.labels(where.model_group, where.wire, "not_found").inc(missing)
+        for outcome, count in zip(RECALL_OUTCOMES, (found, missing), strict=True):
+            if count:
+                self.recalls.labels(where.model_group, where.wire, outcome).inc(count)
         if returned:
             self.recall_bytes.labels(where.model_group, where.wire).inc(returned)
 

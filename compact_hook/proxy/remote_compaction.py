@@ -14,11 +14,12 @@ single flight across replicas, the originals archived) keeping as little verbati
 turn in progress); what it would forward, less the user and system items Codex keeps or re-sends
 itself, is the *memento* — our summary and that turn. Small on purpose: Codex compacts again as soon
 as what it is billed reaches its own limit, and a memento near that limit would have it compact on
-every turn. The memento is kept in the store (shared by replicas,
-expiring with the conversation's state) under a key made of the tenant and a random handle: the
-handle means nothing to another tenant and carries no text. A request that carries our item gets
-it replaced by the memento before anything else reads the request (LiteLLM's own decoders
-included); a handle the store no longer holds becomes a short notice, and is reported.
+every turn. The memento is kept in the store (shared by replicas, expiring with the conversation's
+state) under a key made of the tenant and a random handle: the handle means nothing to another
+tenant and carries no text. It counts against the tenant's quota (``store_tenant_record_bytes``:
+its own oldest mementos go first, never another tenant's). A request that carries our item gets it
+replaced by the memento before anything else reads the request (LiteLLM's own decoders included); a
+handle the store no longer holds becomes a short notice, and is reported.
 """
 
 from __future__ import annotations
@@ -166,7 +167,7 @@ class Mementos:
         """A new handle for ``memento`` (None: the store could not keep it)."""
         handle = HANDLE_PREFIX + secrets.token_urlsafe(16)
         text = json.dumps(memento, ensure_ascii=False, separators=(",", ":"))
-        kept = await self.store.put_record(_key(tenant, handle), text, self.ttl)
+        kept = await self.store.put_record(_key(tenant, handle), text, self.ttl, tenant)
         return handle if kept else None
 
 

@@ -38,7 +38,12 @@ def build_stores(config: ProcessConfig, litellm_redis: Any = None) -> Stores:
 
     Our ``redis_url`` wins over LiteLLM's Redis; with neither, ``auto`` means in-process.
     """
-    main = MemoryStore(config.store_max_entries, config.store_ttl_seconds, max_bytes=config.store_max_bytes)
+    main = MemoryStore(
+        config.store_max_entries,
+        config.store_ttl_seconds,
+        max_bytes=config.store_max_bytes,
+        tenant_bytes=config.store_tenant_record_bytes,
+    )
     prepared = MemoryStore(
         max(1, config.store_max_entries // PREPARED_SHARE),
         config.store_ttl_seconds,
@@ -56,9 +61,13 @@ def build_stores(config: ProcessConfig, litellm_redis: Any = None) -> Stores:
         "the in-process store while Redis is unreachable"
     )
     ttl, timeout, topology = config.store_ttl_seconds, config.redis_timeout_seconds, shared.topology
-    main_store = TieredStore(RedisStore(shared.client, ttl, "", topology), main, timeout)
+    watch = redis_clients.sentinel_watch(shared)
+    quota = config.store_tenant_record_bytes
+    shared_main = RedisStore(shared.client, ttl, "", topology, tenant_bytes=quota)
+    main_store = TieredStore(shared_main, main, timeout, watch=watch)
     shared_prepared = RedisStore(shared.client, ttl, PREPARED_NAMESPACE, topology)
-    return _said(Stores(main_store, TieredStore(shared_prepared, prepared, timeout), description))
+    prepared_store = TieredStore(shared_prepared, prepared, timeout, watch=watch)
+    return _said(Stores(main_store, prepared_store, description))
 
 
 def build_store(config: ProcessConfig, litellm_redis: Any = None) -> CompactionStore | None:

@@ -97,6 +97,45 @@ def of_litellm(client: Any) -> SharedRedis:
     return SharedRedis(client, Topology.SINGLE, "LiteLLM's Redis settings", where)
 
 
+class SentinelWatch:
+    """Where a Sentinel-managed client last found its master, and where the sentinels say it is
+    now: a store that set Redis aside asks, and comes back as soon as they name another master,
+    rather than waiting out its rest on a replica that is gone (``TieredStore``)."""
+
+    def __init__(self, pool: Any) -> None:
+        self._pool = pool
+
+    def used(self) -> str | None:
+        """The master the client last resolved (None: it never did)."""
+        return _address(self._pool.master_address)
+
+    async def named(self) -> str | None:
+        """The master the sentinels name now (None while they name none: the old one is down and no
+        replica promoted yet)."""
+        from redis.asyncio.sentinel import MasterNotFoundError
+
+        try:
+            found = await self._pool.sentinel_manager.discover_master(self._pool.service_name)
+        except MasterNotFoundError:
+            return None
+        return _address(found)
+
+
+def sentinel_watch(shared: SharedRedis) -> SentinelWatch | None:
+    """A watch on a Sentinel-managed client's master (None for one server or a cluster)."""
+    from redis.asyncio.sentinel import SentinelConnectionPool
+
+    pool = getattr(shared.client, "connection_pool", None)
+    return SentinelWatch(pool) if isinstance(pool, SentinelConnectionPool) else None
+
+
+def _address(found: Any) -> str | None:
+    if not found:
+        return None
+    host, port = found
+    return f"{host}:{port}"
+
+
 def _cluster(scheme: str, netloc: str) -> SharedRedis:
     from redis.asyncio.cluster import ClusterNode, RedisCluster
 

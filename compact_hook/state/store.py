@@ -18,15 +18,16 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, Protocol
 
 from compact_hook.core.chain import Entry
-from compact_hook.process_config import DEFAULT_STORE_MAX_BYTES
+from compact_hook.process_config import DEFAULT_STORE_MAX_BYTES, DEFAULT_TENANT_RECORD_BYTES
+from compact_hook.state.quota import RedisLedger, TenantLedger, charge, fits
 from compact_hook.state.redis_clients import MOVED_HINT, Topology, is_outage
+from compact_hook.state.rest import DOWN_SECONDS, MasterWatch, Rest
 
 logger = logging.getLogger(__name__)
 
 INDEX_LIMIT = 32
 """Compactions remembered per conversation root (forks and rewinds keep older ones useful)."""
 KEY_PREFIX = "compact_hook:v1"
-DOWN_SECONDS = 1.0
 MAX_NOTE_CHARS = 256
 MAX_RECORD_CHARS = 1 << 20
 """A record (what a compaction handle we gave a client stands for) is at most 1 MiB of text; a
@@ -56,9 +57,10 @@ class CompactionStore(Protocol):
 
     async def get_note(self, key: bytes) -> str | None: ...
 
-    async def put_record(self, key: bytes, value: str, ttl: float) -> bool:
-        """Keep ``value`` (at most ``MAX_RECORD_CHARS``) under ``key`` for ``ttl`` seconds; False when
-        it is too long or could not be kept."""
+    async def put_record(self, key: bytes, value: str, ttl: float, tenant: str | None = None) -> bool:
+        """Keep ``value`` (at most ``MAX_RECORD_CHARS``) under ``key`` for ``ttl`` seconds, counted
+        against ``tenant``'s quota if given (``state.quota``: past it, the tenant's own oldest
+        records go); False when it is too long or could not be kept."""
         ...
 
     async def get_record(self, key: bytes) -> str | None: ...
@@ -87,6 +89,7 @@ class MemoryStore:
         ttl: float,
         clock: Callable[[], float] = time.monotonic,
         max_bytes: int = DEFAULT_STORE_MAX_BYTES,
+        tenant_bytes: int = DEFAULT_TENANT_RECORD_BYTES,
     ) -> None:
         self.max_entries = max_entries
         self.max_bytes = max_bytes
@@ -98,6 +101,7 @@ class MemoryStore:
         self._notes: OrderedDict[bytes, tuple[float, str]] = OrderedDict()
         self._records: OrderedDict[bytes, tuple[float, str]] = OrderedDict()
         self.record_chars = 0
+        self.tenants = TenantLedger(tenant_bytes)
 
     async def find(self, root: bytes, chain: Sequence[bytes]) -> tuple[bytes, Entry] | None:
         for _, key in best_match(self._index.get(root, []), chain):
@@ -154,14 +158,16 @@ class MemoryStore:
         found = self._notes.get(key)
         return found[1] if found is not None and found[0] > self.clock() else None
 
-    async def put_record(self, key: bytes, value: str, ttl: float) -> bool:
+    async def put_record(self, key: bytes, value: str, ttl: float, tenant: str | None = None) -> bool:
         """Records share the store's byte budget with nothing else: at most ``max_bytes`` of them,
-        the least recently used going first."""
-        if len(value) > MAX_RECORD_CHARS:
+        the least recently used going first; a tenant's at most its quota, its oldest going first."""
+        if not fits(value, tenant, self.tenants.quota, MAX_RECORD_CHARS):
             return False
         self._drop_record(key)
         self._records[key] = (self.clock() + ttl, value)
         self.record_chars += len(value)
+        for older in self.tenants.charge(tenant, key, charge(value)) if tenant is not None else ():
+            self._drop_record(older)
         while self.record_chars > self.max_bytes and len(self._records) > 1:
             self._drop_record(next(iter(self._records)))
         return True
@@ -169,6 +175,7 @@ class MemoryStore:
     async def get_record(self, key: bytes) -> str | None:
         found = self._records.get(key)
         if found is None or found[0] <= self.clock():
+            self._drop_record(key)
             return None
         self._records.move_to_end(key)
         return found[1]
@@ -177,6 +184,7 @@ class MemoryStore:
         gone = self._records.pop(key, None)
         if gone is not None:
             self.record_chars -= len(gone[1])
+            self.tenants.release(key)
 
 
 _UNLOCK = """
@@ -195,13 +203,20 @@ class RedisStore:
     """
 
     def __init__(
-        self, client: Any, ttl: int, namespace: str = "", topology: Topology = Topology.SINGLE
+        self,
+        client: Any,
+        ttl: int,
+        namespace: str = "",
+        topology: Topology = Topology.SINGLE,
+        tenant_bytes: int = DEFAULT_TENANT_RECORD_BYTES,
     ) -> None:
         self.client = client
         self.ttl = ttl
         self.prefix = f"{KEY_PREFIX}:{namespace}" if namespace else KEY_PREFIX
         self.topology = topology
         """One server, a cluster or a Sentinel-managed master (the ``compact_hook_store_redis`` metric)."""
+        self.ledger = RedisLedger(client, self.prefix, tenant_bytes)
+        """Each tenant's records and their sizes (``state.quota``)."""
 
     async def find(self, root: bytes, chain: Sequence[bytes]) -> tuple[bytes, Entry] | None:
         raw_pairs = await self.client.lrange(self._index_key(root), 0, INDEX_LIMIT - 1)
@@ -250,10 +265,18 @@ class RedisStore:
         value = await self.client.get(self._note_key(key))
         return value.decode() if isinstance(value, bytes) else value
 
-    async def put_record(self, key: bytes, value: str, ttl: float) -> bool:
-        if len(value) > MAX_RECORD_CHARS:
+    async def put_record(self, key: bytes, value: str, ttl: float, tenant: str | None = None) -> bool:
+        """The record and, for a tenant, its charge in one pipelined round trip; the records the
+        tenant gave up to stay within its quota deleted in a second, only when some go."""
+        if not fits(value, tenant, self.ledger.quota, MAX_RECORD_CHARS):
             return False
-        await self.client.set(self._record_key(key), value, px=max(1, int(ttl * 1000)))
+        expiry = max(1, int(ttl * 1000))
+        pipe = self.client.pipeline(transaction=False)
+        pipe.set(self._record_key(key), value, px=expiry)
+        if tenant is not None:
+            self.ledger.charge(pipe, tenant, key, value, expiry)
+        done = await pipe.execute()
+        await self.ledger.give_up(done[1] if tenant is not None else (), self._record_key)
         return True
 
     async def get_record(self, key: bytes) -> str | None:
@@ -288,9 +311,12 @@ class TieredStore:
     Any Redis error or timeout is logged and answered from memory. Only a sign that Redis is
     unreachable (a connection refused or lost, a timeout, a cluster without a node for a slot, no
     master behind the sentinels) sets it aside for ``DOWN_SECONDS``, so a dead server does not add
-    a timeout to every request; any other failed command costs that call alone. ``errors`` counts
-    failed Redis calls, ``outages`` the times Redis was set aside, ``fallbacks`` calls answered by
-    memory alone (metrics).
+    a timeout to every request; any other failed command costs that call alone. Behind sentinels
+    (``watch``), a rest ends as soon as they name a master other than the one that failed: the
+    promoted replica is used from the first call after its promotion, not up to a second later
+    (a second in which each replica compacts alone). ``errors`` counts failed Redis calls,
+    ``outages`` the times Redis was set aside, ``fallbacks`` calls answered by memory alone
+    (metrics).
     """
 
     def __init__(
@@ -299,19 +325,20 @@ class TieredStore:
         local: MemoryStore,
         timeout: float,
         clock: Callable[[], float] = time.monotonic,
+        watch: MasterWatch | None = None,
     ) -> None:
         self.shared = shared
         self.local = local
         self.timeout = timeout
         self.clock = clock
-        self._down_until = 0.0
+        self.rest = Rest(timeout, watch)
         self.errors = 0
         self.outages = 0
         self.fallbacks = 0
 
     @property
     def shared_available(self) -> bool:
-        return self.clock() >= self._down_until
+        return not self.rest.on(self.clock())
 
     async def find(self, root: bytes, chain: Sequence[bytes]) -> tuple[bytes, Entry] | None:
         """The longest state either store knows: Redis's (copied here), or one this replica made
@@ -356,9 +383,9 @@ class TieredStore:
         ok, value = await self._shared(lambda: self.shared.get_note(key))
         return value if ok else await self.local.get_note(key)
 
-    async def put_record(self, key: bytes, value: str, ttl: float) -> bool:
-        kept = await self.local.put_record(key, value, ttl)
-        ok, shared = await self._shared(lambda: self.shared.put_record(key, value, ttl))
+    async def put_record(self, key: bytes, value: str, ttl: float, tenant: str | None = None) -> bool:
+        kept = await self.local.put_record(key, value, ttl, tenant)
+        ok, shared = await self._shared(lambda: self.shared.put_record(key, value, ttl, tenant))
         return kept and (not ok or bool(shared))
 
     async def get_record(self, key: bytes) -> str | None:
@@ -367,7 +394,7 @@ class TieredStore:
 
     async def _shared(self, call: Callable[[], Awaitable[Any]]) -> tuple[bool, Any]:
         """Run a Redis call: ``(True, value)``, or ``(False, None)`` when Redis failed or is resting."""
-        if not self.shared_available:
+        if not self.shared_available and not await self.rest.ended_early(self.clock()):
             self.fallbacks += 1
             return False, None
         try:
@@ -384,7 +411,7 @@ class TieredStore:
                 )
                 return False, None
             self.outages += 1
-            self._down_until = self.clock() + DOWN_SECONDS
+            self.rest.begin(self.clock())
             logger.warning(
                 "compact_hook: Redis store unavailable (%s: %s); using the in-process store for %.0f s",
                 type(exc).__name__,

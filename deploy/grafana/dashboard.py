@@ -28,11 +28,21 @@ def query(expr: str, legend: str) -> prometheus.Dataquery:
     return prometheus.Dataquery().expr(expr).legend_format(legend).datasource(SOURCE)
 
 
-def panel(title: str, unit: str, *targets: prometheus.Dataquery) -> timeseries.Panel:
+def panel(title: str, unit: str, *targets: prometheus.Dataquery, empty: str = "") -> timeseries.Panel:
+    """A panel; ``empty`` says on it when its series cannot exist (its "No data" is then the answer)."""
     built = timeseries.Panel().title(title).unit(unit).datasource(SOURCE)
+    if empty:
+        built = built.description(empty)
     for target in targets:
         built = built.with_target(target)
     return built.span(PANEL_WIDTH).height(PANEL_HEIGHT)
+
+
+NO_REDIS = (
+    "Redis calls that failed, calls answered by the replica's own memory, and times Redis was set aside. "
+    "No data on a replica without Redis (COMPACT_STORE=memory, or auto with no Redis configured): "
+    "its in-process store makes no call that could fail."
+)
 
 
 PANELS = {
@@ -100,6 +110,7 @@ PANELS = {
             query(
                 "sum by (instance) (increase(compact_hook_store_outages_total[5m]))", "outages {{instance}}"
             ),
+            empty=NO_REDIS,
         ),
         panel(
             "Breakers open, prepared summaries unused",

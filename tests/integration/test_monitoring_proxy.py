@@ -220,13 +220,62 @@ def test_the_planted_failure_fires_the_summary_failure_alert_on_its_group_only(w
     assert "agent" not in by_group and "tools-agent" not in by_group
 
 
+def returns_series(prometheus: PrometheusServer, expr: str) -> bool:
+    """Whether a panel's query draws a line (a NaN, 0/0, draws none)."""
+    found = prometheus.query(expr.replace("$model_group", ".*"))
+    return any(math.isfinite(float(sample["value"][1])) for sample in found)
+
+
 def test_every_dashboard_query_returns_series(watched: Watched) -> None:
     board = json.loads(BOARD.read_text())
     exprs = [t["expr"] for p in board["panels"] for t in p.get("targets", [])]
     assert len(exprs) >= 10
-    empty = []
-    for expr in exprs:
-        found = watched.prometheus.query(expr.replace("$model_group", ".*"))
-        if not [s for s in found if math.isfinite(float(s["value"][1]))]:
-            empty.append((expr, found))
-    assert empty == []
+    assert [expr for expr in exprs if not returns_series(watched.prometheus, expr)] == []
+
+
+@pytest.fixture(scope="module")
+def plain(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PrometheusServer]:
+    """``make run``'s deployment: one replica, no Redis, unpriced models, no recall yet, scraped from
+    its first request (the conversation goes on after Prometheus has seen it, so ``rate`` has two
+    points to draw a line through)."""
+    archive = tmp_path_factory.mktemp("plain") / "archive"
+    with StandinUpstream() as upstream:
+        compact = compact_info(archive, {"context_window": WINDOW, "summary_model": "summarizer"})
+        config = {
+            "model_list": [
+                standin_deployment("agent", upstream.url, "standin", **compact),
+                standin_deployment("summarizer", upstream.url, "standin-summarizer"),
+            ],
+            "litellm_settings": {"callbacks": "compact_hook.proxy_handler_instance"},
+        }
+        replica = Replica(config, {"COMPACT_METRICS_PORT": str(free_port())})
+        try:
+            replica.start()
+            with PrometheusServer([replica.target], [RULES]) as prometheus:
+                prometheus.wait_for(lambda: prometheus.targets_up() == 1, "scraping the replica")
+                first = replay([replica], "agent", TURNS[:1])
+                requests = "sum(compact_hook_requests_total)"
+                prometheus.wait_for(lambda: scraped(prometheus, requests) == 1, "seeing the first request")
+                headers = first + replay([replica], "agent", TURNS[1:24])
+                assert any(h.get("x-compact-compacted") == "true" for h in headers[1:])  # compacted since
+                prometheus.wait_for(lambda: scraped(prometheus, requests) == len(headers), "seeing them all")
+                time.sleep(3 * EVALUATION_SECONDS)
+                yield prometheus
+        finally:
+            replica.stop()
+
+
+def test_without_redis_pricing_or_recall_only_a_panel_that_says_why_has_no_data(
+    plain: PrometheusServer,
+) -> None:
+    """Issue 45: on ``make run``'s deployment 6 of the dashboard's 16 queries drew nothing (recalls,
+    money saved, summaries' cost, the store's three) because their series appeared on first use; 0
+    is the answer there. The store's cannot exist without Redis: its panel says so."""
+    board = json.loads(BOARD.read_text())
+    empty = {
+        panel["title"]: panel.get("description", "")
+        for panel in board["panels"]
+        for target in panel.get("targets", [])
+        if not returns_series(plain, target["expr"])
+    }
+    assert {title: "without Redis" in said for title, said in empty.items()} == {"Store health": True}

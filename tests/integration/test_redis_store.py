@@ -3,14 +3,18 @@
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import AsyncIterator, Iterator
 
 import pytest
 import redis.asyncio
 
 from compact_hook.core.chain import Entry
+from compact_hook.process_config import ProcessConfig
+from compact_hook.state.backends import build_stores
+from compact_hook.state.rest import DOWN_SECONDS
 from compact_hook.state.store import INDEX_LIMIT, MemoryStore, RedisStore, TieredStore
-from tests.integration.redis_server import RedisServer
+from tests.integration.redis_server import RedisSentinelServer, RedisServer
 
 
 @pytest.fixture(scope="module")
@@ -87,3 +91,46 @@ async def test_a_remembered_failure_is_shared_and_expires(redis_client: redis.as
     assert await other.get_note(b"root") == "1"  # a replica sees another's note
     await asyncio.sleep(0.3)
     assert await other.get_note(b"root") is None
+
+
+async def test_after_a_sentinel_failover_the_store_uses_the_promoted_master_at_once() -> None:
+    """Issue 45: a replica that set Redis aside when its master died uses the promoted replica from
+    its first call after the sentinels name it, not once its rest is over. The store's clock stands
+    still within the rest, so only the sentinels' word can bring it back."""
+    now = [0.0]
+    with RedisSentinelServer() as sentinel:
+        store = build_stores(ProcessConfig(redis_url=sentinel.url)).main
+        assert isinstance(store, TieredStore) and isinstance(store.shared, RedisStore)
+        store.clock = lambda: now[0]
+        await store.shared.put(b"root", b"k1", Entry(1, (), "shared before the failover"))
+        assert await store.shared.client.execute_command("WAIT", 1, 5000) == 1  # on the replica too
+        sentinel.master.kill()
+        assert await store.get(b"k1") is None and store.outages == 1  # set aside: memory knows nothing
+        deadline = time.monotonic() + 30
+        while sentinel.master_port() != sentinel.replica.port:
+            assert time.monotonic() < deadline, "the sentinels promoted no replica"
+            await asyncio.sleep(0.1)
+        now[0] = DOWN_SECONDS / 2  # the rest not over
+        assert await store.get(b"k1") == Entry(1, (), "shared before the failover")
+        assert store.outages == 1 and store.fallbacks == 1
+        await store.shared.client.aclose()
+
+
+async def test_in_redis_a_tenant_past_its_quota_gives_up_its_own_oldest_records(
+    redis_client: redis.asyncio.Redis,
+) -> None:
+    """Issue 45 item 9: Redis held whatever any tenant wrote. Now a tenant's records past its quota are
+    deleted, oldest first, another tenant's never; the account expires with the tenant's records."""
+    store = RedisStore(redis_client, ttl=60, tenant_bytes=2 * 1024 * 1024)
+    record = "m" * 500_000
+    assert await store.put_record(b"b-1", "what B's handle stands for", 60, "team:b")
+    for number in range(20):
+        assert await store.put_record(f"a-{number}".encode(), record, 60, "team:a")
+    kept = [n for n in range(20) if await store.get_record(f"a-{n}".encode()) is not None]
+    assert kept == [16, 17, 18, 19]
+    assert await store.get_record(b"b-1") == "what B's handle stands for"
+    keys, sizes = store.ledger.accounts("team:a")
+    assert await redis_client.llen(keys) == 4
+    assert int(await redis_client.hget(sizes, "=")) == 4 * (len(record) + 256)
+    assert 0 < await redis_client.pttl(keys) <= 60_000 and 0 < await redis_client.pttl(sizes) <= 60_000
+    assert "team:a" not in keys  # no key or team name in Redis's key space

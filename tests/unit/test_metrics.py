@@ -13,9 +13,10 @@ from compact_hook.engine.compactor import Compactor
 from compact_hook.engine.prepare import PrepareSetup
 from compact_hook.engine.tally import Tally
 from compact_hook.proxy.hook import CompactHook
-from compact_hook.proxy.metrics import MAX_STARTED, Metrics
+from compact_hook.proxy.metrics import FALLING_BEHIND, MAX_STARTED, Metrics
 from compact_hook.state.store import MemoryStore, TieredStore
 from tests.fakes import BrokenStore
+from tests.metric_names import panel_exprs, rule_exprs, selectors
 from tests.routers import SpyRouter, request
 from tests.support import Samples, metric_samples, metric_value
 
@@ -89,7 +90,33 @@ def test_the_counts_rules_divide_by_start_at_zero_on_a_groups_first_request() ->
     for cache in ("miss", "shared", "prepared"):
         assert value(samples, "compact_hook_compactions_total", **labels, outcome=cache) == 0
     assert value(samples, "compact_hook_summary_calls_total", **labels) == 0
-    assert not [key for key in samples if key[0] == "compact_hook_requests_total"]  # outcomes: as they come
+    requests = {dict(key[1])["outcome"] for key in samples if key[0] == "compact_hook_requests_total"}
+    assert requests == {reason.value for reason in FALLING_BEHIND}  # the rest: as they come
+
+
+LEARNED_ONLY = {"compact_hook_count_ratio"}
+"""A ratio appears with the group's first learned estimate: no estimate is not a ratio of 0 (its panel
+says so)."""
+
+
+def test_every_series_a_panel_or_rule_reads_exists_from_a_groups_first_request() -> None:
+    """Issue 45: on a deployment with no recall yet and unpriced models, a panel on a series created
+    on first use said "No data" where the truth is 0; a rule lost the increment that created it."""
+    registry = CollectorRegistry()
+    metrics = Metrics(registry)
+    tiered = TieredStore(MemoryStore(10, 60), MemoryStore(10, 60), timeout=0.1)  # a store with Redis
+    compactor = Compactor(tiered, prepare=PrepareSetup(MemoryStore(10, 60), Background(1, 1)))
+    metrics.engine.source = lambda: compactor
+    metrics.known_group("agent")
+    metrics.labels("agent", "chat")
+    samples = scrape_registry(registry)
+    exprs = [expr for panel in panel_exprs().values() for expr in panel] + rule_exprs()
+    missing = set()
+    for name, outcomes in (found for expr in exprs for found in selectors(expr)):
+        present = {dict(labels).get("outcome") for series, labels in samples if series == name}
+        if name not in LEARNED_ONLY and (not present or not set(outcomes) <= present):
+            missing.add((name, tuple(sorted(set(outcomes) - present)) if present else "no series"))
+    assert missing == set()
 
 
 def test_the_zero_started_series_are_bounded() -> None:

@@ -7,6 +7,7 @@ import pytest
 from compact_hook.core.chain import Entry
 from compact_hook.process_config import ProcessConfig
 from compact_hook.state.backends import build_store
+from compact_hook.state.rest import DOWN_SECONDS, PROBE_SECONDS
 from compact_hook.state.store import MemoryStore, TieredStore
 from tests.fakes import BrokenStore
 
@@ -98,6 +99,87 @@ async def test_a_longer_state_made_while_redis_was_away_is_kept_and_given_back_t
     )  # a tie: Redis's
 
 
+class Watch:
+    """Sentinels as a store sees them: the master its client last used, the one they name now."""
+
+    def __init__(self, used: str | None) -> None:
+        self.master = used
+        self.named_now: str | None | BaseException = used
+        self.asked = 0
+
+    def used(self) -> str | None:
+        return self.master
+
+    async def named(self) -> str | None:
+        self.asked += 1
+        if isinstance(self.named_now, BaseException):
+            raise self.named_now
+        return self.named_now
+
+
+class FailingOver(MemoryStore):
+    """A Redis whose master is gone until ``down`` is cleared (its promoted replica answering)."""
+
+    def __init__(self) -> None:
+        super().__init__(100, 60)
+        self.down = True
+        self.calls = 0
+
+    async def get(self, key: bytes) -> Entry | None:
+        self.calls += 1
+        if self.down:
+            raise ConnectionError("Error 111 connecting to 127.0.0.1:6379. Connection refused.")
+        return await super().get(key)
+
+
+async def test_behind_sentinels_the_rest_ends_as_soon_as_they_name_another_master() -> None:
+    """The rest is for a Redis nobody can reach; once the sentinels promote a replica, the next call
+    uses it (a second more in memory is a second in which each replica compacts alone)."""
+    now = [0.0]
+    redis, watch = FailingOver(), Watch("127.0.0.1:6379")
+    store = TieredStore(redis, MemoryStore(100, 60), timeout=0.1, clock=lambda: now[0], watch=watch)
+    await redis.put(b"root", b"k1", Entry(1, (), "on the promoted replica"))
+    assert await store.get(b"k1") is None and store.outages == 1  # the master is gone: set aside
+    for named in ("127.0.0.1:6379", None):  # the same master, then none while they decide
+        watch.named_now = named
+        now[0] += PROBE_SECONDS
+        assert await store.get(b"k1") is None and redis.calls == 1
+    await store.get(b"k1")
+    assert watch.asked == 2  # at most once per PROBE_SECONDS
+    redis.down, watch.named_now = False, "127.0.0.1:6380"
+    now[0] += PROBE_SECONDS  # well within DOWN_SECONDS
+    assert await store.get(b"k1") == Entry(1, (), "on the promoted replica")
+    assert (redis.calls, store.outages, store.fallbacks) == (2, 1, 4) and store.shared_available
+
+
+async def test_sentinels_that_cannot_answer_are_not_asked_again_in_that_rest() -> None:
+    now = [0.0]
+    watch = Watch("127.0.0.1:6379")
+    watch.named_now = ConnectionError("sentinels unreachable")
+    store = TieredStore(FailingOver(), MemoryStore(100, 60), timeout=0.1, clock=lambda: now[0], watch=watch)
+    for _ in range(5):
+        await store.get(b"k1")
+        now[0] += PROBE_SECONDS
+    assert watch.asked == 1 and store.outages == 1
+    now[0] = DOWN_SECONDS + 1
+    await store.get(b"k1")  # the rest over: Redis tried again (and set aside again)
+    assert store.outages == 2
+
+
+async def test_without_sentinels_a_rest_lasts_its_second() -> None:
+    now = [0.0]
+    redis = FailingOver()
+    store = TieredStore(redis, MemoryStore(100, 60), timeout=0.1, clock=lambda: now[0])
+    await store.get(b"k1")
+    redis.down = False
+    now[0] = DOWN_SECONDS / 2
+    await store.get(b"k1")
+    assert redis.calls == 1
+    now[0] = DOWN_SECONDS
+    await store.get(b"k1")
+    assert redis.calls == 2
+
+
 class SlowStore(BrokenStore):
     async def find(self, root: bytes, chain: Sequence[bytes]) -> None:
         import asyncio
@@ -184,3 +266,42 @@ def test_litellms_redis_is_used_when_ours_is_not_set() -> None:
 def test_process_settings_are_validated(key: str, value: object) -> None:
     with pytest.raises(ValueError, match=key):
         ProcessConfig(**{key: value})  # type: ignore[arg-type]
+
+
+RECORD = "m" * 500_000
+"""A large memento (half a MiB), as a long conversation's compaction item stands for."""
+
+
+async def test_one_tenants_many_large_records_push_out_its_own_oldest_never_anothers() -> None:
+    """Issue 45 item 9: without a quota, one tenant's 64 large compactions evicted every other tenant's
+    records on a replica without Redis (the store's byte budget is shared)."""
+    store = MemoryStore(100, 60, max_bytes=8 * 1024 * 1024, tenant_bytes=2 * 1024 * 1024)
+    assert await store.put_record(b"b-1", "what B's handle stands for", 60, "team:b")
+    for number in range(64):
+        assert await store.put_record(f"a-{number}".encode(), RECORD, 60, "team:a")
+    assert await store.get_record(b"b-1") == "what B's handle stands for"
+    assert store.tenants.total("team:a") <= store.tenants.quota
+    kept = [n for n in range(64) if await store.get_record(f"a-{n}".encode()) is not None]
+    assert kept == list(range(60, 64))  # A's newest four, within its 2 MiB
+    assert store.record_chars == 4 * len(RECORD) + len("what B's handle stands for")
+
+
+async def test_a_record_larger_than_the_quota_alone_is_not_kept_and_frees_nothing() -> None:
+    store = MemoryStore(100, 60, tenant_bytes=100_000)
+    assert await store.put_record(b"a-1", "small", 60, "team:a")
+    assert not await store.put_record(b"a-2", RECORD, 60, "team:a")
+    assert await store.get_record(b"a-1") == "small" and await store.get_record(b"a-2") is None
+
+
+async def test_a_dropped_record_leaves_its_tenants_account() -> None:
+    """Expired, evicted for bytes or rewritten: the account holds only what the store holds."""
+    now = [0.0]
+    store = MemoryStore(100, 60, clock=lambda: now[0], max_bytes=1_200_000, tenant_bytes=4 * 1024 * 1024)
+    await store.put_record(b"a-1", RECORD, 1, "team:a")
+    await store.put_record(b"a-1", RECORD, 60, "team:a")  # rewritten: counted once
+    assert store.tenants.total("team:a") == len(RECORD) + 256
+    await store.put_record(b"b-1", RECORD, 60, "team:b")
+    await store.put_record(b"b-2", RECORD, 60, "team:b")  # over the store's bytes: its oldest (A's) goes
+    assert store.tenants.total("team:a") == 0 and await store.get_record(b"a-1") is None
+    now[0] = 61
+    assert await store.get_record(b"b-2") is None and store.tenants.total("team:b") == len(RECORD) + 256
