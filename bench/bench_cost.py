@@ -85,7 +85,7 @@ import anthropic  # noqa: E402
 import litellm  # noqa: E402
 
 from bench.cost_sessions import CHAT_FILES, Session, all_sessions  # noqa: E402
-from compact_hook.config import CompactConfig  # noqa: E402
+from compact_hook.settings.model import CompactConfig  # noqa: E402
 from tests.integration.harness import (  # noqa: E402
     ProxyProcess,
     StandinUpstream,

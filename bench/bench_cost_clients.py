@@ -35,7 +35,7 @@ sys.path.insert(0, str(ROOT / "bench"))
 
 from bench_cost import Prices, Usage  # noqa: E402
 
-from compact_hook.formats import ANTHROPIC  # noqa: E402
+from compact_hook.wires import ANTHROPIC  # noqa: E402
 from tests.integration.agent_clients import CLIENTS, SUMMARY_WINDOW, AgentClient, run_client  # noqa: E402
 from tests.integration.harness import (  # noqa: E402
     ProxyProcess,

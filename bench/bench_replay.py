@@ -22,7 +22,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from compact_hook.formats import ANTHROPIC, CHAT, RESPONSES  # noqa: E402
+from compact_hook.wires import ANTHROPIC, CHAT, RESPONSES  # noqa: E402
 from tests.integration.harness import (  # noqa: E402
     ProxyProcess,
     StandinUpstream,

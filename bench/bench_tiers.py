@@ -29,8 +29,8 @@ sys.path.insert(0, str(ROOT))
 
 from compact_hook import CompactConfig  # noqa: E402
 from compact_hook.engine import Compactor, CompactRequest  # noqa: E402
-from compact_hook.formats import ANTHROPIC, CHAT, Conversation, WireFormat  # noqa: E402
 from compact_hook.state.store import MemoryStore  # noqa: E402
+from compact_hook.wires import ANTHROPIC, CHAT, Conversation, WireFormat  # noqa: E402
 from tests.fakes import InMemoryArchive  # noqa: E402
 from tests.support import (  # noqa: E402
     TRANSCRIPTS,

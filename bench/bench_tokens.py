@@ -32,8 +32,8 @@ import tiktoken  # noqa: E402
 
 from compact_hook.core.counting import item_strings, request_total  # noqa: E402
 from compact_hook.engine.library import parse_chat  # noqa: E402
-from compact_hook.formats import CHAT, Conversation  # noqa: E402
 from compact_hook.state.tokenizers import HFTokenCounter, load_tokenizer  # noqa: E402
+from compact_hook.wires import CHAT, Conversation  # noqa: E402
 
 TRANSCRIPTS = ROOT / "tests" / "data" / "transcripts" / "openai"
 os.environ.setdefault(

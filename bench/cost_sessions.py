@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from compact_hook.formats import ANTHROPIC
+from compact_hook.wires import ANTHROPIC
 from tests.support import anthropic_replay_points, load_transcript, tokens_of
 
 ROOT = Path(__file__).resolve().parents[1]

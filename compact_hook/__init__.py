@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from compact_hook.config import CompactConfig
 from compact_hook.engine.library import compact_messages, count_tokens, should_compact
 from compact_hook.engine.result import CompactResult, CompactStats
+from compact_hook.settings.model import CompactConfig
 
 __all__ = [
     "CompactConfig",

@@ -1,4 +1,4 @@
-"""Write docs/configuration.md's tables from the code (``compact_hook.config_reference``).
+"""Write docs/configuration.md's tables from the code (``compact_hook.settings.reference``).
 
 .venv/bin/python scripts/config_reference.py          # rewrite the tables
 .venv/bin/python scripts/config_reference.py --check  # exit 1 if they are stale
@@ -10,7 +10,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from compact_hook.config_reference import with_tables, write_readme
+from compact_hook.settings.reference import with_tables, write_readme
 
 README = Path(__file__).resolve().parents[1] / "docs" / "configuration.md"
 

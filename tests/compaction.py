@@ -13,20 +13,20 @@ from pathlib import Path
 from typing import Any
 
 from compact_hook import count_tokens
-from compact_hook.config import CompactConfig
 from compact_hook.core.calibration import IDENTITY, CountRatio
 from compact_hook.core.chain import Owner, scope_of
 from compact_hook.core.counting import item_strings, request_total
 from compact_hook.core.limits import Limits
 from compact_hook.core.pricing import Prices
 from compact_hook.engine import Compactor, CompactRequest, CompactResult
-from compact_hook.engine.background import Background
-from compact_hook.engine.flight import Leases
+from compact_hook.engine.ahead.background import Background
+from compact_hook.engine.ahead.prepare import PrepareSetup
 from compact_hook.engine.library import parse_chat
-from compact_hook.engine.prepare import PrepareSetup
-from compact_hook.formats import ANTHROPIC, CHAT, GOOGLE, RESPONSES, Conversation
+from compact_hook.engine.summary.flight import Leases
+from compact_hook.settings.model import CompactConfig
 from compact_hook.state.archive import Archive
 from compact_hook.state.store import MemoryStore
+from compact_hook.wires import ANTHROPIC, CHAT, GOOGLE, RESPONSES, Conversation
 from tests.conversations import Said, body, wire_of
 from tests.fakes import FakeSummarizer, InMemoryArchive, WordCounter
 from tests.support import (

@@ -90,7 +90,7 @@ def fresh_log_rate_limits() -> None:
     other tests in the same worker logged must not silence the ones a test asserts on."""
     import logging
 
-    from compact_hook.proxy.logs import PACKAGE, RateLimit
+    from compact_hook.proxy.lifecycle.logs import PACKAGE, RateLimit
 
     for name in [PACKAGE, *logging.Logger.manager.loggerDict]:
         if name == PACKAGE or name.startswith(PACKAGE + "."):

@@ -11,7 +11,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from compact_hook.formats import ANTHROPIC, CHAT, GOOGLE, RESPONSES, WireFormat
+from compact_hook.wires import ANTHROPIC, CHAT, GOOGLE, RESPONSES, WireFormat
 
 WIRES = {"chat": CHAT, "anthropic": ANTHROPIC, "responses": RESPONSES, "google": GOOGLE}
 WIRE_NAMES = tuple(WIRES)

@@ -15,7 +15,7 @@ from typing import Any
 from compact_hook.core.chain import Entry
 from compact_hook.core.counting import StringsOf
 from compact_hook.core.fingerprint import Fingerprint
-from compact_hook.engine.summarize import Message
+from compact_hook.engine.summary.summarize import Message
 from compact_hook.state.archive import Audit
 from compact_hook.state.store import MemoryStore
 

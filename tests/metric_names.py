@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-METRICS = Path(__file__).resolve().parents[1] / "compact_hook" / "proxy" / "metrics.py"
+METRICS = Path(__file__).resolve().parents[1] / "compact_hook" / "proxy" / "observe" / "metrics.py"
 
 
 def exported() -> set[str]:

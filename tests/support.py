@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from compact_hook.core.items import SUMMARY_PREFIX, Item  # noqa: F401  (re-exported for tests)
-from compact_hook.formats import ANTHROPIC, CHAT, GOOGLE, RESPONSES, WireFormat
+from compact_hook.wires import ANTHROPIC, CHAT, GOOGLE, RESPONSES, WireFormat
 
 Message = dict[str, Any]
 
@@ -396,8 +396,9 @@ def without_markers(value: Any) -> Any:
 def tokens_of(body: dict[str, Any], wire: WireFormat, tokenizer: str) -> int:
     """Everything the model reads in a request body (items, system, tools) with a shipped tokenizer."""
     from compact_hook.core.counting import item_strings, request_total
-    from compact_hook.formats.base import Conversation, context_strings
     from compact_hook.state.tokenizers import counter_for
+    from compact_hook.wires.base import Conversation
+    from compact_hook.wires.parsing import context_strings
 
     counter = counter_for(tokenizer)
     parsed = wire.parse(dict(body))

@@ -137,9 +137,9 @@ def _ours(surface: str, body: dict[str, Any], messages_only: bool = False, media
     ``media``: each image or document billed that many tokens, not our fixed estimate)."""
     from compact_hook.core.counting import item_strings, request_total
     from compact_hook.core.items import Role
-    from compact_hook.formats import ANTHROPIC, CHAT, GOOGLE, RESPONSES, Conversation
-    from compact_hook.formats.base import context_strings
     from compact_hook.state.tokenizers import counter_for, tokenizer_name_for_model
+    from compact_hook.wires import ANTHROPIC, CHAT, GOOGLE, RESPONSES, Conversation
+    from compact_hook.wires.parsing import context_strings
 
     wire = {"chat": CHAT, "messages": ANTHROPIC, "responses": RESPONSES, "google": GOOGLE}[surface]
     parsed = wire.parse({key: value for key, value in body.items() if key not in ("model", "stream")})

@@ -14,8 +14,8 @@ from rich.text import Text
 from compact_hook.cli.inputs import InputError
 from compact_hook.core.pairing import pair
 from compact_hook.core.recall import Original, Originals
-from compact_hook.formats import ANTHROPIC, CHAT, GOOGLE, RESPONSES
 from compact_hook.state.archive import archive_files, audit_path
+from compact_hook.wires import ANTHROPIC, CHAT, GOOGLE, RESPONSES
 
 WIRES = {wire.name: wire for wire in (CHAT, ANTHROPIC, RESPONSES, GOOGLE)}
 

@@ -19,12 +19,12 @@ from rich.text import Text
 
 from compact_hook.cli.count import parse
 from compact_hook.cli.inputs import Loaded
-from compact_hook.config import CompactConfig
 from compact_hook.core.counting import item_strings
 from compact_hook.core.limits import Limits
 from compact_hook.core.outcomes import Removal
 from compact_hook.engine.compactor import Compactor
 from compact_hook.engine.result import CompactRequest, CompactResult
+from compact_hook.settings.model import CompactConfig
 from compact_hook.state.archive import Audit
 from compact_hook.state.tokenizers import DEFAULT_TOKENIZER, counter_for
 

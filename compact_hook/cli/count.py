@@ -14,8 +14,8 @@ from rich.table import Table
 from compact_hook.cli.inputs import InputError, Loaded
 from compact_hook.core.counting import TokenCounter, item_strings, request_total
 from compact_hook.core.items import PartKind, Role
-from compact_hook.formats import Conversation, Rejected
-from compact_hook.formats.base import context_strings
+from compact_hook.wires import Conversation, Rejected
+from compact_hook.wires.parsing import context_strings
 
 TOOL_KEYS = ("tools", "functions")
 

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from compact_hook.errors import CompactError
-from compact_hook.formats import ANTHROPIC, CHAT, GOOGLE, RESPONSES, WireFormat
+from compact_hook.wires import ANTHROPIC, CHAT, GOOGLE, RESPONSES, WireFormat
 
 ANTHROPIC_BLOCKS = {"tool_use", "tool_result", "thinking", "redacted_thinking"}
 RESPONSES_TYPES = {"function_call", "function_call_output", "reasoning", "message"}

@@ -16,7 +16,7 @@ from rich.table import Table
 
 from compact_hook.cli.inputs import ENTRIES_KEYS, Loaded
 from compact_hook.core.outcomes import CacheStatus
-from compact_hook.formats import ANTHROPIC, GOOGLE, RESPONSES
+from compact_hook.wires import ANTHROPIC, GOOGLE, RESPONSES
 
 ASSISTANT_TYPES = {"function_call", "reasoning"}
 DEFAULT_MAX_TOKENS = 1024

@@ -9,9 +9,9 @@ from typing import Any
 import yaml
 
 from compact_hook.cli.inputs import InputError
-from compact_hook.config import CompactConfig
-from compact_hook.process_config import ProcessConfig
-from compact_hook.proxy.models import ModelSettings, validate_model_list
+from compact_hook.proxy.request.models import ModelSettings, validate_model_list
+from compact_hook.settings.model import CompactConfig
+from compact_hook.settings.process import ProcessConfig
 
 
 def read_config(path: Path) -> dict[str, Any]:

@@ -10,8 +10,9 @@ thresholds and every figure it shows with the request's ratio, so every decision
 the provider's tokens. Where it comes from, best first (``RatioSource``):
 
 - **the provider's refusal** of this very request ("prompt is too long: 52000 tokens > …"), on the
-  retry it makes (``proxy.recovery``);
-- **the conversation's** last billed request against our count of it (``engine.ledger``), and what
+  retry it makes (``proxy.feedback.recovery``);
+- **the conversation's** last billed request against our count of it (``engine.economy.prompt_cache``),
+and what
   it grew by since its first cost at the provider: what is new since is counted at that margin, the
   part that stays the same (system, tools, what the provider adds) as it was billed;
 - **the tenant's** estimate over its recent responses in the model group (``RatioStats``), for a

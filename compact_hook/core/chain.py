@@ -22,12 +22,12 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
-from compact_hook.config import CompactConfig
 from compact_hook.core.fingerprint import Fingerprint
 from compact_hook.core.items import Item, head_length
 from compact_hook.core.outcomes import Summarizer
 from compact_hook.core.pinning import Shape
-from compact_hook.setting import resolved, scope_settings
+from compact_hook.settings.model import CompactConfig
+from compact_hook.settings.setting import resolved, scope_settings
 
 STATE_VERSION = "5"
 """Bump when the meaning of a stored entry changes: old entries then simply stop matching."""
@@ -122,7 +122,7 @@ class Entry:
     they were produced before we changed what precedes them (see ``unbind``)."""
     anchor: int = 0
     """A state about a fitted request's thinking alone (nothing compacted, nothing cleared) is kept
-    under the conversation's start: its length (``engine.states.States.unstable``)."""
+    under the conversation's start: its length (``engine.memory.states.States.unstable``)."""
 
     @property
     def summary_position(self) -> int:

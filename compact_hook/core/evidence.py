@@ -38,8 +38,8 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass
 
-from compact_hook.config import CompactConfig
 from compact_hook.core.calibration import HIGHEST, MIN_COUNTED, MIN_SPAN, Billed, CountRatio
+from compact_hook.settings.model import CompactConfig
 
 MIN_STEP = 256
 """A request must have grown by this much (our tokens) since the conversation's previous response

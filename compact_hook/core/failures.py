@@ -2,8 +2,8 @@
 
 Pure: it reads an exception's class name, its ``status_code`` (LiteLLM's and the OpenAI and
 Anthropic SDKs' errors carry one; httpx's carry a ``response``) and its words. The summary
-engine decides per kind whether to retry (``engine.summarize``); the proxy's recovery reads
-the same "too long" sentences for the request itself (``proxy.recovery``).
+engine decides per kind whether to retry (``engine.summary.summarize``); the proxy's recovery reads
+the same "too long" sentences for the request itself (``proxy.feedback.recovery``).
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from compact_hook.core.calibration import sample
 
 
 class SummaryFailure(enum.StrEnum):
-    """Why a summary could not be made; each kind has its own rule (``engine.summarize``)."""
+    """Why a summary could not be made; each kind has its own rule (``engine.summary.summarize``)."""
 
     TIMEOUT = "timeout"
     """The call took longer than its timeout: retried with backoff."""

@@ -1,6 +1,6 @@
 """The core's picture of a conversation: items made of parts, whatever the wire format.
 
-A wire format (``compact_hook.formats``) parses each entry the client sent — a chat
+A wire format (``compact_hook.wires``) parses each entry the client sent — a chat
 message, an Anthropic message, a Responses input item — into one ``Item``. Its ``parts``
 are what the core reasons about: text, a tool call, a tool result, reasoning, media,
 or something opaque. The core never reads a wire field. Every item keeps the object it

@@ -16,9 +16,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from compact_hook.config import DEFAULT_PINNED_SHARE, MIN_TOOL_OUTPUT_TOKENS, CompactConfig
 from compact_hook.core.calibration import IDENTITY, CountRatio
-from compact_hook.setting import resolved
+from compact_hook.settings.model import DEFAULT_PINNED_SHARE, MIN_TOOL_OUTPUT_TOKENS, CompactConfig
+from compact_hook.settings.setting import resolved
 
 TARGET_SHARE = 0.85
 """A compaction aims below this share of the trigger, leaving the next turns room to grow

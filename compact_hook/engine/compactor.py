@@ -8,7 +8,7 @@ One pass per request, in order of cost:
 4. tier 2: at ``clear_trigger_ratio`` old tool results are cleared, the boundary advancing
    in batches and stored;
 5. tier 3: from ``prepare_ratio`` the compaction is prepared in the background (see
-   ``engine.prepare``); at ``trigger_ratio`` a prepared one is applied, or the middle is
+   ``engine.ahead.prepare``); at ``trigger_ratio`` a prepared one is applied, or the middle is
    summarized (or digested) — one summary per compaction, shared by concurrent requests and
    replicas — and stored;
 6. fit: if the request still would not fit the window, it is fitted (``on_overflow: fit``);
@@ -27,22 +27,22 @@ import logging
 from compact_hook.core.chain import Entry
 from compact_hook.core.outcomes import CacheStatus, Mode, Reason, Summarizer
 from compact_hook.core.partition import Partition
-from compact_hook.engine.ahead import Ahead
-from compact_hook.engine.archiving import archive_pending, keep, merged
-from compact_hook.engine.breaker import Breaker
-from compact_hook.engine.clearing import advance_clearing
-from compact_hook.engine.compaction import Cut, Failed, Made, Making, make, plan
-from compact_hook.engine.costs import Costs
+from compact_hook.engine.ahead.lookup import Ahead
+from compact_hook.engine.ahead.prepare import Preparations, PrepareSetup
 from compact_hook.engine.decision import Decision, Step, skip_reason
+from compact_hook.engine.economy.costs import Costs
+from compact_hook.engine.economy.prompt_cache import CacheLedger
 from compact_hook.engine.finish import Outcome, finish, untouched
-from compact_hook.engine.flight import Leases, SingleFlight
 from compact_hook.engine.guarantee import fitted, normalized
-from compact_hook.engine.ledger import CacheLedger
-from compact_hook.engine.once import SummaryOnce
-from compact_hook.engine.prepare import Preparations, PrepareSetup
+from compact_hook.engine.memory.archiving import archive_pending, keep, merged
+from compact_hook.engine.memory.states import Restored, States
 from compact_hook.engine.result import CompactRequest, CompactResult
 from compact_hook.engine.run import ProcessMemory, Run
-from compact_hook.engine.states import Restored, States
+from compact_hook.engine.summary.breaker import Breaker
+from compact_hook.engine.summary.compaction import Cut, Failed, Made, Making, make, plan
+from compact_hook.engine.summary.flight import Leases, SingleFlight
+from compact_hook.engine.summary.once import SummaryOnce
+from compact_hook.engine.tiers.clearing import advance_clearing
 from compact_hook.engine.view import View, without_stale_thinking
 from compact_hook.state.store import CompactionStore
 

@@ -47,7 +47,8 @@ class Decision:
     part: Partition | None = None
     """``COMPACT``: the cut an early (cost-aware) compaction already planned."""
     economy: Economy | None = None
-    """What cost-aware timing weighs for this request (``engine.costs.Costs``; None: off, unpriced)."""
+    """What cost-aware timing weighs for this request (``engine.economy.costs.Costs``; None: off,
+    unpriced)."""
     prefix_changed: bool = False
     """``state`` is a clearing batch this request advances: stored when carried out (later steps
     set it too: a compaction applied), and the provider's cache is written again from the change."""

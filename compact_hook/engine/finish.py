@@ -12,10 +12,10 @@ from compact_hook.core.economics import Economy
 from compact_hook.core.evidence import Forwarded
 from compact_hook.core.failures import SummaryFailure
 from compact_hook.core.outcomes import ArchiveStatus, CacheStatus, Preparation, Reason, Summarizer
-from compact_hook.engine.archiving import merged
-from compact_hook.engine.costs import Costs
 from compact_hook.engine.decision import Decision
+from compact_hook.engine.economy.costs import Costs
 from compact_hook.engine.guarantee import normalized
+from compact_hook.engine.memory.archiving import merged
 from compact_hook.engine.result import CompactResult, CompactStats
 from compact_hook.engine.run import Run
 from compact_hook.engine.view import View, thinking_removed
@@ -44,7 +44,7 @@ class Outcome:
     """This request changes the forwarded prefix (a compaction applied, a clearing batch): the
     provider's cache is written again from the change on."""
     economy: Economy | None = None
-    """What the money figures weigh (``engine.costs``)."""
+    """What the money figures weigh (``engine.economy.costs``)."""
 
     @classmethod
     def of(cls, decision: Decision) -> Outcome:

@@ -1,7 +1,7 @@
 """The guarantee as stages: every call answered (``normalized``), and the window kept (``fit``).
 
 Both only touch requests we change (or that must be fitted); what they take out is handed to
-``engine.archiving``. ``fit`` tokenizes what it shrinks: callers run it off the event loop.
+``engine.memory.archiving``. ``fit`` tokenizes what it shrinks: callers run it off the event loop.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from compact_hook.core.items import Item
 from compact_hook.core.normalize import normalize
 from compact_hook.core.outcomes import Removal
 from compact_hook.core.truncate import Truncating, truncate_results
-from compact_hook.engine.archiving import Kept, Removed, keep, removed_at
+from compact_hook.engine.memory.archiving import Kept, Removed, keep, removed_at
 from compact_hook.engine.run import Run
 from compact_hook.engine.view import View
 

@@ -10,15 +10,15 @@ import dataclasses
 from collections.abc import Sequence
 from typing import Any, TypedDict, Unpack
 
-from compact_hook.config import CompactConfig
 from compact_hook.core.counting import TokenCounter, item_strings, request_total
 from compact_hook.core.limits import Limits
 from compact_hook.engine.compactor import Compactor
 from compact_hook.engine.result import CompactRequest, CompactResult
-from compact_hook.engine.summarize import Summarize
-from compact_hook.formats import CHAT, Conversation, Rejected
+from compact_hook.engine.summary.summarize import Summarize
+from compact_hook.settings.model import CompactConfig
 from compact_hook.state.archive import Archive
 from compact_hook.state.tokenizers import DEFAULT_TOKENIZER, counter_for, tokenizer_name_for_model
+from compact_hook.wires import CHAT, Conversation, Rejected
 
 
 def parse_chat(messages: Sequence[Any], max_output_tokens: int | None = None) -> Conversation | Rejected:

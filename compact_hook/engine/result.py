@@ -7,16 +7,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from compact_hook.config import CompactConfig
 from compact_hook.core.calibration import IDENTITY, CountRatio
 from compact_hook.core.counting import TokenCounter
 from compact_hook.core.evidence import Forwarded
 from compact_hook.core.failures import SummaryFailure
 from compact_hook.core.outcomes import ArchiveStatus, CacheStatus, Mode, Preparation, Reason, Summarizer
 from compact_hook.core.pricing import Prices
-from compact_hook.engine.summarize import Summarize
-from compact_hook.formats.base import Conversation, Rejected
+from compact_hook.engine.summary.summarize import Summarize
+from compact_hook.settings.model import CompactConfig
 from compact_hook.state.archive import Archive, Origin
+from compact_hook.wires.base import Conversation, Rejected
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,11 +87,12 @@ class CompactResult:
     ``prepared_unused``: past ``prepare_ratio``, the summaries prepared ahead for this conversation
     that no trigger has applied (yet).
     ``preparation``: where the next compaction stands, past ``prepare_ratio`` (see
-    ``engine.prepare``). ``thinking_removed``: thinking blocks not forwarded because we changed
+    ``engine.ahead.prepare``). ``thinking_removed``: thinking blocks not forwarded because we changed
     what precedes them since they were produced (Anthropic checks; see ``core.chain.unbind``).
     ``conversation``: the key under which the provider's cache reports for this conversation are
-    kept (``engine.ledger``; empty when not watched). ``cost_saved``: the estimated USD this request
-    saved against forwarding it as sent (None: unpriced; see ``core.economics.estimated_saving``).
+    kept (``engine.economy.prompt_cache``; empty when not watched). ``cost_saved``: the estimated USD
+    this request saved against forwarding it as sent (None: unpriced; see
+    ``core.economics.estimated_saving``).
     """
 
     messages: list[Any]

@@ -1,7 +1,7 @@
 """One request going through the pipeline: what it brought, measured once.
 
-A ``Run`` is the value every stage reads (``engine.clearing``, ``engine.compaction``,
-``engine.guarantee``, ``engine.archiving``, ``engine.finish``): the request, its fingerprints
+A ``Run`` is the value every stage reads (``engine.tiers.clearing``, ``engine.summary.compaction``,
+``engine.guarantee``, ``engine.memory.archiving``, ``engine.finish``): the request, its fingerprints
 and counts, its limits and tiers, and where it stands in its conversation's chain. It is frozen
 once measured: what later stages learn (the stored state, the economy, what was archived) travels
 in the values they return — ``engine.decision.Decision``, ``engine.finish.Outcome`` — never
@@ -10,7 +10,7 @@ written back here. It holds no store and no locks; those are the compactor's.
 Counts are ours; the limits are the provider's, converted at the request's ``CountRatio``
 (``core.calibration``): the model group's (or its prior) as the request brings it, or — from half
 the total at which anything can change, where a conversation's last billed request is looked up
-(``engine.ledger``) — the conversation's own.
+(``engine.economy.prompt_cache``) — the conversation's own.
 """
 
 from __future__ import annotations
@@ -20,7 +20,6 @@ import logging
 from dataclasses import dataclass, field
 from functools import cached_property
 
-from compact_hook.config import CompactConfig
 from compact_hook.core.calibration import Billed, CountRatio, RatioSource, conversation_ratio
 from compact_hook.core.chain import Entry, prefix_chain, root_position, unbind
 from compact_hook.core.counting import (
@@ -37,16 +36,17 @@ from compact_hook.core.fingerprint import Fingerprint
 from compact_hook.core.items import PartKind, Role
 from compact_hook.core.limits import Limits, output_limit
 from compact_hook.core.pinning import Pin, find_pins
-from compact_hook.engine.breaker import Breaker
-from compact_hook.engine.ledger import CacheLedger
+from compact_hook.engine.economy.prompt_cache import CacheLedger
 from compact_hook.engine.notices import Notices
 from compact_hook.engine.result import CompactRequest
 from compact_hook.engine.sizes import Sizes
-from compact_hook.engine.truncation import Tier1, TruncationCache
+from compact_hook.engine.summary.breaker import Breaker
+from compact_hook.engine.tiers.truncation import Tier1, TruncationCache
 from compact_hook.engine.view import Counted, Tiers, View
-from compact_hook.formats.base import context_strings
+from compact_hook.settings.model import CompactConfig
 from compact_hook.state.archive import ArchiveFolders, ArchiveLog
 from compact_hook.state.tokenizers import DEFAULT_TOKENIZER, acounter_for
+from compact_hook.wires.parsing import context_strings
 
 logger = logging.getLogger(__name__)
 
@@ -149,9 +149,9 @@ class Run:
 
     @property
     def looks_up(self) -> bool:
-        """The provider's report of this conversation's last request is read (``engine.ledger``):
-        from half the total at which anything can change (below, no store lookup: the group's ratio
-        counts it)."""
+        """The provider's report of this conversation's last request is read
+        (``engine.economy.prompt_cache``): from half the total at which anything can change (below, no
+        store lookup: the group's ratio counts it)."""
         return self._past(2)
 
     @property

@@ -13,7 +13,6 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import NamedTuple
 
-from compact_hook.config import CompactConfig
 from compact_hook.core.chain import Entry, is_stale
 from compact_hook.core.clearing import clearable_parts, placeholders
 from compact_hook.core.counting import TokenCounter
@@ -21,8 +20,9 @@ from compact_hook.core.fingerprint import Fingerprint
 from compact_hook.core.items import Item, PartKind
 from compact_hook.core.pairing import Pairing, pair
 from compact_hook.core.pinning import Shape, shown_texts
-from compact_hook.engine.truncation import Tier1, Truncation
-from compact_hook.formats.base import Conversation
+from compact_hook.engine.tiers.truncation import Tier1, Truncation
+from compact_hook.settings.model import CompactConfig
+from compact_hook.wires.base import Conversation
 
 
 @dataclass(slots=True)

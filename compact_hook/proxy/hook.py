@@ -1,9 +1,9 @@
 """The LiteLLM proxy callback: LiteLLM's hooks adapted to our own objects, failing open.
 
 Each hook hands its call to one of them: the pre-call hook to the ``RequestGate``
-(``proxy.gate``), the deployment hooks to ``Recovery`` (``proxy.recovery``), the headers and
-streaming hooks to ``Telemetry`` (``proxy.telemetry``) and the ``/compact`` answer
-(``proxy.answer``), the success log to ``Bills`` (``proxy.usage``). Any error forwards
+(``proxy.request.gate``), the deployment hooks to ``Recovery`` (``proxy.feedback.recovery``), the headers and
+streaming hooks to ``Telemetry`` (``proxy.observe.telemetry``) and the ``/compact`` answer
+(``proxy.answers.compact``), the success log to ``Bills`` (``proxy.feedback.usage``). Any error forwards
 the request exactly as the client sent it.
 
 LiteLLM only calls hook methods defined on the leaf class itself (a ``vars(cls)`` check),
@@ -20,27 +20,28 @@ from typing import Any
 
 from litellm.integrations.custom_logger import CustomLogger
 
-from compact_hook.config import CompactConfig
 from compact_hook.core.outcomes import Reason
 from compact_hook.engine.compactor import Compactor
 from compact_hook.errors import MalformedError
-from compact_hook.process_config import ProcessConfig
-from compact_hook.proxy.answer import answer, answered_stream, delivered
-from compact_hook.proxy.gate import RequestGate
-from compact_hook.proxy.logs import configure_logging
-from compact_hook.proxy.metrics import Metrics, Outcome, default_metrics, serve
-from compact_hook.proxy.models import ModelSettings
+from compact_hook.proxy.answers.codex import CompactionAnswer
+from compact_hook.proxy.answers.compact import answer, answered_stream, delivered
+from compact_hook.proxy.feedback.recovery import Recovery
+from compact_hook.proxy.feedback.usage import Bills
+from compact_hook.proxy.lifecycle.logs import configure_logging
+from compact_hook.proxy.lifecycle.shutdown import on_shutdown
+from compact_hook.proxy.lifecycle.startup import preload_tokenizers, validate_loaded_proxy_config
+from compact_hook.proxy.observe.metrics import Metrics, Outcome, default_metrics, serve
+from compact_hook.proxy.observe.report import report_in, scrub
+from compact_hook.proxy.observe.telemetry import Telemetry
 from compact_hook.proxy.recall import Pending, answered, audit_recalls, recalled_stream
-from compact_hook.proxy.recall.rounds import RoundFailed
-from compact_hook.proxy.recovery import Recovery
-from compact_hook.proxy.remote_compaction import CompactionAnswer, without_ours
-from compact_hook.proxy.report import report_in, scrub
-from compact_hook.proxy.router_summarizer import INTERNAL_MARKER, is_internal_call
+from compact_hook.proxy.request.gate import RequestGate
+from compact_hook.proxy.request.models import ModelSettings
+from compact_hook.proxy.request.summarizer import INTERNAL_MARKER, is_internal_call
 from compact_hook.proxy.services import Services
-from compact_hook.proxy.shutdown import on_shutdown
-from compact_hook.proxy.startup import preload_tokenizers, validate_loaded_proxy_config
-from compact_hook.proxy.telemetry import Telemetry
-from compact_hook.proxy.usage import Bills
+from compact_hook.settings.model import CompactConfig
+from compact_hook.settings.process import ProcessConfig
+from compact_hook.wires.guard import RoundFailed
+from compact_hook.wires.responses.compaction import without_ours
 
 logger = logging.getLogger(__name__)
 
@@ -121,7 +122,7 @@ class CompactHook(CustomLogger):
     async def async_pre_call_deployment_hook(
         self, kwargs: dict[str, Any], call_type: Any
     ) -> dict[str, Any] | None:
-        """The retry after a provider's "too long" (see ``proxy.recovery``): compact to the limit."""
+        """The retry after a provider's "too long" (see ``proxy.feedback.recovery``): compact to the limit."""
         return await self.recovery.before_attempt(kwargs, call_type)
 
     async def async_post_call_failure_deployment_hook(
@@ -138,7 +139,7 @@ class CompactHook(CustomLogger):
         self, user_api_key_dict: Any, response: Any, request_data: dict[str, Any]
     ) -> AsyncGenerator[Any, None]:
         """Streams pass through; our own streamed /v1/messages answer is mended where LiteLLM
-        hands it to us whole (see ``proxy.answer``); a stream offered the recall tool has our calls
+        hands it to us whole (see ``proxy.answers.compact``); a stream offered the recall tool has our calls
         answered (``proxy.recall``)."""
         pending = recall_of(request_data)
         chunks: AsyncIterable[Any] = answered_stream(response, request_data)
@@ -156,7 +157,7 @@ class CompactHook(CustomLogger):
     async def async_post_call_success_hook(
         self, data: dict[str, Any], user_api_key_dict: Any, response: Any
     ) -> Any:
-        """Our answer to Codex's compaction, whole (see ``proxy.answer``); a reply that calls the
+        """Our answer to Codex's compaction, whole (see ``proxy.answers.compact``); a reply that calls the
         recall tool, answered (``proxy.recall``) — a round that fails raises its error, which the
         client gets and retries (the reply without our calls often says nothing and ends "done");
         other responses untouched."""
@@ -187,7 +188,7 @@ class CompactHook(CustomLogger):
     async def async_log_success_event(
         self, kwargs: dict[str, Any], response_obj: Any, start_time: Any, end_time: Any
     ) -> None:
-        """What the provider billed a request we reported on (``proxy.usage``)."""
+        """What the provider billed a request we reported on (``proxy.feedback.usage``)."""
         await self.bills.heard(kwargs)
 
     async def async_post_call_failure_hook(

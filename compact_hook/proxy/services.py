@@ -6,20 +6,20 @@ are only known once LiteLLM has loaded its config, after it built our callback.
 
 from __future__ import annotations
 
-from compact_hook.config import CompactConfig
-from compact_hook.engine.background import Background
+from compact_hook.engine.ahead.background import Background
+from compact_hook.engine.ahead.prepare import PrepareSetup
 from compact_hook.engine.compactor import Compactor
-from compact_hook.engine.flight import Leases
-from compact_hook.engine.prepare import PrepareSetup
 from compact_hook.engine.run import ProcessMemory
-from compact_hook.process_config import ProcessConfig
+from compact_hook.engine.summary.flight import Leases
 from compact_hook.proxy import server
-from compact_hook.proxy.learned import LearnedRatios, LearnedWindows
-from compact_hook.proxy.metrics import Metrics
-from compact_hook.proxy.models import ModelSettings
+from compact_hook.proxy.answers.codex import Mementos
+from compact_hook.proxy.feedback.learned import LearnedRatios, LearnedWindows
+from compact_hook.proxy.lifecycle.shutdown import on_shutdown, shutting_down
+from compact_hook.proxy.observe.metrics import Metrics
 from compact_hook.proxy.recall.budget import RecallBudget
-from compact_hook.proxy.remote_compaction import Mementos
-from compact_hook.proxy.shutdown import on_shutdown, shutting_down
+from compact_hook.proxy.request.models import ModelSettings
+from compact_hook.settings.model import CompactConfig
+from compact_hook.settings.process import ProcessConfig
 from compact_hook.state.archive import ArchiveFolders
 from compact_hook.state.backends import build_stores
 

@@ -12,7 +12,7 @@ import logging
 from dataclasses import dataclass
 from typing import Any
 
-from compact_hook.process_config import ProcessConfig
+from compact_hook.settings.process import ProcessConfig
 from compact_hook.state import redis_clients
 from compact_hook.state.redis_clients import SharedRedis
 from compact_hook.state.store import CompactionStore, MemoryStore, RedisStore, TieredStore

@@ -18,7 +18,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, Protocol
 
 from compact_hook.core.chain import Entry
-from compact_hook.process_config import DEFAULT_STORE_MAX_BYTES, DEFAULT_TENANT_RECORD_BYTES
+from compact_hook.settings.process import DEFAULT_STORE_MAX_BYTES, DEFAULT_TENANT_RECORD_BYTES
 from compact_hook.state.quota import RedisLedger, TenantLedger, charge, fits
 from compact_hook.state.redis_clients import MOVED_HINT, Topology, is_outage
 from compact_hook.state.rest import DOWN_SECONDS, MasterWatch, Rest

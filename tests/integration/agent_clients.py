@@ -31,12 +31,12 @@ from typing import Any
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from compact_hook.config import CompactConfig
 from compact_hook.core.evidence import Verdict
 from compact_hook.core.items import SUMMARY_PREFIX
-from compact_hook.formats import ANTHROPIC, CHAT, GOOGLE, RESPONSES, WireFormat
-from compact_hook.formats.base import positive_int
-from compact_hook.proxy.remote_compaction import HANDLE_PREFIX, asks_compaction
+from compact_hook.settings.model import CompactConfig
+from compact_hook.wires import ANTHROPIC, CHAT, GOOGLE, RESPONSES, WireFormat
+from compact_hook.wires.parsing import positive_int
+from compact_hook.wires.responses.compaction import HANDLE_PREFIX, asks_compaction
 from tests.integration.harness import (
     REPO_ROOT,
     ProxyProcess,

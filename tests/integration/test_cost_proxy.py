@@ -12,7 +12,7 @@ import anthropic
 import httpx
 import pytest
 
-from compact_hook.formats import ANTHROPIC
+from compact_hook.wires import ANTHROPIC
 from tests.integration.harness import SUMMARY_MARKER, ProxyProcess, anthropic_deployment, free_port
 from tests.support import (
     anthropic_replay_points,

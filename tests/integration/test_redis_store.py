@@ -10,7 +10,7 @@ import pytest
 import redis.asyncio
 
 from compact_hook.core.chain import Entry
-from compact_hook.process_config import ProcessConfig
+from compact_hook.settings.process import ProcessConfig
 from compact_hook.state.backends import build_stores
 from compact_hook.state.rest import DOWN_SECONDS
 from compact_hook.state.store import INDEX_LIMIT, MemoryStore, RedisStore, TieredStore

@@ -125,7 +125,9 @@ def test_codex_compaction_is_answered_and_its_item_expanded_upstream(
     ]
     others = [r for r in standin.requests if r["method"] == "POST" and r not in summary_calls]
     assert len(summary_calls) == 1  # one summary call
-    [ping] = others  # and the model asked only for the stream the answer rides on (``proxy.answer.as_ping``)
+    [ping] = (
+        others  # and the model asked only for the stream the answer rides on (``proxy.answers.compact.as_ping``)
+    )
     assert "Reply with the word: ok" in json.dumps(ping["body"]) and len(json.dumps(ping["body"])) < 600
     assert len(item["encrypted_content"]) < 80  # a handle, not the summary
 

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from compact_hook.formats import ANTHROPIC, CHAT, RESPONSES
+from compact_hook.wires import ANTHROPIC, CHAT, RESPONSES
 from tests.integration.harness import ProxyProcess, anthropic_deployment, standin_deployment
 from tests.integration.wire_clients import send
 from tests.retention import KINDS, TARGETS, Planted, Retention, compacted, plant, relocate

@@ -1,4 +1,4 @@
-"""The proxy's own answer to ``/compact`` (``proxy/answer.py``): its words, and the streamed
+"""The proxy's own answer to ``/compact`` (``proxy/answers/compact.py``): its words, and the streamed
 /v1/messages mend that acts only where LiteLLM hands the answer over whole."""
 
 import json
@@ -7,8 +7,8 @@ from typing import Any
 
 from compact_hook.core.outcomes import ArchiveStatus, Reason, Summarizer
 from compact_hook.engine.result import CompactResult, CompactStats
-from compact_hook.proxy.answer import ANSWERED, answer_text, answered_stream
-from compact_hook.proxy.report import Report, record
+from compact_hook.proxy.answers.compact import ANSWERED, answer_text, answered_stream
+from compact_hook.proxy.observe.report import Report, record
 
 WHOLE = {
     "id": "msg_1",
@@ -88,7 +88,7 @@ def test_the_answer_says_what_happened() -> None:
 def test_the_answer_is_an_exception_litellm_answers_but_on_gemini_a_mock_response() -> None:
     from litellm.exceptions import ModifyResponseException
 
-    from compact_hook.proxy.answer import answer, answerable
+    from compact_hook.proxy.answers.compact import answer, answerable
 
     chat: dict[str, Any] = {"model": "agent"}
     raised = answer("Compacted.", chat, "acompletion")

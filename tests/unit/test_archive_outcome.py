@@ -7,15 +7,15 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from compact_hook.config import CompactConfig
 from compact_hook.core.chain import Entry
 from compact_hook.core.outcomes import ArchiveStatus, Removal
 from compact_hook.engine import CompactRequest
-from compact_hook.engine.archiving import Removed, archive_pending, keep, merged
 from compact_hook.engine.library import parse_chat
+from compact_hook.engine.memory.archiving import Removed, archive_pending, keep, merged
 from compact_hook.engine.run import ProcessMemory, Run
-from compact_hook.formats import Conversation
+from compact_hook.settings.model import CompactConfig
 from compact_hook.state.archive import Audit
+from compact_hook.wires import Conversation
 from tests.fakes import FakeSummarizer, InMemoryArchive, WordCounter
 from tests.support import assistant, user
 

@@ -9,7 +9,6 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from compact_hook.config import CompactConfig
 from compact_hook.core.calibration import (
     HIGHEST,
     LOWEST,
@@ -28,6 +27,7 @@ from compact_hook.core.calibration import (
 from compact_hook.core.economics import CacheNote, Heard
 from compact_hook.core.limits import Limits
 from compact_hook.engine.compactor import Compactor
+from compact_hook.settings.model import CompactConfig
 from compact_hook.state.store import MemoryStore
 from tests.compaction import priced_request
 from tests.conversations import Call, Said, Tools, w

@@ -1,13 +1,13 @@
 import dataclasses
 
-from compact_hook.config import CompactConfig
 from compact_hook.core.chain import Entry, Owner, entry_is_usable, prefix_chain, root_position, scope_of
 from compact_hook.core.counting import item_strings
 from compact_hook.core.fingerprint import Fingerprint, fingerprint
 from compact_hook.core.outcomes import Summarizer
-from compact_hook.engine.truncation import Tier1, TruncationCache
+from compact_hook.engine.tiers.truncation import Tier1, TruncationCache
 from compact_hook.engine.view import Counted, Tiers, View
-from compact_hook.formats import CHAT, Conversation
+from compact_hook.settings.model import CompactConfig
+from compact_hook.wires import CHAT, Conversation
 from tests.fakes import WordCounter
 from tests.support import Message, assistant, items_of, system, user
 

@@ -15,9 +15,10 @@ from typing import Any
 import pytest
 
 from compact_hook.core.items import PartKind, Role
-from compact_hook.formats import ANTHROPIC, CHAT, GOOGLE, RESPONSES, Conversation, Rejected, WireFormat
-from compact_hook.proxy.remote_compaction import HANDLE_PREFIX, Mementos
+from compact_hook.proxy.answers.codex import Mementos
 from compact_hook.state.store import MemoryStore
+from compact_hook.wires import ANTHROPIC, CHAT, GOOGLE, RESPONSES, Conversation, Rejected, WireFormat
+from compact_hook.wires.responses.compaction import HANDLE_PREFIX
 from tests.compaction import config, run
 from tests.integration.harness import standin_upstream
 from tests.support import pairing_problems

@@ -1,6 +1,6 @@
 """Our compaction items never reach the provider, whatever the group or the failure, and Codex's
-trigger is read only where Codex sends it (issue 45, items 3 and 8): ``proxy/gate.py``,
-``proxy/hook.py``, ``proxy/remote_compaction.py``."""
+trigger is read only where Codex sends it (issue 45, items 3 and 8): ``proxy/request/gate.py``,
+``proxy/hook.py``, ``proxy/answers/codex.py``."""
 
 from __future__ import annotations
 
@@ -9,11 +9,11 @@ from typing import Any
 
 import pytest
 
-from compact_hook.config import CompactConfig
 from compact_hook.proxy import server
 from compact_hook.proxy.hook import CompactHook
-from compact_hook.proxy.remote_compaction import LOST_NOTICE, is_ours
-from compact_hook.proxy.report import report_in
+from compact_hook.proxy.observe.report import report_in
+from compact_hook.settings.model import CompactConfig
+from compact_hook.wires.responses.compaction import LOST_NOTICE, is_ours
 from tests.routers import SpyRouter, request
 
 USER = {"type": "message", "role": "user", "content": "fix the parser"}

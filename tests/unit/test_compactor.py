@@ -12,12 +12,12 @@ from compact_hook.core.chain import Owner, scope_of
 from compact_hook.core.limits import Limits
 from compact_hook.core.outcomes import Removal, Summarizer
 from compact_hook.engine import Compactor, CompactRequest, CompactResult
-from compact_hook.engine.flight import Leases
 from compact_hook.engine.library import parse_chat
 from compact_hook.engine.run import Run
-from compact_hook.formats import Conversation
+from compact_hook.engine.summary.flight import Leases
 from compact_hook.state.archive import Origin
 from compact_hook.state.store import MemoryStore
+from compact_hook.wires import Conversation
 from tests.compaction import STORE_CONFIG, STORE_SCOPE, chat_request, compact_chat
 from tests.fakes import FailingArchive, FakeSummarizer, InMemoryArchive, LockingMemoryStore, SlowSummarizer
 from tests.support import (
@@ -155,7 +155,7 @@ async def test_a_crashed_lock_holder_does_not_block_others_forever(caplog: pytes
         return await original_try_lock(key, ttl)
 
     shared.try_lock = dead_holder_first  # type: ignore[method-assign]
-    with caplog.at_level(logging.WARNING, logger="compact_hook.engine.once"):
+    with caplog.at_level(logging.WARNING, logger="compact_hook.engine.summary.once"):
         result = await compact_chat(
             compactor, messages, summarizer, scope=STORE_SCOPE, archive=InMemoryArchive()
         )

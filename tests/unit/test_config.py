@@ -2,8 +2,8 @@ from typing import Any
 
 import pytest
 
-from compact_hook.config import CompactConfig
-from compact_hook.setting import resolved
+from compact_hook.settings.model import CompactConfig
+from compact_hook.settings.setting import resolved
 
 
 def test_defaults_match_the_documented_values() -> None:

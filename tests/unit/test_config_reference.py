@@ -6,10 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from compact_hook.config import CompactConfig
-from compact_hook.config_reference import compact_table, process_table, with_tables
-from compact_hook.process_config import ProcessConfig
-from compact_hook.setting import declared
+from compact_hook.settings.model import CompactConfig
+from compact_hook.settings.process import ProcessConfig
+from compact_hook.settings.reference import compact_table, process_table, with_tables
+from compact_hook.settings.setting import declared
 
 README = Path(__file__).resolve().parents[2] / "docs" / "configuration.md"
 

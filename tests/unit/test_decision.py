@@ -17,11 +17,11 @@ from compact_hook.core.economics import Heard, Way
 from compact_hook.core.outcomes import Mode, Reason
 from compact_hook.core.pricing import Prices
 from compact_hook.engine import Compactor
-from compact_hook.engine import costs as costs_module
-from compact_hook.engine.compaction import sized_plan
-from compact_hook.engine.costs import Costs
 from compact_hook.engine.decision import Decision, Step
+from compact_hook.engine.economy import costs as costs_module
+from compact_hook.engine.economy.costs import Costs
 from compact_hook.engine.run import Run
+from compact_hook.engine.summary.compaction import sized_plan
 from compact_hook.state.store import MemoryStore
 from tests.compaction import (
     AT_TRIGGER,

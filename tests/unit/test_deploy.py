@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 import yaml
 
-from compact_hook.config import CompactConfig
-from compact_hook.proxy.models import validate_model_list
+from compact_hook.proxy.request.models import validate_model_list
+from compact_hook.settings.model import CompactConfig
 
 ROOT = Path(__file__).resolve().parents[2]
 DEPLOY = ROOT / "deploy"

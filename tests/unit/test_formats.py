@@ -23,8 +23,8 @@ from compact_hook.core.outcomes import CacheStatus, Reason
 from compact_hook.core.pairing import group_units
 from compact_hook.core.partition import Cutting, KeepPolicy, partition
 from compact_hook.engine import Compactor
-from compact_hook.formats import ANTHROPIC, CHAT, RESPONSES, Conversation, Rejected
 from compact_hook.state.store import MemoryStore
+from compact_hook.wires import ANTHROPIC, CHAT, RESPONSES, Conversation, Rejected
 from tests.compaction import config, run
 from tests.conversations import WIRE_NAMES, Call, Said, Step, Tools, body, entries, w, wire_of
 from tests.fakes import FakeSummarizer

@@ -1,4 +1,4 @@
-"""The request gate (``proxy/gate.py``) on its own: a real ``litellm.Router``, the provider faked
+"""The request gate (``proxy/request/gate.py``) on its own: a real ``litellm.Router``, the provider faked
 with respx, the gate's services and telemetry built as the hook builds them."""
 
 import json
@@ -9,15 +9,15 @@ import pytest
 import respx
 from prometheus_client import CollectorRegistry
 
-from compact_hook.config import CompactConfig
-from compact_hook.process_config import ProcessConfig
-from compact_hook.proxy.answer import ANSWERED
-from compact_hook.proxy.gate import RequestGate
-from compact_hook.proxy.metrics import Metrics
-from compact_hook.proxy.recovery import RETRY_KEY
-from compact_hook.proxy.report import report_in
+from compact_hook.proxy.answers.compact import ANSWERED
+from compact_hook.proxy.feedback.recovery import RETRY_KEY
+from compact_hook.proxy.observe.metrics import Metrics
+from compact_hook.proxy.observe.report import report_in
+from compact_hook.proxy.observe.telemetry import Telemetry
+from compact_hook.proxy.request.gate import RequestGate
 from compact_hook.proxy.services import Services
-from compact_hook.proxy.telemetry import Telemetry
+from compact_hook.settings.model import CompactConfig
+from compact_hook.settings.process import ProcessConfig
 from tests.routers import Key, SpyRouter, request
 from tests.support import is_summary, pairing_problems
 
@@ -127,7 +127,7 @@ async def test_slash_compact_on_gemini_is_answered_whole_and_compacts_then_goes_
     router: SpyRouter,
     mocked_upstream: respx.Route,
 ) -> None:
-    from compact_hook.formats import GOOGLE
+    from compact_hook.wires import GOOGLE
     from tests.support import chat_to_google
 
     def gemini() -> dict[str, Any]:

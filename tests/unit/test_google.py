@@ -7,9 +7,10 @@ from typing import Any
 
 from compact_hook.core.items import PartKind, Role
 from compact_hook.core.pairing import pair
-from compact_hook.formats import GOOGLE, Conversation, format_for
-from compact_hook.formats.command import command_in
-from compact_hook.formats.google import joined
+from compact_hook.wires import GOOGLE, Conversation
+from compact_hook.wires.command import command_in
+from compact_hook.wires.google.format import joined
+from compact_hook.wires.registry import format_for
 from tests.compaction import config, run
 from tests.conversations import Call, Said, Tools, body, w
 from tests.support import google_turn_problems, pairing_problems, unsigned_before_the_current_turn

@@ -12,15 +12,15 @@ from typing import Any
 
 import pytest
 
-from compact_hook.config import CompactConfig
 from compact_hook.core.counting import StringsOf
 from compact_hook.core.fingerprint import Fingerprint, fingerprint
 from compact_hook.core.items import Item
 from compact_hook.core.pairing import pair
 from compact_hook.engine import Compactor, CompactRequest
 from compact_hook.engine.library import parse_chat
-from compact_hook.formats import CHAT, Conversation
+from compact_hook.settings.model import CompactConfig
 from compact_hook.state.tokenizers import HFTokenCounter
+from compact_hook.wires import CHAT, Conversation
 from tests.fakes import FakeSummarizer, InMemoryArchive, WordCounter
 from tests.support import calling, result, user
 
@@ -198,7 +198,7 @@ async def test_the_in_process_store_is_bounded_in_bytes() -> None:
 
 
 def test_the_truncation_cache_is_bounded_in_bytes() -> None:
-    from compact_hook.engine.truncation import TruncationCache
+    from compact_hook.engine.tiers.truncation import TruncationCache
 
     cache = TruncationCache(size=20_000, max_bytes=50_000)
     for n in range(100):
@@ -210,7 +210,7 @@ def test_model_names_the_router_does_not_know_are_not_remembered() -> None:
     """Issue 8: every distinct model string a client sent was memoized forever."""
     import litellm
 
-    from compact_hook.proxy.models import ModelSettings
+    from compact_hook.proxy.request.models import ModelSettings
 
     router = litellm.Router(
         model_list=[{"model_name": "known", "litellm_params": {"model": "openai/gpt-4o", "api_key": "x"}}]
@@ -225,7 +225,7 @@ def test_model_names_the_router_does_not_know_are_not_remembered() -> None:
 def test_a_flood_of_the_same_warning_is_rate_limited() -> None:
     import logging
 
-    from compact_hook.proxy.logs import RateLimit
+    from compact_hook.proxy.lifecycle.logs import RateLimit
 
     now = [0.0]
     limit = RateLimit(burst=5, window=60, clock=lambda: now[0])
@@ -247,7 +247,7 @@ def test_one_busy_model_group_cannot_silence_anothers_lines_and_what_was_suppres
     import contextvars
     import logging
 
-    from compact_hook.proxy.logs import RateLimit, for_model_group
+    from compact_hook.proxy.lifecycle.logs import RateLimit, for_model_group
 
     limit = RateLimit(burst=3, window=60, clock=lambda: 0.0)
 

@@ -9,13 +9,13 @@ import httpx
 import pytest
 import respx
 
-from compact_hook.config import CompactConfig
 from compact_hook.proxy import server
-from compact_hook.proxy.caller import session_id_of
 from compact_hook.proxy.hook import CompactHook
-from compact_hook.proxy.models import validate_model_list
-from compact_hook.proxy.report import Report, response_headers
-from compact_hook.proxy.router_summarizer import INTERNAL_TOKEN
+from compact_hook.proxy.observe.report import Report, response_headers
+from compact_hook.proxy.request.caller import session_id_of
+from compact_hook.proxy.request.models import validate_model_list
+from compact_hook.proxy.request.summarizer import INTERNAL_TOKEN
+from compact_hook.settings.model import CompactConfig
 from tests.routers import SUMMARY, UPSTREAM, SpyRouter, deployment, request, spy_router
 from tests.support import (
     ANTHROPIC,

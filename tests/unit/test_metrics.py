@@ -6,14 +6,14 @@ import pytest
 import respx
 from prometheus_client import CollectorRegistry, generate_latest
 
-from compact_hook.config import CompactConfig
 from compact_hook.core.failures import SummaryFailure
-from compact_hook.engine.background import Background
+from compact_hook.engine.ahead.background import Background
+from compact_hook.engine.ahead.prepare import PrepareSetup
+from compact_hook.engine.ahead.tally import Tally
 from compact_hook.engine.compactor import Compactor
-from compact_hook.engine.prepare import PrepareSetup
-from compact_hook.engine.tally import Tally
 from compact_hook.proxy.hook import CompactHook
-from compact_hook.proxy.metrics import FALLING_BEHIND, MAX_STARTED, Metrics
+from compact_hook.proxy.observe.metrics import FALLING_BEHIND, MAX_STARTED, Metrics
+from compact_hook.settings.model import CompactConfig
 from compact_hook.state.store import MemoryStore, TieredStore
 from tests.fakes import BrokenStore
 from tests.metric_names import panel_exprs, rule_exprs, selectors

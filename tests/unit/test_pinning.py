@@ -12,7 +12,6 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from compact_hook.config import CompactConfig
 from compact_hook.core.chain import Entry, entry_is_usable
 from compact_hook.core.clearing import placeholder
 from compact_hook.core.digest import HEADER, digest
@@ -28,9 +27,10 @@ from compact_hook.core.pinning import (
     shown_texts,
 )
 from compact_hook.engine import Compactor, CompactResult
-from compact_hook.formats import ANTHROPIC, CHAT
+from compact_hook.settings.model import CompactConfig
 from compact_hook.state.store import MemoryStore
 from compact_hook.state.tokenizers import counter_for
+from compact_hook.wires import ANTHROPIC, CHAT
 from tests.compaction import config as base_config
 from tests.compaction import run
 from tests.conversations import WIRE_NAMES, Call, Said, Step, Tools, body, entries, w, wire_of

@@ -19,9 +19,9 @@ from compact_hook import CompactConfig, count_tokens
 from compact_hook.core.limits import Limits
 from compact_hook.core.outcomes import CacheStatus, Preparation
 from compact_hook.engine import Compactor, CompactResult
-from compact_hook.engine.background import Background, Job
-from compact_hook.engine.breaker import Breaker
-from compact_hook.setting import resolved
+from compact_hook.engine.ahead.background import Background, Job
+from compact_hook.engine.summary.breaker import Breaker
+from compact_hook.settings.setting import resolved
 from compact_hook.state.store import MemoryStore
 from tests.compaction import (
     AT_TRIGGER,
@@ -317,7 +317,7 @@ def test_prepare_ratio_defaults_below_the_trigger_and_is_validated() -> None:
 async def test_every_hooks_cleanup_is_chained_once_after_the_proxys_drain_at_shutdown() -> None:
     from litellm.proxy.shutdown.graceful_shutdown_manager import GracefulShutdownManager
 
-    from compact_hook.proxy import shutdown
+    from compact_hook.proxy.lifecycle import shutdown
 
     original = GracefulShutdownManager.__dict__["wait_for_drain"]
     registered = list(shutdown._cleanups)

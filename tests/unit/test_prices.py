@@ -1,13 +1,13 @@
-"""How a model group is priced (``proxy/prices.py``): LiteLLM's own prices first, then ours."""
+"""How a model group is priced (``proxy/request/prices.py``): LiteLLM's own prices first, then ours."""
 
 import dataclasses
 
 import litellm
 import pytest
 
-from compact_hook.config import CompactConfig
 from compact_hook.core.pricing import Prices
-from compact_hook.proxy.prices import deployment_prices, group_prices
+from compact_hook.proxy.request.prices import deployment_prices, group_prices
+from compact_hook.settings.model import CompactConfig
 
 
 def priced_deployment(model: str, **model_info: float) -> dict[str, object]:

@@ -20,11 +20,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from compact_hook.config import CompactConfig
 from compact_hook.core.normalize import ABORTED_RESULT
-from compact_hook.formats import GOOGLE, Rejected, format_for
 from compact_hook.proxy import hook as hook_module
 from compact_hook.proxy import server
+from compact_hook.settings.model import CompactConfig
+from compact_hook.wires import GOOGLE, Rejected
+from compact_hook.wires.registry import format_for
 from tests.compaction import run
 from tests.conversations import WIRE_NAMES, Call, Said, Step, Tools, body, entries, w, wire_of
 from tests.fakes import FakeSummarizer

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from compact_hook.config import CompactConfig
 from compact_hook.proxy.hook import CompactHook, recall_of
+from compact_hook.settings.model import CompactConfig
 from tests.routers import Key, SpyRouter, request
 from tests.support import chat_tool_definitions, load_transcript
 

@@ -11,10 +11,10 @@ import litellm
 import pytest
 
 from compact_hook.core.recall import handle_of
-from compact_hook.formats import CHAT, Conversation
 from compact_hook.proxy.recall import MAX_ROUNDS, Pending, recalled_stream, rounds
 from compact_hook.proxy.recall.offer import NOT_FOUND, RoundFailure
-from compact_hook.proxy.recall.wires import WIRES
+from compact_hook.wires import CHAT, Conversation
+from compact_hook.wires.registry import WIRES
 
 OUTPUT = "\n".join(f"row {i}" for i in range(3000))
 TOOL = "compact_recall"
@@ -46,7 +46,7 @@ def pending(room: int = 100_000) -> Pending:
     ]
     conversation = CHAT.parse({"messages": messages})
     assert isinstance(conversation, Conversation)
-    return Pending(WIRES["chat"], TOOL, conversation, room, "s")
+    return Pending(WIRES["chat"].recall, TOOL, conversation, room, "s")
 
 
 DATA = {
@@ -256,9 +256,9 @@ async def test_the_tool_is_offered_beside_the_clients_tools_never_alone() -> Non
 async def test_the_client_gets_a_failed_rounds_own_error(recall_router: Any) -> None:
     """Through the success hook: the provider's error (here a 503) is what the client is answered
     with — it retries — not the reply without our call."""
-    from compact_hook.config import CompactConfig
     from compact_hook.proxy.hook import CompactHook
-    from compact_hook.proxy.report import Report, record
+    from compact_hook.proxy.observe.report import Report, record
+    from compact_hook.settings.model import CompactConfig
 
     unavailable = litellm.ServiceUnavailableError(message="overloaded", model="m", llm_provider="openai")
     recall_router(unavailable, unavailable)

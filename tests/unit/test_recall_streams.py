@@ -1,4 +1,4 @@
-"""Recall inside streams (``proxy.recall.streams``): raw SSE cut anywhere, our calls never shown, the
+"""Recall inside streams (``proxy.recall.streaming``): raw SSE cut anywhere, our calls never shown, the
 blocks and items after one renumbered, the final reply continuing the stream with every round's usage."""
 
 from __future__ import annotations
@@ -10,11 +10,11 @@ from typing import Any
 import pytest
 
 from compact_hook.core.recall import handle_of
-from compact_hook.formats import ANTHROPIC, GOOGLE, Conversation
 from compact_hook.proxy.recall import Pending
-from compact_hook.proxy.recall.streams import recalled_stream
-from compact_hook.proxy.recall.streams.sse import Frame, Frames, frame
-from compact_hook.proxy.recall.wires import WIRES
+from compact_hook.proxy.recall.streaming import recalled_stream
+from compact_hook.wires import ANTHROPIC, GOOGLE, Conversation
+from compact_hook.wires.registry import WIRES
+from compact_hook.wires.sse import Frame, Frames, frame
 
 OUTPUT = "\n".join(f"row {i}" for i in range(3000))
 HANDLE = handle_of(OUTPUT)
@@ -55,7 +55,7 @@ def messages_pending() -> Pending:
         }
     )
     assert isinstance(conversation, Conversation)
-    return Pending(WIRES["anthropic"], TOOL, conversation, 100_000, "s")
+    return Pending(WIRES["anthropic"].recall, TOOL, conversation, 100_000, "s")
 
 
 def message_stream(*blocks: dict[str, Any], stop: str = "tool_use") -> bytes:
@@ -169,7 +169,7 @@ def google_pending() -> Pending:
         }
     )
     assert isinstance(conversation, Conversation)
-    return Pending(WIRES["google"], TOOL, conversation, 100_000, "s")
+    return Pending(WIRES["google"].recall, TOOL, conversation, 100_000, "s")
 
 
 def google_chunk(*parts: dict[str, Any], finish: bool = False) -> bytes:
@@ -207,7 +207,7 @@ async def test_a_responses_stream_renumbers_the_items_after_ours(recall_router: 
     spy = recall_router()
     conversation = ANTHROPIC.parse({"messages": [{"role": "user", "content": "go"}]})
     assert isinstance(conversation, Conversation)
-    pending = Pending(WIRES["responses"], TOOL, conversation, 100_000, "s")
+    pending = Pending(WIRES["responses"].recall, TOOL, conversation, 100_000, "s")
     ours = {"type": "function_call", "id": "fc_1", "call_id": "c1", "name": TOOL, "arguments": "{}"}
     theirs = {"type": "function_call", "id": "fc_2", "call_id": "c2", "name": "shell", "arguments": "{}"}
     stream = [
@@ -240,7 +240,7 @@ def test_the_clients_turn_keeps_the_first_rounds_thinking_never_a_later_rounds()
     first = {"content": [first_thought, OURS], "usage": {}}
     later = {"type": "thinking", "thinking": "found it", "signature": "s2"}
     final = {"content": [later, THEIRS], "stop_reason": "tool_use", "usage": {}}
-    done = WIRES["anthropic"].finished(final, TOOL, {"input_tokens": 1}, first)
+    done = WIRES["anthropic"].recall.finished(final, TOOL, {"input_tokens": 1}, first)
     assert done["content"] == [first_thought, THEIRS]
 
 
@@ -277,11 +277,11 @@ def chat_chunk(finish: str | None = None, **delta: Any) -> Any:
 
 
 def chat_pending() -> Pending:
-    from compact_hook.formats import CHAT
+    from compact_hook.wires import CHAT
 
     conversation = CHAT.parse({"messages": [{"role": "user", "content": "go"}]})
     assert isinstance(conversation, Conversation)
-    return Pending(WIRES["chat"], TOOL, conversation, 100_000, "s")
+    return Pending(WIRES["chat"].recall, TOOL, conversation, 100_000, "s")
 
 
 async def test_a_chat_reply_cut_inside_our_call_is_not_answered(recall_router: Any) -> None:
@@ -336,7 +336,7 @@ def responses_stream(end: str) -> list[dict[str, Any]]:
 def responses_pending() -> Pending:
     conversation = ANTHROPIC.parse({"messages": [{"role": "user", "content": "go"}]})
     assert isinstance(conversation, Conversation)
-    return Pending(WIRES["responses"], TOOL, conversation, 100_000, "s")
+    return Pending(WIRES["responses"].recall, TOOL, conversation, 100_000, "s")
 
 
 async def test_an_incomplete_or_failed_responses_reply_passes_with_our_call_taken_out(
@@ -355,13 +355,12 @@ async def test_an_error_of_ours_at_the_end_of_a_stream_sends_its_end_as_it_came(
     monkeypatch: Any, recall_router: Any
 ) -> None:
     """On every wire: the end-of-stream work raising left the stream without its end."""
-    from compact_hook.proxy.recall.streams import chat, google, messages, responses
+    from compact_hook.proxy.recall import streaming
 
     async def broken(*args: Any, **kwargs: Any) -> Any:
         raise KeyError("a bug of ours")
 
-    for module in (chat, google, messages, responses):
-        monkeypatch.setattr(module, "answered", broken)
+    monkeypatch.setattr(streaming, "answered", broken)
     said = events(
         await streamed(messages_pending(), {"model": "x", "messages": []}, [message_stream(TEXT, OURS)])
     )
@@ -400,9 +399,9 @@ async def test_a_failure_reporting_a_streams_recalls_never_breaks_the_stream(
 ) -> None:
     """The hook's iterator: the stream has been sent whole when its recalls are reported, so a failure
     there (metrics, the audit log) is logged, never raised into the client's stream."""
-    from compact_hook.config import CompactConfig
     from compact_hook.proxy.hook import CompactHook
-    from compact_hook.proxy.report import Report, record
+    from compact_hook.proxy.observe.report import Report, record
+    from compact_hook.settings.model import CompactConfig
 
     hook = CompactHook(CompactConfig())
 

@@ -12,15 +12,15 @@ from compact_hook import CompactConfig
 from compact_hook.core.failures import Overflow, SummaryFailure, is_context_error
 from compact_hook.core.outcomes import CacheStatus, Mode, Reason
 from compact_hook.engine import Compactor, CompactRequest
-from compact_hook.engine.breaker import Breaker, Gate
 from compact_hook.engine.library import parse_chat
-from compact_hook.formats import Conversation
-from compact_hook.formats.command import command_in, ran_command
-from compact_hook.proxy.control import Control, control_of, with_command
-from compact_hook.proxy.learned import LearnedWindows
-from compact_hook.proxy.recovery import RETRY_KEY, attach_fallbacks, is_retry
-from compact_hook.proxy.router_summarizer import INTERNAL_TOKEN
+from compact_hook.engine.summary.breaker import Breaker, Gate
+from compact_hook.proxy.feedback.learned import LearnedWindows
+from compact_hook.proxy.feedback.recovery import RETRY_KEY, attach_fallbacks, is_retry
+from compact_hook.proxy.request.control import Control, control_of, with_command
+from compact_hook.proxy.request.summarizer import INTERNAL_TOKEN
 from compact_hook.state.store import MemoryStore
+from compact_hook.wires import Conversation
+from compact_hook.wires.command import command_in, ran_command
 from tests.fakes import FakeSummarizer, InMemoryArchive
 from tests.support import load_transcript, openai_transcripts, replay_points
 

@@ -1,4 +1,4 @@
-"""``Recovery`` (``proxy/recovery.py``), the deployment hooks' side, on its own: a real
+"""``Recovery`` (``proxy/feedback/recovery.py``), the deployment hooks' side, on its own: a real
 ``litellm.Router``, the provider faked with respx."""
 
 import copy
@@ -8,17 +8,17 @@ import pytest
 import respx
 from prometheus_client import CollectorRegistry
 
-from compact_hook.config import CompactConfig
 from compact_hook.core.calibration import CountRatio, RatioSource
 from compact_hook.core.evidence import Forwarded, Trust
-from compact_hook.process_config import ProcessConfig
-from compact_hook.proxy.gate import RequestGate
-from compact_hook.proxy.metrics import Metrics
-from compact_hook.proxy.recovery import RETRY_KEY, Recovery
-from compact_hook.proxy.report import Report, record, report_in
-from compact_hook.proxy.router_summarizer import INTERNAL_TOKEN
+from compact_hook.proxy.feedback.recovery import RETRY_KEY, Recovery
+from compact_hook.proxy.observe.metrics import Metrics
+from compact_hook.proxy.observe.report import Report, record, report_in
+from compact_hook.proxy.observe.telemetry import Telemetry
+from compact_hook.proxy.request.gate import RequestGate
+from compact_hook.proxy.request.summarizer import INTERNAL_TOKEN
 from compact_hook.proxy.services import Services
-from compact_hook.proxy.telemetry import Telemetry
+from compact_hook.settings.model import CompactConfig
+from compact_hook.settings.process import ProcessConfig
 from tests.routers import Key, SpyRouter, request
 from tests.support import is_summary, load_transcript, pairing_problems
 

@@ -1,4 +1,4 @@
-"""Codex's remote compaction at the edge (``proxy.remote_compaction``): the handle, what it stands for,
+"""Codex's remote compaction at the edge (``proxy.answers.codex``): the handle, what it stands for,
 who may expand it, the answer's events, and the ping the answer rides on."""
 
 from __future__ import annotations
@@ -7,23 +7,20 @@ import json
 from typing import Any
 
 from compact_hook.engine.result import CompactResult
-from compact_hook.formats import RESPONSES
-from compact_hook.formats.base import Conversation, Rejected
-from compact_hook.proxy.answer import KEPT_FOR_PING, as_ping
-from compact_hook.proxy.remote_compaction import (
+from compact_hook.proxy.answers.codex import MAX_EXPANDED, MAX_EXPANDED_CHARS, Mementos, memento_of
+from compact_hook.proxy.answers.compact import KEPT_FOR_PING, as_ping
+from compact_hook.state.store import MAX_RECORD_CHARS, MemoryStore
+from compact_hook.wires import RESPONSES
+from compact_hook.wires.base import Conversation, Rejected
+from compact_hook.wires.responses.compaction import (
     HANDLE_PREFIX,
     LOST_NOTICE,
-    MAX_EXPANDED,
-    MAX_EXPANDED_CHARS,
     REFUSED_NOTICE,
-    Mementos,
     asks_compaction,
     compaction_events,
     is_ours,
-    memento_of,
     usage_of,
 )
-from compact_hook.state.store import MAX_RECORD_CHARS, MemoryStore
 
 TRIGGER = {"type": "compaction_trigger"}
 USER = {"role": "user", "content": "fix the parser"}

@@ -14,9 +14,9 @@ from typing import Any
 import litellm
 import pytest
 
-from compact_hook.config import CompactConfig
 from compact_hook.proxy import server
-from compact_hook.proxy.models import ModelSettings
+from compact_hook.proxy.request.models import ModelSettings
+from compact_hook.settings.model import CompactConfig
 
 
 def two_group_router() -> Any:

@@ -2,10 +2,10 @@
 
 import pytest
 
-from compact_hook.config import CompactConfig
 from compact_hook.core.chain import SCOPE_SETTINGS, Owner, scope_of
-from compact_hook.process_config import ProcessConfig
-from compact_hook.setting import resolved
+from compact_hook.settings.model import CompactConfig
+from compact_hook.settings.process import ProcessConfig
+from compact_hook.settings.setting import resolved
 
 
 def test_the_scope_is_the_settings_declared_to_scope_a_compaction() -> None:

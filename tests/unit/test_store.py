@@ -5,7 +5,7 @@ from collections.abc import Sequence
 import pytest
 
 from compact_hook.core.chain import Entry
-from compact_hook.process_config import ProcessConfig
+from compact_hook.settings.process import ProcessConfig
 from compact_hook.state.backends import build_store
 from compact_hook.state.rest import DOWN_SECONDS, PROBE_SECONDS
 from compact_hook.state.store import MemoryStore, TieredStore

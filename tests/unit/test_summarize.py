@@ -6,11 +6,10 @@ import time
 
 import pytest
 
-from compact_hook.config import CompactConfig
 from compact_hook.core.failures import SummaryFailure, failure_of
 from compact_hook.core.recall import mention
 from compact_hook.core.transcript import read_tokens, transcript_entries
-from compact_hook.engine.summarize import (
+from compact_hook.engine.summary.summarize import (
     PROMPT_VERSION,
     Budget,
     Summarizing,
@@ -22,8 +21,9 @@ from compact_hook.engine.summarize import (
     summary_prompt,
 )
 from compact_hook.errors import SummarizerError
-from compact_hook.formats import ANTHROPIC, CHAT
+from compact_hook.settings.model import CompactConfig
 from compact_hook.state.tokenizers import HFTokenCounter
+from compact_hook.wires import ANTHROPIC, CHAT
 from tests.fakes import FakeSummarizer, WordCounter
 from tests.support import assistant, calling, items_of, load_transcript, result, user
 

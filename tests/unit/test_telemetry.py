@@ -1,4 +1,4 @@
-"""What operators are told (``proxy/telemetry.py``): reports, metrics, warnings, headers."""
+"""What operators are told (``proxy/observe/telemetry.py``): reports, metrics, warnings, headers."""
 
 import logging
 from typing import Any
@@ -9,14 +9,14 @@ from prometheus_client import CollectorRegistry
 from compact_hook.core.outcomes import Reason
 from compact_hook.engine.notices import Notices
 from compact_hook.engine.result import CompactResult
-from compact_hook.formats import CHAT, RESPONSES
-from compact_hook.formats.base import Rejected
-from compact_hook.proxy import telemetry as telemetry_module
-from compact_hook.proxy.caller import Engaged
-from compact_hook.proxy.control import Control
-from compact_hook.proxy.metrics import Metrics, Outcome
-from compact_hook.proxy.report import Report, record, report_in
-from compact_hook.proxy.telemetry import Telemetry
+from compact_hook.proxy.observe import telemetry as telemetry_module
+from compact_hook.proxy.observe.metrics import Metrics, Outcome
+from compact_hook.proxy.observe.report import Report, record, report_in
+from compact_hook.proxy.observe.telemetry import Telemetry
+from compact_hook.proxy.request.caller import Engaged
+from compact_hook.proxy.request.control import Control
+from compact_hook.wires import CHAT, RESPONSES
+from compact_hook.wires.base import Rejected
 from tests.support import metric_samples, metric_value
 
 

@@ -19,14 +19,14 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from compact_hook.config import CompactConfig
 from compact_hook.core.calibration import IDENTITY, CountRatio, RatioSource
 from compact_hook.core.chain import MAX_STALE_RANGES, OPEN_END, Entry, entry_is_usable, is_stale, unbind
 from compact_hook.core.items import Item, Part, PartKind, Role
 from compact_hook.core.normalize import place_instructions
 from compact_hook.core.outcomes import CacheStatus, Reason
 from compact_hook.engine import Compactor
-from compact_hook.proxy.models import runs_prefix_check
+from compact_hook.proxy.request.models import runs_prefix_check
+from compact_hook.settings.model import CompactConfig
 from compact_hook.state.store import MemoryStore
 from tests.compaction import config, run
 from tests.conversations import w
@@ -120,7 +120,7 @@ def test_the_prefix_check_is_assumed_for_claude_5_1_and_later(model: str, checks
 def test_the_proxy_resolves_the_prefix_check_from_the_deployments_unless_set() -> None:
     import litellm
 
-    from compact_hook.proxy.models import ModelSettings
+    from compact_hook.proxy.request.models import ModelSettings
 
     def deployment(group: str, model: str, **compact: Any) -> dict[str, Any]:
         info = {"compact": {"context_window": 1000, **compact}}
@@ -146,7 +146,7 @@ def test_the_proxy_resolves_the_prefix_check_from_the_deployments_unless_set() -
 
 
 NEW, OLD = "claude-fable-5-1", "claude-sonnet-4-5"
-"""A model that runs the prefix check, one that does not (``proxy.models.runs_prefix_check``)."""
+"""A model that runs the prefix check, one that does not (``proxy.request.models.runs_prefix_check``)."""
 THINKING: dict[str, dict[str, Any] | None] = {
     "off": None,
     "enabled": {"type": "enabled", "budget_tokens": 1024},

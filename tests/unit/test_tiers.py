@@ -15,9 +15,9 @@ from compact_hook.core.pairing import pair
 from compact_hook.core.truncate import Cut, Truncating, truncate_results
 from compact_hook.engine import Compactor, CompactRequest, CompactResult
 from compact_hook.engine.library import parse_chat
-from compact_hook.formats import CHAT, Conversation
 from compact_hook.state.store import MemoryStore
 from compact_hook.state.tokenizers import HFTokenCounter
+from compact_hook.wires import CHAT, Conversation
 from tests.compaction import compact_via_library, tool_session, word_total
 from tests.conversations import w
 from tests.fakes import FakeSummarizer, InMemoryArchive, WordCounter

@@ -17,10 +17,10 @@ from compact_hook.core.counting import (
     item_strings,
 )
 from compact_hook.errors import TokenizerError
-from compact_hook.formats import ANTHROPIC, CHAT, Conversation
-from compact_hook.formats.anthropic import MEDIA_TOKENS as ANTHROPIC_MEDIA_TOKENS
-from compact_hook.formats.openai_parts import MEDIA_TOKENS
 from compact_hook.state.tokenizers import HFTokenCounter, load_tokenizer, tokenizer_name_for_model
+from compact_hook.wires import ANTHROPIC, CHAT, Conversation
+from compact_hook.wires.anthropic.format import MEDIA_TOKENS as ANTHROPIC_MEDIA_TOKENS
+from compact_hook.wires.openai_parts import MEDIA_TOKENS
 from tests.support import load_transcript
 
 MESSAGE_OVERHEAD = ITEM_OVERHEAD + ROLE_TOKENS

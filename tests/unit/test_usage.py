@@ -1,4 +1,4 @@
-"""What the provider billed, heard from LiteLLM's success log (``proxy/usage.py``): it teaches the
+"""What the provider billed, heard from LiteLLM's success log (``proxy/feedback/usage.py``): it teaches the
 conversation and the model group it was counted for, and nothing else."""
 
 from __future__ import annotations
@@ -8,15 +8,15 @@ from typing import Any
 import pytest
 from prometheus_client import CollectorRegistry
 
-from compact_hook.config import CompactConfig
 from compact_hook.core.calibration import CountRatio, RatioSource
 from compact_hook.core.evidence import Forwarded, Trust
-from compact_hook.process_config import ProcessConfig
-from compact_hook.proxy.metrics import Metrics
-from compact_hook.proxy.report import Report, record
-from compact_hook.proxy.router_summarizer import INTERNAL_MARKER, INTERNAL_TOKEN
+from compact_hook.proxy.feedback.usage import Bills
+from compact_hook.proxy.observe.metrics import Metrics
+from compact_hook.proxy.observe.report import Report, record
+from compact_hook.proxy.request.summarizer import INTERNAL_MARKER, INTERNAL_TOKEN
 from compact_hook.proxy.services import Services
-from compact_hook.proxy.usage import Bills
+from compact_hook.settings.model import CompactConfig
+from compact_hook.settings.process import ProcessConfig
 from tests.routers import SpyRouter
 
 TRUST = Trust(1.0, 0.75)

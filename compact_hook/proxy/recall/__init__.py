@@ -12,6 +12,6 @@ themselves, and the texts they name, are the core's (``core.recall``).
 from compact_hook.proxy.recall.audit import audit_recalls
 from compact_hook.proxy.recall.offer import MAX_ROUNDS, Offer, Pending
 from compact_hook.proxy.recall.rounds import answered
-from compact_hook.proxy.recall.streams import recalled_stream
+from compact_hook.proxy.recall.streaming import recalled_stream
 
 __all__ = ["MAX_ROUNDS", "Offer", "Pending", "answered", "audit_recalls", "recalled_stream"]

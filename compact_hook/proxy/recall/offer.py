@@ -10,11 +10,11 @@ where the providers' caches hold the tools and system prompt before the messages
 before it was written again: +1.5% and +2.1% on the priced replay under Anthropic's rules, against
 +0.1% and +0.3% from the first request (``bench/bench_cost.py``). It is counted like the client's
 tools: among what the model reads (``Offer.read``), so the engine fits the request with it and
-reports it. A request not offered it names no handles (``proxy.gate``).
+reports it. A request not offered it names no handles (``proxy.request.gate``).
 
 What the answers need (``Pending``: the client's own entries — the originals are looked up there,
 never in another request —, the tenant, the budget) rides on the request itself, on our report in
-its metadata (``proxy.report.Report.recall``), as the report does: no map keyed by an id the client
+its metadata (``proxy.observe.report.Report.recall``), as the report does: no map keyed by an id the client
 can set (``x-litellm-call-id``), so no tenant's recall can be answered from another's conversation,
 and no burst of requests in flight can push out anyone's.
 """
@@ -27,16 +27,17 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from compact_hook.config import CompactConfig
 from compact_hook.core.pairing import pair
 from compact_hook.core.recall import Originals, tool_name
 from compact_hook.core.truncate import BYTES_PER_TOKEN, Truncating, truncate_text
 from compact_hook.engine.result import CompactResult
-from compact_hook.formats.base import TOOL_OVERHEAD, Conversation, compact_json
 from compact_hook.proxy.recall.budget import RecallBudget
-from compact_hook.proxy.recall.wires import STREAMED, WIRES, RecallWire
+from compact_hook.settings.model import CompactConfig
 from compact_hook.state.archive import Archive
 from compact_hook.state.tokenizers import DEFAULT_TOKENIZER, acounter_for
+from compact_hook.wires.base import Conversation, RecallWire
+from compact_hook.wires.parsing import TOOL_OVERHEAD, compact_json
+from compact_hook.wires.registry import WIRES
 
 MAX_ROUNDS = int(CompactConfig.__dataclass_fields__["recall_max_rounds"].default)  # type: ignore[arg-type]
 """The model calls a request's recall answers may add, unless the operator says (``recall_max_rounds``)."""
@@ -150,12 +151,12 @@ class Offer:
 
     @classmethod
     async def of(cls, data: Mapping[str, Any], wire: str, config: CompactConfig) -> Offer | None:
-        """The tool this request would be offered, or None: recall off, a wire or shape (a stream)
-        not answered yet, a conversation the provider holds, no tools of the client's, or as many as
-        a provider takes."""
-        served = WIRES.get(wire)
-        if not config.recall or served is None or (data.get("stream") is True and wire not in STREAMED):
+        """The tool this request would be offered, or None: recall off, a wire not served, a conversation
+        the provider holds, no tools of the client's, or as many as a provider takes."""
+        found = WIRES.get(wire)
+        if not config.recall or found is None:
             return None
+        served = found.recall
         if data.get("previous_response_id"):
             return None  # a conversation the provider holds (not ours to append to)
         theirs = served.tool_names(data)

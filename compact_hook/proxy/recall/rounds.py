@@ -28,9 +28,10 @@ from typing import Any
 
 from compact_hook.core.failures import SummaryFailure, failure_of
 from compact_hook.proxy.recall.offer import Pending, RoundFailure
-from compact_hook.proxy.recall.wires import KEPT_PARAMS, Call
-from compact_hook.proxy.router_summarizer import summary_metadata
+from compact_hook.proxy.request.summarizer import summary_metadata
 from compact_hook.proxy.server import proxy_router
+from compact_hook.wires.base import Call
+from compact_hook.wires.guard import RoundFailed
 
 logger = logging.getLogger(__name__)
 
@@ -41,16 +42,6 @@ PASSING = frozenset({SummaryFailure.TIMEOUT, SummaryFailure.UNAVAILABLE})
 RESENT_AFTER = frozenset({SummaryFailure.TOO_LONG, SummaryFailure.REFUSED})
 """Failures of what the rounds added (the answers made it too long, the provider refused the
 follow-up): the client's own request, without our tool, may still be answered."""
-
-
-class RoundFailed(Exception):
-    """A recall round's model call failed for good: ``error`` is what the client is answered with
-    (the provider's error as LiteLLM raised it, or LiteLLM's ``Timeout``) — told apart from an error
-    of ours, after which a stream goes on as it came (``streams``)."""
-
-    def __init__(self, error: BaseException) -> None:
-        super().__init__(str(error))
-        self.error = error
 
 
 async def answered(pending: Pending, data: Mapping[str, Any], response: Any) -> Any | None:
@@ -170,7 +161,7 @@ def followup_request(pending: Pending, data: Mapping[str, Any]) -> dict[str, Any
     """What a follow-up sends: the forwarded conversation and the request's own parameters (never
     LiteLLM's per-request fields), with the caller's auth for spend."""
     wire = pending.wire
-    request = {key: data[key] for key in KEPT_PARAMS[wire.name] if key in data}
+    request = {key: data[key] for key in wire.kept_params if key in data}
     request["model"] = data.get("model")
     entries = wire.entries
     sent = data.get(entries) or []

@@ -1,0 +1,131 @@
+"""One summary per compaction: shared by concurrent requests, replicas, and later turns.
+
+In process, requests that need the same compaction share one task (``SingleFlight``); across
+replicas the store's lock does the same, the others polling for the holder's entry; a summary
+that just failed is not repeated for ``failure_ttl``; and the summary model's breaker is told
+of every summary made, so a model that keeps failing is left alone for a while.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+
+from compact_hook.core.failures import SummaryFailure
+from compact_hook.core.outcomes import CacheStatus, Reason
+from compact_hook.engine.run import Run
+from compact_hook.engine.summary.breaker import Breaker, Gate
+from compact_hook.engine.summary.compaction import Cut, Failed, Made, Making, make
+from compact_hook.engine.summary.flight import Leases, SingleFlight, pause
+from compact_hook.state.store import CompactionStore
+
+logger = logging.getLogger(__name__)
+
+FAILED = b"failed:"
+
+
+class SummaryOnce:
+    """Makes a compaction at most once across requests and replicas."""
+
+    def __init__(self, store: CompactionStore | None, leases: Leases, breaker: Breaker) -> None:
+        self.store, self.leases, self.breaker = store, leases, breaker
+        self.flights: SingleFlight[Made | Failed] = SingleFlight()
+
+    async def made(self, run: Run, cut: Cut) -> tuple[Made | Failed, bool]:
+        """The compaction of ``cut`` (stored under ``cut.key``), and whether another request made
+        it (shared)."""
+        gate = await self._gate(run)
+        if gate is Gate.OPEN:
+            return Failed(
+                "the summary model's breaker is open", 0, SummaryFailure.BREAKER_OPEN, Reason.BREAKER_OPEN
+            ), False
+        recent = await self._recent_failure(run.root)
+        if recent is not None:
+            return Failed(
+                f"a summary for this conversation failed moments ago ({recent.value})", 0, recent
+            ), False
+        model = None if run.config.uses_digest else run.request.summarize
+        making = Making(model, probe=gate is Gate.PROBE)
+        return await self.flights.run(cut.key(run), lambda: self._make_once(run, cut, making))
+
+    async def _gate(self, run: Run) -> Gate:
+        if run.config.uses_digest:
+            return Gate.CLOSED
+        return await self.breaker.gate(run.breaker_key, run.config)
+
+    async def _make_once(self, run: Run, cut: Cut, making: Making) -> Made | Failed:
+        """Once per compaction across requests; the breaker hears of every model summary made."""
+        made = await self._made_or_awaited(run, cut, making)
+        if making.model is not None and made.summary_calls:
+            await self.breaker.heard(
+                run.breaker_key, run.config, None if isinstance(made, Made) else made.kind
+            )
+        return made
+
+    async def _made_or_awaited(self, run: Run, cut: Cut, making: Making) -> Made | Failed:
+        """Across replicas: hold the key's lock and compute, or wait for the holder's entry."""
+        if self.store is None:
+            return await make(run, cut, making)
+        key = cut.key(run)
+        token = await self.store.try_lock(key, self.leases.lock_ttl)
+        if token is None:
+            patience = min(self.leases.lock_wait, run.config.summary_deadline_seconds)
+            ready = await self._wait_for(key, patience)
+            if ready is not None:
+                return ready
+            token = await self.store.try_lock(key, self.leases.lock_ttl)
+        try:
+            made = await make(run, cut, making)
+            if isinstance(made, Made):
+                await self.store.put(run.root, key, made.entry)
+            else:  # before unlocking: a waiting replica must not repeat what just failed
+                await self.store.set_note(FAILED + key, made.kind.value, self.leases.failure_ttl)
+                await self.store.set_note(FAILED + run.root, made.kind.value, self.leases.failure_ttl)
+            return made
+        finally:
+            if token is not None:
+                await self.store.unlock(key, token)
+
+    async def _recent_failure(self, root: bytes) -> SummaryFailure | None:
+        """A summary for this conversation failed within ``failure_ttl`` (its kind): do not repeat it yet."""
+        if self.store is None or self.leases.failure_ttl <= 0:
+            return None
+        return failure_noted(await self.store.get_note(FAILED + root))
+
+    async def _wait_for(self, key: bytes, patience: float) -> Made | Failed | None:
+        """Poll for another replica's entry (or its failure); None when its lock is gone or we
+        waited ``patience`` seconds: then we make it ourselves."""
+        assert self.store is not None
+        deadline = time.monotonic() + patience
+        attempt = 0
+        while time.monotonic() < deadline:
+            await pause(attempt)
+            attempt += 1
+            entry = await self.store.get(key)
+            if entry is not None:
+                return Made(entry, CacheStatus.SHARED)
+            failed = failure_noted(await self.store.get_note(FAILED + key))
+            if failed is not None:
+                return Failed(
+                    f"another replica's summary for this compaction failed ({failed.value})", 0, failed
+                )
+            if not await self.store.is_locked(key):
+                entry = await self.store.get(key)
+                if entry is None:  # a lease shorter than the summary, or a replica that stopped
+                    logger.warning(
+                        "compact_hook: another replica's lock ended with no summary (expired or its "
+                        "replica stopped); making it"
+                    )
+                return Made(entry, CacheStatus.SHARED) if entry is not None else None
+        logger.warning("compact_hook: waited %.0f s for another replica's summary; making it", patience)
+        return None
+
+
+def failure_noted(note: str | None) -> SummaryFailure | None:
+    """The kind of failure a replica noted (an older replica's note, "1", reads as unavailable)."""
+    if note is None:
+        return None
+    try:
+        return SummaryFailure(note)
+    except ValueError:
+        return SummaryFailure.UNAVAILABLE

@@ -1,0 +1,323 @@
+"""What providers teach us per model group and tenant: a real window, and how its count compares with ours.
+
+What is learned here reaches every tenant of a group and every replica, so it is evidence, not truth:
+
+- **Windows.** A provider's "too long" is parsed for its limit (each provider words it its own
+  way). A limit the error states, below the configured window, is remembered for the model group;
+  a shrink with no stated limit (our guess from what was sent) only for the tenant whose request it
+  was (a throttle worded like "too many tokens" must never cut another tenant's window). Both for
+  ``learned_window_ttl_seconds``, in the store (replicas share them), and read never below
+  ``learned_window_floor`` of the configured window (``proxy.request.settings``).
+- **Count ratios.** Every response's usage is judged (``core.evidence``) and, where it describes the
+  prompt, teaches the estimate of the tenant that sent it (``core.calibration.RatioStats``); where it
+  does not, that tenant's usage is set aside — its counts fall back to the prior, said once per group
+  and reason — until a response grows with what we forward again. A conversation's first requests
+  are counted at its tenant's estimate, or, for a tenant with none, at the group's: the median of
+  the tenants' estimates (each one vote, over ``MIN_SAMPLES`` responses), kept between the trusted
+  floor and ``GROUP_CEILING`` times the prior. No tenant moves another's count: one whose requests
+  are odd teaches only its own estimate, and is one vote of the median. Published to the store every
+  few seconds (the most recently heard ``TENANTS_KEPT`` tenants per group, by a hash of their name)
+  for the other replicas and a restart.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import hashlib
+import logging
+import math
+import time
+from collections import OrderedDict
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from compact_hook.core.calibration import MIN_SAMPLES, CountRatio, RatioSource, RatioStats
+from compact_hook.core.evidence import Judged, Trust, Verdict
+from compact_hook.engine.notices import Notices
+from compact_hook.state.store import CompactionStore
+
+logger = logging.getLogger(__name__)
+
+NOTE_PREFIX = b"window:"
+RATIO_PREFIX = b"ratios:"
+REFRESH_SECONDS = 5.0
+"""How long a replica reads what the store says before asking it again."""
+PUBLISH_SECONDS = 5.0
+"""How often a replica writes its tenants' estimates of a group to the store (at most)."""
+SAY_MOVE = 0.03
+"""A group's ratio moving by more than this (3%) since it was last logged is logged."""
+TENANTS_KEPT = 32
+"""Per group, the tenants whose estimates the store keeps (the most recently heard)."""
+LOCAL_TENANTS = 1_024
+"""Per group, the tenants whose estimates a replica holds (the most recently heard)."""
+GROUP_CEILING = 2.0
+"""The group's median is kept under this many times the prior: other tenants' estimates raise a new
+tenant's first count only so far (its own responses then count it)."""
+
+
+@functools.lru_cache(maxsize=LOCAL_TENANTS)
+def tenant_key(tenant: str) -> str:
+    """A tenant's name as the store keeps it: a hash, never a key."""
+    return hashlib.blake2b(tenant.encode("utf-8", "surrogatepass"), digest_size=8).hexdigest()
+
+
+class LearnedWindows:
+    """Per model group (a stated limit) and per tenant in it (an unstated shrink), the window a
+    provider taught us; read through a short in-process memo."""
+
+    def __init__(self, store: CompactionStore | None) -> None:
+        self.store = store
+        self._memo: OrderedDict[bytes, tuple[float, int | None]] = OrderedDict()
+
+    async def get(self, group: str, tenant: str) -> int | None:
+        """The smaller of the group's learned window and the tenant's own, if any."""
+        found = [await self._read(key) for key in (_window_key(group, None), _window_key(group, tenant))]
+        known = [window for window in found if window is not None]
+        return min(known) if known else None
+
+    async def learn(self, group: str, window: int, ttl: float, tenant: str | None = None) -> int:
+        """Remember ``window`` (or a smaller one already known) for ``ttl`` seconds: for the group
+        (``tenant`` None: the provider stated it), else for the tenant only (our guess from what was
+        sent, or a bill pinned at a server's context)."""
+        key = _window_key(group, tenant)
+        known = await self._read(key)
+        if known is not None and known <= window:
+            return known
+        self._remember(key, window)
+        if self.store is not None:
+            await self.store.set_note(key, str(window), ttl)
+        logger.warning(
+            "compact_hook: model %r: window now %d tokens%s",
+            group,
+            window,
+            " (the provider stated its limit)"
+            if tenant is None
+            else " for that key or team (guessed: no limit stated)",
+        )
+        return window
+
+    async def _read(self, key: bytes) -> int | None:
+        found = self._memo.get(key)
+        if found is not None and time.monotonic() - found[0] < REFRESH_SECONDS:
+            return found[1]
+        note = await self.store.get_note(key) if self.store is not None else None
+        window = int(note) if note is not None and note.isdigit() else None
+        self._remember(key, window)
+        return window
+
+    def _remember(self, key: bytes, window: int | None) -> None:
+        self._memo[key] = (time.monotonic(), window)
+        self._memo.move_to_end(key)
+        while len(self._memo) > LOCAL_TENANTS:
+            self._memo.popitem(last=False)
+
+
+@functools.lru_cache(maxsize=LOCAL_TENANTS)
+def _window_key(group: str, tenant: str | None) -> bytes:
+    scope = group if tenant is None else f"{group}\n{tenant_key(tenant)}"
+    return NOTE_PREFIX + scope.encode("utf-8", "surrogatepass")
+
+
+@dataclass(frozen=True, slots=True)
+class TenantCount:
+    """One tenant's estimate in a group, and whether its usage is set aside (and why)."""
+
+    stats: RatioStats = RatioStats()
+    aside: Verdict | None = None
+    seen: float = 0.0
+    """When it was last heard (wall clock): the store keeps the most recent."""
+
+    def to_text(self) -> str:
+        return f"{self.stats.to_text()},{self.aside.value if self.aside else ''},{self.seen:.0f}"
+
+    @classmethod
+    def from_text(cls, text: str) -> TenantCount | None:
+        """None for anything that is not an estimate we wrote."""
+        estimate, _, rest = text.rpartition(",")
+        stats_text, _, aside = estimate.rpartition(",")
+        stats = RatioStats.from_text(stats_text) if stats_text.count(",") == 3 else None
+        if stats is None and stats_text != RatioStats().to_text():
+            return None
+        try:
+            verdict = Verdict(aside) if aside else None
+            seen = float(rest)
+        except ValueError:
+            return None
+        if verdict is not None and not verdict.sets_aside:
+            return None
+        return cls(stats or RatioStats(), verdict, seen)
+
+
+@dataclass(frozen=True, slots=True)
+class Learned:
+    """What one response did: its outcome, and the group's estimate after it (None: unchanged)."""
+
+    verdict: Verdict
+    group_ratio: float | None = None
+    spread: float = 0.0
+
+
+class LearnedRatios:
+    """Per model group and tenant, the provider's tokens per one of ours, from its responses' usage."""
+
+    def __init__(
+        self,
+        store: CompactionStore | None,
+        clock: Callable[[], float] = time.monotonic,
+        wall: Callable[[], float] = time.time,
+    ) -> None:
+        self.store, self.clock, self.wall = store, clock, wall
+        self.notices = Notices()
+        self._local: dict[str, OrderedDict[str, TenantCount]] = {}
+        self._shared: dict[str, tuple[float, dict[str, TenantCount]]] = {}
+        self._published: dict[str, float] = {}
+        self._said: dict[str, float] = {}
+        self._medians: dict[str, tuple[float, float | None]] = {}
+        """Per group, the median and when it was taken: taken again when this replica learns or the
+        store's tenants are read again, not on every request."""
+
+    async def ratio(self, group: str, tenant: str, trust: Trust) -> CountRatio:
+        """How a request of ``tenant`` is counted before its conversation has its own bills: the
+        tenant's estimate, else the group's median, else the prior; a tenant set aside, the prior."""
+        own = await self._known(group, tenant_key(tenant))
+        if own is not None and own.aside is not None:
+            return CountRatio(trust.prior)
+        if own is not None and own.stats.samples > 0:
+            return trust.ratio(CountRatio(own.stats.ratio, RatioSource.MODEL_GROUP), 1)
+        median = await self._median(group)
+        if median is None:
+            return CountRatio(trust.prior)
+        bounded = min(max(median, trust.lowest), GROUP_CEILING * trust.prior)
+        return CountRatio(bounded, RatioSource.MODEL_GROUP)
+
+    async def heard(self, group: str, tenant: str, judged: Judged, trust: Trust, ttl: float) -> Learned:
+        """One judged response (``core.evidence.judged``) into its tenant's estimate."""
+        key = tenant_key(tenant)
+        known = await self._known(group, key) or TenantCount()
+        verdict = judged.verdict
+        if verdict.sets_aside:
+            self._keep(group, key, dataclasses.replace(known, aside=verdict, seen=self.wall()))
+            self._say_aside(group, judged, trust)
+            await self._publish(group, ttl)
+            return Learned(verdict)
+        if verdict is not Verdict.LEARNED:
+            return Learned(verdict)
+        if known.aside is not None:
+            if not judged.coherent:
+                return Learned(Verdict.UNCONFIRMED)
+            self._say_back(group, known.aside)
+        stats, counted = known.stats.after(judged.ratio)
+        self._keep(group, key, TenantCount(stats, None, self.wall()))
+        median = await self._median(group)
+        if counted and median is not None:
+            self._say_move(group, median, trust.prior)
+        await self._publish(group, ttl)
+        return Learned(Verdict.LEARNED if counted else Verdict.OUTLIER, median, stats.spread)
+
+    async def _known(self, group: str, key: str) -> TenantCount | None:
+        local = self._local.get(group)
+        found = local.get(key) if local is not None else None
+        return found if found is not None else (await self._from_store(group)).get(key)
+
+    def _keep(self, group: str, key: str, count: TenantCount) -> None:
+        self._medians.pop(group, None)
+        local = self._local.setdefault(group, OrderedDict())
+        local[key] = count
+        local.move_to_end(key)
+        while len(local) > LOCAL_TENANTS:
+            local.popitem(last=False)
+
+    async def _median(self, group: str) -> float | None:
+        """The tenants' estimates' median (the upper middle of an even number: a count too high is
+        the safe side), over tenants with ``MIN_SAMPLES`` responses whose usage is not set aside."""
+        shared = await self._from_store(group)
+        taken = self._medians.get(group)
+        if taken is not None and taken[0] >= self._shared[group][0]:
+            return taken[1]
+        median = _median_of({**shared, **self._local.get(group, {})})
+        self._medians[group] = (self.clock(), median)
+        return median
+
+    async def _from_store(self, group: str) -> dict[str, TenantCount]:
+        found = self._shared.get(group)
+        if found is not None and self.clock() - found[0] < REFRESH_SECONDS:
+            return found[1]
+        text = await self.store.get_record(_ratios_key(group)) if self.store is not None else None
+        tenants = _parse(text) if text is not None else {}
+        self._shared[group] = (self.clock(), tenants)
+        return tenants
+
+    async def _publish(self, group: str, ttl: float) -> None:
+        """This replica's tenants of ``group`` into the store's, the most recent ``TENANTS_KEPT``
+        kept (at most every ``PUBLISH_SECONDS``)."""
+        now = self.clock()
+        if self.store is None or now - self._published.get(group, -PUBLISH_SECONDS) < PUBLISH_SECONDS:
+            return
+        self._published[group] = now
+        self._shared.pop(group, None)  # read it afresh: other replicas wrote since
+        merged = {**await self._from_store(group), **self._local.get(group, {})}
+        kept = sorted(merged.items(), key=lambda item: item[1].seen, reverse=True)[:TENANTS_KEPT]
+        await self.store.put_record(_ratios_key(group), "\n".join(f"{k}:{c.to_text()}" for k, c in kept), ttl)
+
+    def _say_aside(self, group: str, judged: Judged, trust: Trust) -> None:
+        if not self.notices.first((group, judged.verdict)):
+            return
+        logger.warning(
+            "compact_hook: model group %r: the provider's usage does not describe the prompt (%s: %s); "
+            "that key's or team's counts fall back to our tokenizer at the prior (%.2f per one of ours) "
+            "until its usage grows with what we forward again. Said once per model group and reason; "
+            "compact_hook_count_samples_total{outcome=%r} counts them",
+            group,
+            judged.verdict.value,
+            judged.seen(),
+            trust.prior,
+            judged.verdict.value,
+        )
+
+    def _say_back(self, group: str, aside: Verdict) -> None:
+        if self.notices.first((group, "back", aside)):
+            logger.warning(
+                "compact_hook: model group %r: usage set aside (%s) grows with what we forward again; "
+                "its counts follow it",
+                group,
+                aside.value,
+            )
+
+    def _say_move(self, group: str, ratio: float, prior: float) -> None:
+        """Log the group's median when it has moved by more than ``SAY_MOVE`` since last said (from
+        the prior, the first time)."""
+        said = self._said.get(group, prior)
+        if abs(math.log(ratio / said)) <= math.log1p(SAY_MOVE):
+            return
+        self._said[group] = ratio
+        logger.warning(
+            "compact_hook: model group %r: the provider counts %.3f tokens per one of ours (was %.3f: the "
+            "median of its keys' and teams' estimates); its windows and figures follow",
+            group,
+            ratio,
+            said,
+        )
+
+
+def _median_of(tenants: dict[str, TenantCount]) -> float | None:
+    ratios = sorted(
+        count.stats.ratio
+        for count in tenants.values()
+        if count.aside is None and count.stats.samples >= MIN_SAMPLES
+    )
+    return ratios[len(ratios) // 2] if ratios else None
+
+
+def _ratios_key(group: str) -> bytes:
+    return RATIO_PREFIX + group.encode("utf-8", "surrogatepass")
+
+
+def _parse(text: str) -> dict[str, TenantCount]:
+    tenants = {}
+    for line in text.splitlines()[:TENANTS_KEPT]:
+        key, _, value = line.partition(":")
+        count = TenantCount.from_text(value)
+        if count is not None and len(key) == 16:
+            tenants[key] = count
+    return tenants

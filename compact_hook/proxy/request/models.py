@@ -1,0 +1,208 @@
+"""Which model groups compact, and with what settings, read from the LiteLLM router.
+
+Settings live in ``model_info.compact`` (``litellm_params`` keys would leak to the
+provider). They are resolved once per (router, model group) — the proxy rebinds
+``llm_router`` on a config reload, which invalidates the memo — so a request pays a dict
+lookup, not a config parse.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from compact_hook.core.calibration import family_prior
+from compact_hook.core.model_names import claude_version
+from compact_hook.core.pricing import Prices
+from compact_hook.proxy import server as router_api
+from compact_hook.proxy.request.prices import group_prices
+from compact_hook.settings.model import CompactConfig
+from compact_hook.state.tokenizers import tokenizer_name_for_model
+
+logger = logging.getLogger(__name__)
+
+
+def compact_block(deployment: Mapping[str, Any]) -> object:
+    """The raw ``model_info.compact`` value of a deployment (None when absent)."""
+    model_info = deployment.get("model_info")
+    return model_info.get("compact") if isinstance(model_info, Mapping) else None
+
+
+def settings_from_block(block: object, base: CompactConfig) -> CompactConfig | None:
+    """``compact: true`` / ``{...}`` → settings; absent, ``false`` or ``enabled: false`` → None."""
+    if block is None or block is False:
+        return None
+    config = base if block is True else CompactConfig.from_dict(block, base)  # type: ignore[arg-type]
+    return config if config.enabled else None
+
+
+def validate_model_list(
+    model_list: Iterable[Any], base: CompactConfig, lock_ttl: float | None = None
+) -> set[str]:
+    """Raise ``ValueError`` naming the model and key of the first bad ``compact`` block; return
+    the tokenizers the compacting deployments will use. ``lock_ttl``: the replicas' compaction
+    lock (``COMPACT_LOCK_TTL_SECONDS``); a model whose summaries may outlast it is warned of — its
+    lock would expire mid-summary and another replica make the same summary again."""
+    tokenizers: set[str] = set()
+    for entry in model_list:
+        if not isinstance(entry, Mapping):
+            continue
+        name = entry.get("model_name", "?")
+        try:
+            config = settings_from_block(compact_block(entry), base)
+        except ValueError as exc:
+            raise ValueError(f"compact_hook: model {name!r}: model_info.compact.{exc}") from exc
+        if config is None:
+            continue
+        tokenizers.add(config.tokenizer or tokenizer_name_for_model(_provider_model(entry, str(name))))
+        if lock_ttl is not None and config.summary_deadline_seconds > lock_ttl:
+            logger.warning(
+                "compact_hook: model %r: summary_deadline_seconds (%g) is longer than "
+                "COMPACT_LOCK_TTL_SECONDS (%g): a summary that takes that long loses its lock, and "
+                "another replica may make it again",
+                name,
+                config.summary_deadline_seconds,
+                lock_ttl,
+            )
+    return tokenizers
+
+
+class ModelSettings:
+    """Per-group resolution with a memo invalidated when the router object changes."""
+
+    def __init__(self, base: CompactConfig) -> None:
+        self.base = base
+        self._router: object = None
+        self._memo: dict[str, CompactConfig | None] = {}
+        self._prices: dict[str, Prices | None] = {}
+        self._warned: set[str] = set()
+
+    def resolve(self, router: Any, group: str) -> CompactConfig | None:
+        """Memoized per group the router knows: a client cannot grow the memo by inventing
+        model names (the hook runs before LiteLLM rejects them)."""
+        self._forget_other(router)
+        if group in self._memo:
+            return self._memo[group]
+        deployments = router_api.deployments(router, group)
+        if not deployments:
+            return None
+        self._memo[group] = self._resolve(router, group, deployments)
+        return self._memo[group]
+
+    def prices(self, router: Any, group: str, config: CompactConfig) -> Prices | None:
+        """The group's prices (``proxy.request.prices``), memoized like its settings; only for groups the
+        router knows (``group`` is a resolved model or its configured summary model)."""
+        self._forget_other(router)
+        if group not in self._prices:
+            self._prices[group] = group_prices(router, group, config)
+        return self._prices[group]
+
+    def _forget_other(self, router: Any) -> None:
+        """A config reload rebinds the router: what was resolved for the old one is forgotten."""
+        if router is not self._router:
+            self._router, self._memo, self._prices = router, {}, {}
+
+    def _resolve(
+        self, router: Any, group: str, deployments: Sequence[Mapping[str, Any]]
+    ) -> CompactConfig | None:
+        blocks = [compact_block(d) for d in deployments if compact_block(d) is not None]
+        if not blocks:
+            return None
+        try:
+            config = settings_from_block(blocks[0], self.base)
+        except ValueError as exc:
+            logger.error("compact_hook: model %r: model_info.compact.%s; compaction off for it", group, exc)
+            return None
+        if config is None:
+            return None
+        window = config.context_window or group_window(router, group, deployments)
+        if window is None and group not in self._warned:
+            self._warned.add(group)
+            logger.warning(
+                "compact_hook: model %r: context window unknown; set model_info.compact.context_window "
+                "(or model_info.max_input_tokens). Not compacting it.",
+                group,
+            )
+        tokenizer = config.tokenizer or tokenizer_name_for_model(_provider_model(deployments[0], group))
+        return dataclasses.replace(
+            config,
+            context_window=window,
+            summary_context_window=config.summary_context_window or self._summary_window(router, config),
+            tokenizer=tokenizer,
+            count_ratio=config.count_ratio or _prior(tokenizer, group, deployments),
+            thinking_prefix_check=_prefix_check(config, group, deployments),
+        )
+
+    def _summary_window(self, router: Any, config: CompactConfig) -> int | None:
+        """The summary model group's own window, so a large middle is read in as few calls as it allows."""
+        group = config.summary_model
+        if group is None or config.uses_digest:
+            return None
+        return group_window(router, group, router_api.deployments(router, group))
+
+
+def group_window(router: Any, group: str, deployments: Sequence[Mapping[str, Any]]) -> int | None:
+    """The smallest known window of a group's deployments (the router reports the largest)."""
+    windows = [w for w in (_deployment_window(d) for d in deployments) if w]
+    if not windows:
+        info = router_api.group_info(router, group)
+        window = getattr(info, "max_input_tokens", None) if info is not None else None
+        windows = [int(window)] if window else []
+    windows.extend(w for w in (_compact_window(d) for d in deployments) if w)
+    return min(windows) if windows else None
+
+
+def _prefix_check(config: CompactConfig, group: str, deployments: Sequence[Mapping[str, Any]]) -> bool:
+    """Set, or by the models: one deployment that checks makes the group check (removing stale
+    thinking is valid everywhere the check runs; keeping it is not)."""
+    if config.thinking_prefix_check is not None:
+        return config.thinking_prefix_check
+    return any(runs_prefix_check(_provider_model(d, group)) for d in deployments)
+
+
+def _prior(tokenizer: str, group: str, deployments: Sequence[Mapping[str, Any]]) -> float:
+    """The measured ratio of the group's models (``core.calibration.family_prior``): the largest, where
+    a group mixes them (counting a request high compacts it a little early; low, the provider refuses it)."""
+    return max(family_prior(_provider_model(d, group), tokenizer) for d in deployments)
+
+
+def _provider_model(deployment: Mapping[str, Any], group: str) -> str:
+    params = deployment.get("litellm_params")
+    model = params.get("model") if isinstance(params, Mapping) else None
+    return model if isinstance(model, str) else group
+
+
+def _compact_window(deployment: Mapping[str, Any]) -> int | None:
+    """A ``compact.context_window`` set on the deployment (a summary group compacts too, maybe)."""
+    block = compact_block(deployment)
+    value = block.get("context_window") if isinstance(block, Mapping) else None
+    return int(value) if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
+
+
+def _deployment_window(deployment: Mapping[str, Any]) -> int | None:
+    model_info = deployment.get("model_info")
+    explicit = model_info.get("max_input_tokens") if isinstance(model_info, Mapping) else None
+    if isinstance(explicit, int | float) and not isinstance(explicit, bool) and explicit > 0:
+        return int(explicit)
+    try:
+        import litellm
+
+        known = litellm.get_model_info(model=_provider_model(deployment, "")).get("max_input_tokens")
+    except Exception:
+        return None
+    return int(known) if isinstance(known, int | float) and known > 0 else None
+
+
+PREFIX_CHECK_SINCE = (5, 1)
+"""Claude models from 5.1 on check each thinking block sent back against its prefix (Anthropic,
+*Preserved thinking*: Fable 5.1/5.2, Mythos, Opus/Sonnet/Haiku 5.5); older ones ignore earlier
+turns' thinking but, with ``thinking`` enabled, refuse a tool turn whose thinking is missing."""
+
+
+def runs_prefix_check(model: str) -> bool:
+    """Whether a deployment's model (``anthropic/claude-opus-5-5``, ``anthropic.claude-fable-5-1-v1:0``,
+    ``claude-sonnet-4-5-20250929``) runs the prefix check: by its version (``core.model_names``)."""
+    version = claude_version(model)
+    return version is not None and version >= PREFIX_CHECK_SINCE

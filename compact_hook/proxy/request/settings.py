@@ -1,0 +1,55 @@
+"""A request's settings, prices and count ratio, resolved in one place for every attempt.
+
+The pre-call path and the retry after a provider's "too long" (``proxy.feedback.recovery``) must compact
+under the same settings: the model group's, the key's and team's overrides (``Control``), a
+window a provider taught us, the model's and summary model's prices, and how the group's provider
+counts against us (``proxy.feedback.learned``). Both resolve them here, so a retry cannot drift from its
+first attempt.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import Any
+
+from compact_hook.core.evidence import trust_of
+from compact_hook.proxy.request.caller import Caller, Pricing, Settled
+from compact_hook.proxy.services import Services
+from compact_hook.settings.model import CompactConfig
+
+__all__ = ["Settled", "settle"]
+
+
+async def settle(services: Services, router: Any, group: str, who: Caller) -> Settled | None:
+    """The group's settings with the key's and team's overrides, the learned window, the prices and
+    the count ratio the tenant's requests start from; None when the group does not compact."""
+    resolved = services.models.resolve(router, group)
+    if resolved is None:
+        return None
+    config = who.control.settings(resolved)
+    learned = await services.learned.get(group, who.tenant) if config.recover else None
+    if learned is not None and config.context_window is not None:
+        config = dataclasses.replace(config, context_window=learned_window(config, learned))
+    elif learned is not None:
+        config = dataclasses.replace(config, context_window=learned)
+    ratio = await services.ratios.ratio(group, who.tenant, trust_of(config))
+    return Settled(config, _pricing(services, router, group, config), ratio)
+
+
+def learned_window(config: CompactConfig, learned: int) -> int:
+    """The window a provider taught, where it is below the configured one, but never below
+    ``learned_window_floor`` of it (a refusal that teaches less says the configuration is wrong)."""
+    configured = config.context_window
+    assert configured is not None
+    return max(min(learned, configured), math.ceil(config.learned_window_floor * configured))
+
+
+def _pricing(services: Services, router: Any, group: str, config: CompactConfig) -> Pricing:
+    """The model's prices and its summary model's (the digest costs nothing)."""
+    prices = services.models.prices(router, group, config)
+    if config.uses_digest:
+        return Pricing(prices, None)
+    summary_group = config.summary_model or group
+    summary = services.models.prices(router, summary_group, config) if summary_group != group else prices
+    return Pricing(prices, summary)

@@ -1,0 +1,119 @@
+"""The summary call through the proxy's own router.
+
+Going through ``llm_router.acompletion`` (not HTTP back into the proxy) means the call uses
+the operator's deployments, keys, fallbacks and cost tracking; copying the caller's auth
+metadata lands the spend on the caller's key; the ``INTERNAL_MARKER`` lets every hook of
+ours recognise the call as our own so it is never compacted itself. Its value is a secret
+drawn when the process starts, so a client cannot set it (and the hook strips any client
+value at entry anyway).
+"""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from compact_hook.core.pricing import Prices, Usage
+from compact_hook.engine.summary.summarize import Message
+from compact_hook.proxy.server import complete
+from compact_hook.settings.model import CompactConfig
+
+INTERNAL_MARKER = "compact_hook_internal"
+INTERNAL_TOKEN = secrets.token_hex(16)
+
+PROPAGATED_METADATA_KEYS = (
+    "user_api_key",
+    "user_api_key_hash",
+    "user_api_key_alias",
+    "user_api_key_team_id",
+    "user_api_key_team_alias",
+    "user_api_key_user_id",
+    "user_api_key_user_email",
+    "user_api_key_org_id",
+    "user_api_key_end_user_id",
+    "user_api_key_request_route",
+    "user_api_key_spend",
+    "user_api_key_max_budget",
+    "user_api_key_metadata",
+    "user_api_key_team_metadata",
+    "user_api_key_auth_metadata",
+    "headers",
+)
+
+
+def is_internal_call(data: Mapping[str, Any]) -> bool:
+    for key in ("metadata", "litellm_metadata"):
+        metadata = data.get(key)
+        if isinstance(metadata, Mapping) and metadata.get(INTERNAL_MARKER) == INTERNAL_TOKEN:
+            return True
+    return False
+
+
+def summary_metadata(request_metadata: object, session_id: str) -> dict[str, Any]:
+    """Metadata for our call: the caller's auth (spend attribution) plus our marker."""
+    source = request_metadata if isinstance(request_metadata, Mapping) else {}
+    metadata = {key: source[key] for key in PROPAGATED_METADATA_KEYS if key in source}
+    metadata[INTERNAL_MARKER] = INTERNAL_TOKEN
+    metadata["compact_hook_session"] = session_id
+    return metadata
+
+
+def _no_spending(amount: float) -> None:
+    return None
+
+
+class RouterSummarizer:
+    """``summarize`` for the engine: one router call per invocation; retries are the engine's.
+
+    ``spent`` adds up what its calls cost: LiteLLM's own price of the response where it has one,
+    else its usage at ``prices``; each call's cost also goes to ``on_spent`` (metrics: a prepared
+    summary is paid after the request that started it has gone).
+    """
+
+    def __init__(self, router: Any, model: str, config: CompactConfig, metadata: dict[str, Any]):
+        """Calls ``model`` through ``router`` with the settings' ``summary_max_tokens`` and
+        ``summary_timeout_seconds``, carrying ``metadata`` (``summary_metadata``)."""
+        self.router = router
+        self.model = model
+        self.max_tokens = config.summary_max_tokens
+        self.timeout = config.summary_timeout_seconds
+        self.metadata = metadata
+        self.prices: Prices | None = None
+        self.on_spent: Callable[[float], None] = _no_spending
+        self.spent = 0.0
+
+    async def __call__(self, messages: list[Message]) -> str:
+        response = await complete(
+            self.router,
+            model=self.model,
+            messages=messages,
+            max_tokens=self.max_tokens,
+            timeout=self.timeout,
+            metadata=dict(self.metadata),
+            num_retries=0,
+            stream=False,
+        )
+        self._count(response)
+        content = response.choices[0].message.content
+        return content if isinstance(content, str) else ""
+
+    def _count(self, response: Any) -> None:
+        cost = response_cost(response, self.prices)
+        if cost > 0:
+            self.spent += cost
+            self.on_spent(cost)
+
+
+def response_cost(response: Any, prices: Prices | None) -> float:
+    """A completion's cost: LiteLLM's (``_hidden_params["response_cost"]``), else its usage priced."""
+    hidden = getattr(response, "_hidden_params", None)
+    priced = hidden.get("response_cost") if isinstance(hidden, Mapping) else None
+    if isinstance(priced, int | float) and not isinstance(priced, bool) and priced > 0:
+        return float(priced)
+    usage = getattr(response, "usage", None)
+    if prices is None or usage is None:
+        return 0.0
+    prompt = int(getattr(usage, "prompt_tokens", 0) or 0)
+    output = int(getattr(usage, "completion_tokens", 0) or 0)
+    return Usage(uncached=prompt, output=output).cost(prices)
