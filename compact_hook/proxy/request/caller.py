@@ -7,7 +7,7 @@ pre-call path and the retry after a provider's "too long" build their engine req
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -18,7 +18,7 @@ from compact_hook.engine.result import CompactRequest
 from compact_hook.engine.summary.summarize import PROMPT_VERSION
 from compact_hook.proxy import server
 from compact_hook.proxy.request.control import Control
-from compact_hook.proxy.request.summarizer import RouterSummarizer, summary_metadata
+from compact_hook.proxy.request.summarizer import RouterSummarizer, Spending, summary_metadata
 from compact_hook.settings.model import CompactConfig
 from compact_hook.state.archive import Origin, conversation_session_id
 from compact_hook.wires.base import Conversation
@@ -69,14 +69,21 @@ class Settled:
 
 
 def engine_request(
-    data: Mapping[str, Any], parsed: Conversation, who: Engaged, settled: Settled
+    data: Mapping[str, Any],
+    parsed: Conversation,
+    who: Engaged,
+    settled: Settled,
+    on_spent: Callable[[float], None] | None = None,
 ) -> CompactRequest:
     """The engine's request: the conversation, its settings, a summarizer through the proxy's
-    router (spend on the caller's key), and the scope that keeps tenants and settings apart."""
+    router (spend on the caller's key, each call's cost told to ``on_spent``), and the scope that
+    keeps tenants and settings apart."""
     config, pricing, wire = settled.config, settled.pricing, parsed.wire
     summary_model = config.summary_model or who.model
     metadata = summary_metadata(data.get(wire.metadata_key), who.session_id)
-    summarizer = RouterSummarizer(server.proxy_router(), summary_model, config, metadata)
+    summarizer = RouterSummarizer(
+        server.proxy_router(), summary_model, config, metadata, on_spent or Spending()
+    )
     summarizer.prices = pricing.summary
     return CompactRequest(
         parsed,

@@ -1,4 +1,4 @@
-"""The pre-call path: gate, parse, compact, render — ``data`` changes only once all succeeded.
+"""The pre-call path as steps over one value (``Inbound``) — ``data`` changes only once all succeeded.
 
 A request passes the gate when the router knows its model group, the group compacts and its call
 type has a wire format (a conversation on a call type we have none for is reported: no new
@@ -13,6 +13,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import logging
+from dataclasses import dataclass
 from typing import Any
 
 from compact_hook.core.outcomes import Mode, Reason
@@ -31,12 +32,20 @@ from compact_hook.proxy.lifecycle.logs import for_model_group
 from compact_hook.proxy.observe.report import Report, record_summary_cost
 from compact_hook.proxy.observe.telemetry import Telemetry, log_reshaped
 from compact_hook.proxy.recall import Offer
-from compact_hook.proxy.request.caller import Caller, Engaged, engine_request, session_id_of, tenant_of
-from compact_hook.proxy.request.control import control_of, with_command
+from compact_hook.proxy.request.caller import (
+    Caller,
+    Engaged,
+    Settled,
+    engine_request,
+    session_id_of,
+    tenant_of,
+)
+from compact_hook.proxy.request.control import Control, control_of, with_command
 from compact_hook.proxy.request.settings import settle
-from compact_hook.proxy.request.summarizer import RouterSummarizer
+from compact_hook.proxy.request.summarizer import Spending
 from compact_hook.proxy.services import Services
-from compact_hook.wires import RESPONSES, Rejected, WireFormat
+from compact_hook.settings.model import CompactConfig
+from compact_hook.wires import RESPONSES, Conversation, Rejected, WireFormat
 from compact_hook.wires.command import command_in
 from compact_hook.wires.registry import carries_conversation, format_for
 from compact_hook.wires.responses.compaction import asks_compaction, usage_of
@@ -47,8 +56,36 @@ RESPONSES_CALL = "aresponses"
 """The call type of ``/v1/responses``, the one wire Codex's compaction items come on."""
 
 
+@dataclass(slots=True)
+class Inbound:
+    """A request on the pre-call path: what each step has learned of it, in the order learned."""
+
+    data: dict[str, Any]
+    call_type: str
+    tenant: str
+    expansion: Expansion
+    router: Any = None
+    model: str = ""
+    wire: WireFormat | None = None
+    control: Control | None = None
+    settled: Settled | None = None
+    conversation: Conversation | None = None
+    codex: bool = False
+    """The request is Codex's compaction trigger: the proxy answers it (``proxy.answers.codex``)."""
+    command: str | None = None
+    """A ``/compact`` the proxy answers (``proxy.answers.compact``)."""
+    offer: Offer | None = None
+
+    def settings(self) -> CompactConfig:
+        assert self.settled is not None
+        return self.settled.config
+
+
 class RequestGate:
-    """Compacts what it may of each request before LiteLLM routes it."""
+    """Compacts what it may of each request before LiteLLM routes it, in steps: expand our items →
+    admit (the group, its wire and settings) → read (parse, Codex's trigger, a ``/compact``) → offer
+    recall → settle the settings once → compact → respond. ``data`` changes only once the engine
+    has compacted: a step that finds nothing to do ends the path with the request untouched."""
 
     def __init__(self, services: Services, telemetry: Telemetry) -> None:
         self.services, self.telemetry = services, telemetry
@@ -61,76 +98,127 @@ class RequestGate:
         compaction items are expanded first, whatever the group: one that reached the provider would
         fail the request, and every later one of the conversation."""
         tenant = tenant_of(user_api_key_dict)
-        expansion = await self._expand(data, call_type, tenant)
-        router = server.proxy_router()
-        model = data.get("model")
+        inbound = Inbound(data, call_type, tenant, await self._expand(data, call_type, tenant))
+        if not await self._admit(inbound, user_api_key_dict) or not self._read(inbound):
+            return None
+        await self._offer(inbound)
+        self._settle(inbound)
+        result, report, who = await self._compact(inbound)
+        return await self._respond(inbound, result, report, who)
+
+    async def _admit(self, inbound: Inbound, user_api_key_dict: Any) -> bool:
+        """The request's group compacts, its call type has a wire, and its settings are resolved
+        (once): the key's and team's overrides, the learned window, the prices, the count ratio."""
+        router, model = server.proxy_router(), inbound.data.get("model")
         if router is None or not isinstance(model, str):
-            return None
-        if self.services.models.resolve(router, model) is None:
-            return None
+            return False
+        resolved = self.services.models.resolve(router, model)
+        if resolved is None:
+            return False
         self.services.metrics.known_group(model)
         for_model_group(model)
-        wire = format_for(call_type)
+        wire = format_for(inbound.call_type)
         if wire is None:
-            if carries_conversation(call_type):
-                self.telemetry.unhandled(call_type, model)
-            return None
-        control = control_of(data, wire.metadata_key, user_api_key_dict)
-        settled = await settle(self.services, router, model, Caller(tenant, control))
-        if settled is None:
-            return None
-        config = settled.config
-        if expansion.expanded:  # the client compacts this conversation itself: preparing ahead is waste
-            settled = dataclasses.replace(settled, config=dataclasses.replace(config, prepare=False))
-        parsed = wire.parse(data)
+            if carries_conversation(inbound.call_type):
+                self.telemetry.unhandled(inbound.call_type, model)
+            return False
+        control = control_of(inbound.data, wire.metadata_key, user_api_key_dict)
+        settled = await settle(self.services, router, model, Caller(inbound.tenant, control), resolved)
+        inbound.router, inbound.model, inbound.wire = router, model, wire
+        inbound.control, inbound.settled = control, settled
+        return settled is not None
+
+    def _read(self, inbound: Inbound) -> bool:
+        """The conversation parsed (a rejection is forwarded untouched, and said), and what it asks
+        of the proxy itself: Codex's compaction, a ``/compact``."""
+        wire, config = inbound.wire, inbound.settings()
+        assert wire is not None and inbound.control is not None
+        parsed = wire.parse(inbound.data)
         codex = not isinstance(parsed, Rejected) and wire is RESPONSES and asks_compaction(parsed.entries)
         if codex and config.remote_compaction == "theirs":
             parsed = Rejected(Reason.CLIENT_MANAGED, "compaction_trigger, served by the provider")
         if isinstance(parsed, Rejected):
-            self.telemetry.rejected(data, wire, model, parsed)
-            return None
+            self.telemetry.rejected(inbound.data, wire, inbound.model, parsed)
+            return False
         command = command_in(parsed.entries[-1]) if parsed.entries else None
         if codex:  # Codex's own compaction: forced, answered by the proxy (``proxy.answers.codex``)
-            control, parsed = with_command(control, ""), parsed.without_last()
-            settled = dataclasses.replace(settled, config=memento_settings(config))
+            inbound.control, parsed = with_command(inbound.control, ""), parsed.without_last()
         elif command is not None:
-            control = with_command(control, command)
-            if answerable(call_type):
+            inbound.control = with_command(inbound.control, command)
+            if answerable(inbound.call_type):
                 parsed = parsed.without_last()
             else:  # compacted now, and the model answers the command (see ``proxy.answers.compact``)
                 command = None
-        mine = command is not None or codex or control.mode is Mode.OFF  # no tool the model may call
-        offer = None if mine else await Offer.of(data, wire.name, config)
-        if offer is not None:
-            parsed = offer.read(parsed)
-        elif config.recall and not codex:  # no tool to read handles back with: none named (``proxy.recall``)
-            settled = dataclasses.replace(settled, config=dataclasses.replace(config, recall=False))
-        who = Engaged(model, session_id_of(data, parsed.entries), tenant, control)
-        request = engine_request(data, parsed, who, settled)
-        summarizer = request.summarize
-        if isinstance(summarizer, RouterSummarizer):
-            summarizer.on_spent = self.telemetry.spender(model, wire)
+        inbound.conversation, inbound.codex, inbound.command = parsed, codex, command
+        return True
+
+    async def _offer(self, inbound: Inbound) -> None:
+        """The recall tool, where the model may call it (``proxy.recall``)."""
+        assert inbound.control is not None and inbound.wire is not None and inbound.conversation is not None
+        mine = inbound.command is not None or inbound.codex or inbound.control.mode is Mode.OFF
+        if mine:  # the proxy answers, or compaction is off: no tool the model may call
+            return
+        inbound.offer = await Offer.of(inbound.data, inbound.wire.name, inbound.settings())
+        if inbound.offer is not None:
+            inbound.conversation = inbound.offer.read(inbound.conversation)
+
+    def _settle(self, inbound: Inbound) -> None:
+        """The settings the engine compacts under, changed once for what the path found: a client
+        that compacts its conversation itself (our items expanded) prepares nothing ahead; Codex's
+        compaction keeps only the turn in progress; no recall tool, no handle named."""
+        config = inbound.settings()
+        if inbound.codex:
+            config = memento_settings(config)
+        if inbound.expansion.expanded:  # preparing ahead is waste
+            config = dataclasses.replace(config, prepare=False)
+        if inbound.offer is None and config.recall and not inbound.codex:
+            config = dataclasses.replace(config, recall=False)
+        assert inbound.settled is not None
+        inbound.settled = dataclasses.replace(inbound.settled, config=config)
+
+    async def _compact(self, inbound: Inbound) -> tuple[CompactResult, Report, Engaged]:
+        """The engine's compaction, and its report (with what its summary calls cost)."""
+        data, wire, parsed = inbound.data, inbound.wire, inbound.conversation
+        assert wire is not None and parsed is not None and inbound.control is not None
+        assert inbound.settled is not None
+        who = Engaged(inbound.model, session_id_of(data, parsed.entries), inbound.tenant, inbound.control)
+        spending = Spending(self.telemetry.spender(inbound.model, wire))
+        request = engine_request(data, parsed, who, inbound.settled, spending)
         result = await self.services.compactor.compact(request)
         report = self.telemetry.compacted(data, wire, result, who)
-        if isinstance(summarizer, RouterSummarizer):
-            record_summary_cost(data, wire.metadata_key, report, summarizer.spent)
-        if codex:
-            return await self._answer_codex(data, wire, result, report, tenant)
-        if command is not None:
+        record_summary_cost(data, wire.metadata_key, report, spending.total)
+        return result, report, who
+
+    async def _respond(
+        self, inbound: Inbound, result: CompactResult, report: Report, who: Engaged
+    ) -> str | CompactionAnswer | None:
+        """The proxy's own answer, or the compacted request: rendered, offered recall, given its
+        retry should the provider still find it too long (``proxy.feedback.recovery``)."""
+        data, wire, parsed, config = inbound.data, inbound.wire, inbound.conversation, inbound.settings()
+        assert wire is not None and parsed is not None and inbound.control is not None
+        if inbound.codex:
+            return await self._answer_codex(data, wire, result, report, inbound.tenant)
+        if inbound.command is not None:
             report[ANSWERED] = True
             return answer_text(result)
         if result.changes(parsed.entries):
             wire.render(data, result.messages)
-            log_reshaped(data, wire, model, result)
-        if offer is not None:  # the model may read back what was taken out (``proxy.recall``)
-            offer.apply(data)
-            pending = offer.pending(parsed, config, result, (who.session_id, tenant))
-            pending.archive = self.services.compactor.memory.folders.get(config.archive_dir)
-            pending.budget = functools.partial(self.services.recall_budget, tenant, who.session_id, config)
-            report.recall = pending
-        if config.recover and control.mode is not Mode.OFF:
-            attach_fallbacks(data, model, router, call_type)
+            log_reshaped(data, wire, inbound.model, result)
+        if inbound.offer is not None:  # the model may read back what was taken out (``proxy.recall``)
+            self._hand_recall(inbound, result, report, who)
+        if config.recover and inbound.control.mode is not Mode.OFF:
+            attach_fallbacks(data, inbound.model, inbound.router, inbound.call_type)
         return None
+
+    def _hand_recall(self, inbound: Inbound, result: CompactResult, report: Report, who: Engaged) -> None:
+        """The tool added to the request, and what answering it needs on the request's report."""
+        offer, config, tenant = inbound.offer, inbound.settings(), inbound.tenant
+        assert offer is not None and inbound.conversation is not None
+        offer.apply(inbound.data)
+        pending = offer.pending(inbound.conversation, config, result, (who.session_id, tenant))
+        pending.archive = self.services.compactor.memory.folders.get(config.archive_dir)
+        pending.budget = functools.partial(self.services.recall_budget, tenant, who.session_id, config)
+        report.recall = pending
 
     async def _expand(self, data: dict[str, Any], call_type: str, tenant: str) -> Expansion:
         """Our compaction items in a Responses request replaced by what they stand for, before anything

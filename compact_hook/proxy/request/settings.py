@@ -21,10 +21,13 @@ from compact_hook.settings.model import CompactConfig
 __all__ = ["Settled", "settle"]
 
 
-async def settle(services: Services, router: Any, group: str, who: Caller) -> Settled | None:
+async def settle(
+    services: Services, router: Any, group: str, who: Caller, resolved: CompactConfig | None = None
+) -> Settled | None:
     """The group's settings with the key's and team's overrides, the learned window, the prices and
-    the count ratio the tenant's requests start from; None when the group does not compact."""
-    resolved = services.models.resolve(router, group)
+    the count ratio the tenant's requests start from; None when the group does not compact.
+    ``resolved``: the group's settings where the caller has looked them up already."""
+    resolved = resolved or services.models.resolve(router, group)
     if resolved is None:
         return None
     config = who.control.settings(resolved)

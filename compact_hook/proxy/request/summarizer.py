@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import secrets
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from compact_hook.core.pricing import Prices, Usage
@@ -63,15 +64,35 @@ def _no_spending(amount: float) -> None:
     return None
 
 
+@dataclass
+class Spending:
+    """What one request's summary calls cost: each call's cost told as it is paid (``each``: the
+    metrics — a prepared summary is paid after the request that started it has gone), and added up
+    for the request's report (``total``)."""
+
+    each: Callable[[float], None] = _no_spending
+    total: float = 0.0
+
+    def __call__(self, amount: float) -> None:
+        self.total += amount
+        self.each(amount)
+
+
 class RouterSummarizer:
     """``summarize`` for the engine: one router call per invocation; retries are the engine's.
 
-    ``spent`` adds up what its calls cost: LiteLLM's own price of the response where it has one,
-    else its usage at ``prices``; each call's cost also goes to ``on_spent`` (metrics: a prepared
-    summary is paid after the request that started it has gone).
+    What each call costs — LiteLLM's own price of the response where it has one, else its usage at
+    ``prices`` — goes to ``on_spent`` (a ``Spending``).
     """
 
-    def __init__(self, router: Any, model: str, config: CompactConfig, metadata: dict[str, Any]):
+    def __init__(
+        self,
+        router: Any,
+        model: str,
+        config: CompactConfig,
+        metadata: dict[str, Any],
+        on_spent: Callable[[float], None] = _no_spending,
+    ):
         """Calls ``model`` through ``router`` with the settings' ``summary_max_tokens`` and
         ``summary_timeout_seconds``, carrying ``metadata`` (``summary_metadata``)."""
         self.router = router
@@ -80,8 +101,7 @@ class RouterSummarizer:
         self.timeout = config.summary_timeout_seconds
         self.metadata = metadata
         self.prices: Prices | None = None
-        self.on_spent: Callable[[float], None] = _no_spending
-        self.spent = 0.0
+        self.on_spent = on_spent
 
     async def __call__(self, messages: list[Message]) -> str:
         response = await complete(
@@ -101,7 +121,6 @@ class RouterSummarizer:
     def _count(self, response: Any) -> None:
         cost = response_cost(response, self.prices)
         if cost > 0:
-            self.spent += cost
             self.on_spent(cost)
 
 
