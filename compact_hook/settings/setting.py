@@ -2,7 +2,7 @@
 
 ``CompactConfig`` and ``ProcessConfig`` declare each field with :func:`setting`; everything else
 is derived from that declaration: validation (:func:`check_declared`), the environment variables
-(``settings_checks.environ_values``), the tables of docs/configuration.md
+(``settings.checks.environ_values``), the tables of docs/configuration.md
 (``compact_hook.settings.reference``), the settings that scope a stored compaction
 (:func:`scope_settings`) and the value a setting left unset stands for (:func:`resolved`).
 """

@@ -1,7 +1,7 @@
 """Turning the middle into one summary: prompt, chunking, retries.
 
 ``summarize`` is any ``async (messages) -> str``: the proxy hook passes a call through the
-LiteLLM router (``router_summarizer``), a library user may pass ``litellm.acompletion``
+LiteLLM router (``proxy.request.summarizer``), a library user may pass ``litellm.acompletion``
 behind a lambda, and tests pass a fake. Everything else here is independent of LiteLLM.
 
 A middle larger than the summary model can read is never cut short: it is summarized in

@@ -1,0 +1,2 @@
+"""The cheap tiers as stages: tier 1 cuts long tool outputs (``truncation``), tier 2 clears old tool
+results in batches (``clearing``)."""

@@ -3,10 +3,11 @@
 ``offer`` adds the tool to every request the hook compacts for and keeps what answering it
 needs (``Pending``, on the request's own report); ``rounds`` answers the model's recall calls
 after the response comes back — looks each handle up, appends the call and its answer, calls the
-model again through the router — and hands the client the final answer only; ``streams`` does the
-same inside a streamed reply; ``wires`` holds what each wire format's tool, calls, follow-up and
-usage look like; ``audit`` writes what was recalled into the archive's audit. The handles
-themselves, and the texts they name, are the core's (``core.recall``).
+model again through the router — and hands the client the final answer only; ``streaming`` hands a
+streamed reply to its wire's stream (``wires.<wire>.stream``) with those rounds; what each wire's
+tool, calls, follow-up and usage look like is the wire's (``wires.<wire>.recall``); ``budget``
+bounds what a conversation may read back; ``audit`` writes what was recalled into the archive's
+audit. The handles themselves, and the texts they name, are the core's (``core.recall``).
 """
 
 from compact_hook.proxy.recall.audit import audit_recalls

@@ -1,7 +1,7 @@
 """Offering the recall tool, and keeping what answering it will need.
 
 With ``recall`` on, every request the hook compacts for that offers the model tools of the client's is
-offered ours too, from the conversation's first request on (``wires``: every wire, whole and
+offered ours too, from the conversation's first request on (``wires.<wire>.recall``: every wire, whole and
 streamed) — not a request with no tools (a title, a plain chat: found by opencode's title request,
 which the stand-in's agent then answered with our tool): its definition is the same bytes on
 every turn, after the client's own tools, so the cached prefix never moves for it. Offered only once

@@ -1,0 +1,1 @@
+"""OpenAI chat completions (``/v1/chat/completions``): format, recall tool, recall in streams."""

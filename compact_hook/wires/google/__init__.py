@@ -1,0 +1,1 @@
+"""Google GenAI ``generateContent``: format, recall tool, recall in streams."""
