@@ -63,7 +63,9 @@ class SummaryOnce:
         return made
 
     async def _made_or_awaited(self, run: Run, cut: Cut, making: Making) -> Made | Failed:
-        """Across replicas: hold the key's lock and compute, or wait for the holder's entry."""
+        """Across replicas: hold the key's lock and compute, or wait for the holder's entry. Once the
+        lock is ours the entry is looked up again: a holder that stored it and unlocked between our
+        lookup and our lock would otherwise be repeated."""
         if self.store is None:
             return await make(run, cut, making)
         key = cut.key(run)
@@ -74,6 +76,11 @@ class SummaryOnce:
             if ready is not None:
                 return ready
             token = await self.store.try_lock(key, self.leases.lock_ttl)
+        if token is not None:  # the holder may have stored it and let go since we looked
+            entry = await self.store.get(key)
+            if entry is not None:
+                await self.store.unlock(key, token)
+                return Made(entry, CacheStatus.SHARED)
         try:
             made = await make(run, cut, making)
             if isinstance(made, Made):

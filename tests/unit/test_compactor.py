@@ -135,6 +135,26 @@ async def test_a_replica_waits_for_the_lock_holders_summary() -> None:
     assert a.messages == b.messages
 
 
+async def test_a_replica_that_takes_the_lock_after_the_holder_released_it_uses_the_holders_summary() -> None:
+    """Both replicas looked the conversation up before either had stored it; the first made the
+    summary, stored it and unlocked before the second asked for the lock. Taking the lock is not
+    enough: the second looks again, and finds the first's (it made a second summary, seen on a fresh
+    clone's CI as two summary calls for eight concurrent requests with no store trouble)."""
+    shared = LockingMemoryStore()
+    first, second = Compactor(shared, Leases(lock_wait=5)), Compactor(shared, Leases(lock_wait=5))
+    summarizer = FakeSummarizer()
+    late = chat_request(list(AT_FIRST_COMPACTION), summarizer, scope=STORE_SCOPE, archive=InMemoryArchive())
+    run = await Run.measure(late, second.memory)
+    decision = await second.decide(run)  # before the first replica stored anything
+    made = await compact_chat(
+        first, AT_FIRST_COMPACTION, summarizer, scope=STORE_SCOPE, archive=InMemoryArchive()
+    )
+    assert made.cache == "miss" and len(summarizer.requests) == 1
+    shared_result = await second.carry_out(run, decision)
+    assert len(summarizer.requests) == 1 and shared_result.cache == "shared"
+    assert shared_result.messages == made.messages
+
+
 async def test_a_crashed_lock_holder_does_not_block_others_forever(caplog: pytest.LogCaptureFixture) -> None:
     shared = LockingMemoryStore()
     compactor = Compactor(shared, Leases(lock_ttl=0.3, lock_wait=5))
