@@ -12,7 +12,7 @@ import redis.asyncio
 from compact_hook.core.chain import Entry
 from compact_hook.settings.process import ProcessConfig
 from compact_hook.state.backends import build_stores
-from compact_hook.state.rest import DOWN_SECONDS
+from compact_hook.state.rest import DOWN_SECONDS, MasterWatch
 from compact_hook.state.store import INDEX_LIMIT, MemoryStore, RedisStore, TieredStore
 from tests.integration.redis_server import RedisSentinelServer, RedisServer
 
@@ -106,8 +106,11 @@ async def test_after_a_sentinel_failover_the_store_uses_the_promoted_master_at_o
         assert await store.shared.client.execute_command("WAIT", 1, 5000) == 1  # on the replica too
         sentinel.master.kill()
         assert await store.get(b"k1") is None and store.outages == 1  # set aside: memory knows nothing
+        watch = store.rest.watch
+        assert watch is not None
+        promoted = f"127.0.0.1:{sentinel.replica.port}"
         deadline = time.monotonic() + 30
-        while sentinel.master_port() != sentinel.replica.port:
+        while await named_or_none(watch) != promoted:  # what the store's own sentinel client says
             assert time.monotonic() < deadline, "the sentinels promoted no replica"
             await asyncio.sleep(0.1)
         now[0] = DOWN_SECONDS / 2  # the rest not over
@@ -134,3 +137,11 @@ async def test_in_redis_a_tenant_past_its_quota_gives_up_its_own_oldest_records(
     assert int(await redis_client.hget(sizes, "=")) == 4 * (len(record) + 256)
     assert 0 < await redis_client.pttl(keys) <= 60_000 and 0 < await redis_client.pttl(sizes) <= 60_000
     assert "team:a" not in keys  # no key or team name in Redis's key space
+
+
+async def named_or_none(watch: MasterWatch) -> str | None:
+    """The master the sentinels name now; None while they cannot say (restarting, deciding)."""
+    try:
+        return await watch.named()
+    except Exception:
+        return None

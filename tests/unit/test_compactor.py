@@ -4,6 +4,7 @@ import asyncio
 import dataclasses
 import json
 import logging
+from collections.abc import Awaitable, Callable
 
 import pytest
 
@@ -133,6 +134,45 @@ async def test_a_replica_waits_for_the_lock_holders_summary() -> None:
     assert len(summarizer.requests) == 1
     assert sorted([a.cache, b.cache]) == ["miss", "shared"]
     assert a.messages == b.messages
+
+
+class HolderDoneBeforeOurLock(LockingMemoryStore):
+    """A store where, the first time a lock is asked for, another replica's whole compaction runs
+    first: it takes the lock, stores its summary and lets go just before ours is asked for."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.before_lock: Callable[[], Awaitable[object]] | None = None
+
+    async def try_lock(self, key: bytes, ttl: float) -> str | None:
+        run_first, self.before_lock = self.before_lock, None
+        if run_first is not None:
+            await run_first()
+        return await super().try_lock(key, ttl)
+
+
+async def test_a_replica_that_takes_the_lock_after_the_holder_released_it_uses_the_holders_summary() -> None:
+    """Both replicas looked before either had stored it; the first made the summary, stored it and
+    unlocked just before the second asked for the lock. Taking the lock is not enough: the second
+    looks again and finds the first's (it made a second summary: two summary calls for eight
+    concurrent requests, no store trouble, on a fresh clone's CI)."""
+    shared = HolderDoneBeforeOurLock()
+    first, second = Compactor(shared, Leases(lock_wait=5)), Compactor(shared, Leases(lock_wait=5))
+    summarizer = FakeSummarizer()
+    made: list[CompactResult] = []
+
+    async def first_replica() -> None:
+        archive = InMemoryArchive()
+        made.append(
+            await compact_chat(first, AT_FIRST_COMPACTION, summarizer, scope=STORE_SCOPE, archive=archive)
+        )
+
+    shared.before_lock = first_replica
+    late = await compact_chat(
+        second, AT_FIRST_COMPACTION, summarizer, scope=STORE_SCOPE, archive=InMemoryArchive()
+    )
+    assert made[0].cache == "miss" and late.cache == "shared"
+    assert len(summarizer.requests) == 1 and late.messages == made[0].messages
 
 
 async def test_a_crashed_lock_holder_does_not_block_others_forever(caplog: pytest.LogCaptureFixture) -> None:

@@ -63,10 +63,14 @@ class SummaryOnce:
         return made
 
     async def _made_or_awaited(self, run: Run, cut: Cut, making: Making) -> Made | Failed:
-        """Across replicas: hold the key's lock and compute, or wait for the holder's entry."""
+        """Across replicas: hold the key's lock and compute, or wait for the holder's entry. Once the
+        lock is ours the entry is looked up again: one stored since just before we asked for the lock
+        was made by a holder that let go meanwhile, and is not made twice. One stored earlier (a
+        digest where a summary is wanted, a cut made for a larger limit) is the engine's to replace."""
         if self.store is None:
             return await make(run, cut, making)
         key = cut.key(run)
+        before = await self.store.get(key)
         token = await self.store.try_lock(key, self.leases.lock_ttl)
         if token is None:
             patience = min(self.leases.lock_wait, run.config.summary_deadline_seconds)
@@ -74,6 +78,11 @@ class SummaryOnce:
             if ready is not None:
                 return ready
             token = await self.store.try_lock(key, self.leases.lock_ttl)
+        if token is not None:  # a holder may have stored it and let go since we looked
+            entry = await self.store.get(key)
+            if entry is not None and entry != before:
+                await self.store.unlock(key, token)
+                return Made(entry, CacheStatus.SHARED)
         try:
             made = await make(run, cut, making)
             if isinstance(made, Made):
