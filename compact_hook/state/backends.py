@@ -15,7 +15,8 @@ from typing import Any
 from compact_hook.settings.process import ProcessConfig
 from compact_hook.state import redis_clients
 from compact_hook.state.redis_clients import SharedRedis
-from compact_hook.state.store import CompactionStore, MemoryStore, RedisStore, TieredStore
+from compact_hook.state.store import CompactionStore, MemoryStore, RedisStore
+from compact_hook.state.tiered import TieredStore
 
 logger = logging.getLogger(__name__)
 

@@ -14,7 +14,8 @@ from compact_hook.engine.compactor import Compactor
 from compact_hook.proxy.hook import CompactHook
 from compact_hook.proxy.observe.metrics import FALLING_BEHIND, MAX_STARTED, Metrics
 from compact_hook.settings.model import CompactConfig
-from compact_hook.state.store import MemoryStore, TieredStore
+from compact_hook.state.store import MemoryStore
+from compact_hook.state.tiered import TieredStore
 from tests.fakes import BrokenStore
 from tests.metric_names import panel_exprs, rule_exprs, selectors
 from tests.routers import SpyRouter, request

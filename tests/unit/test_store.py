@@ -8,7 +8,8 @@ from compact_hook.core.chain import Entry
 from compact_hook.settings.process import ProcessConfig
 from compact_hook.state.backends import build_store
 from compact_hook.state.rest import DOWN_SECONDS, PROBE_SECONDS
-from compact_hook.state.store import MemoryStore, TieredStore
+from compact_hook.state.store import MemoryStore
+from compact_hook.state.tiered import TieredStore
 from tests.fakes import BrokenStore
 
 

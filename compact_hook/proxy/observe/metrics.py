@@ -28,7 +28,7 @@ from compact_hook.core.outcomes import ArchiveStatus, CacheStatus, Reason
 from compact_hook.engine.compactor import Compactor
 from compact_hook.engine.result import CompactResult
 from compact_hook.proxy.feedback.learned import Learned
-from compact_hook.state.store import TieredStore
+from compact_hook.state.tiered import TieredStore
 
 logger = logging.getLogger(__name__)
 

@@ -1,0 +1,142 @@
+"""The first of the per-model settings (``CompactConfig`` carries on from them, in this order): on or
+off, the window and the trigger, the summary and its call, the archive, and how tokens are counted."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from compact_hook.settings.setting import Below, Fraction, Unset, setting
+
+DEFAULT_ARCHIVE_DIR = str(Path("~/.local/state/compact_hook/archive").expanduser())
+
+
+@dataclass(frozen=True)
+class SummarySettings:
+    """On or off, the window, the trigger, the summary and its call, the archive, counting."""
+
+    enabled: bool = setting(True, "`false` switches the model off without deleting the block")
+    context_window: int | None = setting(
+        None,
+        (
+            "input tokens the model accepts. Default: the smallest `model_info.max_input_tokens` of the "
+            "group's deployments, else LiteLLM's model map. Unknown → no compaction, one warning per model"
+        ),
+        at_least=1,
+        unset=Unset("router's `max_input_tokens`"),
+    )
+    trigger_ratio: float = setting(
+        0.92,
+        (
+            "compact when everything the model reads (messages, system, tool definitions, schemas) reaches "
+            "`trigger_ratio × context_window` tokens (inclusive); lowered to `context_window − output "
+            "reserve` when the reply the request asks room for (`max_tokens`, `max_completion_tokens`, "
+            "`max_output_tokens`) would not fit beside it"
+        ),
+        fraction=Fraction.CLOSED,
+        scope=True,
+    )
+    tail_retention_ratio: float | None = setting(
+        None,
+        (
+            "the newest whole units kept verbatim, up to this share of the room the messages have (the "
+            "window minus output reserve, system and tool definitions); must be below `trigger_ratio`"
+        ),
+        fraction=Fraction.OPEN,
+        below_trigger=Below("otherwise a compaction cannot get under the trigger"),
+        scope=True,
+        unset=Unset("`0.25`, or half the trigger if lower", lambda c: min(0.25, c.trigger_ratio / 2)),
+    )
+    summary_model: str | None = setting(
+        None,
+        (
+            "model group (in this proxy) that writes the summary; `digest` = the built-in digest, no LLM "
+            "call at all"
+        ),
+        non_empty=True,
+        scope=True,
+        unset=Unset("the request's model group"),
+    )
+    summary_max_tokens: int = setting(4096, "`max_tokens` of each summary call", at_least=1, scope=True)
+    summary_tool_output_tokens: int = setting(
+        1_000,
+        (
+            "with `recall`, each tool output the summary model reads keeps its beginning and end, about this "
+            "many tokens (its handle names the whole, which the model can read back): a summary's input is "
+            "the middle it reads, and large outputs were most of it; `0`: read as forwarded"
+        ),
+        at_least=0,
+    )
+    summary_timeout_seconds: float = setting(
+        120.0, "timeout of each summary call (never more than what is left of the deadline)", at_least=0.001
+    )
+    summary_deadline_seconds: float = setting(
+        60.0,
+        (
+            "all the summary calls of one compaction together, retries and waits for another replica "
+            "included; past it the digest stands in where the request must shrink, else it is forwarded as "
+            "it is (`reason: summary_failed`)"
+        ),
+        at_least=0.001,
+    )
+    max_summary_calls: int = setting(
+        12,
+        (
+            "summary calls (chunks) of one compaction at most; a middle larger than that many calls can read "
+            "has its oldest part digested, and the digest goes in as the summary so far"
+        ),
+        at_least=1,
+    )
+    summary_context_window: int | None = setting(
+        None,
+        "window of the summary model, for chunking a large middle (one call when it fits)",
+        at_least=1,
+        scope=True,
+        unset=Unset("the `summary_model` group's window, else `context_window`"),
+    )
+    max_retries: int = setting(
+        2,
+        "retries of failed or empty summary calls, for one compaction in all (shared by its chunks)",
+        at_least=0,
+    )
+    retry_backoff_seconds: float = setting(1.0, "first backoff; doubles each retry", at_least=0)
+    archive_dir: str = setting(
+        DEFAULT_ARCHIVE_DIR,
+        "where summarized messages are archived: `<archive_dir>/<tenant>/<session>/`",
+        non_empty=True,
+    )
+    tokenizer: str | None = setting(
+        None,
+        (
+            "`o200k_base`, `cl100k_base`, `claude` (any `anthropic/` or Claude model), or a path to a "
+            "`tokenizer.json`"
+        ),
+        non_empty=True,
+        scope=True,
+        unset=Unset("by the deployment's model"),
+    )
+    count_ratio: float | None = setting(
+        None,
+        (
+            "the provider's tokens per token `tokenizer` counts, until its usage teaches better (each "
+            "response's usage does, per conversation and per model group: see *Counts the provider agrees "
+            "with*); between 0.2 and 5"
+        ),
+        at_least=0.2,
+        at_most=5.0,
+        unset=Unset(
+            "by the deployment's model: measured for Claude (1.10 with the `claude` tokenizer for Claude 3 "
+            "to Opus 4.6, 1.44 for Opus 4.7 on; 1.19 / 1.49 with o200k), else 1"
+        ),
+    )
+    count_floor: float = setting(
+        0.75,
+        (
+            "what the provider's usage may lower our count to, as a share of `count_ratio`: a provider "
+            "counting more than our tokenizer is followed as it reports, one counting less only down to "
+            "this (and only while its usage grows with what we forward: see *Counts the provider agrees "
+            "with*)"
+        ),
+        at_least=0.1,
+        at_most=1.0,
+    )

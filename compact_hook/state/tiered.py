@@ -1,0 +1,138 @@
+"""Redis over the in-process store: what a replica shares with the others, answered from its own
+memory whenever Redis cannot answer (a failed call, a timeout, Redis set aside for a while).
+
+Every write goes to both; a read prefers Redis's answer, and a state this replica made while Redis
+was away, longer than Redis's, is given back to it (the others catch up instead of summarizing the
+same turns again).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any
+
+from compact_hook.core.chain import Entry
+from compact_hook.state.redis_clients import MOVED_HINT, is_outage
+from compact_hook.state.rest import DOWN_SECONDS, MasterWatch, Rest
+from compact_hook.state.store import CompactionStore, MemoryStore
+
+logger = logging.getLogger(__name__)
+
+
+class TieredStore:
+    """Redis first (shared truth across replicas), the in-process store always written too.
+
+    Any Redis error or timeout is logged and answered from memory. Only a sign that Redis is
+    unreachable (a connection refused or lost, a timeout, a cluster without a node for a slot, no
+    master behind the sentinels) sets it aside for ``DOWN_SECONDS``, so a dead server does not add
+    a timeout to every request; any other failed command costs that call alone. Behind sentinels
+    (``watch``), a rest ends as soon as they name a master other than the one that failed: the
+    promoted replica is used from the first call after its promotion, not up to a second later
+    (a second in which each replica compacts alone). ``errors`` counts failed Redis calls,
+    ``outages`` the times Redis was set aside, ``fallbacks`` calls answered by memory alone
+    (metrics).
+    """
+
+    def __init__(
+        self,
+        shared: CompactionStore,
+        local: MemoryStore,
+        timeout: float,
+        clock: Callable[[], float] = time.monotonic,
+        watch: MasterWatch | None = None,
+    ) -> None:
+        self.shared = shared
+        self.local = local
+        self.timeout = timeout
+        self.clock = clock
+        self.rest = Rest(timeout, watch)
+        self.errors = 0
+        self.outages = 0
+        self.fallbacks = 0
+
+    @property
+    def shared_available(self) -> bool:
+        return not self.rest.on(self.clock())
+
+    async def find(self, root: bytes, chain: Sequence[bytes]) -> tuple[bytes, Entry] | None:
+        """The longest state either store knows: Redis's (copied here), or one this replica made
+        while Redis was away, which covers more (given to Redis, so the others catch up with it
+        instead of summarizing the same turns again)."""
+        ok, found = await self._shared(lambda: self.shared.find(root, chain))
+        mine = await self.local.find(root, chain)
+        if not ok:
+            return mine
+        if mine is not None and (found is None or mine[1].span > found[1].span):
+            await self._shared(lambda: self.shared.put(root, *mine))
+            return mine
+        if found is not None:
+            await self.local.put(root, *found)
+        return found  # type: ignore[no-any-return]
+
+    async def get(self, key: bytes) -> Entry | None:
+        ok, found = await self._shared(lambda: self.shared.get(key))
+        return found if ok else await self.local.get(key)
+
+    async def put(self, root: bytes, key: bytes, entry: Entry) -> None:
+        await self.local.put(root, key, entry)
+        await self._shared(lambda: self.shared.put(root, key, entry))
+
+    async def try_lock(self, key: bytes, ttl: float) -> str | None:
+        ok, token = await self._shared(lambda: self.shared.try_lock(key, ttl))
+        return token if ok else "local"
+
+    async def unlock(self, key: bytes, token: str) -> None:
+        if token != "local":
+            await self._shared(lambda: self.shared.unlock(key, token))
+
+    async def is_locked(self, key: bytes) -> bool:
+        ok, locked = await self._shared(lambda: self.shared.is_locked(key))
+        return bool(locked) if ok else False
+
+    async def set_note(self, key: bytes, value: str, ttl: float) -> None:
+        await self.local.set_note(key, value, ttl)
+        await self._shared(lambda: self.shared.set_note(key, value, ttl))
+
+    async def get_note(self, key: bytes) -> str | None:
+        ok, value = await self._shared(lambda: self.shared.get_note(key))
+        return value if ok else await self.local.get_note(key)
+
+    async def put_record(self, key: bytes, value: str, ttl: float, tenant: str | None = None) -> bool:
+        kept = await self.local.put_record(key, value, ttl, tenant)
+        ok, shared = await self._shared(lambda: self.shared.put_record(key, value, ttl, tenant))
+        return kept and (not ok or bool(shared))
+
+    async def get_record(self, key: bytes) -> str | None:
+        ok, value = await self._shared(lambda: self.shared.get_record(key))
+        return value if ok and value is not None else await self.local.get_record(key)
+
+    async def _shared(self, call: Callable[[], Awaitable[Any]]) -> tuple[bool, Any]:
+        """Run a Redis call: ``(True, value)``, or ``(False, None)`` when Redis failed or is resting."""
+        if not self.shared_available and not await self.rest.ended_early(self.clock()):
+            self.fallbacks += 1
+            return False, None
+        try:
+            return True, await asyncio.wait_for(call(), timeout=self.timeout)
+        except Exception as exc:  # Redis down, slow, or answering garbage: never the caller's problem
+            self.errors += 1
+            self.fallbacks += 1
+            if not is_outage(exc):
+                logger.warning(
+                    "compact_hook: Redis store call failed (%s: %s); answered from the in-process store%s",
+                    type(exc).__name__,
+                    exc,
+                    MOVED_HINT if "MOVED" in str(exc) else "",
+                )
+                return False, None
+            self.outages += 1
+            self.rest.begin(self.clock())
+            logger.warning(
+                "compact_hook: Redis store unavailable (%s: %s); using the in-process store for %.0f s",
+                type(exc).__name__,
+                exc,
+                DOWN_SECONDS,
+            )
+            return False, None
