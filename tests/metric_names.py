@@ -6,12 +6,14 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-METRICS = Path(__file__).resolve().parents[1] / "compact_hook" / "proxy" / "observe" / "metrics.py"
+OBSERVE = Path(__file__).resolve().parents[1] / "compact_hook" / "proxy" / "observe"
+METRICS = (OBSERVE / "metrics.py", OBSERVE / "collectors.py")
+"""Where the hook declares its metrics: per request, and what the engine counts (read at scrape time)."""
 
 
 def exported() -> set[str]:
     """Every ``compact_hook_<name>`` the hook declares, without the prefix."""
-    text = METRICS.read_text()
+    text = "\n".join(path.read_text() for path in METRICS)
     declared = re.findall(r'(?:counter|_counter|_gauge)\(\s*"(\w+)"', text)
     return set(declared) | set(re.findall(r'f"\{PREFIX\}_(\w+)"', text))
 

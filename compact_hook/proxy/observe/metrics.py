@@ -15,20 +15,16 @@ from __future__ import annotations
 
 import enum
 import logging
-from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 
 from prometheus_client import REGISTRY, CollectorRegistry, Counter, Gauge, Histogram, start_http_server
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
-from prometheus_client.registry import Collector
 
 from compact_hook.core.evidence import Verdict
 from compact_hook.core.failures import SummaryFailure
 from compact_hook.core.outcomes import ArchiveStatus, CacheStatus, Reason
-from compact_hook.engine.compactor import Compactor
 from compact_hook.engine.result import CompactResult
 from compact_hook.proxy.feedback.learned import Learned
-from compact_hook.state.tiered import TieredStore
+from compact_hook.proxy.observe.collectors import EngineCollector
 
 logger = logging.getLogger(__name__)
 
@@ -86,6 +82,16 @@ class Metrics:
     """The hook's metrics in one registry (the default one in the proxy; a fresh one in tests)."""
 
     def __init__(self, registry: CollectorRegistry = REGISTRY) -> None:
+        self._counting(registry)
+        self._counts_against_ours(registry)
+        self.engine = EngineCollector()
+        registry.register(self.engine)
+        self._groups: set[str] = set()
+        self._started: set[Labels] = set()
+
+    def _counting(self, registry: CollectorRegistry) -> None:
+        """What each request did, by model group and wire (and outcome where it has one)."""
+
         def counter(name: str, documentation: str, outcome: bool = False) -> Counter:
             labels = ("model_group", "format", "outcome") if outcome else ("model_group", "format")
             return Counter(f"{PREFIX}_{name}", documentation, labels, registry=registry)
@@ -122,6 +128,9 @@ class Metrics:
             "recalls", "Recall calls the proxy answered: found (the original) or not_found", outcome=True
         )
         self.recall_bytes = counter("recall_bytes", "Bytes the recall answers gave back to the model")
+
+    def _counts_against_ours(self, registry: CollectorRegistry) -> None:
+        """How the providers' counts compare with ours, per model group (``proxy.feedback.learned``)."""
         self.count_ratio = Gauge(
             f"{PREFIX}_count_ratio",
             "The provider's input tokens per token we count, per model group (its estimate from usage)",
@@ -142,10 +151,6 @@ class Metrics:
             ("model_group", "outcome"),
             registry=registry,
         )
-        self.engine = EngineCollector()
-        registry.register(self.engine)
-        self._groups: set[str] = set()
-        self._started: set[Labels] = set()
 
     def known_group(self, model_group: str) -> None:
         """A group the operator configured: labelled by its name from now on."""
@@ -252,95 +257,6 @@ class Metrics:
         if learned.group_ratio is not None:
             self.count_ratio.labels(group).set(learned.group_ratio)
             self.count_spread.labels(group).set(learned.spread)
-
-
-class EngineCollector(Collector):
-    """What the engine counts itself, read at scrape time from the hook's compactor."""
-
-    def __init__(self) -> None:
-        self.source: Callable[[], Compactor | None] = lambda: None
-
-    def collect(self) -> Iterator[Metric]:
-        compactor = self.source()
-        if compactor is None:
-            return
-        yield from _prepared(compactor)
-        yield from _breaker(compactor)
-        store = compactor.store
-        if isinstance(store, TieredStore):
-            yield _counter("store_errors", "Failed Redis store calls", store.errors)
-            fallbacks = "Store calls answered by the in-process store (Redis failed or resting)"
-            yield _counter("store_fallbacks", fallbacks, store.fallbacks)
-            outages = "Times Redis was found unreachable and set aside for a second"
-            yield _counter("store_outages", outages, store.outages)
-            topology = getattr(store.shared, "topology", "single")
-            info = GaugeMetricFamily(
-                f"{PREFIX}_store_redis", "The Redis this replica shares state through", labels=["topology"]
-            )
-            info.add_metric([str(topology)], 1)
-            yield info
-
-
-def _prepared(compactor: Compactor) -> Iterator[Metric]:
-    if compactor.preparations is None:
-        return
-    stats = compactor.preparations.stats
-    counts = CounterMetricFamily(
-        f"{PREFIX}_prepared", "Compactions prepared in the background, by outcome", labels=["outcome"]
-    )
-    tally = stats.tally
-    for name, value in (
-        ("started", stats.started),
-        ("made", tally.made),
-        ("applied", tally.applied),
-        ("failed", stats.failed),
-        ("dropped", stats.dropped),
-        ("cancelled", stats.cancelled),
-    ):
-        counts.add_metric([name], value)
-    yield counts
-    yield _gauge("prepared_unused", "Prepared summaries no trigger has applied (yet)", tally.unused)
-    yield _per_session(stats.sessions_unused)
-    yield _counter("prepare_summary_calls", "Summary model calls made in the background", stats.summary_calls)
-
-
-def _breaker(compactor: Compactor) -> Iterator[Metric]:
-    transitions = CounterMetricFamily(
-        f"{PREFIX}_breaker_transitions",
-        "Summary-model breakers this process opened (too many failures) or closed (a probe succeeded)",
-        labels=["state"],
-    )
-    transitions.add_metric(["open"], compactor.breaker.opened)
-    transitions.add_metric(["closed"], compactor.breaker.closed)
-    yield transitions
-    open_now = max(0, compactor.breaker.opened - compactor.breaker.closed)
-    yield _gauge("breakers_open", "Breakers this process opened and has not seen close", open_now)
-
-
-SESSION_UNUSED_BUCKETS = (1, 2, 3, 5)
-
-
-def _per_session(unused: Mapping[int, int]) -> HistogramMetricFamily:
-    """Each summary prepared ahead, by how many its conversation had made and not applied then
-    (itself included): above 1, a conversation paid for a summary it did not use."""
-    buckets = [(str(le), sum(n for k, n in unused.items() if k <= le)) for le in SESSION_UNUSED_BUCKETS]
-    total = sum(unused.values())
-    return HistogramMetricFamily(
-        f"{PREFIX}_prepared_session_unused",
-        "Summaries prepared ahead, by their conversation's prepared-and-not-applied count then",
-        buckets=[*buckets, ("+Inf", total)],
-        sum_value=sum(k * n for k, n in unused.items()),
-    )
-
-
-def _counter(name: str, meaning: str, value: float) -> CounterMetricFamily:
-    """A counter family of one unlabelled sample, read at scrape time."""
-    return CounterMetricFamily(f"{PREFIX}_{name}", meaning, value=value)
-
-
-def _gauge(name: str, meaning: str, value: float) -> GaugeMetricFamily:
-    """A gauge family of one unlabelled sample, read at scrape time."""
-    return GaugeMetricFamily(f"{PREFIX}_{name}", meaning, value=value)
 
 
 _default: Metrics | None = None
