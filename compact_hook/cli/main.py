@@ -11,6 +11,7 @@ import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from rich.console import Console
 
@@ -23,7 +24,13 @@ DEFAULT_ARCHIVE = os.path.expanduser("~/.local/state/compact_hook/archive")
 def parser() -> argparse.ArgumentParser:
     root = argparse.ArgumentParser(prog="compact-hook", description="compact_hook for operators")
     commands = root.add_subparsers(dest="command", required=True)
+    for add in (_reading, _replay, _archive, _config):
+        add(commands)
+    return root
 
+
+def _reading(commands: Any) -> None:
+    """``count`` and ``check``: a request read, no model called."""
     count = commands.add_parser("count", help="tokens of a request by part")
     count.add_argument("file", type=Path)
     count.add_argument("--model", default="gpt-4o", help="picks the tokenizer the proxy would use")
@@ -41,6 +48,9 @@ def parser() -> argparse.ArgumentParser:
     check.add_argument("--model", required=True)
     check.add_argument("--line", type=int)
 
+
+def _replay(commands: Any) -> None:
+    """``replay``: a conversation sent turn by turn through a proxy."""
     replay = commands.add_parser("replay", help="send a conversation turn by turn through a proxy")
     replay.add_argument("file", type=Path)
     replay.add_argument("--proxy", required=True, help="e.g. http://127.0.0.1:4000")
@@ -53,6 +63,9 @@ def parser() -> argparse.ArgumentParser:
     replay.add_argument("--turns", type=int, help="replay at most this many turns")
     replay.add_argument("--line", type=int)
 
+
+def _archive(commands: Any) -> None:
+    """``archive``: what was summarized away, browsed."""
     archive = commands.add_parser("archive", help="browse what was summarized away")
     archive.add_argument("--dir", type=Path, default=Path(DEFAULT_ARCHIVE))
     actions = archive.add_subparsers(dest="action", required=True)
@@ -69,13 +82,15 @@ def parser() -> argparse.ArgumentParser:
     prune = actions.add_parser("prune", help="delete entries older than --max-age-days")
     prune.add_argument("--max-age-days", type=float, required=True)
 
+
+def _config(commands: Any) -> None:
+    """``config validate``: the proxy's start-up validation."""
     config = commands.add_parser("config", help="configuration")
     config_actions = config.add_subparsers(dest="action", required=True)
     validate = config_actions.add_parser(
         "validate", help="the proxy's start-up validation, without starting it"
     )
     validate.add_argument("file", type=Path)
-    return root
 
 
 def main(argv: Sequence[str] | None = None) -> int:

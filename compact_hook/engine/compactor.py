@@ -24,7 +24,6 @@ import asyncio
 import dataclasses
 import logging
 
-from compact_hook.core.chain import Entry
 from compact_hook.core.outcomes import CacheStatus, Mode, Reason, Summarizer
 from compact_hook.core.partition import Partition
 from compact_hook.engine.ahead.lookup import Ahead
@@ -42,7 +41,7 @@ from compact_hook.engine.summary.breaker import Breaker
 from compact_hook.engine.summary.compaction import Cut, Failed, Made, Making, make, plan
 from compact_hook.engine.summary.flight import Leases, SingleFlight
 from compact_hook.engine.summary.once import SummaryOnce
-from compact_hook.engine.tiers.clearing import advance_clearing
+from compact_hook.engine.tiers.clearing_step import clearing_step
 from compact_hook.engine.view import View, without_stale_thinking
 from compact_hook.state.store import CompactionStore
 
@@ -120,7 +119,7 @@ class Compactor:
                 return Decision(Step.FORWARD, Reason.BELOW_THRESHOLD, view=view)
         restored = restored or await self.states.restore(run)
         costs = Costs.of(run, restored.state)
-        state = await self._clear(costs, restored.state)
+        state = await clearing_step(costs, restored.state, self.ahead)
         view = run.tiers.view(state)
         found = Decision(
             Step.FORWARD,
@@ -130,11 +129,18 @@ class Compactor:
             economy=costs.economy,
             prefix_changed=state is not restored.state,
         )
+        return await self._step(run, costs, found, forced)
+
+    async def _step(self, run: Run, costs: Costs, found: Decision, forced: bool) -> Decision:
+        """With the state and the view settled: under the trigger (forward, prepare, or an early
+        compaction the economy plans), or at it (a prepared compaction applied, else compact now)."""
+        assert found.view is not None
+        limits, view = run.window, found.view
         tokens = await run.tokens(view)
         early = None if forced or tokens >= limits.compact else await costs.early_plan(view, tokens)
         if tokens < limits.compact and not forced and (early is None or self.ahead.on(run)):
             return await self._under_trigger(costs, found, early)
-        prepared = None if forced else await self.ahead.at_trigger(run, state)
+        prepared = None if forced else await self.ahead.at_trigger(run, found.state)
         if prepared is not None:
             return dataclasses.replace(found, step=Step.APPLY_PREPARED, prepared=prepared)
         return dataclasses.replace(found, step=Step.COMPACT, part=early)
@@ -164,34 +170,6 @@ class Compactor:
             return None
         restored = await self.states.restore(run)
         return restored if restored.cache is CacheStatus.HIT else None
-
-    async def _clear(self, costs: Costs, state: Entry) -> Entry:
-        """Tier 2: the clearing boundary advanced by a batch past the clear ratio — or under it,
-        cost-aware, once the conversation is being cleared and the batch pays (``Costs.clears_below``,
-        ``Costs.clearing_pays``). Past ``prepare_ratio``, where a summary is due, everything it may
-        clear goes at once where that is the cheaper way under the trigger (``Costs.way_under``: the
-        one comparison of clearing and a summary, by tokens, by money where priced); at the trigger
-        the compaction happens (cleared instead, the conversation lands higher and the prefix changes
-        every few turns: the real CLIs' loops 4.6-25% dearer). Not while a compaction is prepared or
-        being prepared for the trigger: clearing its old results first would leave it short there (a
-        second summary). The new state is stored when the decision is carried out."""
-        run, limits = costs.run, costs.run.window
-        now = run.tiers.view(state)
-        tokens = await run.tokens(now)
-        below = tokens < limits.clear
-        if not run.config.clear_tool_results or (below and not costs.clears_below(state)):
-            return state
-        if tokens >= limits.prepare and await self.ahead.waiting(run, state):
-            return state
-        advanced = advance_clearing(run, state)
-        preparing = limits.prepare <= tokens < limits.compact and self.ahead.on(run)
-        if advanced is None and preparing:
-            _, advanced = await costs.way_under(state, now, tokens)
-        if advanced is None or await costs.clearing_waits(now, advanced):
-            return state
-        if below and not await costs.clearing_pays(now, advanced):
-            return state
-        return advanced
 
     async def carry_out(self, run: Run, decision: Decision) -> CompactResult:
         """Do what the decision says: archive what the state still owes and store a new state,

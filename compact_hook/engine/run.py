@@ -46,6 +46,7 @@ from compact_hook.engine.view import Counted, Tiers, View
 from compact_hook.settings.model import CompactConfig
 from compact_hook.state.archive import ArchiveFolders, ArchiveLog
 from compact_hook.state.tokenizers import DEFAULT_TOKENIZER, acounter_for
+from compact_hook.wires.base import Conversation
 from compact_hook.wires.parsing import context_strings
 
 logger = logging.getLogger(__name__)
@@ -104,10 +105,7 @@ class Run:
             return item_strings(item)
 
         counts = await counter.acount(prints, strings)
-        context = conversation.context
-        context_counts = counter.count(conversation.context_prints(), lambda i: context_strings(context[i]))
-        tail_counts = counter.count(conversation.tail_prints(), conversation.tail_strings)
-        context_tokens = sum(context_counts) + (conversation.overhead if context else 0) + sum(tail_counts)
+        context_tokens = fixed_tokens(conversation, counter)
         ratio = request.count_ratio
         limits = Limits.of(config, conversation.reserve, context_tokens, ratio)
         counted = Counted(prints, counts, counter)
@@ -266,3 +264,12 @@ class Run:
         """A compaction as this request applies it: every thinking block kept after the summary
         was produced before it, so each is stale (earlier ranges are summarized or covered)."""
         return self.unbound(dataclasses.replace(compaction, stale_thinking=()), compaction.covered)
+
+
+def fixed_tokens(conversation: Conversation, counter: TokenCounter) -> int:
+    """What the model reads besides the entries we may change: the context (system, tools, schemas),
+    what the provider adds with it, and the client's last turn (``Conversation.tail``)."""
+    context = conversation.context
+    context_counts = counter.count(conversation.context_prints(), lambda i: context_strings(context[i]))
+    tail_counts = counter.count(conversation.tail_prints(), conversation.tail_strings)
+    return sum(context_counts) + (conversation.overhead if context else 0) + sum(tail_counts)

@@ -116,29 +116,35 @@ def report_of(result: CompactResult, session_id: str, wire: str) -> Report:
             "count_source": result.count_ratio.source.value,
         }
     )
-    if result.compacted:
-        report["messages_summarized"] = result.stats.compacted_message_count
-        report["compaction_ratio"] = result.stats.compaction_ratio
-    if result.archive_path is not None:
-        report["archive_path"] = str(result.archive_path)
-    if result.archive_status is not None:
-        report["archive"] = result.archive_status.value
-    if result.summarizer is not None:
-        report["summarizer"] = result.summarizer.value
-    if result.reason is not None:
-        report["reason"] = result.reason.value
-    if result.preparation is not None:
-        report["prepare"] = result.preparation.value
-    if result.prepared_unused is not None:
-        report["prepared_unused"] = result.prepared_unused
-    if result.summary_failure is not None:
-        report["summary_failure"] = result.summary_failure.value
-    if result.thinking_removed:
-        report["thinking_removed"] = result.thinking_removed
-    if result.cost_saved is not None:
-        report["cost_saved_usd"] = usd(result.cost_saved)
+    report.update(_when_known(result))
     report.conversation, report.forwarded = result.conversation, result.forwarded
     return report
+
+
+def _when_known(result: CompactResult) -> dict[str, Any]:
+    """The report's fields a request has only sometimes (a compaction, an archive, a reason…)."""
+    found: dict[str, Any] = {}
+    if result.compacted:
+        found["messages_summarized"] = result.stats.compacted_message_count
+        found["compaction_ratio"] = result.stats.compaction_ratio
+    if result.archive_path is not None:
+        found["archive_path"] = str(result.archive_path)
+    typed = {
+        "archive": result.archive_status,
+        "summarizer": result.summarizer,
+        "reason": result.reason,
+        "prepare": result.preparation,
+    }
+    found.update({key: value.value for key, value in typed.items() if value is not None})
+    if result.prepared_unused is not None:
+        found["prepared_unused"] = result.prepared_unused
+    if result.summary_failure is not None:
+        found["summary_failure"] = result.summary_failure.value
+    if result.thinking_removed:
+        found["thinking_removed"] = result.thinking_removed
+    if result.cost_saved is not None:
+        found["cost_saved_usd"] = usd(result.cost_saved)
+    return found
 
 
 def usd(amount: float) -> float:

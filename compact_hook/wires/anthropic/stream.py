@@ -162,17 +162,22 @@ async def recalled_messages(
             if raw:
                 yield raw
         return
+    for event in await _ending(recall, data, message):
+        yield event
+
+
+async def _ending(recall: Recalling, data: Mapping[str, Any], message: _Message) -> list[Any]:
+    """The rest of the stream after our calls, made whole before any of it is sent; on an error of
+    ours, the held events as they came (a failed round raises its error: ``guard``)."""
     try:
         whole = message.whole()
         final = await recall.answered(data, whole)
-        ending = list(_continued(final, whole, len(message.shown)))
+        return list(_continued(final, whole, len(message.shown)))
     except RoundFailed as failed:
         raise failed.error from None
     except Exception:
         said_failure(data, "answering")
-        ending = [event.raw for event in message.held]
-    for event in ending:
-        yield event
+        return [event.raw for event in message.held]
 
 
 def _continued(final: Any, whole: Mapping[str, Any], first: int) -> Iterator[bytes]:

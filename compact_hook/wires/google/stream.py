@@ -127,16 +127,21 @@ async def recalled_google(
         if rest:
             yield rest
         return
+    for each in await _ending(recall, data, reply):
+        yield each
+
+
+async def _ending(recall: Recalling, data: Mapping[str, Any], reply: _Reply) -> list[Any]:
+    """The reply's last response after our rounds, made whole before it is sent; on an error of ours,
+    the held responses as they came (a failed round raises its error: ``guard``)."""
     try:
         whole = reply.whole()
         final = await recall.answered(data, whole)
         if final is whole:  # no round came back: the reply so far ends as it is, ours taken out
             final = {**reply.held[-1], "usageMetadata": whole.get("usageMetadata")}
-        ending = [frame("", _plain(final))]
+        return [frame("", _plain(final))]
     except RoundFailed as failed:
         raise failed.error from None
     except Exception:
         said_failure(data, "answering")
-        ending = [frame("", held) for held in reply.held]
-    for each in ending:
-        yield each
+        return [frame("", held) for held in reply.held]
