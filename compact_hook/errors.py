@@ -36,9 +36,5 @@ class SummarizerError(CompactError):
         self.kind = kind
 
 
-class ArchiveError(CompactError):
-    """The summarized messages could not be archived."""
-
-
 class MalformedError(CompactError):
     """A request we cannot read safely: forwarded exactly as sent, for the provider to judge."""

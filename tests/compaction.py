@@ -22,7 +22,7 @@ from compact_hook.engine import Compactor, CompactRequest, CompactResult
 from compact_hook.engine.ahead.background import Background
 from compact_hook.engine.ahead.prepare import PrepareSetup
 from compact_hook.engine.library import parse_chat
-from compact_hook.engine.summary.flight import Leases
+from compact_hook.engine.summary.once import Leases
 from compact_hook.settings.model import CompactConfig
 from compact_hook.state.archive import Archive
 from compact_hook.state.store import MemoryStore

@@ -31,7 +31,7 @@ from compact_hook.engine.ahead.prepare import Preparations, PrepareSetup
 from compact_hook.engine.decision import Decision, Step, skip_reason
 from compact_hook.engine.economy.costs import Costs
 from compact_hook.engine.economy.prompt_cache import CacheLedger
-from compact_hook.engine.finish import Outcome, finish, untouched
+from compact_hook.engine.finish import Forwarding, finish, untouched
 from compact_hook.engine.guarantee import fitted, normalized
 from compact_hook.engine.memory.archiving import archive_pending, keep, merged
 from compact_hook.engine.memory.states import Restored, States
@@ -39,9 +39,8 @@ from compact_hook.engine.result import CompactRequest, CompactResult
 from compact_hook.engine.run import ProcessMemory, Run
 from compact_hook.engine.summary.breaker import Breaker
 from compact_hook.engine.summary.compaction import Cut, Failed, Made, Making, make, plan
-from compact_hook.engine.summary.flight import Leases, SingleFlight
-from compact_hook.engine.summary.once import SummaryOnce
-from compact_hook.engine.tiers.clearing_step import clearing_step
+from compact_hook.engine.summary.once import Leases, SingleFlight, SummaryOnce
+from compact_hook.engine.tiers.clearing import clearing_step
 from compact_hook.engine.view import View, without_stale_thinking
 from compact_hook.state.store import CompactionStore
 
@@ -183,7 +182,7 @@ class Compactor:
         state, kept = await archive_pending(run, decision.state)
         if decision.prefix_changed or state is not decision.state:
             await self.states.put(run, state)
-        outcome = dataclasses.replace(Outcome.of(decision), state=state, archived=kept.status)
+        outcome = dataclasses.replace(Forwarding.of(decision), state=state, archived=kept.status)
         decision = dataclasses.replace(decision, state=state)
         if decision.step is Step.APPLY_PREPARED:
             return await self._apply(run, decision, outcome)
@@ -195,7 +194,7 @@ class Compactor:
             outcome = dataclasses.replace(outcome, preparation=preparation, prepared_unused=unused)
         return await self._fit(run, view, outcome)
 
-    async def _apply(self, run: Run, decision: Decision, outcome: Outcome) -> CompactResult:
+    async def _apply(self, run: Run, decision: Decision, outcome: Forwarding) -> CompactResult:
         """The trigger is reached and a compaction was prepared: applied with no summary call.
 
         Archived and stored first (it is this conversation's state from now on); if too much
@@ -228,7 +227,7 @@ class Compactor:
         preparation = await self.ahead.start(run, applied) if due else None
         return await self._fit(run, view, dataclasses.replace(outcome, preparation=preparation))
 
-    async def _compact(self, run: Run, decision: Decision, outcome: Outcome) -> CompactResult:
+    async def _compact(self, run: Run, decision: Decision, outcome: Forwarding) -> CompactResult:
         """Tier 3: summarize the middle (once per compaction event), then fit. The decision's
         ``part``: the cut already planned (an early compaction's)."""
         view, part = decision.view, decision.part
@@ -261,7 +260,9 @@ class Compactor:
         )
         return await self._fit(run, compacted, outcome)
 
-    async def _without_summary(self, run: Run, cut: Cut, outcome: Outcome, failed: Failed) -> CompactResult:
+    async def _without_summary(
+        self, run: Run, cut: Cut, outcome: Forwarding, failed: Failed
+    ) -> CompactResult:
         """No summary: forwarded with the cheap tiers; over the window the digest stands in, then the fit."""
         logger.error("compact_hook: compaction failed: %s", failed.error)
         if run.config.on_overflow != "fit" or await run.tokens(cut.view) <= run.window.window:
@@ -280,7 +281,7 @@ class Compactor:
         )
         return await self._fit(run, run.tiers.view(digested.entry), outcome)
 
-    async def _fit(self, run: Run, view: View, outcome: Outcome) -> CompactResult:
+    async def _fit(self, run: Run, view: View, outcome: Forwarding) -> CompactResult:
         """The guarantee: over the window and ``on_overflow: fit`` → drop/shrink to fit.
 
         Normalized first: the synthetic results it adds are part of what must fit.

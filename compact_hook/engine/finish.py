@@ -22,7 +22,7 @@ from compact_hook.engine.view import View, thinking_removed
 
 
 @dataclass(frozen=True, slots=True)
-class Outcome:
+class Forwarding:
     """How a view came to be forwarded: the report's fields besides the tokens. Each stage
     returns a new one; nothing about the request is written anywhere else."""
 
@@ -47,7 +47,7 @@ class Outcome:
     """What the money figures weigh (``engine.economy.costs``)."""
 
     @classmethod
-    def of(cls, decision: Decision) -> Outcome:
+    def of(cls, decision: Decision) -> Forwarding:
         """The outcome a decision starts from."""
         return cls(
             decision.state,
@@ -58,7 +58,7 @@ class Outcome:
         )
 
 
-async def finish(run: Run, view: View, outcome: Outcome) -> CompactResult:
+async def finish(run: Run, view: View, outcome: Forwarding) -> CompactResult:
     """Normalize what we changed, count it, and describe it."""
     config = run.config
     done = await normalized(run, view)

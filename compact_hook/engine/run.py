@@ -4,7 +4,7 @@ A ``Run`` is the value every stage reads (``engine.tiers.clearing``, ``engine.su
 ``engine.guarantee``, ``engine.memory.archiving``, ``engine.finish``): the request, its fingerprints
 and counts, its limits and tiers, and where it stands in its conversation's chain. It is frozen
 once measured: what later stages learn (the stored state, the economy, what was archived) travels
-in the values they return — ``engine.decision.Decision``, ``engine.finish.Outcome`` — never
+in the values they return — ``engine.decision.Decision``, ``engine.finish.Forwarding`` — never
 written back here. It holds no store and no locks; those are the compactor's.
 
 Counts are ours; the limits are the provider's, converted at the request's ``CountRatio``

@@ -47,7 +47,7 @@ def group_info(router: Any, group: str) -> object | None:
     return info
 
 
-def setting(router: Any, name: str) -> object | None:
+def router_setting(router: Any, name: str) -> object | None:
     """One of the router's settings (``fallbacks``, ``context_window_fallbacks``), ``None`` unset:
     from its ``settings()`` snapshot where it has one (1.109+ deprecates the attributes)."""
     settings = getattr(type(router), "settings", None)

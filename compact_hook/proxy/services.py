@@ -10,7 +10,7 @@ from compact_hook.engine.ahead.background import Background
 from compact_hook.engine.ahead.prepare import PrepareSetup
 from compact_hook.engine.compactor import Compactor
 from compact_hook.engine.run import ProcessMemory
-from compact_hook.engine.summary.flight import Leases
+from compact_hook.engine.summary.once import Leases
 from compact_hook.proxy import server
 from compact_hook.proxy.answers.codex import Mementos
 from compact_hook.proxy.feedback.learned import LearnedRatios, LearnedWindows

@@ -15,7 +15,7 @@ from compact_hook.core.outcomes import Removal, Summarizer
 from compact_hook.engine import Compactor, CompactRequest, CompactResult
 from compact_hook.engine.library import parse_chat
 from compact_hook.engine.run import Run
-from compact_hook.engine.summary.flight import Leases
+from compact_hook.engine.summary.once import Leases
 from compact_hook.state.archive import Origin
 from compact_hook.state.store import MemoryStore
 from compact_hook.wires import Conversation

@@ -15,7 +15,7 @@ from compact_hook.core.chain import Entry
 from compact_hook.core.failures import SummaryFailure
 from compact_hook.core.outcomes import ArchiveStatus, CacheStatus, Reason, Summarizer
 from compact_hook.engine.decision import Decision, Step
-from compact_hook.engine.finish import Outcome, finish, untouched
+from compact_hook.engine.finish import Forwarding, finish, untouched
 from compact_hook.engine.result import CompactRequest, CompactStats
 from compact_hook.engine.run import ProcessMemory, Run
 from compact_hook.wires import Conversation
@@ -62,14 +62,14 @@ def test_the_outcome_a_decision_starts_from_carries_its_state_and_nothing_done_y
     decision = Decision(
         Step.FORWARD, Reason.BELOW_THRESHOLD, COMPACTION, cache=CacheStatus.HIT, prefix_changed=True
     )
-    outcome = Outcome.of(decision)
-    assert outcome == Outcome(COMPACTION, CacheStatus.HIT, Reason.BELOW_THRESHOLD, prefix_changed=True)
+    outcome = Forwarding.of(decision)
+    assert outcome == Forwarding(COMPACTION, CacheStatus.HIT, Reason.BELOW_THRESHOLD, prefix_changed=True)
     assert (outcome.summary_calls, outcome.archived, outcome.preparation) == (0, None, None)
 
 
 async def test_a_view_with_a_summary_is_reported_compacted_with_its_counts() -> None:
     run = await measured(tool_session([60] * 6))
-    outcome = Outcome(COMPACTION, CacheStatus.MISS, summary_calls=1, prefix_changed=True)
+    outcome = Forwarding(COMPACTION, CacheStatus.MISS, summary_calls=1, prefix_changed=True)
     done = await finish(run, run.tiers.view(COMPACTION), outcome)
     sent = run.request.conversation.entries
     assert done.compacted and done.messages[:2] == sent[:2] and done.messages[3:] == sent[8:]
@@ -87,7 +87,7 @@ async def test_a_view_with_a_summary_is_reported_compacted_with_its_counts() -> 
 
 async def test_the_clients_view_unchanged_is_forwarded_as_its_own_objects_and_not_compacted() -> None:
     run = await measured(tool_session([60] * 6))
-    done = await finish(run, run.tiers.view(None), Outcome(Entry(), CacheStatus.NONE))
+    done = await finish(run, run.tiers.view(None), Forwarding(Entry(), CacheStatus.NONE))
     sent = run.request.conversation.entries
     assert all(a is b for a, b in zip(done.messages, sent, strict=True)) and len(done.messages) == len(sent)
     assert not done.compacted and done.stats == CompactStats() and done.summarizer is None
@@ -101,7 +101,7 @@ async def test_a_call_left_without_its_result_is_answered_before_it_is_counted()
     orphaning = Entry(covered=4, keep=(0, 1, 2), summary="what happened")  # keeps call 2, not result 3
     view = run.tiers.view(orphaning)
     assert pairing_problems(view.entries()) != []
-    done = await finish(run, view, Outcome(orphaning, CacheStatus.MISS, normalized=1))
+    done = await finish(run, view, Forwarding(orphaning, CacheStatus.MISS, normalized=1))
     assert pairing_problems(done.messages) == []
     assert done.normalized == 2 and done.output_tokens == word_total(done.messages)
 
@@ -110,7 +110,7 @@ async def test_over_the_window_with_passthrough_the_request_leaves_as_sent_and_k
     """``on_overflow: passthrough``: a view still over the window is not forwarded; the client's
     request is, and the report still says why the summary failed and what the archive did."""
     messages = tool_session([300] * 5)
-    failed = Outcome(
+    failed = Forwarding(
         COMPACTION, CacheStatus.NONE, summary_failure=SummaryFailure.TIMEOUT, archived=ArchiveStatus.FAILED
     )
     fitting = Entry(covered=4, keep=(0, 1), summary="what happened")  # still over the window

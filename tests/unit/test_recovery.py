@@ -13,7 +13,7 @@ from compact_hook.core.failures import Overflow, SummaryFailure, is_context_erro
 from compact_hook.core.outcomes import CacheStatus, Mode, Reason
 from compact_hook.engine import Compactor, CompactRequest
 from compact_hook.engine.library import parse_chat
-from compact_hook.engine.summary.breaker import Breaker, Gate
+from compact_hook.engine.summary.breaker import Breaker, Circuit
 from compact_hook.proxy.feedback.learned import LearnedWindows
 from compact_hook.proxy.feedback.recovery import RETRY_KEY, attach_fallbacks, is_retry
 from compact_hook.proxy.request.control import Control, control_of, with_command
@@ -194,25 +194,25 @@ async def test_the_breaker_opens_after_consecutive_failures_doubles_its_cooldown
     breaker = Breaker(MemoryStore(100, 60), clock=lambda: now[0])
     config = CompactConfig(breaker_failures=2, breaker_cooldown_seconds=10, breaker_max_cooldown_seconds=25)
     key = Breaker.key("summarizer", "team:a")
-    assert await breaker.gate(key, config) is Gate.CLOSED
+    assert await breaker.gate(key, config) is Circuit.CLOSED
     await breaker.failed(key, config)
-    assert await breaker.gate(key, config) is Gate.CLOSED
+    assert await breaker.gate(key, config) is Circuit.CLOSED
     await breaker.failed(key, config)
-    assert await breaker.gate(key, config) is Gate.OPEN
-    assert await breaker.gate(Breaker.key("summarizer", "team:b"), config) is Gate.CLOSED  # per tenant
+    assert await breaker.gate(key, config) is Circuit.OPEN
+    assert await breaker.gate(Breaker.key("summarizer", "team:b"), config) is Circuit.CLOSED  # per tenant
     now[0] += 10
-    assert await breaker.gate(key, config) is Gate.PROBE
+    assert await breaker.gate(key, config) is Circuit.PROBE
     await breaker.failed(key, config)  # the probe failed: open again, twice as long
     now[0] += 19
-    assert await breaker.gate(key, config) is Gate.OPEN
+    assert await breaker.gate(key, config) is Circuit.OPEN
     now[0] += 1
-    assert await breaker.gate(key, config) is Gate.PROBE
+    assert await breaker.gate(key, config) is Circuit.PROBE
     await breaker.failed(key, config)
     now[0] += 24  # capped at 25
-    assert await breaker.gate(key, config) is Gate.OPEN
+    assert await breaker.gate(key, config) is Circuit.OPEN
     now[0] += 1
     await breaker.succeeded(key)
-    assert await breaker.gate(key, config) is Gate.CLOSED
+    assert await breaker.gate(key, config) is Circuit.CLOSED
 
 
 # -- the engine -----------------------------------------------------------------------------------------

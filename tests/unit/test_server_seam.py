@@ -50,8 +50,8 @@ def test_router_settings_are_read_without_a_deprecated_attribute() -> None:
     r = litellm.Router(model_list=two_group_router().model_list, context_window_fallbacks=fallbacks)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        assert server.setting(r, "context_window_fallbacks") == fallbacks
-        assert server.setting(r, "fallbacks") in (None, [])
+        assert server.router_setting(r, "context_window_fallbacks") == fallbacks
+        assert server.router_setting(r, "fallbacks") in (None, [])
     assert [w for w in caught if issubclass(w.category, DeprecationWarning)] == []
 
 

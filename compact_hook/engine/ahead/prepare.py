@@ -47,9 +47,9 @@ from compact_hook.engine.decision import Decision
 from compact_hook.engine.economy.costs import Costs
 from compact_hook.engine.memory.archiving import session_of
 from compact_hook.engine.run import Run
-from compact_hook.engine.summary.breaker import Breaker, Gate
+from compact_hook.engine.summary.breaker import Breaker, Circuit
 from compact_hook.engine.summary.compaction import Cut, Made, Making, make, plan
-from compact_hook.engine.summary.flight import Leases, pause
+from compact_hook.engine.summary.once import Leases, pause
 from compact_hook.engine.view import View
 from compact_hook.state.store import CompactionStore
 
@@ -144,9 +144,9 @@ class Preparations:
         if self.setup.stopping() or await self.store.get_note(FAILED + key) is not None:
             return None
         gate = await self.breaker.gate(run.breaker_key, run.config)
-        if gate is Gate.OPEN:
+        if gate is Circuit.OPEN:
             return None
-        preparing = Preparing(key, base, base_view, gate is Gate.PROBE, due.economy)
+        preparing = Preparing(key, base, base_view, gate is Circuit.PROBE, due.economy)
         job = Job(run.request.tenant, lambda: self._prepare(run, preparing), self._dropped)
         if not self.setup.background.submit(key, job):
             return None

@@ -34,7 +34,7 @@ from compact_hook.core.partition import Partition
 from compact_hook.core.transcript import read_tokens
 from compact_hook.engine.run import Run
 from compact_hook.engine.summary.compaction import sized_plan
-from compact_hook.engine.tiers.clearing import advance_clearing
+from compact_hook.engine.tiers.batch import advance_clearing
 from compact_hook.engine.view import View
 
 logger = logging.getLogger(__name__)
@@ -125,7 +125,7 @@ class Costs:
         run = self.run
         return self.known is not None and state.cleared_before > 0 and run.total >= run.window.clear
 
-    async def clearing_pays(self, now: View, advanced: Entry) -> bool:
+    async def batch_pays(self, now: View, advanced: Entry) -> bool:
         """A batch under the clearing threshold goes when it pays: at least the batch that costs
         least per turn (``core.economics.clearing_batch``), and its rewrite paid back over the turns
         likely still to come (``core.economics.change_pays``). ``now``: the view before the batch."""

@@ -1,3 +1,3 @@
 """Tier 3, the summary: where to cut and the compaction made from the cut (``compaction``), the
-summary call itself (``summarize``), made once across requests and replicas (``once``, with
-``flight``'s single flight and leases), behind a breaker per summary model (``breaker``)."""
+summary call itself (``summarize``), made once across requests and replicas (``once``: single flight in
+process, the store's lock leases across replicas), behind a breaker per summary model (``breaker``)."""

@@ -30,7 +30,7 @@ logger = logging.getLogger(__name__)
 NOTE_PREFIX = b"breaker:"
 
 
-class Gate(enum.Enum):
+class Circuit(enum.Enum):
     CLOSED = "closed"
     """Call the model as usual."""
     OPEN = "open"
@@ -77,11 +77,11 @@ class Breaker:
     def key(summary_model: str, tenant: str) -> bytes:
         return NOTE_PREFIX + hashlib.sha256(f"{summary_model}\n{tenant}".encode()).digest()[:16]
 
-    async def gate(self, key: bytes, config: CompactConfig) -> Gate:
+    async def gate(self, key: bytes, config: CompactConfig) -> Circuit:
         state = await self._state(key)
         if state.failures < config.breaker_failures:
-            return Gate.CLOSED
-        return Gate.OPEN if self.clock() < state.open_until else Gate.PROBE
+            return Circuit.CLOSED
+        return Circuit.OPEN if self.clock() < state.open_until else Circuit.PROBE
 
     async def heard(self, key: bytes, config: CompactConfig, failure: SummaryFailure | None) -> None:
         """A model summary was attempted: close the breaker (``failure`` None), or count a failure;

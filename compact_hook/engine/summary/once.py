@@ -8,18 +8,71 @@ of every summary made, so a model that keeps failing is left alone for a while.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Generic, TypeVar
 
 from compact_hook.core.failures import SummaryFailure
 from compact_hook.core.outcomes import CacheStatus, Reason
 from compact_hook.engine.run import Run
-from compact_hook.engine.summary.breaker import Breaker, Gate
+from compact_hook.engine.summary.breaker import Breaker, Circuit
 from compact_hook.engine.summary.compaction import Cut, Failed, Made, Making, make
-from compact_hook.engine.summary.flight import Leases, SingleFlight, pause
+from compact_hook.settings.process import (
+    DEFAULT_FAILURE_TTL_SECONDS,
+    DEFAULT_LOCK_TTL_SECONDS,
+    DEFAULT_LOCK_WAIT_SECONDS,
+)
 from compact_hook.state.store import CompactionStore
 
 logger = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+POLL_SECONDS = (0.05, 0.1, 0.2, 0.5)
+"""Waiting on another replica: how long between looks, growing."""
+
+
+async def pause(attempt: int) -> None:
+    """The wait before look number ``attempt`` (from 0) at what another replica is doing."""
+    await asyncio.sleep(POLL_SECONDS[min(attempt, len(POLL_SECONDS) - 1)])
+
+
+@dataclass(frozen=True, slots=True)
+class Leases:
+    """How long a replica's compaction lock lasts, how long another waits for it, and how long a
+    failed summary is remembered (so replicas and later turns do not repeat it at once)."""
+
+    lock_ttl: float = DEFAULT_LOCK_TTL_SECONDS
+    lock_wait: float = DEFAULT_LOCK_WAIT_SECONDS
+    failure_ttl: float = DEFAULT_FAILURE_TTL_SECONDS
+
+
+class SingleFlight(Generic[T]):
+    def __init__(self) -> None:
+        self._running: dict[bytes, asyncio.Task[T]] = {}
+
+    async def run(self, key: bytes, work: Callable[[], Awaitable[T]]) -> tuple[T, bool]:
+        """The work's result, and whether it was shared (someone else started it)."""
+        task = self._running.get(key)
+        if task is not None:
+            return await asyncio.shield(task), True
+        task = asyncio.ensure_future(work())
+        self._running[key] = task
+        task.add_done_callback(lambda done: self._finish(key, done))
+        return await asyncio.shield(task), False
+
+    def _finish(self, key: bytes, task: asyncio.Task[T]) -> None:
+        if self._running.get(key) is task:
+            del self._running[key]
+        if not task.cancelled():
+            task.exception()  # retrieved here, so an unawaited failure is not logged as lost
+
+    def __len__(self) -> int:
+        return len(self._running)
+
 
 FAILED = b"failed:"
 
@@ -35,7 +88,7 @@ class SummaryOnce:
         """The compaction of ``cut`` (stored under ``cut.key``), and whether another request made
         it (shared)."""
         gate = await self._gate(run)
-        if gate is Gate.OPEN:
+        if gate is Circuit.OPEN:
             return Failed(
                 "the summary model's breaker is open", 0, SummaryFailure.BREAKER_OPEN, Reason.BREAKER_OPEN
             ), False
@@ -45,12 +98,12 @@ class SummaryOnce:
                 f"a summary for this conversation failed moments ago ({recent.value})", 0, recent
             ), False
         model = None if run.config.uses_digest else run.request.summarize
-        making = Making(model, probe=gate is Gate.PROBE)
+        making = Making(model, probe=gate is Circuit.PROBE)
         return await self.flights.run(cut.key(run), lambda: self._make_once(run, cut, making))
 
-    async def _gate(self, run: Run) -> Gate:
+    async def _gate(self, run: Run) -> Circuit:
         if run.config.uses_digest:
-            return Gate.CLOSED
+            return Circuit.CLOSED
         return await self.breaker.gate(run.breaker_key, run.config)
 
     async def _make_once(self, run: Run, cut: Cut, making: Making) -> Made | Failed:

@@ -79,10 +79,10 @@ def attach_fallbacks(data: dict[str, Any], group: str, router: Any, call_type: s
         return
     retry = {"model": group, RETRY_KEY: INTERNAL_TOKEN}
     if call_type == "aresponses":
-        configured = _targets(server.setting(router, "fallbacks"), group)
+        configured = _targets(server.router_setting(router, "fallbacks"), group)
         data["fallbacks"] = [retry, *({"model": t} if isinstance(t, str) else t for t in configured)]
     else:
-        configured = _targets(server.setting(router, "context_window_fallbacks"), group)
+        configured = _targets(server.router_setting(router, "context_window_fallbacks"), group)
         data["context_window_fallbacks"] = [{group: [retry, *configured]}]
 
 

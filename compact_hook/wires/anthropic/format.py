@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, Literal, Required, TypedDict
+from typing import Any
 
 from compact_hook.core.items import Item, Part, PartKind, Placement, Role, summary_body
 from compact_hook.core.normalize import ABORTED_RESULT
@@ -43,29 +43,6 @@ from compact_hook.wires.parsing import (
     positive_int,
     shape_rejected,
 )
-
-
-class ToolUseBlock(TypedDict):
-    type: Literal["tool_use"]
-    id: str
-    name: str
-    input: dict[str, Any]
-
-
-class ToolResultBlock(TypedDict, total=False):
-    type: Required[Literal["tool_result"]]
-    tool_use_id: Required[str]
-    content: str | list[dict[str, Any]]
-    is_error: bool
-    cache_control: dict[str, Any]
-
-
-class AnthropicMessage(TypedDict):
-    """Documentation of the shape we read; at run time a message is any ``dict``."""
-
-    role: Literal["user", "assistant", "system"]
-    content: str | list[dict[str, Any]]
-
 
 MEDIA_TOKENS = 1600
 """Anthropic's figure for a full-size image (~1.15 megapixels, width x height / 750); used

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from typing import Any, Literal, NotRequired, Required, TypedDict
+from typing import Any, Literal, TypedDict
 
 from compact_hook.core.items import Item, Part, PartKind, Placement, Role, summary_body
 from compact_hook.core.normalize import ABORTED_RESULT
@@ -30,16 +30,6 @@ class ToolCall(TypedDict):
     id: str
     type: Literal["function"]
     function: ToolCallFunction
-
-
-class ChatMessage(TypedDict, total=False):
-    """Documentation of the shape we read; at run time a message is any ``dict``."""
-
-    role: Required[str]
-    content: str | list[dict[str, Any]] | None
-    name: NotRequired[str]
-    tool_calls: NotRequired[list[ToolCall]]
-    tool_call_id: NotRequired[str]
 
 
 Message = dict[str, Any]

@@ -31,7 +31,7 @@ untouched (``client_managed``).
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, Literal, Required, TypedDict
+from typing import Any, Required, TypedDict
 
 from compact_hook.core.items import Item, Part, PartKind, Placement, Role, summary_body
 from compact_hook.core.normalize import ABORTED_RESULT
@@ -63,11 +63,6 @@ class GooglePart(TypedDict, total=False):
     functionResponse: FunctionResponse
     inlineData: dict[str, Any]
     fileData: dict[str, Any]
-
-
-class GoogleContent(TypedDict):
-    role: Literal["user", "model"]
-    parts: list[GooglePart]
 
 
 ROLES = {"user": Role.USER, "model": Role.ASSISTANT, "function": Role.TOOL}

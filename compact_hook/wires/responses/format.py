@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from typing import Any, Literal, TypedDict
+from typing import Any
 
 from compact_hook.core.items import Item, Part, PartKind, Placement, Role, summary_body
 from compact_hook.core.normalize import ABORTED_RESULT
@@ -33,22 +33,6 @@ from compact_hook.wires.openai_parts import (
     with_texts,
 )
 from compact_hook.wires.parsing import compact_json, positive_int, problem_in
-
-
-class FunctionCallItem(TypedDict):
-    """Documentation of the shapes we read; at run time an item is any ``dict``."""
-
-    type: Literal["function_call"]
-    call_id: str
-    name: str
-    arguments: str
-
-
-class FunctionCallOutputItem(TypedDict):
-    type: Literal["function_call_output"]
-    call_id: str
-    output: str | list[dict[str, Any]]
-
 
 MESSAGE_ROLES = {
     "user": Role.USER,

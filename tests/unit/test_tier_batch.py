@@ -1,4 +1,4 @@
-"""``engine.tiers.clearing``: the clearing boundary advanced by one batch of old tool results, weighed by
+"""``engine.tiers.batch``: the clearing boundary advanced by one batch of old tool results, weighed by
 what clearing them saves, or left where it is.
 
 WordCounter world (1 + words per entry): a result ``outN`` followed by ``size`` words counts
@@ -13,7 +13,7 @@ from typing import Any
 from compact_hook.core.chain import Entry
 from compact_hook.engine.result import CompactRequest
 from compact_hook.engine.run import ProcessMemory, Run
-from compact_hook.engine.tiers.clearing import advance_clearing
+from compact_hook.engine.tiers.batch import advance_clearing
 from compact_hook.wires import Conversation
 from tests.compaction import config, tool_session
 from tests.conversations import Call, Said, Step, Tools, body, w, wire_of
