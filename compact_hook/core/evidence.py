@@ -255,3 +255,12 @@ def leaves_out_fixed(last: Billed, first: Billed, fixed: int, trust: Trust) -> b
 def trust_of(config: CompactConfig) -> Trust:
     """A model's trust: its prior (``count_ratio``, resolved per deployment) and ``count_floor``."""
     return Trust(config.count_ratio or 1.0, config.count_floor)
+
+
+@dataclass(frozen=True, slots=True)
+class Learned:
+    """What one response did: its outcome, and the group's estimate after it (None: unchanged)."""
+
+    verdict: Verdict
+    group_ratio: float | None = None
+    spread: float = 0.0

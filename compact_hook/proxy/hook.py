@@ -29,17 +29,17 @@ from compact_hook.proxy.feedback.recovery import Recovery
 from compact_hook.proxy.feedback.usage import Bills
 from compact_hook.proxy.lifecycle.logs import configure_logging
 from compact_hook.proxy.lifecycle.shutdown import on_shutdown
-from compact_hook.proxy.lifecycle.startup import preload_tokenizers, validate_loaded_proxy_config
+from compact_hook.proxy.marks import INTERNAL_MARKER, is_internal_call
 from compact_hook.proxy.observe.metrics import Metrics, Outcome, default_metrics, serve
 from compact_hook.proxy.observe.report import report_in, scrub
 from compact_hook.proxy.observe.telemetry import Telemetry
 from compact_hook.proxy.recall import Pending, answered, audit_recalls, recalled_stream
 from compact_hook.proxy.request.gate import RequestGate
-from compact_hook.proxy.request.models import ModelSettings
-from compact_hook.proxy.request.summarizer import INTERNAL_MARKER, is_internal_call
+from compact_hook.proxy.request.models import ModelSettings, validate_loaded_proxy_config
 from compact_hook.proxy.services import Services
 from compact_hook.settings.model import CompactConfig
 from compact_hook.settings.process import ProcessConfig
+from compact_hook.state.tokenizers import preload_tokenizers
 from compact_hook.wires.guard import RoundFailed
 from compact_hook.wires.responses.compaction import without_ours
 

@@ -16,7 +16,7 @@ from compact_hook.proxy.answers.codex import Mementos
 from compact_hook.proxy.feedback.learned import LearnedRatios, LearnedWindows
 from compact_hook.proxy.lifecycle.shutdown import on_shutdown, shutting_down
 from compact_hook.proxy.observe.metrics import Metrics
-from compact_hook.proxy.recall.budget import RecallBudget
+from compact_hook.proxy.recall.offer import RecallBudget
 from compact_hook.proxy.request.models import ModelSettings
 from compact_hook.settings.model import CompactConfig
 from compact_hook.settings.process import ProcessConfig

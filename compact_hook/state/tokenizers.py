@@ -12,9 +12,10 @@ from __future__ import annotations
 import asyncio
 import ctypes
 import functools
+import logging
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from importlib import resources
 from pathlib import Path
 
@@ -34,6 +35,8 @@ BUILTIN_TOKENIZERS = ("o200k_base", "cl100k_base", "claude")
 _O200K_PREFIXES = ("gpt-4o", "gpt-4.1", "gpt-4.5", "gpt-5", "chatgpt-4o", "o1", "o3", "o4", "gpt-oss")
 _CL100K_PREFIXES = ("gpt-4", "gpt-3.5", "gpt-35", "text-embedding-3", "text-embedding-ada")
 _CLAUDE_MARKERS = ("claude", "anthropic")
+
+logger = logging.getLogger(__name__)
 
 
 def tokenizer_name_for_model(model: str) -> str:
@@ -250,3 +253,13 @@ def counter_for(spec: str) -> HFTokenCounter:
         if spec not in _counters:
             _counters[spec] = HFTokenCounter(spec)
         return _counters[spec]
+
+
+def preload_tokenizers(specs: Iterable[str]) -> None:
+    """Load the tokenizers the configured models use (≈1 s each) while the proxy starts; the
+    others are never loaded (o200k alone is ~130 MB)."""
+    for spec in specs:
+        try:
+            load_tokenizer(spec)
+        except Exception:
+            logger.exception("compact_hook: could not preload the %s tokenizer", spec)

@@ -11,10 +11,10 @@ import respx
 
 from compact_hook.proxy import server
 from compact_hook.proxy.hook import CompactHook
+from compact_hook.proxy.marks import INTERNAL_TOKEN
 from compact_hook.proxy.observe.report import Report, response_headers
 from compact_hook.proxy.request.caller import session_id_of
 from compact_hook.proxy.request.models import validate_model_list
-from compact_hook.proxy.request.summarizer import INTERNAL_TOKEN
 from compact_hook.settings.model import CompactConfig
 from tests.routers import SUMMARY, UPSTREAM, SpyRouter, deployment, request, spy_router
 from tests.support import (

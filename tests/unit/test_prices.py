@@ -6,7 +6,7 @@ import litellm
 import pytest
 
 from compact_hook.core.pricing import Prices
-from compact_hook.proxy.request.prices import deployment_prices, group_prices
+from compact_hook.proxy.request.models import deployment_prices, group_prices
 from compact_hook.settings.model import CompactConfig
 
 

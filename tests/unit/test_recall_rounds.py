@@ -217,8 +217,7 @@ async def test_a_stream_calling_the_clients_tool_too_shows_theirs_only(recall_ro
 async def test_a_conversations_answers_stop_at_its_budget_across_requests(recall_router: Any) -> None:
     """A model that reads the same output back turn after turn: the conversation's budget (in the
     store, shared by the replicas) cuts the answer that reaches it, then refuses."""
-    from compact_hook.proxy.recall.budget import RecallBudget
-    from compact_hook.proxy.recall.offer import SPENT
+    from compact_hook.proxy.recall.offer import SPENT, RecallBudget
     from compact_hook.state.store import MemoryStore
 
     store, size = MemoryStore(100, 600.0), len(OUTPUT.encode())

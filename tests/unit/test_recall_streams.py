@@ -11,7 +11,7 @@ import pytest
 
 from compact_hook.core.recall import handle_of
 from compact_hook.proxy.recall import Pending
-from compact_hook.proxy.recall.streaming import recalled_stream
+from compact_hook.proxy.recall.rounds import recalled_stream
 from compact_hook.wires import ANTHROPIC, GOOGLE, Conversation
 from compact_hook.wires.registry import WIRES
 from compact_hook.wires.sse import Frame, Frames, frame
@@ -355,12 +355,12 @@ async def test_an_error_of_ours_at_the_end_of_a_stream_sends_its_end_as_it_came(
     monkeypatch: Any, recall_router: Any
 ) -> None:
     """On every wire: the end-of-stream work raising left the stream without its end."""
-    from compact_hook.proxy.recall import streaming
+    from compact_hook.proxy.recall import rounds
 
     async def broken(*args: Any, **kwargs: Any) -> Any:
         raise KeyError("a bug of ours")
 
-    monkeypatch.setattr(streaming, "answered", broken)
+    monkeypatch.setattr(rounds, "answered", broken)
     said = events(
         await streamed(messages_pending(), {"model": "x", "messages": []}, [message_stream(TEXT, OURS)])
     )

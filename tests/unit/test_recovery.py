@@ -15,9 +15,10 @@ from compact_hook.engine import Compactor, CompactRequest
 from compact_hook.engine.library import parse_chat
 from compact_hook.engine.summary.breaker import Breaker, Circuit
 from compact_hook.proxy.feedback.learned import LearnedWindows
-from compact_hook.proxy.feedback.recovery import RETRY_KEY, attach_fallbacks, is_retry
+from compact_hook.proxy.feedback.recovery import is_retry
+from compact_hook.proxy.marks import INTERNAL_TOKEN, RETRY_KEY
 from compact_hook.proxy.request.control import Control, control_of, with_command
-from compact_hook.proxy.request.summarizer import INTERNAL_TOKEN
+from compact_hook.proxy.request.gate import attach_fallbacks
 from compact_hook.state.store import MemoryStore
 from compact_hook.wires import Conversation
 from compact_hook.wires.command import command_in, ran_command

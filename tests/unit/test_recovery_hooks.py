@@ -10,12 +10,12 @@ from prometheus_client import CollectorRegistry
 
 from compact_hook.core.calibration import CountRatio, RatioSource
 from compact_hook.core.evidence import Forwarded, Trust
-from compact_hook.proxy.feedback.recovery import RETRY_KEY, Recovery
+from compact_hook.proxy.feedback.recovery import Recovery
+from compact_hook.proxy.marks import INTERNAL_TOKEN, RETRY_KEY
 from compact_hook.proxy.observe.metrics import Metrics
 from compact_hook.proxy.observe.report import Report, record, report_in
 from compact_hook.proxy.observe.telemetry import Telemetry
 from compact_hook.proxy.request.gate import RequestGate
-from compact_hook.proxy.request.summarizer import INTERNAL_TOKEN
 from compact_hook.proxy.services import Services
 from compact_hook.settings.model import CompactConfig
 from compact_hook.settings.process import ProcessConfig

@@ -11,9 +11,9 @@ from prometheus_client import CollectorRegistry
 from compact_hook.core.calibration import CountRatio, RatioSource
 from compact_hook.core.evidence import Forwarded, Trust
 from compact_hook.proxy.feedback.usage import Bills
+from compact_hook.proxy.marks import INTERNAL_MARKER, INTERNAL_TOKEN
 from compact_hook.proxy.observe.metrics import Metrics
 from compact_hook.proxy.observe.report import Report, record
-from compact_hook.proxy.request.summarizer import INTERNAL_MARKER, INTERNAL_TOKEN
 from compact_hook.proxy.services import Services
 from compact_hook.settings.model import CompactConfig
 from compact_hook.settings.process import ProcessConfig

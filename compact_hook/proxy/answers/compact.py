@@ -26,11 +26,10 @@ from litellm.exceptions import ModifyResponseException
 from compact_hook.core.outcomes import ArchiveStatus, Reason
 from compact_hook.engine.result import CompactResult
 from compact_hook.proxy.answers.codex import CompactionAnswer
-from compact_hook.proxy.observe.report import report_in
-from compact_hook.wires.anthropic.events import anthropic_events, is_whole_message
+from compact_hook.proxy.observe.report import ANSWERED, report_in
+from compact_hook.wires.anthropic.stream import anthropic_events, is_whole_message
 from compact_hook.wires.responses.compaction import compaction_events, compaction_response
 
-ANSWERED = "answered"
 """Set in our report when the proxy answered the request itself."""
 ARCHIVE_WORDS = {
     ArchiveStatus.WRITTEN: " Originals archived.",

@@ -33,7 +33,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from compact_hook.core.calibration import MIN_SAMPLES, CountRatio, RatioSource, RatioStats
-from compact_hook.core.evidence import Judged, Trust, Verdict
+from compact_hook.core.evidence import Judged, Learned, Trust, Verdict
 from compact_hook.engine.notices import Notices
 from compact_hook.state.store import CompactionStore
 
@@ -147,15 +147,6 @@ class TenantCount:
         if verdict is not None and not verdict.sets_aside:
             return None
         return cls(stats or RatioStats(), verdict, seen)
-
-
-@dataclass(frozen=True, slots=True)
-class Learned:
-    """What one response did: its outcome, and the group's estimate after it (None: unchanged)."""
-
-    verdict: Verdict
-    group_ratio: float | None = None
-    spread: float = 0.0
 
 
 class LearnedRatios:

@@ -32,6 +32,7 @@ from compact_hook.core.failures import Overflow, is_context_error
 from compact_hook.core.outcomes import Mode
 from compact_hook.proxy import server
 from compact_hook.proxy.lifecycle.logs import for_model_group
+from compact_hook.proxy.marks import INTERNAL_TOKEN, RETRY_KEY
 from compact_hook.proxy.observe.report import record_savings, report_in, report_of
 from compact_hook.proxy.request.caller import (
     Caller,
@@ -42,7 +43,6 @@ from compact_hook.proxy.request.caller import (
     session_id_of,
 )
 from compact_hook.proxy.request.settings import settle
-from compact_hook.proxy.request.summarizer import INTERNAL_TOKEN
 from compact_hook.proxy.services import Services
 from compact_hook.settings.model import CompactConfig
 from compact_hook.wires import Rejected
@@ -50,7 +50,6 @@ from compact_hook.wires.registry import format_for
 
 logger = logging.getLogger(__name__)
 
-RETRY_KEY = "compact_hook_retry"
 MAX_SNAPSHOTS = 64
 """Each is taken by the retry right after its failure: a few suffice, and exceptions can be large."""
 
@@ -68,32 +67,6 @@ def last_failure(kwargs: Mapping[str, Any]) -> str:
 def is_retry(kwargs: dict[str, Any]) -> bool:
     """Pop our mark (whoever put it there: it must never reach the provider); True if it is ours."""
     return bool(kwargs.pop(RETRY_KEY, None) == INTERNAL_TOKEN)
-
-
-def attach_fallbacks(data: dict[str, Any], group: str, router: Any, call_type: str) -> None:
-    """Give the request a retry to its own group, ahead of the fallbacks the operator configured.
-
-    Not when the client chose its own fallbacks or disabled them: that is its call.
-    """
-    if data.get("disable_fallbacks") or "fallbacks" in data or "context_window_fallbacks" in data:
-        return
-    retry = {"model": group, RETRY_KEY: INTERNAL_TOKEN}
-    if call_type == "aresponses":
-        configured = _targets(server.router_setting(router, "fallbacks"), group)
-        data["fallbacks"] = [retry, *({"model": t} if isinstance(t, str) else t for t in configured)]
-    else:
-        configured = _targets(server.router_setting(router, "context_window_fallbacks"), group)
-        data["context_window_fallbacks"] = [{group: [retry, *configured]}]
-
-
-def _targets(fallbacks: object, group: str) -> list[Any]:
-    """The operator's fallbacks for ``group`` (``[{group: [targets]}]``)."""
-    if not isinstance(fallbacks, list):
-        return []
-    for entry in fallbacks:
-        if isinstance(entry, Mapping) and isinstance(entry.get(group), list):
-            return list(entry[group])
-    return []
 
 
 class Snapshots:

@@ -37,10 +37,9 @@ from compact_hook.core.economics import CacheNote, Heard
 from compact_hook.core.evidence import Earlier, trust_of
 from compact_hook.core.pricing import Usage
 from compact_hook.proxy import server
-from compact_hook.proxy.answers.compact import ANSWERED
-from compact_hook.proxy.observe.report import Report, report_in
+from compact_hook.proxy.marks import is_internal_call
+from compact_hook.proxy.observe.report import ANSWERED, Report, report_in
 from compact_hook.proxy.request.caller import group_of
-from compact_hook.proxy.request.summarizer import is_internal_call
 from compact_hook.proxy.services import Services
 from compact_hook.settings.model import CompactConfig
 

@@ -1,2 +1,2 @@
-"""The proxy process around the requests: start-up checks (``startup``), our logs on its stderr
-(``logs``), our clean-up at shutdown (``shutdown``)."""
+"""The proxy process around the requests: our logs on its stderr (``logs``), our clean-up at
+shutdown (``shutdown``)."""

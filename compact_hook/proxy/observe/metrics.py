@@ -19,11 +19,10 @@ from dataclasses import dataclass
 
 from prometheus_client import REGISTRY, CollectorRegistry, Counter, Gauge, Histogram, start_http_server
 
-from compact_hook.core.evidence import Verdict
+from compact_hook.core.evidence import Learned, Verdict
 from compact_hook.core.failures import SummaryFailure
 from compact_hook.core.outcomes import ArchiveStatus, CacheStatus, Reason
 from compact_hook.engine.result import CompactResult
-from compact_hook.proxy.feedback.learned import Learned
 from compact_hook.proxy.observe.collectors import EngineCollector
 
 logger = logging.getLogger(__name__)

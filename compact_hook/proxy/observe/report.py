@@ -21,6 +21,8 @@ if TYPE_CHECKING:
     from compact_hook.proxy.recall.offer import Pending
 
 REPORT_KEY = "compact_hook"
+ANSWERED = "answered"
+"""The report's key for a request the proxy answered itself (``/compact``, Codex's compaction)."""
 HEADER_PREFIX = "x-compact-"
 HEADER_FIELDS = (
     "compacted",

@@ -17,12 +17,21 @@ never in another request —, the tenant, the budget) rides on the request itsel
 its metadata (``proxy.observe.report.Report.recall``), as the report does: no map keyed by an id the client
 can set (``x-litellm-call-id``), so no tenant's recall can be answered from another's conversation,
 and no burst of requests in flight can push out anyone's.
+
+A conversation's recall budget (``RecallBudget``) bounds the bytes its answers may give back while
+it lives: each request's answers are bounded by the window (``recall_max_tokens``), and across
+requests what they gave back is a note in the store (shared by the replicas; its life the
+conversation's), read only when the model calls the tool and added to after the reply. Two
+replicas answering the same conversation at once may each spend what was left: the bound holds to
+within one request's answers.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import enum
+import hashlib
+import logging
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -31,9 +40,9 @@ from compact_hook.core.pairing import pair
 from compact_hook.core.recall import Originals, tool_name
 from compact_hook.core.truncate import BYTES_PER_TOKEN, Truncating, truncate_text
 from compact_hook.engine.result import CompactResult
-from compact_hook.proxy.recall.budget import RecallBudget
 from compact_hook.settings.model import CompactConfig
 from compact_hook.state.archive import Archive
+from compact_hook.state.store import CompactionStore
 from compact_hook.state.tokenizers import DEFAULT_TOKENIZER, acounter_for
 from compact_hook.wires.base import Conversation, RecallWire
 from compact_hook.wires.parsing import TOOL_OVERHEAD, compact_json
@@ -190,3 +199,42 @@ class Offer:
         room = min(config.recall_max_tokens, room)
         rounds, timeout = config.recall_max_rounds, config.recall_round_timeout_seconds
         return Pending(self.wire, self.name, conversation, room, session, rounds, tenant, timeout)
+
+
+logger = logging.getLogger(__name__)
+PREFIX = b"recall-bytes:"
+
+
+@dataclass(frozen=True, slots=True)
+class RecallBudget:
+    """Where a conversation's spent bytes are kept, and how many it may spend."""
+
+    store: CompactionStore
+    key: bytes
+    limit: int
+    ttl: float
+
+    @classmethod
+    def of(cls, store: CompactionStore, tenant: str, session: str, limit: int, ttl: float) -> RecallBudget:
+        named = hashlib.blake2b(f"{tenant}\x00{session}".encode("utf-8", "surrogatepass"), digest_size=16)
+        return cls(store, PREFIX + named.digest(), limit, ttl)
+
+    async def left(self) -> int:
+        """The bytes the conversation's answers may still give back (the whole limit if the store
+        cannot say: a store that fails never stops a recall)."""
+        try:
+            spent = await self.store.get_note(self.key)
+            return max(0, self.limit - int(spent or 0))
+        except Exception:
+            logger.warning("compact_hook: recall budget unreadable; answering within this request's bound")
+            return self.limit
+
+    async def spend(self, size: int) -> None:
+        """Add ``size`` bytes to what the conversation spent."""
+        if size <= 0:
+            return
+        try:
+            spent = int(await self.store.get_note(self.key) or 0)
+            await self.store.set_note(self.key, str(spent + size), self.ttl)
+        except Exception:
+            logger.warning("compact_hook: recall budget not updated (%d bytes)", size)

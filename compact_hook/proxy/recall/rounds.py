@@ -17,21 +17,31 @@ A round that fails for good (a timeout, ``recall_round_timeout_seconds``, a 429 
 try) fails the request with that error, which the client retries; one whose additions failed (the
 answers made it too long, a refusal) is resent once without our tool. Never the reply before it, our
 calls taken out: often empty and ending ``stop``, an agent reads it as "task complete".
+
+A streamed reply goes to its wire's own stream (``wires.<wire>.stream``) with these rounds
+(``recalled_stream``). What the model read back goes into the archive's audit (``audit_recalls``):
+one entry per reply that made recall calls (``Removal.RECALLED``), the handles asked for, each found
+or not, written off the reply's path — the client never waits on the disk, and a failed write is
+logged, never raised.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Mapping
+from collections.abc import AsyncIterable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from compact_hook.core.failures import SummaryFailure, failure_of
-from compact_hook.proxy.recall.offer import Pending, RoundFailure
-from compact_hook.proxy.request.summarizer import summary_metadata
+from compact_hook.core.outcomes import Removal
+from compact_hook.proxy.marks import own_call_metadata
+from compact_hook.proxy.recall.offer import Answered, Pending, RoundFailure
 from compact_hook.proxy.server import proxy_router
+from compact_hook.state.archive import Audit
 from compact_hook.wires.base import Call
 from compact_hook.wires.guard import RoundFailed
+from compact_hook.wires.registry import WIRES
 
 logger = logging.getLogger(__name__)
 
@@ -166,5 +176,57 @@ def followup_request(pending: Pending, data: Mapping[str, Any]) -> dict[str, Any
     entries = wire.entries
     sent = data.get(entries) or []
     request[entries] = [{"role": "user", "content": sent}] if isinstance(sent, str) else list(sent)
-    request[wire.metadata_key] = summary_metadata(data.get(wire.metadata_key), pending.session_id)
+    request[wire.metadata_key] = own_call_metadata(data.get(wire.metadata_key), pending.session_id)
     return request
+
+
+@dataclass(frozen=True, slots=True)
+class Answering:
+    """A request offered the recall tool, as its stream sees it (``wires.base.Recalling``)."""
+
+    pending: Pending
+
+    @property
+    def tool(self) -> str:
+        return self.pending.tool
+
+    async def answered(self, data: Mapping[str, Any], reply: Any) -> Any:
+        return await answered(self.pending, data, reply)
+
+
+def recalled_stream(
+    pending: Pending, data: Mapping[str, Any], chunks: AsyncIterable[Any]
+) -> AsyncIterable[Any]:
+    """The client's stream of a request offered the recall tool (as it came on a wire not served)."""
+    wire = WIRES.get(pending.wire.name)
+    return chunks if wire is None else wire.stream(Answering(pending), data, chunks)
+
+
+__all__ = ["recalled_stream"]
+
+
+logger = logging.getLogger(__name__)
+_writing: set[asyncio.Task[None]] = set()
+"""The writes under way (a task nothing refers to may be collected before it runs)."""
+
+
+def audit_recalls(pending: Pending) -> None:
+    """Start writing the audit of ``pending``'s recall calls (nothing when it made none)."""
+    if not pending.asked or pending.archive is None:
+        return
+    task = asyncio.get_running_loop().create_task(_write(pending))
+    _writing.add(task)
+    task.add_done_callback(_writing.discard)
+
+
+def audit_text(asked: list[tuple[str, Answered]]) -> str:
+    return "\n".join(f"recall {handle}: {answered.value}" for handle, answered in asked)
+
+
+async def _write(pending: Pending) -> None:
+    assert pending.archive is not None
+    audit = Audit(Removal.RECALLED, summary=audit_text(pending.asked))
+    try:
+        await pending.archive.save(pending.session_id, [], pending.tenant, audit)
+    except Exception:  # an archive that fails is reported by its own log; the reply went already
+        logger.exception("compact_hook: could not audit the recall calls of session %s", pending.session_id)

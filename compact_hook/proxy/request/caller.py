@@ -17,8 +17,9 @@ from compact_hook.core.pricing import Prices
 from compact_hook.engine.result import CompactRequest
 from compact_hook.engine.summary.summarize import PROMPT_VERSION
 from compact_hook.proxy import server
+from compact_hook.proxy.marks import own_call_metadata
 from compact_hook.proxy.request.control import Control
-from compact_hook.proxy.request.summarizer import RouterSummarizer, Spending, summary_metadata
+from compact_hook.proxy.request.summarizer import RouterSummarizer, Spending
 from compact_hook.settings.model import CompactConfig
 from compact_hook.state.archive import Origin, conversation_session_id
 from compact_hook.wires.base import Conversation
@@ -80,7 +81,7 @@ def engine_request(
     keeps tenants and settings apart."""
     config, pricing, wire = settled.config, settled.pricing, parsed.wire
     summary_model = config.summary_model or who.model
-    metadata = summary_metadata(data.get(wire.metadata_key), who.session_id)
+    metadata = own_call_metadata(data.get(wire.metadata_key), who.session_id)
     summarizer = RouterSummarizer(
         server.proxy_router(), summary_model, config, metadata, on_spent or Spending()
     )

@@ -13,6 +13,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import logging
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -26,10 +27,10 @@ from compact_hook.proxy.answers.codex import (
     memento_of,
     memento_settings,
 )
-from compact_hook.proxy.answers.compact import ANSWERED, answer_text, answerable
-from compact_hook.proxy.feedback.recovery import attach_fallbacks
+from compact_hook.proxy.answers.compact import answer_text, answerable
 from compact_hook.proxy.lifecycle.logs import for_model_group
-from compact_hook.proxy.observe.report import Report, record_summary_cost
+from compact_hook.proxy.marks import INTERNAL_TOKEN, RETRY_KEY
+from compact_hook.proxy.observe.report import ANSWERED, Report, record_summary_cost
 from compact_hook.proxy.observe.telemetry import Telemetry, log_reshaped
 from compact_hook.proxy.recall import Offer
 from compact_hook.proxy.request.caller import (
@@ -246,3 +247,29 @@ class RequestGate:
         report["remote_compaction"] = True
         report.compaction = answer
         return answer
+
+
+def attach_fallbacks(data: dict[str, Any], group: str, router: Any, call_type: str) -> None:
+    """Give the request a retry to its own group, ahead of the fallbacks the operator configured.
+
+    Not when the client chose its own fallbacks or disabled them: that is its call.
+    """
+    if data.get("disable_fallbacks") or "fallbacks" in data or "context_window_fallbacks" in data:
+        return
+    retry = {"model": group, RETRY_KEY: INTERNAL_TOKEN}
+    if call_type == "aresponses":
+        configured = _targets(server.router_setting(router, "fallbacks"), group)
+        data["fallbacks"] = [retry, *({"model": t} if isinstance(t, str) else t for t in configured)]
+    else:
+        configured = _targets(server.router_setting(router, "context_window_fallbacks"), group)
+        data["context_window_fallbacks"] = [{group: [retry, *configured]}]
+
+
+def _targets(fallbacks: object, group: str) -> list[Any]:
+    """The operator's fallbacks for ``group`` (``[{group: [targets]}]``)."""
+    if not isinstance(fallbacks, list):
+        return []
+    for entry in fallbacks:
+        if isinstance(entry, Mapping) and isinstance(entry.get(group), list):
+            return list(entry[group])
+    return []

@@ -4,6 +4,11 @@ Settings live in ``model_info.compact`` (``litellm_params`` keys would leak to t
 provider). They are resolved once per (router, model group) — the proxy rebinds
 ``llm_router`` on a config reload, which invalidates the memo — so a request pays a dict
 lookup, not a config parse.
+
+What a group's tokens cost (``group_prices``): a deployment's ``model_info`` cost keys (what LiteLLM
+itself bills with) over LiteLLM's cost map entry for its model, else the ``price_*`` settings, else
+no price (no money reported, cost-aware timing acts as without). A deployment LiteLLM prices at
+nothing (0.0 for a model it does not know, or a local one) is not priced: there is nothing to weigh.
 """
 
 from __future__ import annotations
@@ -11,13 +16,16 @@ from __future__ import annotations
 import dataclasses
 import logging
 from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
 from typing import Any
+
+import yaml
 
 from compact_hook.core.calibration import family_prior
 from compact_hook.core.model_names import claude_version
 from compact_hook.core.pricing import Prices
+from compact_hook.proxy import server
 from compact_hook.proxy import server as router_api
-from compact_hook.proxy.request.prices import group_prices
 from compact_hook.settings.model import CompactConfig
 from compact_hook.state.tokenizers import tokenizer_name_for_model
 
@@ -206,3 +214,70 @@ def runs_prefix_check(model: str) -> bool:
     ``claude-sonnet-4-5-20250929``) runs the prefix check: by its version (``core.model_names``)."""
     version = claude_version(model)
     return version is not None and version >= PREFIX_CHECK_SINCE
+
+
+def validate_loaded_proxy_config(base: CompactConfig, lock_ttl: float | None = None) -> set[str]:
+    """Fail proxy start-up on a bad ``compact`` block, naming the model and the key; return the
+    tokenizers the compacting models use (``lock_ttl``: see ``validate_model_list``).
+
+    LiteLLM builds its callbacks while it loads the config file and before it builds the
+    router, so we read the same file it is loading.
+    """
+    path = router_api.proxy_global("user_config_file_path")
+    if not isinstance(path, str) or not Path(path).is_file():
+        return set()
+    config = yaml.safe_load(Path(path).read_text(encoding="utf-8")) or {}
+    model_list = config.get("model_list") if isinstance(config, Mapping) else None
+    if not isinstance(model_list, list):
+        return set()
+    return validate_model_list(model_list, base, lock_ttl)
+
+
+INPUT, WRITE, READ, OUTPUT = (
+    "input_cost_per_token",
+    "cache_creation_input_token_cost",
+    "cache_read_input_token_cost",
+    "output_cost_per_token",
+)
+
+
+def group_prices(router: Any, group: str, config: CompactConfig) -> Prices | None:
+    """The first priced deployment's prices, else the settings'."""
+    for deployment in server.deployments(router, group):
+        prices = deployment_prices(deployment)
+        if prices is not None:
+            return prices
+    return config.prices
+
+
+def deployment_prices(deployment: Mapping[str, Any]) -> Prices | None:
+    """LiteLLM's prices of one deployment; a cache write or read it does not price costs as input."""
+    known = _numbers(_cost_map_entry(deployment))
+    model_info = deployment.get("model_info")
+    known.update(_numbers(model_info if isinstance(model_info, Mapping) else {}))
+    if INPUT not in known or OUTPUT not in known or known[INPUT] + known[OUTPUT] <= 0:
+        return None  # LiteLLM answers 0.0 for a model it does not know: not priced, not free
+    base = known[INPUT]
+    return Prices(base, known.get(WRITE, base), known.get(READ, base), known[OUTPUT])
+
+
+def _cost_map_entry(deployment: Mapping[str, Any]) -> Mapping[str, Any]:
+    params = deployment.get("litellm_params")
+    model = params.get("model") if isinstance(params, Mapping) else None
+    if not isinstance(model, str):
+        return {}
+    try:
+        import litellm
+
+        info = litellm.get_model_info(model=model)
+    except Exception:  # LiteLLM raises for a model its map does not know
+        return {}
+    return info if isinstance(info, Mapping) else {}
+
+
+def _numbers(source: Mapping[str, Any]) -> dict[str, float]:
+    return {
+        key: float(value)
+        for key in (INPUT, WRITE, READ, OUTPUT)
+        if isinstance(value := source.get(key), int | float) and not isinstance(value, bool) and value >= 0
+    }

@@ -2,15 +2,12 @@
 
 Going through ``llm_router.acompletion`` (not HTTP back into the proxy) means the call uses
 the operator's deployments, keys, fallbacks and cost tracking; copying the caller's auth
-metadata lands the spend on the caller's key; the ``INTERNAL_MARKER`` lets every hook of
-ours recognise the call as our own so it is never compacted itself. Its value is a secret
-drawn when the process starts, so a client cannot set it (and the hook strips any client
-value at entry anyway).
+metadata lands the spend on the caller's key, and the call bears our mark (``proxy.marks``), so
+no hook of ours compacts it itself.
 """
 
 from __future__ import annotations
 
-import secrets
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -19,45 +16,6 @@ from compact_hook.core.pricing import Prices, Usage
 from compact_hook.engine.summary.summarize import Message
 from compact_hook.proxy.server import complete
 from compact_hook.settings.model import CompactConfig
-
-INTERNAL_MARKER = "compact_hook_internal"
-INTERNAL_TOKEN = secrets.token_hex(16)
-
-PROPAGATED_METADATA_KEYS = (
-    "user_api_key",
-    "user_api_key_hash",
-    "user_api_key_alias",
-    "user_api_key_team_id",
-    "user_api_key_team_alias",
-    "user_api_key_user_id",
-    "user_api_key_user_email",
-    "user_api_key_org_id",
-    "user_api_key_end_user_id",
-    "user_api_key_request_route",
-    "user_api_key_spend",
-    "user_api_key_max_budget",
-    "user_api_key_metadata",
-    "user_api_key_team_metadata",
-    "user_api_key_auth_metadata",
-    "headers",
-)
-
-
-def is_internal_call(data: Mapping[str, Any]) -> bool:
-    for key in ("metadata", "litellm_metadata"):
-        metadata = data.get(key)
-        if isinstance(metadata, Mapping) and metadata.get(INTERNAL_MARKER) == INTERNAL_TOKEN:
-            return True
-    return False
-
-
-def summary_metadata(request_metadata: object, session_id: str) -> dict[str, Any]:
-    """Metadata for our call: the caller's auth (spend attribution) plus our marker."""
-    source = request_metadata if isinstance(request_metadata, Mapping) else {}
-    metadata = {key: source[key] for key in PROPAGATED_METADATA_KEYS if key in source}
-    metadata[INTERNAL_MARKER] = INTERNAL_TOKEN
-    metadata["compact_hook_session"] = session_id
-    return metadata
 
 
 def _no_spending(amount: float) -> None:
@@ -94,7 +52,7 @@ class RouterSummarizer:
         on_spent: Callable[[float], None] = _no_spending,
     ):
         """Calls ``model`` through ``router`` with the settings' ``summary_max_tokens`` and
-        ``summary_timeout_seconds``, carrying ``metadata`` (``summary_metadata``)."""
+        ``summary_timeout_seconds``, carrying ``metadata`` (``marks.own_call_metadata``)."""
         self.router = router
         self.model = model
         self.max_tokens = config.summary_max_tokens

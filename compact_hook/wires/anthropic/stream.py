@@ -7,6 +7,9 @@ message (its ``message_delta`` with the stop reason and usage, ``message_stop``)
 the end. A reply that called only our tool is answered then (``rounds.answered``, on the message
 so far assembled whole), and the final reply goes on in the same message: its blocks after the
 ones shown, its stop reason, every round's usage.
+
+A whole answer of the proxy's own goes out as the SSE events a streamed one arrives in (``anthropic_events``:
+LiteLLM up to 1.108 hands it to the iterator hook as one whole ``message``).
 """
 
 from __future__ import annotations
@@ -19,7 +22,7 @@ from typing import Any
 from compact_hook.wires.anthropic.recall import THINKING
 from compact_hook.wires.base import Recalling
 from compact_hook.wires.guard import TOOL_STOPS, RoundFailed, said_failure
-from compact_hook.wires.sse import Frame, Frames, frame
+from compact_hook.wires.sse import Frame, Frames, frame, text_frame
 
 ENDING = frozenset({"message_delta", "message_stop"})
 BLOCK_EVENTS = frozenset({"content_block_start", "content_block_delta", "content_block_stop"})
@@ -222,3 +225,35 @@ def _block_events(index: int, block: Mapping[str, Any]) -> Iterator[bytes]:
         if each is not None:
             yield frame("content_block_delta", {"type": "content_block_delta", "index": index, "delta": each})
     yield frame("content_block_stop", {"type": "content_block_stop", "index": index})
+
+
+def anthropic_events(message: Mapping[str, Any]) -> Iterator[str]:
+    """A whole Messages ``message`` as the SSE events a streamed one arrives in."""
+    text = "".join(
+        block.get("text", "") for block in message.get("content") or [] if isinstance(block, Mapping)
+    )
+    usage = message.get("usage") or {"input_tokens": 0, "output_tokens": 0}
+    start = {**message, "content": [], "stop_reason": None, "usage": usage}
+    yield text_frame("message_start", {"type": "message_start", "message": start})
+    yield text_frame(
+        "content_block_start",
+        {"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}},
+    )
+    yield text_frame(
+        "content_block_delta",
+        {"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": text}},
+    )
+    yield text_frame("content_block_stop", {"type": "content_block_stop", "index": 0})
+    yield text_frame(
+        "message_delta",
+        {
+            "type": "message_delta",
+            "delta": {"stop_reason": "end_turn", "stop_sequence": None},
+            "usage": {"output_tokens": usage.get("output_tokens", 0) if isinstance(usage, Mapping) else 0},
+        },
+    )
+    yield text_frame("message_stop", {"type": "message_stop"})
+
+
+def is_whole_message(chunk: object) -> bool:
+    return isinstance(chunk, Mapping) and chunk.get("type") == "message"
