@@ -40,7 +40,6 @@ from compact_hook.engine.economy.prompt_cache import CacheLedger
 from compact_hook.engine.notices import Notices
 from compact_hook.engine.result import CompactRequest
 from compact_hook.engine.sizes import Sizes
-from compact_hook.engine.summary.breaker import Breaker
 from compact_hook.engine.tiers.truncation import Tier1, TruncationCache
 from compact_hook.engine.view import Counted, Tiers, View
 from compact_hook.settings.model import CompactConfig
@@ -192,10 +191,6 @@ class Run:
     @cached_property
     def chain(self) -> list[bytes]:
         return prefix_chain(self.request.scope, self.prints)
-
-    @cached_property
-    def breaker_key(self) -> bytes:
-        return Breaker.key(self.request.summary_model, self.request.tenant)
 
     @cached_property
     def root_span(self) -> int:

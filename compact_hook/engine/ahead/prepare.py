@@ -143,7 +143,7 @@ class Preparations:
             return Preparation.RUNNING
         if self.setup.stopping() or await self.store.get_note(FAILED + key) is not None:
             return None
-        gate = await self.breaker.gate(run.breaker_key, run.config)
+        gate = await self.breaker.gate(Breaker.of(run.request), run.config)
         if gate is Circuit.OPEN:
             return None
         preparing = Preparing(key, base, base_view, gate is Circuit.PROBE, due.economy)
@@ -202,7 +202,7 @@ class Preparations:
             made = await make(run, Cut(view, part, preparing.base), making)
             self.stats.summary_calls += made.summary_calls
             if isinstance(made, Made):
-                await self.breaker.heard(run.breaker_key, run.config, None)
+                await self.breaker.heard(Breaker.of(run.request), run.config, None)
                 await self.store.put(run.root, run.chain[made.entry.span], made.entry)
                 self.stats.tally = self.stats.tally.counted(made=1)
                 session = await self.tally.count(run.root, made=1)
@@ -218,7 +218,7 @@ class Preparations:
                 self.stats.cancelled += 1
             else:
                 self.stats.failed += 1
-                await self.breaker.heard(run.breaker_key, run.config, made.kind)
+                await self.breaker.heard(Breaker.of(run.request), run.config, made.kind)
                 await self.store.set_note(FAILED + key, made.kind.value, self.leases.failure_ttl)
                 logger.warning("compact_hook: preparing a compaction failed: %s", made.error)
         except asyncio.CancelledError:

@@ -22,6 +22,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from compact_hook.core.failures import SummaryFailure
+from compact_hook.engine.result import CompactRequest
 from compact_hook.settings.model import CompactConfig
 from compact_hook.state.store import CompactionStore
 
@@ -74,7 +75,13 @@ class Breaker:
         self.closed = 0
 
     @staticmethod
+    def of(request: CompactRequest) -> bytes:
+        """The key of the breaker a request's summaries go through: its summary model's, for its tenant."""
+        return Breaker.key(request.summary_model, request.tenant)
+
+    @staticmethod
     def key(summary_model: str, tenant: str) -> bytes:
+        """The breaker a request's summaries go through: its summary model's, for its tenant."""
         return NOTE_PREFIX + hashlib.sha256(f"{summary_model}\n{tenant}".encode()).digest()[:16]
 
     async def gate(self, key: bytes, config: CompactConfig) -> Circuit:

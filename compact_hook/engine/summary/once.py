@@ -104,14 +104,14 @@ class SummaryOnce:
     async def _gate(self, run: Run) -> Circuit:
         if run.config.uses_digest:
             return Circuit.CLOSED
-        return await self.breaker.gate(run.breaker_key, run.config)
+        return await self.breaker.gate(Breaker.of(run.request), run.config)
 
     async def _make_once(self, run: Run, cut: Cut, making: Making) -> Made | Failed:
         """Once per compaction across requests; the breaker hears of every model summary made."""
         made = await self._made_or_awaited(run, cut, making)
         if making.model is not None and made.summary_calls:
             await self.breaker.heard(
-                run.breaker_key, run.config, None if isinstance(made, Made) else made.kind
+                Breaker.of(run.request), run.config, None if isinstance(made, Made) else made.kind
             )
         return made
 
