@@ -27,9 +27,6 @@ RECORD_OVERHEAD = 256
 """What a record costs beyond its text (its key, expiry and place in its tenant's account): a
 tenant's count of records is bounded too, by its quota over this."""
 
-TOTAL_FIELD = "="
-"""The field of a tenant's sizes that holds their sum (a record's field is its key in hex)."""
-
 CHARGE_SCRIPT = """
 local before = tonumber(redis.call('hget', KEYS[2], ARGV[1]) or '0')
 if before > 0 then redis.call('lrem', KEYS[1], 0, ARGV[1]) end
@@ -48,9 +45,10 @@ while total > tonumber(ARGV[3]) do
 end
 return gone
 """
-"""KEYS: the tenant's record keys (newest first), its sizes. ARGV: the record's key in hex, its
-charge, the quota, the expiry in ms. Returns the keys (hex) of the records the tenant gave up. The
-new record is never among them: its charge alone is within the quota (checked before)."""
+"""KEYS: the tenant's record keys (newest first), its sizes (a record's field is its key in hex; the
+field ``=`` holds their sum). ARGV: the record's key in hex, its charge, the quota, the expiry in
+ms. Returns the keys (hex) of the records the tenant gave up. The new record is never among them:
+its charge alone is within the quota (checked before)."""
 
 
 def charge(value: str) -> int:
