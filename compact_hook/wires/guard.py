@@ -16,8 +16,10 @@ it silently (the client would wait for an end that never comes). Three cases, on
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import AsyncGenerator, AsyncIterable, Callable, Mapping
 from typing import Any
+
+from compact_hook.wires.sse import Frame, Frames
 
 logger = logging.getLogger(__name__)
 
@@ -44,3 +46,40 @@ class RoundFailed(Exception):
     def __init__(self, error: BaseException) -> None:
         super().__init__(str(error))
         self.error = error
+
+
+class Passing:
+    """A raw SSE stream passed on live, each event as the wire's reader shows it (``seen``: the
+    bytes to show now, or None while it holds the event back or it is ours). On an error of the
+    reader, the events it held (``held``) go first, then every event as it came (``broken``); what
+    followed the last whole event is ``rest`` once the stream is read."""
+
+    def __init__(
+        self, data: Mapping[str, Any], seen: Callable[[Frame], bytes | None], held: Callable[[], list[bytes]]
+    ) -> None:
+        self.data, self.seen, self.held = data, seen, held
+        self.broken = False
+        self.rest = b""
+
+    async def events(self, chunks: AsyncIterable[Any]) -> AsyncGenerator[Any, None]:
+        frames = Frames()
+        async for chunk in chunks:
+            if not isinstance(chunk, (bytes, str)):
+                yield chunk  # not raw SSE: not a shape this reads
+                continue
+            for event in frames.feed(chunk):
+                shown = self._shown(event)
+                if shown:
+                    yield shown
+        self.rest = frames.rest()
+
+    def _shown(self, event: Frame | bytes) -> bytes | None:
+        raw = event if isinstance(event, bytes) else event.raw
+        if self.broken or isinstance(event, bytes):
+            return raw
+        try:
+            return self.seen(event)
+        except Exception:
+            said_failure(self.data, "reading an event")
+            self.broken = True
+            return b"".join([*self.held(), raw])

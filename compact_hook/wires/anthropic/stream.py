@@ -21,8 +21,8 @@ from typing import Any
 
 from compact_hook.wires.anthropic.recall import THINKING
 from compact_hook.wires.base import Recalling
-from compact_hook.wires.guard import TOOL_STOPS, RoundFailed, said_failure
-from compact_hook.wires.sse import Frame, Frames, frame, text_frame
+from compact_hook.wires.guard import TOOL_STOPS, Passing, RoundFailed, said_failure
+from compact_hook.wires.sse import Frame, frame, text_frame
 
 ENDING = frozenset({"message_delta", "message_stop"})
 BLOCK_EVENTS = frozenset({"content_block_start", "content_block_delta", "content_block_stop"})
@@ -136,29 +136,17 @@ async def recalled_messages(
 ) -> AsyncGenerator[Any, None]:
     """The client's stream: live but for our calls and the message's end (see the module); on any
     error of ours, as it came (``guard``)."""
-    message, frames, broken = _Message(), Frames(), False
-    async for chunk in chunks:
-        if not isinstance(chunk, (bytes, str)):
-            yield chunk  # not raw SSE: not a shape this reads
-            continue
-        for event in frames.feed(chunk):
-            raw = event if isinstance(event, bytes) else event.raw
-            if broken:
-                yield raw
-                continue
-            try:
-                shown = raw if isinstance(event, bytes) else message.seen(event, recall.tool)
-            except Exception:
-                said_failure(data, "reading an event")
-                broken, shown = True, b"".join([*(held.raw for held in message.held), raw])
-            if shown:
-                yield shown
-    if broken:
-        rest = frames.rest()
+    message = _Message()
+    passing = Passing(
+        data, lambda event: message.seen(event, recall.tool), lambda: [e.raw for e in message.held]
+    )
+    async for shown in passing.events(chunks):
+        yield shown
+    rest = passing.rest
+    if passing.broken:
         if rest:
             yield rest
         return
-    rest = frames.rest()
     ours, theirs = message.calls(recall.tool)
     if not ours or theirs or rest or not message.held or message.stop() not in TOOL_STOPS:
         for raw in [*(event.raw for event in message.held), rest]:  # nothing to answer: as it came

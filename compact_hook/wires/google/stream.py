@@ -16,8 +16,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from compact_hook.wires.base import Recalling
-from compact_hook.wires.guard import TOOL_STOPS, RoundFailed, said_failure
-from compact_hook.wires.sse import Frame, Frames, frame
+from compact_hook.wires.guard import TOOL_STOPS, Passing, RoundFailed, said_failure
+from compact_hook.wires.sse import Frame, frame
 
 
 def _candidate(data: Mapping[str, Any]) -> dict[str, Any]:
@@ -103,24 +103,11 @@ async def recalled_google(
 ) -> AsyncGenerator[Any, None]:
     """The client's stream: live but for our calls and the reply's last response (see the module);
     on any error of ours, as it came (``guard``)."""
-    reply, frames, broken = _Reply(recall.tool), Frames(), False
-    async for chunk in chunks:
-        if not isinstance(chunk, (bytes, str)):
-            yield chunk  # not raw SSE: not a shape this reads
-            continue
-        for event in frames.feed(chunk):
-            raw = event if isinstance(event, bytes) else event.raw
-            if broken:
-                yield raw
-                continue
-            try:
-                shown = raw if isinstance(event, bytes) else reply.seen(event)
-            except Exception:
-                said_failure(data, "reading an event")
-                broken, shown = True, b"".join([*(frame("", held) for held in reply.held), raw])
-            if shown:
-                yield shown
-    rest = frames.rest()
+    reply = _Reply(recall.tool)
+    passing = Passing(data, reply.seen, lambda: [frame("", held) for held in reply.held])
+    async for shown in passing.events(chunks):
+        yield shown
+    rest, broken = passing.rest, passing.broken
     if broken or not reply.ours or reply.theirs or rest or not reply.held or reply.stop() not in TOOL_STOPS:
         for raw in [] if broken else [frame("", held) for held in reply.held]:
             yield raw  # nothing to answer: as it came (our calls' parts were never shown)
