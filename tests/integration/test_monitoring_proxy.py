@@ -195,11 +195,11 @@ def test_both_replicas_compacted_and_a_restart_is_read_as_a_counter_reset(watche
     assert len(compacted) == 2 and all(float(s["value"][1]) > 0 for s in compacted)
     second = f'instance="{watched.replicas[1].target}"'
     assert scraped(prometheus, f"sum(resets(compact_hook_requests_total{{{second}}}[1h]))") >= 1
-    now = scraped(prometheus, f"sum(compact_hook_requests_total{{{second}}})")
-    counted = scraped(prometheus, f"sum(increase(compact_hook_requests_total{{{second}}}[1h]))")
-    # what it counted before the restart stays counted (a reset, not a drop); ``increase`` starts each
-    # series at its first scrape, so the requests before that one are not in it
-    assert counted > now and watched.pre_restart > 0
+    kept = scraped(prometheus, f"sum(max_over_time(compact_hook_requests_total{{{second}}}[1h]))")
+    # what it counted before the restart stays on record beside the new counts (a reset, not a drop).
+    # Not ``increase`` against the count now: ``increase`` leaves out each series' first scrape, and how
+    # many requests fell before it depends on the machine's speed (CI read 11.3 against 12 once)
+    assert kept >= watched.pre_restart > 0
 
 
 def test_the_planted_failure_fires_the_summary_failure_alert_on_its_group_only(watched: Watched) -> None:
