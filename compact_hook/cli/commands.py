@@ -12,8 +12,7 @@ from rich.console import Console
 from compact_hook.cli import archive as archive_view
 from compact_hook.cli.check import dry_run, report
 from compact_hook.cli.count import Shown, count_parts, count_table
-from compact_hook.cli.inputs import load
-from compact_hook.cli.settings import resolve, validate
+from compact_hook.cli.inputs import load, resolve, validate
 from compact_hook.core.calibration import family_prior
 from compact_hook.core.limits import Limits
 from compact_hook.state.archive import audit_path, prune

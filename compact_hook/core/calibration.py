@@ -30,10 +30,9 @@ from __future__ import annotations
 
 import enum
 import math
+import re
 from dataclasses import dataclass
 from typing import NamedTuple
-
-from compact_hook.core.model_names import claude_version
 
 MIN_COUNTED = 256
 """A request we counted smaller than this teaches nothing: fixed framing dominates it."""
@@ -207,3 +206,21 @@ class RatioStats:
             return None
         sane = found.samples > 0 and LOWEST <= found.ratio <= HIGHEST and found.variance >= 0
         return found if sane else None
+
+
+_FAMILY_FIRST = re.compile(r"claude-[a-z]+-(\d{1,2})(?:[-.](\d{1,2}))?(?!\d)")
+"""``claude-<family>-<major>[-<minor>]`` (Claude 4 on); a date after it is not a minor version."""
+_VERSION_FIRST = re.compile(r"claude-(\d{1,2})(?:[-.](\d{1,2}))?(?!\d)")
+"""``claude-<major>[-<minor>]-<family>`` (Claude 3.x) and ``claude-2.1``."""
+
+
+def claude_version(model: str) -> tuple[int, int] | None:
+    """(major, minor) of a Claude model name; None for anything else (``claude-instant-1`` too).
+
+    However the provider spells it: ``anthropic/claude-opus-5-5``, ``anthropic.claude-fable-5-1-v1:0``,
+    ``claude-sonnet-4-5-20250929``, ``claude-sonnet-4-5@20250929``, the old ``claude-3-5-sonnet-20241022``."""
+    name = model.lower()
+    match = _FAMILY_FIRST.search(name) or _VERSION_FIRST.search(name)
+    if match is None:
+        return None
+    return int(match.group(1)), int(match.group(2) or 0)

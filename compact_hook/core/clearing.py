@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from compact_hook.core.facts import error_lines
+from compact_hook.core.digest import error_lines
 from compact_hook.core.items import Item, PartKind
 from compact_hook.core.recall import mention as handle_mention
 

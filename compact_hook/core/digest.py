@@ -12,7 +12,6 @@ import json
 import re
 from collections.abc import Sequence
 
-from compact_hook.core.facts import ERROR_PATTERN, MAX_LINE_CHARS, clip, error_lines
 from compact_hook.core.items import Item, PartKind, summary_text
 from compact_hook.core.pairing import pair
 from compact_hook.core.recall import MENTION, mention, named_by_us
@@ -26,6 +25,8 @@ EARLIER = "Earlier summary"
 USER_REQUESTS = "User requests"
 CALLS = "Tool calls and outcomes"
 CALLS_WEIGHT = 2
+ERROR_PATTERN = re.compile(r"\b(error|exception|traceback|failed|failure|fatal|panic)\b", re.IGNORECASE)
+MAX_LINE_CHARS = 300
 OMITTED = re.compile(r"^\(\d+ earlier entries omitted\)$")
 
 
@@ -184,3 +185,19 @@ def _render(sections: dict[str, list[str]]) -> str:
     for name, lines in sections.items():
         parts.append(f"## {name}\n" + (_separator(name).join(lines) if lines else "none"))
     return "\n\n".join(parts)
+
+
+def clip(text: str, limit: int) -> str:
+    text = text.strip()
+    return text if len(text) <= limit else text[:limit] + "…"
+
+
+def error_lines(text: str) -> list[str]:
+    """The lines of ``text`` that report an error, each clipped, in order, without repeats: facts an
+    agent needs word for word, kept by the digest and by clearing's placeholder alike, so a tool
+    result's error survives whichever of them takes the result out of view."""
+    seen: dict[str, None] = {}
+    for line in text.splitlines():
+        if ERROR_PATTERN.search(line):
+            seen.setdefault(clip(line, MAX_LINE_CHARS), None)
+    return list(seen)

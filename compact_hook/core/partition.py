@@ -1,4 +1,5 @@
-"""Pure partitioning of a history into head / kept / middle / tail.
+"""Pure partitioning of a history into head / kept / middle / tail, and the order the compacted
+history is assembled in: ``[*head, *kept, summary, *tail]`` (``assemble_order``).
 
 Codex and LangChain cut by message; we cut by unit (see ``pairing``), so a tool call is
 never separated from its results, whatever the budgets say.
@@ -192,3 +193,22 @@ def _within_budget(units: Sequence[Unit], counts: Sequence[int], budget: int) ->
 
 def _tokens(units: Sequence[Unit], counts: Sequence[int]) -> int:
     return sum(sum(counts[unit.start : unit.end]) for unit in units)
+
+
+def assemble_order(items: Sequence[Item], part: Partition) -> list[int | None]:
+    """Indices into ``items`` of the compacted list, in order; None marks the summary.
+
+    The summary follows the kept items, so the task (the first user message, pinned) and the
+    injected instructions read before it. If the first kept item after any pinned system
+    messages is the model's, the summary comes just before it instead: a conversation must
+    open with a user turn after its head (Anthropic requires it).
+    """
+    head = list(range(part.head_end))
+    kept = list(part.kept)
+    tail = list(range(part.tail_start, len(items)))
+    lead = 0
+    while lead < len(kept) and items[kept[lead]].role is Role.SYSTEM:
+        lead += 1
+    if lead < len(kept) and items[kept[lead]].role is not Role.USER:
+        return [*head, *kept[:lead], None, *kept[lead:], *tail]
+    return [*head, *kept, None, *tail]

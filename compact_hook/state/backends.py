@@ -71,11 +71,6 @@ def build_stores(config: ProcessConfig, litellm_redis: Any = None) -> Stores:
     return _said(Stores(main_store, prepared_store, description))
 
 
-def build_store(config: ProcessConfig, litellm_redis: Any = None) -> CompactionStore | None:
-    """The main store alone (see ``build_stores``)."""
-    return build_stores(config, litellm_redis).main
-
-
 def _said(stores: Stores) -> Stores:
     logger.info("compact_hook: store: %s", stores.description)
     return stores

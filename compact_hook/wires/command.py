@@ -10,7 +10,6 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
-COMMAND = "/compact"
 PATTERN = re.compile(r"\s*/compact(?=\s|$)")
 """``/compact`` alone or followed by whitespace: ``/compaction`` is not ours."""
 

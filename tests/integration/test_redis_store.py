@@ -12,9 +12,8 @@ import redis.asyncio
 from compact_hook.core.chain import Entry
 from compact_hook.settings.process import ProcessConfig
 from compact_hook.state.backends import build_stores
-from compact_hook.state.rest import DOWN_SECONDS, MasterWatch
 from compact_hook.state.store import INDEX_LIMIT, MemoryStore, RedisStore
-from compact_hook.state.tiered import TieredStore
+from compact_hook.state.tiered import DOWN_SECONDS, MasterWatch, TieredStore
 from tests.integration.redis_server import RedisSentinelServer, RedisServer
 
 

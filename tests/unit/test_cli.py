@@ -12,10 +12,9 @@ from rich.console import Console
 
 from compact_hook.cli.check import dry_run, report
 from compact_hook.cli.count import count_parts
-from compact_hook.cli.inputs import InputError, load
+from compact_hook.cli.inputs import InputError, load, resolve
 from compact_hook.cli.main import main
 from compact_hook.cli.replay import turn_ends
-from compact_hook.cli.settings import resolve
 from compact_hook.core.outcomes import Removal, Summarizer
 from compact_hook.core.recall import handle_of
 from compact_hook.state.archive import Audit, FileArchive, Origin, audit_path

@@ -13,7 +13,6 @@ from typing import Any
 
 import pytest
 
-from compact_hook.core.assemble import assemble_order
 from compact_hook.core.clearing import placeholder
 from compact_hook.core.counting import item_strings
 from compact_hook.core.fingerprint import fingerprint
@@ -21,7 +20,7 @@ from compact_hook.core.items import Role
 from compact_hook.core.normalize import ABORTED_RESULT
 from compact_hook.core.outcomes import CacheStatus, Reason
 from compact_hook.core.pairing import group_units
-from compact_hook.core.partition import Cutting, KeepPolicy, partition
+from compact_hook.core.partition import Cutting, KeepPolicy, assemble_order, partition
 from compact_hook.engine import Compactor
 from compact_hook.state.store import MemoryStore
 from compact_hook.wires import ANTHROPIC, CHAT, RESPONSES, Conversation, Rejected

@@ -4,11 +4,10 @@ from typing import Any
 
 import pytest
 
-from compact_hook.core.assemble import assemble_order
 from compact_hook.core.counting import item_strings
 from compact_hook.core.items import Item
 from compact_hook.core.pairing import Unit, group_units
-from compact_hook.core.partition import Cutting, KeepPolicy, Partition, partition
+from compact_hook.core.partition import Cutting, KeepPolicy, Partition, assemble_order, partition
 from compact_hook.wires import ANTHROPIC, CHAT
 from tests.conversations import w
 from tests.support import (

@@ -1,4 +1,4 @@
-"""``engine.sizes``: a view's size, counted once per view and remembered for the next question.
+"""``engine.run``: a view's size, counted once per view and remembered for the next question.
 
 The counter is ``WordCounter`` (1 + words per entry, no framing), so every expected number can be
 read off the messages; ``CountingWords`` is the same counter remembering how often it was asked.
@@ -12,7 +12,7 @@ from typing import Any
 from compact_hook.core.counting import REPLY_PRIMING, StringsOf
 from compact_hook.core.fingerprint import Fingerprint
 from compact_hook.engine.library import parse_chat
-from compact_hook.engine.sizes import Sizes
+from compact_hook.engine.run import Sizes
 from compact_hook.engine.view import View
 from compact_hook.wires import Conversation
 from tests.conversations import w

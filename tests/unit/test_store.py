@@ -6,10 +6,9 @@ import pytest
 
 from compact_hook.core.chain import Entry
 from compact_hook.settings.process import ProcessConfig
-from compact_hook.state.backends import build_store
-from compact_hook.state.rest import DOWN_SECONDS, PROBE_SECONDS
+from compact_hook.state.backends import build_stores
 from compact_hook.state.store import MemoryStore
-from compact_hook.state.tiered import TieredStore
+from compact_hook.state.tiered import DOWN_SECONDS, PROBE_SECONDS, TieredStore
 from tests.fakes import BrokenStore
 
 
@@ -194,13 +193,13 @@ async def test_a_slow_shared_store_times_out_into_memory() -> None:
 
 
 def test_build_store_follows_the_settings() -> None:
-    assert build_store(ProcessConfig(store="off")) is None
-    assert isinstance(build_store(ProcessConfig(store="memory")), MemoryStore)
-    assert isinstance(build_store(ProcessConfig(store="auto")), MemoryStore)
+    assert build_stores(ProcessConfig(store="off")).main is None
+    assert isinstance(build_stores(ProcessConfig(store="memory")).main, MemoryStore)
+    assert isinstance(build_stores(ProcessConfig(store="auto")).main, MemoryStore)
     assert isinstance(
-        build_store(ProcessConfig(store="redis")), MemoryStore
+        build_stores(ProcessConfig(store="redis")).main, MemoryStore
     )  # nothing configured: warn, memory
-    assert isinstance(build_store(ProcessConfig(redis_url="redis://127.0.0.1:1/0")), TieredStore)
+    assert isinstance(build_stores(ProcessConfig(redis_url="redis://127.0.0.1:1/0")).main, TieredStore)
 
 
 @pytest.mark.parametrize(
@@ -218,7 +217,7 @@ def test_redis_url_names_one_server_a_cluster_or_a_sentinel_service(
     import logging
 
     caplog.set_level(logging.INFO, logger="compact_hook")
-    store = build_store(ProcessConfig(redis_url=url))
+    store = build_stores(ProcessConfig(redis_url=url)).main
     assert isinstance(store, TieredStore)
     shared = store.shared
     assert shared.topology == topology and type(shared.client).__name__ == client  # type: ignore[attr-defined]
@@ -245,7 +244,7 @@ def test_our_redis_url_wins_over_litellms_redis() -> None:
         def init_async_client(self) -> object:
             raise AssertionError("LiteLLM's Redis must not be used when redis_url is set")
 
-    store = build_store(ProcessConfig(redis_url="redis://127.0.0.1:1/0"), LiteLLMRedis())
+    store = build_stores(ProcessConfig(redis_url="redis://127.0.0.1:1/0"), LiteLLMRedis()).main
     assert isinstance(store, TieredStore)
 
 
@@ -256,9 +255,9 @@ def test_litellms_redis_is_used_when_ours_is_not_set() -> None:
         def init_async_client(self) -> object:
             return client
 
-    store = build_store(ProcessConfig(), LiteLLMRedis())
+    store = build_stores(ProcessConfig(), LiteLLMRedis()).main
     assert isinstance(store, TieredStore) and store.shared.client is client  # type: ignore[attr-defined]
-    assert isinstance(build_store(ProcessConfig(store="memory"), LiteLLMRedis()), MemoryStore)
+    assert isinstance(build_stores(ProcessConfig(store="memory"), LiteLLMRedis()).main, MemoryStore)
 
 
 @pytest.mark.parametrize(

@@ -14,7 +14,6 @@ import dataclasses
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from compact_hook.core.assemble import assemble_order
 from compact_hook.core.chain import Entry
 from compact_hook.core.counting import request_total
 from compact_hook.core.digest import digest
@@ -22,7 +21,7 @@ from compact_hook.core.failures import SummaryFailure
 from compact_hook.core.items import Item
 from compact_hook.core.limits import MIN_TAIL_BUDGET
 from compact_hook.core.outcomes import CacheStatus, Reason, Removal, Summarizer
-from compact_hook.core.partition import Cutting, KeepPolicy, Partition, partition
+from compact_hook.core.partition import Cutting, KeepPolicy, Partition, assemble_order, partition
 from compact_hook.core.pinning import Pin, plan_cuts
 from compact_hook.engine.memory.archiving import Kept, keep, removed_at
 from compact_hook.engine.run import Run

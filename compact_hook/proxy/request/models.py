@@ -21,8 +21,7 @@ from typing import Any
 
 import yaml
 
-from compact_hook.core.calibration import family_prior
-from compact_hook.core.model_names import claude_version
+from compact_hook.core.calibration import claude_version, family_prior
 from compact_hook.core.pricing import Prices
 from compact_hook.proxy import server
 from compact_hook.proxy import server as router_api
@@ -211,7 +210,7 @@ turns' thinking but, with ``thinking`` enabled, refuse a tool turn whose thinkin
 
 def runs_prefix_check(model: str) -> bool:
     """Whether a deployment's model (``anthropic/claude-opus-5-5``, ``anthropic.claude-fable-5-1-v1:0``,
-    ``claude-sonnet-4-5-20250929``) runs the prefix check: by its version (``core.model_names``)."""
+    ``claude-sonnet-4-5-20250929``) runs the prefix check: by its version (``core.calibration``)."""
     version = claude_version(model)
     return version is not None and version >= PREFIX_CHECK_SINCE
 

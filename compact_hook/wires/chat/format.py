@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from typing import Any, Literal, TypedDict
+from typing import Any
 
 from compact_hook.core.items import Item, Part, PartKind, Placement, Role, summary_body
 from compact_hook.core.normalize import ABORTED_RESULT
@@ -19,18 +19,6 @@ from compact_hook.core.outcomes import Reason
 from compact_hook.wires.base import Conversation, Rejected
 from compact_hook.wires.openai_parts import content_parts, joined_text, output_replaced, with_texts
 from compact_hook.wires.parsing import positive_int, problem_in
-
-
-class ToolCallFunction(TypedDict):
-    name: str
-    arguments: str
-
-
-class ToolCall(TypedDict):
-    id: str
-    type: Literal["function"]
-    function: ToolCallFunction
-
 
 Message = dict[str, Any]
 

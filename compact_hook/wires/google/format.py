@@ -31,39 +31,13 @@ untouched (``client_managed``).
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, Required, TypedDict
+from typing import Any
 
 from compact_hook.core.items import Item, Part, PartKind, Placement, Role, summary_body
 from compact_hook.core.normalize import ABORTED_RESULT
 from compact_hook.core.outcomes import Reason
 from compact_hook.wires.base import Conversation, Rejected
 from compact_hook.wires.parsing import EntryShape, answers_after, compact_json, positive_int, shape_rejected
-
-
-class FunctionCall(TypedDict, total=False):
-    """Documentation of the shapes we read; at run time a part is any ``dict``."""
-
-    name: Required[str]
-    args: dict[str, Any]
-    id: str
-
-
-class FunctionResponse(TypedDict, total=False):
-    name: Required[str]
-    response: dict[str, Any]
-    id: str
-    parts: list[dict[str, Any]]
-
-
-class GooglePart(TypedDict, total=False):
-    text: str
-    thought: bool
-    thoughtSignature: str
-    functionCall: FunctionCall
-    functionResponse: FunctionResponse
-    inlineData: dict[str, Any]
-    fileData: dict[str, Any]
-
 
 ROLES = {"user": Role.USER, "model": Role.ASSISTANT, "function": Role.TOOL}
 """``function``: the role Vertex once gave a content of function responses; still accepted."""
