@@ -6,7 +6,6 @@ Our exception hierarchy:
   * TokenizerError   - a tokenizer could not be found or loaded.
   * SummarizerError  - a summary call failed or answered nothing usable;
                        the engine retries, then gives up and leaves the request as it was.
-  * ArchiveError     - the originals could not be written; logged, never fatal.
   * MalformedError   - a request we cannot read safely (nested deeper than we serialize);
                        it is forwarded untouched, reported ``malformed``.
 

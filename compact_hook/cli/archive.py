@@ -32,9 +32,7 @@ def listing(root: Path, session: str | None) -> Table:
     table = Table(title=f"archive {root}")
     for column in ("tenant", "session", "entry", "removal", "entries", "tokens before → after", "created"):
         table.add_column(column)
-    for path in archive_files(root):
-        if session is not None and path.parent.name != session:
-            continue
+    for path in archive_files(root, session):
         audit = audit_of(path) or {}
         table.add_row(
             path.parent.parent.name if path.parent.parent != root else "-",
@@ -87,9 +85,7 @@ def archived_originals(root: Path, session: str | None) -> list[tuple[Path, str,
     """Every tool output the archive holds, with its handle (``core.recall``): what the summaries
     of these conversations name as ``recall <handle>``."""
     found: list[tuple[Path, str, Original]] = []
-    for path in archive_files(root):
-        if session is not None and path.parent.name != session:
-            continue
+    for path in archive_files(root, session):
         wire = WIRES.get(str(((audit_of(path) or {}).get("origin") or {}).get("wire", "")))
         try:
             items = (

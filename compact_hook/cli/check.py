@@ -24,11 +24,10 @@ from compact_hook.core.limits import Limits
 from compact_hook.core.outcomes import Removal
 from compact_hook.engine.compactor import Compactor
 from compact_hook.engine.result import CompactRequest, CompactResult
-from compact_hook.settings.model import CompactConfig
+from compact_hook.settings.model import DIGEST, CompactConfig
 from compact_hook.state.archive import Audit
 from compact_hook.state.tokenizers import DEFAULT_TOKENIZER, counter_for
 
-DIGEST = "digest"
 BAR_WIDTH = 36
 
 
@@ -118,11 +117,9 @@ def _cut(checked: Checked) -> RenderableType:
     first, last = summarized[-1].entries or (0, 0)
     middle = sum(counts[first : last + 1])
     gone = min(middle, summarized[-1].tokens_before)
+    before = f"entries 0-{first - 1}" if first else "none"
     segments = [
-        (
-            f"before the cut (entries 0-{first - 1})" if first else "before the cut (none)",
-            sum(counts[:first]),
-        ),
+        (f"before the cut ({before})", sum(counts[:first])),
         (f"summarized (within {first}-{last})", gone),
         ("kept verbatim from the middle", middle - gone),
         (f"tail (entries {last + 1}-{len(counts) - 1})", sum(counts[last + 1 :])),

@@ -15,7 +15,7 @@ from compact_hook.cli.count import Shown, count_parts, count_table
 from compact_hook.cli.inputs import load, resolve, validate
 from compact_hook.core.calibration import family_prior
 from compact_hook.core.limits import Limits
-from compact_hook.state.archive import audit_path, prune
+from compact_hook.state.archive import prune
 from compact_hook.state.tokenizers import counter_for, tokenizer_name_for_model
 
 
@@ -52,8 +52,9 @@ def replay(args: argparse.Namespace, console: Console) -> int:
     calls = sum(turn.summary_calls for turn in turns)
     console.print(f"{events} compaction event(s), {calls} summary call(s) on the request path")
     if args.plot is not None:
-        limits = Limits.of(resolve(args.config, args.model), None, 0) if args.config else None
-        window = resolve(args.config, args.model).context_window if args.config else None
+        settings = resolve(args.config, args.model) if args.config else None
+        limits = Limits.of(settings, None, 0) if settings else None
+        window = settings.context_window if settings else None
         rows = [(turn.sent, turn.forwarded, turn.event) for turn in turns]
         plot(rows, limits.compact if limits else None, window, args.plot)
         console.print(f"plot: {args.plot}")
@@ -67,13 +68,9 @@ def archive(args: argparse.Namespace, console: Console) -> int:
     elif args.action == "show":
         path = archive_view.find_entry(root, args.entry)
         if args.json:
-            audit = archive_view.audit_of(path)
             messages = json.loads(path.read_text(encoding="utf-8"))
-            print(
-                json.dumps(
-                    {"path": str(path), "audit": audit, "messages": messages}, indent=2, ensure_ascii=False
-                )
-            )
+            shown = {"path": str(path), "audit": archive_view.audit_of(path), "messages": messages}
+            print(json.dumps(shown, indent=2, ensure_ascii=False))
         else:
             console.print(archive_view.show(path))
     elif args.action == "handles":
@@ -92,6 +89,3 @@ def config(args: argparse.Namespace, console: Console) -> int:
         f"{args.file}: valid; compaction on for {len(compacting)} model(s): {', '.join(compacting) or '-'}"
     )
     return 0
-
-
-__all__ = ["archive", "audit_path", "check", "config", "count", "replay"]

@@ -23,12 +23,6 @@ from compact_hook.wires import ANTHROPIC, CHAT, GOOGLE, RESPONSES, WireFormat
 
 ANTHROPIC_BLOCKS = {"tool_use", "tool_result", "thinking", "redacted_thinking"}
 RESPONSES_TYPES = {"function_call", "function_call_output", "reasoning", "message"}
-CALL_TYPES = {
-    "chat": "acompletion",
-    "anthropic": "anthropic_messages",
-    "responses": "aresponses",
-    "google": "agenerate_content",
-}
 ENTRIES_KEYS = {"chat": "messages", "anthropic": "messages", "responses": "input", "google": "contents"}
 
 
@@ -60,8 +54,7 @@ def load(path: Path, line: int | None = None) -> Loaded:
         if not 1 <= line <= len(values):
             raise InputError(f"{path} has {len(values)} request(s); --line {line} is out of range")
         return detect(values[line - 1])
-    loaded = [detect(value) for value in values]
-    return max(loaded, key=lambda item: len(item.entries))
+    return max(map(detect, values), key=lambda loaded: len(loaded.entries))
 
 
 def detect(value: Any) -> Loaded:

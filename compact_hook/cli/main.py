@@ -9,16 +9,16 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 from rich.console import Console
 
 from compact_hook.errors import CompactError
+from compact_hook.settings.summary import DEFAULT_ARCHIVE_DIR
 
 PIPED_WIDTH = 160
-DEFAULT_ARCHIVE = os.path.expanduser("~/.local/state/compact_hook/archive")
 
 
 def parser() -> argparse.ArgumentParser:
@@ -67,7 +67,7 @@ def _replay(commands: Any) -> None:
 def _archive(commands: Any) -> None:
     """``archive``: what was summarized away, browsed."""
     archive = commands.add_parser("archive", help="browse what was summarized away")
-    archive.add_argument("--dir", type=Path, default=Path(DEFAULT_ARCHIVE))
+    archive.add_argument("--dir", type=Path, default=Path(DEFAULT_ARCHIVE_DIR))
     actions = archive.add_subparsers(dest="action", required=True)
     listing = actions.add_parser("ls", help="list entries")
     listing.add_argument("session", nargs="?")
@@ -86,10 +86,8 @@ def _archive(commands: Any) -> None:
 def _config(commands: Any) -> None:
     """``config validate``: the proxy's start-up validation."""
     config = commands.add_parser("config", help="configuration")
-    config_actions = config.add_subparsers(dest="action", required=True)
-    validate = config_actions.add_parser(
-        "validate", help="the proxy's start-up validation, without starting it"
-    )
+    actions = config.add_subparsers(dest="action", required=True)
+    validate = actions.add_parser("validate", help="the proxy's start-up validation, without starting it")
     validate.add_argument("file", type=Path)
 
 
@@ -108,15 +106,10 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def run(args: argparse.Namespace, console: Console) -> int:
+    """Run the command: the function of ``cli.commands`` that bears its name."""
     from compact_hook.cli import commands
 
-    handler = {
-        "count": commands.count,
-        "check": commands.check,
-        "replay": commands.replay,
-        "archive": commands.archive,
-        "config": commands.config,
-    }[args.command]
+    handler: Callable[[argparse.Namespace, Console], int] = getattr(commands, args.command)
     return handler(args, console)
 
 

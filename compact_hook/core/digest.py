@@ -69,16 +69,14 @@ def _merge(sections: dict[str, list[str]], earlier: str) -> None:
 
 
 def _files(middle: Sequence[Item]) -> list[str]:
-    seen: dict[str, None] = {}
-    for item in middle:
-        for part in item.parts:
-            if part.kind is PartKind.CALL:
-                arguments = _arguments(part.text)
-                for value in _path_values(arguments):
-                    seen.setdefault(value, None)
-                for match in PATH_PATTERN.findall(part.text):
-                    seen.setdefault(match, None)
-    return list(seen)
+    found: dict[str, None] = {}
+    for text in _texts(middle, PartKind.CALL):
+        found.update(dict.fromkeys([*_path_values(_arguments(text)), *PATH_PATTERN.findall(text)]))
+    return list(found)
+
+
+def _texts(middle: Sequence[Item], kind: PartKind) -> list[str]:
+    return [part.text for item in middle for part in item.parts if part.kind is kind]
 
 
 def _path_values(arguments: object) -> list[str]:
@@ -137,12 +135,8 @@ def _outcome(result: str, error: bool) -> str:
 
 
 def _errors(middle: Sequence[Item]) -> list[str]:
-    seen: dict[str, None] = {}
-    for item in middle:
-        for part in item.parts:
-            if part.kind is PartKind.RESULT:
-                seen.update(dict.fromkeys(error_lines(part.text)))
-    return [f"- {line}" for line in seen]
+    found = (line for text in _texts(middle, PartKind.RESULT) for line in error_lines(text))
+    return [f"- {line}" for line in dict.fromkeys(found)]
 
 
 def _fit(sections: dict[str, list[str]], max_chars: int) -> dict[str, list[str]]:

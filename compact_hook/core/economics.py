@@ -111,9 +111,7 @@ class CacheNote:
         delta = heard.forwarded - self.forwarded
         growth = self.growth
         if delta >= 0:
-            growth = (
-                float(delta) if self.growth == 0 else GROWTH_WEIGHT * delta + (1 - GROWTH_WEIGHT) * growth
-            )
+            growth = float(delta) if growth == 0 else GROWTH_WEIGHT * delta + (1 - GROWTH_WEIGHT) * growth
         cached = self.cached_ever or heard.read > 0 or heard.written > 0
         return CacheNote(
             seen_at,
@@ -238,14 +236,9 @@ class Economy:
         return summary.input * (middle + SUMMARY_PROMPT_TOKENS) + summary.output * self.summary_tokens
 
     def fixed_cost(self, compacted: int) -> float:
-        """What a compaction event costs whatever its size: the summary's own output and prompt, and
-        the premium on the prefix it rewrites."""
-        summary = self.summary
-        own = (
-            summary.input * (SUMMARY_PROMPT_TOKENS + self.summary_tokens)
-            + summary.output * self.summary_tokens
-        )
-        return own + self.premium * compacted
+        """What a compaction event costs whatever its size: the summary's own output and prompt (a
+        summary call reading as much as it writes), and the premium on the prefix it rewrites."""
+        return self.summary_cost(self.summary_tokens) + self.premium * compacted
 
     def gap(self, compacted: int) -> int:
         """Tokens between compaction events at the lowest cost per turn (see the module docstring)."""

@@ -121,9 +121,7 @@ class Item:
 
     def user_text(self) -> str:
         """What the user wrote in this item (never tool outputs; empty for non-user items)."""
-        if self.role is not Role.USER or self.is_summary:
-            return ""
-        return "\n".join(part.text for part in self.parts if part.kind is PartKind.TEXT)
+        return "" if self.role is not Role.USER or self.is_summary else self.text()
 
     def text(self) -> str:
         """The item's TEXT parts joined (prefix checks, digests)."""
@@ -148,10 +146,7 @@ def has_interrupt_marker(item: Item) -> bool:
 
 def head_length(items: Sequence[Item]) -> int:
     """How many leading system items there are (the head is never summarized nor changed)."""
-    index = 0
-    while index < len(items) and items[index].role is Role.SYSTEM:
-        index += 1
-    return index
+    return next((index for index in range(len(items)) if items[index].role is not Role.SYSTEM), len(items))
 
 
 class Builder(Protocol):

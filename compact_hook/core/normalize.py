@@ -82,17 +82,10 @@ def place_instructions(items: Sequence[Item]) -> list[Item]:
         return out
     if out and out[-1].role is Role.USER:
         return [*out, *held]
-    boundary = next(
-        (
-            k
-            for k in range(len(out) - 1, 0, -1)
-            if out[k].role is Role.ASSISTANT and out[k - 1].role is Role.USER
-        ),
-        None,
-    )
-    if boundary is None:
-        return list(items)
-    return [*out[:boundary], *held, *out[boundary:]]
+    for boundary in range(len(out) - 1, 0, -1):
+        if out[boundary].role is Role.ASSISTANT and out[boundary - 1].role is Role.USER:
+            return [*out[:boundary], *held, *out[boundary:]]
+    return list(items)
 
 
 def is_valid(items: Sequence[Item]) -> bool:

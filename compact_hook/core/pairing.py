@@ -16,7 +16,7 @@ digest, normalization and partitioning all read this one pairing.
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 
 from compact_hook.core.items import Item, PartKind, Role
@@ -52,6 +52,14 @@ class Pairing:
     def results(self) -> list[PartRef]:
         """Every tool result, in conversation order."""
         return sorted(self.tool_of)
+
+    def protected_parts(self, protected: Collection[str]) -> dict[int, tuple[int, ...]]:
+        """Per item index, the result parts of ``protected`` tools (truncation and the fit spare them)."""
+        found: dict[int, list[int]] = {}
+        for (index, position), tool in sorted(self.tool_of.items()):
+            if tool in protected:
+                found.setdefault(index, []).append(position)
+        return {index: tuple(parts) for index, parts in found.items()}
 
 
 def group_units(items: Sequence[Item]) -> list[Unit]:

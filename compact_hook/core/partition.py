@@ -81,10 +81,7 @@ def tail_start(units: Sequence[Unit], counts: Sequence[int], floor: int, budget:
 
 
 def latest_user_index(items: Sequence[Item]) -> int | None:
-    for index in range(len(items) - 1, -1, -1):
-        if items[index].is_user_turn:
-            return index
-    return None
+    return next((index for index in range(len(items) - 1, -1, -1) if items[index].is_user_turn), None)
 
 
 def partition(
@@ -206,9 +203,7 @@ def assemble_order(items: Sequence[Item], part: Partition) -> list[int | None]:
     head = list(range(part.head_end))
     kept = list(part.kept)
     tail = list(range(part.tail_start, len(items)))
-    lead = 0
-    while lead < len(kept) and items[kept[lead]].role is Role.SYSTEM:
-        lead += 1
+    lead = head_length([items[index] for index in kept])
     if lead < len(kept) and items[kept[lead]].role is not Role.USER:
         return [*head, *kept[:lead], None, *kept[lead:], *tail]
     return [*head, *kept, None, *tail]

@@ -208,15 +208,7 @@ class Compactor:
         applied = dataclasses.replace(
             decision, state=entry, view=view, cache=CacheStatus.PREPARED, prepared=None, prefix_changed=True
         )
-        outcome = dataclasses.replace(
-            outcome,
-            state=entry,
-            cache=CacheStatus.PREPARED,
-            prefix_changed=True,
-            archive_path=kept.path,
-            archived=merged(outcome.archived, kept),
-            prepared_unused=tally.unused,
-        )
+        outcome = outcome.changed(entry, CacheStatus.PREPARED, kept, prepared_unused=tally.unused)
         tokens = await run.tokens(view)
         if tokens >= run.window.compact:
             return await self._compact(run, applied, outcome)
@@ -249,15 +241,8 @@ class Compactor:
             await self.states.put(run, entry)
         compacted = run.tiers.view(entry)
         over = await run.tokens(compacted) >= run.window.compact
-        outcome = dataclasses.replace(
-            outcome,
-            state=entry,
-            cache=CacheStatus.SHARED if shared else made.cache,
-            reason=Reason.OVER_TRIGGER if over else None,
-            archive_path=made.kept.path or outcome.archive_path,
-            archived=merged(outcome.archived, made.kept),
-            prefix_changed=True,
-        )
+        cache = CacheStatus.SHARED if shared else made.cache
+        outcome = outcome.changed(entry, cache, made.kept, reason=Reason.OVER_TRIGGER if over else None)
         return await self._fit(run, compacted, outcome)
 
     async def _without_summary(
@@ -270,14 +255,8 @@ class Compactor:
         digested = await make(run, cut, Making(None))
         assert isinstance(digested, Made)
         await self.states.put(run, digested.entry)
-        outcome = dataclasses.replace(
-            outcome,
-            state=digested.entry,
-            cache=CacheStatus.MISS,
-            archive_path=digested.kept.path or outcome.archive_path,
-            archived=merged(outcome.archived, digested.kept),
-            summarizer=Summarizer.DIGEST,
-            prefix_changed=True,
+        outcome = outcome.changed(
+            digested.entry, CacheStatus.MISS, digested.kept, summarizer=Summarizer.DIGEST
         )
         return await self._fit(run, run.tiers.view(digested.entry), outcome)
 
@@ -311,11 +290,7 @@ class Compactor:
 
 def _warn_no_room(run: Run) -> None:
     """Once per model group, window and reserve: every such request is forwarded as sent."""
-    origin, window, reserve = (
-        run.request.origin,
-        run.config.context_window,
-        run.request.conversation.reserve,
-    )
+    origin, window, reserve = run.request.origin, run.config.context_window, run.request.conversation.reserve
     if run.memory.notices.first(("no_room", origin.model_group, window, reserve)):
         logger.warning(
             "compact_hook: model group %s (%s): the reply's reserve of %s tokens plus %d tokens of "

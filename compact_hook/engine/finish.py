@@ -6,6 +6,7 @@ import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from compact_hook.core.chain import Entry
 from compact_hook.core.economics import Economy
@@ -15,7 +16,7 @@ from compact_hook.core.outcomes import ArchiveStatus, CacheStatus, Preparation, 
 from compact_hook.engine.decision import Decision
 from compact_hook.engine.economy.costs import Costs
 from compact_hook.engine.guarantee import normalized
-from compact_hook.engine.memory.archiving import merged
+from compact_hook.engine.memory.archiving import Kept, merged
 from compact_hook.engine.result import CompactResult, CompactStats
 from compact_hook.engine.run import Run
 from compact_hook.engine.view import View, thinking_removed
@@ -55,6 +56,19 @@ class Forwarding:
             decision.reason,
             prefix_changed=decision.prefix_changed,
             economy=decision.economy,
+        )
+
+    def changed(self, state: Entry, cache: CacheStatus, kept: Kept, **more: Any) -> Forwarding:
+        """A new state forwarded (a compaction applied, made or digested): it changes the prefix,
+        and what archiving its summarized entries did counts toward the request's."""
+        return dataclasses.replace(
+            self,
+            state=state,
+            cache=cache,
+            prefix_changed=True,
+            archive_path=kept.path or self.archive_path,
+            archived=merged(self.archived, kept),
+            **more,
         )
 
 

@@ -6,11 +6,11 @@ Both only touch requests we change (or that must be fitted); what they take out 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from compact_hook.core.counting import item_strings, request_total
-from compact_hook.core.fit import Fitted, Spared, drop_order, fit
+from compact_hook.core.fit import Spared, drop_order, fit
 from compact_hook.core.items import Item
 from compact_hook.core.normalize import normalize
 from compact_hook.core.outcomes import Removal
@@ -52,24 +52,23 @@ def fitted(run: Run, view: View) -> Fit:
     done = fit(view.items, order, budget, sizing)
     still = {id(item) for item in done.items}
     lost = [i for i, item in enumerate(view.items) if id(item) not in still]
-    return Fit(
-        _view_of(run, view, done), removed_at(run, view, lost, Removal.DROPPED), len(done.dropped), done.fits
-    )
+    fitted_view = _rebuilt(run, view, done.items, done.shrunk)
+    return Fit(fitted_view, removed_at(run, view, lost, Removal.DROPPED), len(done.dropped), done.fits)
 
 
-def _view_of(run: Run, view: View, done: Fitted) -> View:
-    """The fitted items with their fingerprints and origins (a shrunk item keeps its original's)."""
-    conversation = run.request.conversation
+def _rebuilt(run: Run, view: View, items: list[Item], shrunk: Mapping[int, Item] | None = None) -> View:
+    """``items`` (fitted, normalized) as a view: the view's own keep their fingerprints and origins;
+    a new one is fingerprinted, with its original's origin where it is a shrunk one, else none."""
     known = {id(item): k for k, item in enumerate(view.items)}
+    fingerprint = run.request.conversation.fingerprint
     prints, origins = [], []
-    for item in done.items:
-        if id(item) in known:
-            prints.append(view.prints[known[id(item)]])
-            origins.append(view.origins[known[id(item)]])
-        else:
-            prints.append(conversation.fingerprint(item.raw))
-            origins.append(view.origins[known[id(done.shrunk[id(item)])]])
-    return view.rebuilt(done.items, prints, origins)
+    for item in items:
+        k = known.get(id(item))
+        prints.append(view.prints[k] if k is not None else fingerprint(item.raw))
+        if k is None and shrunk is not None:
+            k = known[id(shrunk[id(item)])]
+        origins.append(view.origins[k] if k is not None else None)
+    return view.rebuilt(items, prints, origins)
 
 
 async def normalized(run: Run, view: View, force: bool = False) -> Normalized:
@@ -93,22 +92,9 @@ async def normalized(run: Run, view: View, force: bool = False) -> Normalized:
     before, after = {id(item) for item in view.items}, {id(item) for item in fixed}
     gone = [k for k, item in enumerate(view.items) if id(item) not in after]
     kept = await keep(run, removed_at(run, view, gone, Removal.NORMALIZED))
-    known = {id(item): k for k, item in enumerate(view.items)}
-    fingerprint = run.request.conversation.fingerprint
-    prints = [view.prints[known[id(i)]] if id(i) in known else fingerprint(i.raw) for i in fixed]
-    origins = [view.origins[known[id(i)]] if id(i) in known else None for i in fixed]
-    done = view.rebuilt(fixed, prints, origins)
+    done = _rebuilt(run, view, fixed)
     done.normalized = True
     return Normalized(done, len(after - before) + len(before - after), kept)
-
-
-def _protected_parts(view: View, protected: Sequence[str]) -> dict[int, tuple[int, ...]]:
-    """Per item (by identity), the parts holding results of protected tools: the fit never shrinks them."""
-    found: dict[int, list[int]] = {}
-    for (index, position), tool in view.pairing.tool_of.items():
-        if tool in protected:
-            found.setdefault(id(view.items[index]), []).append(position)
-    return {key: tuple(value) for key, value in found.items()}
 
 
 class _ViewSizing:
@@ -119,7 +105,8 @@ class _ViewSizing:
         self.wire, self.recall = self.conversation.wire, run.config.recall
         counts = run.sizes.counts(view)
         self.known = {id(item): count for item, count in zip(view.items, counts, strict=True)}
-        self.protected = _protected_parts(view, protected)
+        parts = view.pairing.protected_parts(protected)  # by identity: the fit never shrinks them
+        self.protected = {id(view.items[index]): positions for index, positions in parts.items()}
 
     def count(self, item: Item) -> int:
         if id(item) not in self.known:

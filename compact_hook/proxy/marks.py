@@ -34,14 +34,18 @@ PROPAGATED_METADATA_KEYS = (
     "user_api_key_auth_metadata",
     "headers",
 )
+METADATA_KEYS = ("litellm_metadata", "metadata")
+"""Where LiteLLM keeps its per-request dict: ``litellm_metadata`` on /v1/messages and
+/v1/responses (there ``metadata`` is the provider's own field), ``metadata`` on chat."""
+
+
+def metadata_of(data: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    """The request's per-request dicts of LiteLLM's that it has, in the order of ``METADATA_KEYS``."""
+    return [metadata for key in METADATA_KEYS if isinstance(metadata := data.get(key), Mapping)]
 
 
 def is_internal_call(data: Mapping[str, Any]) -> bool:
-    for key in ("metadata", "litellm_metadata"):
-        metadata = data.get(key)
-        if isinstance(metadata, Mapping) and metadata.get(INTERNAL_MARKER) == INTERNAL_TOKEN:
-            return True
-    return False
+    return any(metadata.get(INTERNAL_MARKER) == INTERNAL_TOKEN for metadata in metadata_of(data))
 
 
 def own_call_metadata(request_metadata: object, session_id: str) -> dict[str, Any]:

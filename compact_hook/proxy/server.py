@@ -52,8 +52,7 @@ def router_setting(router: Any, name: str) -> object | None:
     from its ``settings()`` snapshot where it has one (1.109+ deprecates the attributes)."""
     settings = getattr(type(router), "settings", None)
     source = router.settings() if callable(settings) else router
-    value: object | None = getattr(source, name, None)
-    return value
+    return getattr(source, name, None)
 
 
 async def complete(router: Any, **request: Any) -> Any:

@@ -6,6 +6,8 @@ are only known once LiteLLM has loaded its config, after it built our callback.
 
 from __future__ import annotations
 
+import functools
+
 from compact_hook.engine.ahead.background import Background
 from compact_hook.engine.ahead.prepare import PrepareSetup
 from compact_hook.engine.compactor import Compactor
@@ -32,9 +34,6 @@ class Services:
         self.base, self.process, self.metrics = base, process, metrics
         self.models = ModelSettings(base)
         self._compactor: Compactor | None = None
-        self._learned: LearnedWindows | None = None
-        self._ratios: LearnedRatios | None = None
-        self._mementos: Mementos | None = None
 
     @property
     def built(self) -> Compactor | None:
@@ -57,34 +56,28 @@ class Services:
             on_shutdown(self._compactor.close)
         return self._compactor
 
-    @property
+    @functools.cached_property
     def learned(self) -> LearnedWindows:
         """Windows providers taught us, in the compactor's store (replicas share them)."""
-        if self._learned is None:
-            self._learned = LearnedWindows(self.compactor.store)
-        return self._learned
+        return LearnedWindows(self.compactor.store)
 
-    @property
+    @functools.cached_property
     def mementos(self) -> Mementos:
         """What our answers to Codex's compaction stand for, in the compactor's store (replicas share
         them), kept as long as the conversation's state."""
-        if self._mementos is None:
-            store = self.compactor.store
-            assert store is not None  # the proxy's compactor always has one
-            self._mementos = Mementos(store, self.process.store_ttl_seconds)
-        return self._mementos
+        store = self.compactor.store
+        assert store is not None  # the proxy's compactor always has one
+        return Mementos(store, self.process.store_ttl_seconds)
 
     def recall_budget(self, tenant: str, session: str, config: CompactConfig) -> RecallBudget:
         """A conversation's recall budget, in the compactor's store (replicas share it), kept as long
-        as the conversation's state (``proxy.recall.budget``)."""
+        as the conversation's state (``proxy.recall.offer.RecallBudget``)."""
         store = self.compactor.store
         assert store is not None  # the proxy's compactor always has one
         limit, ttl = config.recall_conversation_max_bytes, self.process.store_ttl_seconds
         return RecallBudget.of(store, tenant, session, limit, ttl)
 
-    @property
+    @functools.cached_property
     def ratios(self) -> LearnedRatios:
         """How each group's provider counts against us, in the compactor's store (replicas share it)."""
-        if self._ratios is None:
-            self._ratios = LearnedRatios(self.compactor.store)
-        return self._ratios
+        return LearnedRatios(self.compactor.store)

@@ -19,9 +19,9 @@ def environ_values(cls: type, environ: Mapping[str, str] | None) -> dict[str, An
     environ = os.environ if environ is None else environ
     values: dict[str, Any] = {}
     for name, hint in field_types(cls).items():
-        raw = environ.get(ENV_PREFIX + name.upper())
-        if raw is not None:
-            values[name] = _parse_env(ENV_PREFIX + name.upper(), raw, hint)
+        var = ENV_PREFIX + name.upper()
+        if (raw := environ.get(var)) is not None:
+            values[name] = _parse_env(var, raw, hint)
     try:
         cls(**values)
     except ValueError as exc:
@@ -46,7 +46,7 @@ def check_types(config: Any) -> None:
 
 def _allowed_types(hint: Any) -> tuple[type, ...]:
     if get_origin(hint) in (Union, types.UnionType):
-        return tuple(arg for arg in get_args(hint))
+        return get_args(hint)
     return (hint,)
 
 

@@ -60,18 +60,10 @@ def write_readme(path: Path) -> bool:
 
 def _row(name: str, field: dataclasses.Field[Any]) -> str:
     declared: Setting = field.metadata[SETTING]
-    default = _default_text(_default(field))
+    default = _default_text(field.default)
     unset = declared.unset
     shown = unset.said if default is None and unset is not None else f"{default}{declared.suffix}"
     return f"| {name} | {shown} | {declared.meaning} |"
-
-
-def _default(field: dataclasses.Field[Any]) -> Any:
-    if field.default is not dataclasses.MISSING:
-        return field.default
-    if field.default_factory is not dataclasses.MISSING:
-        return field.default_factory()
-    return None
 
 
 def _default_text(value: Any) -> str | None:

@@ -181,12 +181,10 @@ class FileArchive:
         while True:
             path = directory / f"compact-{stamp}-{sequence}.json"
             try:
-                handle = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+                _write_new(path, payload)
             except FileExistsError:
                 sequence += 1
                 continue
-            with os.fdopen(handle, "wb") as file:
-                file.write(payload)
             if audit is not None:
                 _write_new(audit_path(path), _dumps(audit.to_dict(tenant)))
             return path
@@ -228,12 +226,13 @@ def _write_new(path: Path, payload: bytes) -> None:
         file.write(payload)
 
 
-def archive_files(root: Path) -> Iterator[Path]:
-    """Every archive file (not audit) under ``root``, oldest name first within a session."""
+def archive_files(root: Path, session: str | None = None) -> Iterator[Path]:
+    """Every archive file (not audit) under ``root`` (or one session's), oldest name first in a session."""
     if not root.is_dir():
         return
     for path in sorted(root.rglob("compact-*.json")):
-        if _NAME.match(path.name) and not path.name.endswith(AUDIT_SUFFIX):
+        ours = session is None or path.parent.name == session
+        if ours and _NAME.match(path.name) and not path.name.endswith(AUDIT_SUFFIX):
             yield path
 
 

@@ -84,17 +84,16 @@ def of_litellm(client: Any) -> SharedRedis:
     from redis.asyncio.cluster import RedisCluster
     from redis.asyncio.sentinel import SentinelConnectionPool
 
+    source = "LiteLLM's Redis settings"
     if isinstance(client, RedisCluster):
         nodes = getattr(client.nodes_manager, "startup_nodes", {}) or {}
-        return SharedRedis(client, Topology.CLUSTER, "LiteLLM's Redis settings", ",".join(sorted(nodes)))
+        return SharedRedis(client, Topology.CLUSTER, source, ",".join(sorted(nodes)))
     pool = getattr(client, "connection_pool", None)
     if isinstance(pool, SentinelConnectionPool):
-        return SharedRedis(
-            client, Topology.SENTINEL, "LiteLLM's Redis settings", f"service {pool.service_name}"
-        )
+        return SharedRedis(client, Topology.SENTINEL, source, f"service {pool.service_name}")
     kwargs = getattr(pool, "connection_kwargs", {}) or {}
     where = f"{kwargs.get('host', '?')}:{kwargs.get('port', '?')}"
-    return SharedRedis(client, Topology.SINGLE, "LiteLLM's Redis settings", where)
+    return SharedRedis(client, Topology.SINGLE, source, where)
 
 
 class SentinelWatch:

@@ -9,19 +9,19 @@ a lost entry only costs a new summary.
 
 from __future__ import annotations
 
-import logging
 import time
 import uuid
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
-from typing import Any, Protocol
+from functools import partial
+from typing import Any, Protocol, TypeVar
 
 from compact_hook.core.chain import Entry
 from compact_hook.settings.process import DEFAULT_STORE_MAX_BYTES, DEFAULT_TENANT_RECORD_BYTES
 from compact_hook.state.quota import RedisLedger, TenantLedger, charge, fits
 from compact_hook.state.redis_clients import Topology
 
-logger = logging.getLogger(__name__)
+V = TypeVar("V")
 
 INDEX_LIMIT = 32
 """Compactions remembered per conversation root (forks and rewinds keep older ones useful)."""
@@ -59,7 +59,6 @@ class CompactionStore(Protocol):
         """Keep ``value`` (at most ``MAX_RECORD_CHARS``) under ``key`` for ``ttl`` seconds, counted
         against ``tenant``'s quota if given (``state.quota``: past it, the tenant's own oldest
         records go); False when it is too long or could not be kept."""
-        ...
 
     async def get_record(self, key: bytes) -> str | None: ...
 
@@ -110,15 +109,7 @@ class MemoryStore:
         return None
 
     async def get(self, key: bytes) -> Entry | None:
-        found = self._entries.get(key)
-        if found is None:
-            return None
-        expires, entry = found
-        if expires <= self.clock():
-            self._drop(key)
-            return None
-        self._entries.move_to_end(key)
-        return entry
+        return self._live(self._entries, key, self._drop)
 
     async def put(self, root: bytes, key: bytes, entry: Entry) -> None:
         self._drop(key)
@@ -171,18 +162,24 @@ class MemoryStore:
         return True
 
     async def get_record(self, key: bytes) -> str | None:
-        found = self._records.get(key)
-        if found is None or found[0] <= self.clock():
-            self._drop_record(key)
-            return None
-        self._records.move_to_end(key)
-        return found[1]
+        return self._live(self._records, key, self._drop_record)
 
     def _drop_record(self, key: bytes) -> None:
         gone = self._records.pop(key, None)
         if gone is not None:
             self.record_chars -= len(gone[1])
             self.tenants.release(key)
+
+    def _live(
+        self, table: OrderedDict[bytes, tuple[float, V]], key: bytes, drop: Callable[[bytes], None]
+    ) -> V | None:
+        """``key``'s value in ``table`` unless expired (then dropped), made the most recently used."""
+        found = table.get(key)
+        if found is None or found[0] <= self.clock():
+            drop(key)
+            return None
+        table.move_to_end(key)
+        return found[1]
 
 
 _UNLOCK = """
@@ -217,14 +214,14 @@ class RedisStore:
         """Each tenant's records and their sizes (``state.quota``)."""
 
     async def find(self, root: bytes, chain: Sequence[bytes]) -> tuple[bytes, Entry] | None:
-        raw_pairs = await self.client.lrange(self._index_key(root), 0, INDEX_LIMIT - 1)
+        raw_pairs = await self.client.lrange(self._key("index", root), 0, INDEX_LIMIT - 1)
         matches = best_match([_parse_pair(raw) for raw in raw_pairs], chain)
         if not matches:
             return None
         # one GET per key, pipelined without a transaction: a cluster serves each from its own slot
         pipe = self.client.pipeline(transaction=False)
         for _, key in matches:
-            pipe.get(self._entry_key(key))
+            pipe.get(self._key("entry", key))
         values = await pipe.execute()
         for (_, key), value in zip(matches, values, strict=True):
             if value is not None:
@@ -232,13 +229,13 @@ class RedisStore:
         return None
 
     async def get(self, key: bytes) -> Entry | None:
-        value = await self.client.get(self._entry_key(key))
+        value = await self.client.get(self._key("entry", key))
         return Entry.from_json(value) if value is not None else None
 
     async def put(self, root: bytes, key: bytes, entry: Entry) -> None:
-        index = self._index_key(root)
+        index = self._key("index", root)
         pipe = self.client.pipeline(transaction=False)
-        pipe.set(self._entry_key(key), entry.to_json(), ex=self.ttl)
+        pipe.set(self._key("entry", key), entry.to_json(), ex=self.ttl)
         pipe.lrem(index, 0, f"{entry.span}:{key.hex()}")
         pipe.lpush(index, f"{entry.span}:{key.hex()}")
         pipe.ltrim(index, 0, INDEX_LIMIT - 1)
@@ -247,20 +244,20 @@ class RedisStore:
 
     async def try_lock(self, key: bytes, ttl: float) -> str | None:
         token = uuid.uuid4().hex
-        acquired = await self.client.set(self._lock_key(key), token, nx=True, px=max(1, int(ttl * 1000)))
+        acquired = await self.client.set(self._key("lock", key), token, nx=True, px=max(1, int(ttl * 1000)))
         return token if acquired else None
 
     async def unlock(self, key: bytes, token: str) -> None:
-        await self.client.eval(_UNLOCK, 1, self._lock_key(key), token)
+        await self.client.eval(_UNLOCK, 1, self._key("lock", key), token)
 
     async def is_locked(self, key: bytes) -> bool:
-        return bool(await self.client.exists(self._lock_key(key)))
+        return bool(await self.client.exists(self._key("lock", key)))
 
     async def set_note(self, key: bytes, value: str, ttl: float) -> None:
-        await self.client.set(self._note_key(key), value[:MAX_NOTE_CHARS], px=max(1, int(ttl * 1000)))
+        await self.client.set(self._key("note", key), value[:MAX_NOTE_CHARS], px=max(1, int(ttl * 1000)))
 
     async def get_note(self, key: bytes) -> str | None:
-        value = await self.client.get(self._note_key(key))
+        value = await self.client.get(self._key("note", key))
         return value.decode() if isinstance(value, bytes) else value
 
     async def put_record(self, key: bytes, value: str, ttl: float, tenant: str | None = None) -> bool:
@@ -270,31 +267,20 @@ class RedisStore:
             return False
         expiry = max(1, int(ttl * 1000))
         pipe = self.client.pipeline(transaction=False)
-        pipe.set(self._record_key(key), value, px=expiry)
+        pipe.set(self._key("record", key), value, px=expiry)
         if tenant is not None:
             self.ledger.charge(pipe, tenant, key, value, expiry)
         done = await pipe.execute()
-        await self.ledger.give_up(done[1] if tenant is not None else (), self._record_key)
+        await self.ledger.give_up(done[1] if tenant is not None else (), partial(self._key, "record"))
         return True
 
     async def get_record(self, key: bytes) -> str | None:
-        value = await self.client.get(self._record_key(key))
+        value = await self.client.get(self._key("record", key))
         return value.decode() if isinstance(value, bytes) else value
 
-    def _record_key(self, key: bytes) -> str:
-        return f"{self.prefix}:record:{key.hex()}"
-
-    def _note_key(self, key: bytes) -> str:
-        return f"{self.prefix}:note:{key.hex()}"
-
-    def _entry_key(self, key: bytes) -> str:
-        return f"{self.prefix}:entry:{key.hex()}"
-
-    def _index_key(self, root: bytes) -> str:
-        return f"{self.prefix}:index:{root.hex()}"
-
-    def _lock_key(self, key: bytes) -> str:
-        return f"{self.prefix}:lock:{key.hex()}"
+    def _key(self, kind: str, key: bytes) -> str:
+        """Where a ``kind`` (entry, index, lock, note, record) of ``key`` lives in Redis."""
+        return f"{self.prefix}:{kind}:{key.hex()}"
 
 
 def _parse_pair(raw: bytes | str) -> tuple[int, bytes]:

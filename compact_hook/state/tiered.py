@@ -150,7 +150,7 @@ class TieredStore:
 
     async def is_locked(self, key: bytes) -> bool:
         ok, locked = await self._shared(lambda: self.shared.is_locked(key))
-        return bool(locked) if ok else False
+        return ok and bool(locked)
 
     async def set_note(self, key: bytes, value: str, ttl: float) -> None:
         await self.local.set_note(key, value, ttl)
@@ -179,23 +179,20 @@ class TieredStore:
         except Exception as exc:  # Redis down, slow, or answering garbage: never the caller's problem
             self.errors += 1
             self.fallbacks += 1
-            if not is_outage(exc):
+            if is_outage(exc):
+                self.outages += 1
+                self.rest.begin(self.clock())
+                logger.warning(
+                    "compact_hook: Redis store unavailable (%s: %s); using the in-process store for %.0f s",
+                    type(exc).__name__,
+                    exc,
+                    DOWN_SECONDS,
+                )
+            else:
                 logger.warning(
                     "compact_hook: Redis store call failed (%s: %s); answered from the in-process store%s",
                     type(exc).__name__,
                     exc,
                     MOVED_HINT if "MOVED" in str(exc) else "",
                 )
-                return False, None
-            self.outages += 1
-            self.rest.begin(self.clock())
-            logger.warning(
-                "compact_hook: Redis store unavailable (%s: %s); using the in-process store for %.0f s",
-                type(exc).__name__,
-                exc,
-                DOWN_SECONDS,
-            )
             return False, None
-
-
-logger = logging.getLogger(__name__)

@@ -19,7 +19,7 @@ from collections.abc import Callable, Iterable, Sequence
 from importlib import resources
 from pathlib import Path
 
-from tokenizers import Tokenizer
+from tokenizers import Encoding, Tokenizer
 
 from compact_hook.core.counting import StringsOf
 from compact_hook.core.fingerprint import Fingerprint
@@ -120,11 +120,7 @@ class HFTokenCounter:
     def cut(self, text: str, head: int, tail: int) -> tuple[int, int, int]:
         """Through ``encode_batch``, which releases the GIL (``encode`` holds it: seconds for a 4 MB
         output, during which no other thread runs), reading only the two spans needed."""
-        try:
-            encoding = self._tokenizer.encode_batch([text], add_special_tokens=False)[0]
-        except Exception:  # lone surrogates: replaced one for one, so character offsets still hold
-            cleaned = text.encode("utf-8", "replace").decode("utf-8")
-            encoding = self._tokenizer.encode_batch([cleaned], add_special_tokens=False)[0]
+        encoding = self._encoded(self._tokenizer.encode_batch, [text])[0]
         total = len(encoding)
         if total <= head + tail or head < 1 or tail < 1:
             return len(text), len(text), total
@@ -208,13 +204,18 @@ class HFTokenCounter:
     def _encode_each(self, texts: list[str]) -> list[int]:
         if not texts:
             return []
+        return [len(encoding) for encoding in self._encoded(self._tokenizer.encode_batch_fast, texts)]
+
+    @staticmethod
+    def _encoded(encode: Callable[..., list[Encoding]], texts: list[str]) -> list[Encoding]:
+        """``texts`` through ``encode`` (a batch method of the tokenizer). Lone surrogates (valid in
+        JSON strings, invalid UTF-8) make the tokenizer refuse: they are then replaced one for one,
+        so character offsets still hold."""
         try:
-            encodings = self._tokenizer.encode_batch_fast(texts, add_special_tokens=False)
+            return encode(texts, add_special_tokens=False)
         except Exception:
-            # Lone surrogates (valid in JSON strings, invalid UTF-8) make the tokenizer refuse.
             cleaned = [text.encode("utf-8", "replace").decode("utf-8") for text in texts]
-            encodings = self._tokenizer.encode_batch_fast(cleaned, add_special_tokens=False)
-        return [len(encoding) for encoding in encodings]
+            return encode(cleaned, add_special_tokens=False)
 
 
 def _collect(strings: StringsOf, indexes: list[int]) -> tuple[list[str], list[int], list[int]]:

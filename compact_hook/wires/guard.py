@@ -9,17 +9,17 @@ it silently (the client would wait for an end that never comes). Three cases, on
   input, a filter, an error) is never answered: its held events go out as they came (our call's own
   deltas were never shown: the client sees the reply end as the model ended it);
 - the end-of-stream work (answering, continuing the stream) is made whole before anything of it is
-  sent: a recall round that fails raises its error (``rounds.RoundFailed``: the client gets it, and
-  retries the turn), an error of ours sends the held events as they came.
+  sent (``whole_ending``): a recall round that fails raises its error (``rounds.RoundFailed``: the
+  client gets it, and retries the turn), an error of ours sends the held events as they came.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncGenerator, AsyncIterable, Callable, Mapping
+from collections.abc import AsyncGenerator, AsyncIterable, Awaitable, Callable, Mapping
 from typing import Any
 
-from compact_hook.wires.sse import Frame, Frames
+from compact_hook.wires.sse import Frames
 
 logger = logging.getLogger(__name__)
 
@@ -48,14 +48,29 @@ class RoundFailed(Exception):
         self.error = error
 
 
+async def whole_ending(
+    data: Mapping[str, Any], work: Awaitable[list[Any]], as_it_came: Callable[[], list[Any]]
+) -> list[Any]:
+    """What ends a stream: the end-of-stream ``work`` whole, or on an error of ours the held events
+    ``as_it_came``; a failed round raises its error (see the module)."""
+    try:
+        return await work
+    except RoundFailed as failed:
+        raise failed.error from None
+    except Exception:
+        said_failure(data, "answering")
+        return as_it_came()
+
+
 class Passing:
-    """A raw SSE stream passed on live, each event as the wire's reader shows it (``seen``: the
-    bytes to show now, or None while it holds the event back or it is ours). On an error of the
-    reader, the events it held (``held``) go first, then every event as it came (``broken``); what
-    followed the last whole event is ``rest`` once the stream is read."""
+    """A stream passed on live — raw SSE (``events``) or LiteLLM's parsed chunks (``parsed``) — each
+    event as the wire's reader shows it (``seen``: what to show now, or None while it holds the event
+    back or it is ours). On an error of the reader, the events it held (``held``) go first, then every
+    event as it came (``broken``); what followed the last whole SSE event is ``rest`` once the stream
+    is read."""
 
     def __init__(
-        self, data: Mapping[str, Any], seen: Callable[[Frame], bytes | None], held: Callable[[], list[bytes]]
+        self, data: Mapping[str, Any], seen: Callable[[Any], Any], held: Callable[[], list[Any]]
     ) -> None:
         self.data, self.seen, self.held = data, seen, held
         self.broken = False
@@ -68,18 +83,24 @@ class Passing:
                 yield chunk  # not raw SSE: not a shape this reads
                 continue
             for event in frames.feed(chunk):
-                shown = self._shown(event)
+                shown = event if isinstance(event, bytes) else b"".join(self._shown(event, event.raw))
                 if shown:
                     yield shown
         self.rest = frames.rest()
 
-    def _shown(self, event: Frame | bytes) -> bytes | None:
-        raw = event if isinstance(event, bytes) else event.raw
-        if self.broken or isinstance(event, bytes):
-            return raw
+    async def parsed(self, chunks: AsyncIterable[Any]) -> AsyncGenerator[Any, None]:
+        async for chunk in chunks:
+            for shown in self._shown(chunk, chunk):
+                yield shown
+
+    def _shown(self, event: Any, raw: Any) -> list[Any]:
+        """What to send for ``event`` (``raw``: it as it came)."""
+        if self.broken:
+            return [raw]
         try:
-            return self.seen(event)
+            seen = self.seen(event)
         except Exception:
             said_failure(self.data, "reading an event")
             self.broken = True
-            return b"".join([*self.held(), raw])
+            return [*self.held(), raw]
+        return [] if seen is None else [seen]

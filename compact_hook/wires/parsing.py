@@ -79,6 +79,18 @@ def compact_json(value: Any) -> str:
         raise MalformedError("a value is nested too deeply to read") from exc
 
 
+def string(value: object) -> str:
+    """A wire field that should be a string: it, or empty when it is anything else."""
+    return value if type(value) is str else ""
+
+
+def arguments_text(arguments: Any) -> str:
+    """An OpenAI call's arguments as the model reads them: text as sent, any other value as JSON."""
+    if isinstance(arguments, str):
+        return arguments
+    return "" if arguments is None else json.dumps(arguments, ensure_ascii=False)
+
+
 def positive_int(data: Mapping[str, Any], *keys: str) -> int | None:
     """The first of ``keys`` holding a positive integer (an output reserve)."""
     for key in keys:
@@ -114,17 +126,18 @@ class EntryShape:
         return None
 
 
-def shape_rejected(data: Mapping[str, Any], key: str, shape: EntryShape) -> Rejected | None:
-    """Why the request's ``key`` list cannot be read (not a list, or an entry not of ``shape``),
-    as the rejection that passes it through untouched; None when it can."""
+def shape_rejected(data: Mapping[str, Any], key: str, check: Callable[[Any], str | None]) -> Rejected | None:
+    """Why the request's ``key`` list cannot be read (not a list, or an entry ``check`` finds fault
+    with: an ``EntryShape``'s ``problem``, say), as the rejection that passes it through untouched;
+    None when it can."""
     entries = data.get(key)
     if not isinstance(entries, list):
         return Rejected(Reason.MALFORMED, f"{key} is {type(entries).__name__}, not a list")
-    problem = problem_in(entries, shape.problem)
+    problem = problem_in(entries, check)
     return None if problem is None else Rejected(Reason.MALFORMED, f"{key}{problem}")
 
 
-def problem_in(entries: Sequence[Any], check: Any) -> str | None:
+def problem_in(entries: Sequence[Any], check: Callable[[Any], str | None]) -> str | None:
     """The first entry ``check`` finds fault with, as ``"<key>[i]: why"`` text, or None."""
     for index, entry in enumerate(entries):
         problem = check(entry)

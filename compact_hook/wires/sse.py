@@ -31,8 +31,9 @@ def frame(event: str, data: Mapping[str, Any]) -> bytes:
 
 
 def text_frame(event: str, payload: Mapping[str, Any]) -> str:
-    """An event of an answer of ours (the proxy's own, no provider behind it), as text."""
-    return f"event: {event}\ndata: {json.dumps(payload)}\n\n"
+    """An event of an answer of ours (the proxy's own, no provider behind it), as text: its data's
+    ``type`` is the event's name, ``payload`` the rest."""
+    return f"event: {event}\ndata: {json.dumps({'type': event, **payload})}\n\n"
 
 
 class Frames:

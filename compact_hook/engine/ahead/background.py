@@ -63,13 +63,10 @@ class Background:
         """The running job under ``key``, to await its result."""
         return self._running.get(key)
 
-    def withdraw(self, key: bytes) -> bool:
+    def withdraw(self, key: bytes) -> None:
         """Take back a job that has not started (its requester will do the work itself)."""
-        job = self._waiting.pop(key, None)
-        if job is None:
-            return False
-        job.dropped()
-        return True
+        if key in self._waiting:
+            self._drop(key)
 
     async def close(self) -> int:
         """Drop what waits, cancel what runs and wait for it to end; how many were cancelled."""

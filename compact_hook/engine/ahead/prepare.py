@@ -59,10 +59,6 @@ LOCK = b"preparing:"
 FAILED = b"prepare-failed:"
 
 
-def _never() -> bool:
-    return False
-
-
 @dataclass(frozen=True)
 class PrepareSetup:
     """What preparing needs beyond the compactor: where prepared compactions wait, the bounded
@@ -71,7 +67,7 @@ class PrepareSetup:
 
     store: CompactionStore
     background: Background
-    stopping: Callable[[], bool] = _never
+    stopping: Callable[[], bool] = lambda: False
 
 
 @dataclass(frozen=True, slots=True)

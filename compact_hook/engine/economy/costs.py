@@ -33,7 +33,7 @@ from compact_hook.core.items import Role
 from compact_hook.core.partition import Partition
 from compact_hook.core.transcript import read_tokens
 from compact_hook.engine.run import Run
-from compact_hook.engine.summary.compaction import sized_plan
+from compact_hook.engine.summary.compaction import for_summary, sized_plan
 from compact_hook.engine.tiers.batch import advance_clearing
 from compact_hook.engine.view import View
 
@@ -152,9 +152,7 @@ class Costs:
         if tokens - run.context_tokens < economy.gap(run.context_tokens):
             return None  # no cut can remove the gap (it only grows with what is kept): no plan needed
         part, size, read = await self._cut(view)
-        if not part.middle:
-            return None
-        return part if compacts_early(economy, tokens, size, read) else None
+        return part if part.middle and compacts_early(economy, tokens, size, read) else None
 
     async def prepares(self, state: Entry, view: View, tokens: int) -> bool:
         """Whether a summary prepared now is likely to be applied: where it is the cheaper way under
@@ -223,17 +221,9 @@ class Costs:
         """What a summary of ``part`` reads: the middle with its cleared results restored, tool outputs
         truncated (``engine.summary.compaction``) and, with ``recall``, read by their ends
         (``core.transcript``), our earlier summary as it stands."""
-        run, items, prints = self.run, [], []
-        for position in part.middle:
-            origin = view.origins[position]
-            item, print_ = (
-                (view.items[position], view.prints[position])
-                if origin is None
-                else run.tiers.truncated(origin)
-            )
-            items.append(item)
-            prints.append(print_)
-        counts = run.counter.count(prints, lambda i: item_strings(items[i]))
+        run = self.run
+        read = [for_summary(run, view, position) for position in part.middle]
+        counts = run.counter.count([print_ for _, print_ in read], lambda i: item_strings(read[i][0]))
         config = run.config
         cap = config.summary_tool_output_tokens if config.recall else 0
-        return sum(read_tokens(item, count, cap) for item, count in zip(items, counts, strict=True))
+        return sum(read_tokens(item, count, cap) for (item, _), count in zip(read, counts, strict=True))

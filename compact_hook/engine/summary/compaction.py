@@ -18,6 +18,7 @@ from compact_hook.core.chain import Entry
 from compact_hook.core.counting import request_total
 from compact_hook.core.digest import digest
 from compact_hook.core.failures import SummaryFailure
+from compact_hook.core.fingerprint import Fingerprint
 from compact_hook.core.items import Item
 from compact_hook.core.limits import MIN_TAIL_BUDGET
 from compact_hook.core.outcomes import CacheStatus, Reason, Removal, Summarizer
@@ -144,7 +145,7 @@ def _estimate(run: Run, part: Partition, counts: Sequence[int], pins: Mapping[in
 async def make(run: Run, cut: Cut, making: Making) -> Made | Failed:
     """The new state after compacting ``cut``."""
     config, view, part, state = run.config, cut.view, cut.part, cut.state
-    middle = [_for_summary(run, view, index) for index in part.middle]
+    middle = [for_summary(run, view, index)[0] for index in part.middle]
     budget = Budget(config)
     if making.probe:
         budget.retries_left = 0
@@ -192,10 +193,11 @@ def _newly_cut(run: Run, view: View, part: Partition) -> list[int]:
     ]
 
 
-def _for_summary(run: Run, view: View, position: int) -> Item:
-    """What the summary model reads: cleared results restored (truncated), the rest as forwarded."""
+def for_summary(run: Run, view: View, position: int) -> tuple[Item, Fingerprint]:
+    """What the summary model reads of a view position, and its fingerprint: cleared results
+    restored (truncated), the rest as forwarded."""
     origin = view.origins[position]
-    return view.items[position] if origin is None else run.tiers.truncated(origin)[0]
+    return (view.items[position], view.prints[position]) if origin is None else run.tiers.truncated(origin)
 
 
 def _keeps_turn_opening(run: Run) -> bool:

@@ -87,7 +87,8 @@ class SummaryOnce:
     async def made(self, run: Run, cut: Cut) -> tuple[Made | Failed, bool]:
         """The compaction of ``cut`` (stored under ``cut.key``), and whether another request made
         it (shared)."""
-        gate = await self._gate(run)
+        uses_digest = run.config.uses_digest
+        gate = Circuit.CLOSED if uses_digest else await self.breaker.gate(Breaker.of(run.request), run.config)
         if gate is Circuit.OPEN:
             return Failed(
                 "the summary model's breaker is open", 0, SummaryFailure.BREAKER_OPEN, Reason.BREAKER_OPEN
@@ -97,14 +98,8 @@ class SummaryOnce:
             return Failed(
                 f"a summary for this conversation failed moments ago ({recent.value})", 0, recent
             ), False
-        model = None if run.config.uses_digest else run.request.summarize
-        making = Making(model, probe=gate is Circuit.PROBE)
+        making = Making(None if uses_digest else run.request.summarize, probe=gate is Circuit.PROBE)
         return await self.flights.run(cut.key(run), lambda: self._make_once(run, cut, making))
-
-    async def _gate(self, run: Run) -> Circuit:
-        if run.config.uses_digest:
-            return Circuit.CLOSED
-        return await self.breaker.gate(Breaker.of(run.request), run.config)
 
     async def _make_once(self, run: Run, cut: Cut, making: Making) -> Made | Failed:
         """Once per compaction across requests; the breaker hears of every model summary made."""

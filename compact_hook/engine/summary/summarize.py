@@ -124,10 +124,7 @@ class Piece:
 
 def plan_chunks(entries: Sequence[str], counter: TokenCounter, budget: int) -> list[str]:
     """Pack entries into chunks of at most ``budget`` tokens; split any entry that alone is larger."""
-    return [
-        ENTRY_SEPARATOR.join(piece.text for piece in chunk)
-        for chunk in _pack(pieces_of(entries, counter, budget), budget)
-    ]
+    return _texts(_pack(pieces_of(entries, counter, budget), budget))
 
 
 def plan_capped(

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 from collections import OrderedDict
+from collections.abc import Iterator
 from functools import cached_property
 from typing import TYPE_CHECKING, NamedTuple
 
@@ -44,13 +45,8 @@ class Truncation:
     @cached_property
     def oversized(self) -> bool:
         """Whether any item could need truncating: most requests answer no without parsing."""
-        limit = self.output_limit
-        if self.tiers.config.tool_output_policy == "none":
-            return False
-        return any(
-            count > limit and self.tiers.conversation.item(index).has_results
-            for index, count in enumerate(self.tiers.counts)
-        )
+        policy = self.tiers.config.tool_output_policy
+        return policy != "none" and next(self._oversized_items(), None) is not None
 
     async def prepare(self) -> None:
         """Cut the oversized outputs not cut before, off the event loop: tokenizing a 4 MB output
@@ -82,13 +78,13 @@ class Truncation:
         self._truncated[index] = (item, print_)
         return item, print_
 
-    def _oversized_items(self) -> list[int]:
-        limit = self.output_limit
-        return [
+    def _oversized_items(self) -> Iterator[int]:
+        limit, conversation = self.output_limit, self.tiers.conversation
+        return (
             i
             for i, count in enumerate(self.tiers.counts)
-            if count > limit and self.tiers.conversation.item(i).has_results
-        ]
+            if count > limit and conversation.item(i).has_results
+        )
 
     def _cut_key(self, index: int) -> tuple[object, ...]:
         config = self.tiers.config
@@ -124,12 +120,7 @@ class Truncation:
     @cached_property
     def _protected(self) -> dict[int, tuple[int, ...]]:
         """Per item, the result parts of protected tools (never truncated): computed once, O(results)."""
-        found: dict[int, list[int]] = {}
-        protected = self.tiers.config.protected_tools
-        for (index, position), tool in sorted(self.tiers.pairing.tool_of.items()):
-            if tool in protected:
-                found.setdefault(index, []).append(position)
-        return {index: tuple(parts) for index, parts in found.items()}
+        return self.tiers.pairing.protected_parts(self.tiers.config.protected_tools)
 
 
 class TruncationCache:

@@ -169,12 +169,8 @@ def memento_of(result: CompactResult, wire: WireFormat) -> list[Any]:
     """What our compaction item stands for: the forwarded entries but the user's and the system's
     (Codex keeps the user's messages itself, before the item, and sends its instructions and
     environment again after it); our summary stays."""
-    kept = []
-    for entry in result.messages:
-        item = wire.item(entry)
-        if item.is_summary or item.role not in (Role.USER, Role.SYSTEM):
-            kept.append(entry)
-    return kept
+    items = ((entry, wire.item(entry)) for entry in result.messages)
+    return [entry for entry, item in items if item.is_summary or item.role not in (Role.USER, Role.SYSTEM)]
 
 
 def _key(tenant: str, handle: str) -> bytes:

@@ -30,7 +30,6 @@ from compact_hook.proxy.observe.report import ANSWERED, report_in
 from compact_hook.wires.anthropic.stream import anthropic_events, is_whole_message
 from compact_hook.wires.responses.compaction import compaction_events, compaction_response
 
-"""Set in our report when the proxy answered the request itself."""
 ARCHIVE_WORDS = {
     ArchiveStatus.WRITTEN: " Originals archived.",
     ArchiveStatus.FAILED: " The originals could not be archived.",
@@ -78,11 +77,10 @@ def answer(
     if isinstance(reply, CompactionAnswer):
         as_ping(data)
         return None
-    text = reply
     if call_type in MOCKED_CALL_TYPES:
-        data["mock_response"] = text
+        data["mock_response"] = reply
         return None
-    return ModifyResponseException(message=text, model=str(data.get("model")), request_data=data)
+    return ModifyResponseException(message=reply, model=str(data.get("model")), request_data=data)
 
 
 async def answered_stream(

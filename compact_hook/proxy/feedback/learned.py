@@ -305,10 +305,6 @@ def _ratios_key(group: str) -> bytes:
 
 
 def _parse(text: str) -> dict[str, TenantCount]:
-    tenants = {}
-    for line in text.splitlines()[:TENANTS_KEPT]:
-        key, _, value = line.partition(":")
-        count = TenantCount.from_text(value)
-        if count is not None and len(key) == 16:
-            tenants[key] = count
-    return tenants
+    fields = (line.partition(":") for line in text.splitlines()[:TENANTS_KEPT])
+    counts = ((key, TenantCount.from_text(value)) for key, _, value in fields)
+    return {key: count for key, count in counts if count is not None and len(key) == 16}

@@ -32,7 +32,7 @@ from compact_hook.core.failures import Overflow, is_context_error
 from compact_hook.core.outcomes import Mode
 from compact_hook.proxy import server
 from compact_hook.proxy.lifecycle.logs import for_model_group
-from compact_hook.proxy.marks import INTERNAL_TOKEN, RETRY_KEY
+from compact_hook.proxy.marks import INTERNAL_TOKEN, RETRY_KEY, metadata_of
 from compact_hook.proxy.observe.report import record_savings, report_in, report_of
 from compact_hook.proxy.request.caller import (
     Caller,
@@ -56,9 +56,8 @@ MAX_SNAPSHOTS = 64
 
 def last_failure(kwargs: Mapping[str, Any]) -> str:
     """The error text of the attempt a fallback follows (the router's breadcrumbs)."""
-    for key in ("litellm_metadata", "metadata"):
-        metadata = kwargs.get(key)
-        previous = metadata.get("previous_models") if isinstance(metadata, Mapping) else None
+    for metadata in metadata_of(kwargs):
+        previous = metadata.get("previous_models")
         if isinstance(previous, Sequence) and previous and isinstance(previous[-1], Mapping):
             return str(previous[-1].get("exception_string") or "")
     return ""
@@ -136,11 +135,12 @@ class Recovery:
         if wire is None or router is None or group is None or previous is None:
             return
         settled = await settle(self.services, router, group, Caller(previous.tenant, previous.control))
-        if settled is not None:
-            for_model_group(group)
-        parsed = wire.parse(kwargs) if settled is not None else None
+        if settled is None:  # the group does not compact: nor does ``_refusal`` learn anything
+            return
+        for_model_group(group)
+        parsed = wire.parse(kwargs)
         refusal = await self._refusal(kwargs, overflow)
-        if settled is None or parsed is None or isinstance(parsed, Rejected) or refusal is None:
+        if isinstance(parsed, Rejected) or refusal is None:
             return
         session_id = str(previous.get("session_id") or session_id_of(kwargs, parsed.entries))
         control = dataclasses.replace(previous.control, mode=Mode.FORCE)

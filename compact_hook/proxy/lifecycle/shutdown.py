@@ -54,11 +54,9 @@ def on_shutdown(cleanup: Cleanup) -> bool:
 
 async def _run_cleanups() -> None:
     """Await every live registered clean-up once; one failing does not stop the others."""
-    pending = [ref() for ref in _cleanups]
+    pending = [cleanup for ref in _cleanups if (cleanup := ref()) is not None]
     _cleanups.clear()
     for cleanup in pending:
-        if cleanup is None:
-            continue
         try:
             await cleanup()
         except Exception:

@@ -23,11 +23,10 @@ from compact_hook.core.evidence import Learned, Verdict
 from compact_hook.core.failures import SummaryFailure
 from compact_hook.core.outcomes import ArchiveStatus, CacheStatus, Reason
 from compact_hook.engine.result import CompactResult
-from compact_hook.proxy.observe.collectors import EngineCollector
+from compact_hook.proxy.observe.collectors import PREFIX, EngineCollector
 
 logger = logging.getLogger(__name__)
 
-PREFIX = "compact_hook"
 OTHER = "other"
 MAX_GROUPS = 1024
 MAX_STARTED = 8192
@@ -40,6 +39,8 @@ FALLING_BEHIND = (
     Reason.BREAKER_OPEN,
 )
 """The request outcomes ``CompactHookFallingBehind`` reads (the other outcomes appear as they come)."""
+APPLIED = (CacheStatus.MISS, CacheStatus.SHARED, CacheStatus.PREPARED)
+"""How a compaction a request applied was had: made now, shared by another replica, prepared ahead."""
 RECALL_OUTCOMES = ("found", "not_found")
 LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60)
 
@@ -196,10 +197,9 @@ class Metrics:
 
     def _started_outcomes(self) -> tuple[tuple[Counter, tuple[str, ...]], ...]:
         """Each count by outcome and the outcomes a rule or panel reads of it."""
-        cached = (CacheStatus.MISS, CacheStatus.SHARED, CacheStatus.PREPARED)
         return (
             (self.summary_failures, tuple(kind.value for kind in SummaryFailure)),
-            (self.compactions, tuple(cache.value for cache in cached)),
+            (self.compactions, tuple(cache.value for cache in APPLIED)),
             (self.requests, tuple(reason.value for reason in FALLING_BEHIND)),
             (self.archive, tuple(status.value for status in ArchiveStatus)),
             (self.recalls, RECALL_OUTCOMES),
@@ -217,12 +217,10 @@ class Metrics:
         if result.reason is Reason.SUMMARY_FAILED:
             kind = result.summary_failure or SummaryFailure.UNAVAILABLE
             self.summary_failures.labels(group, wire, kind.value).inc()
-        if result.compacted and result.cache in (CacheStatus.MISS, CacheStatus.SHARED, CacheStatus.PREPARED):
+        if result.compacted and result.cache in APPLIED:
             self.compactions.labels(group, wire, result.cache.value).inc()
-        if result.cache is CacheStatus.HIT:
-            self.store.labels(group, wire, "hit").inc()
-        elif result.cache is CacheStatus.MISS:
-            self.store.labels(group, wire, "miss").inc()
+        if result.cache in (CacheStatus.HIT, CacheStatus.MISS):
+            self.store.labels(group, wire, result.cache.value).inc()
         if result.archive_status is not None:
             self.archive.labels(group, wire, result.archive_status.value).inc()
         if result.cost_saved is not None:  # a counter only grows: what a change cost shows in the spend

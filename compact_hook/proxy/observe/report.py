@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 from compact_hook.core.evidence import Forwarded
 from compact_hook.engine.result import CompactResult
 from compact_hook.proxy.answers.codex import CompactionAnswer
+from compact_hook.proxy.marks import METADATA_KEYS, metadata_of
 from compact_hook.proxy.request.control import Control
 from compact_hook.wires.base import Rejected
 
@@ -49,7 +50,6 @@ HEADER_FIELDS = (
     "count_source",
     "recalls",
 )
-METADATA_KEYS = ("litellm_metadata", "metadata")
 SAVINGS_KEY = "compression_savings"
 """Where LiteLLM's spend accounting reads a request's prompt-compression savings
 (``proxy/spend_tracking/compression_savings.py``): its spend reports then show ours."""
@@ -94,10 +94,6 @@ class Report(dict[str, Any]):
     def counted(self) -> int:
         """Our own count of what was forwarded."""
         return self.forwarded.counted
-
-
-"""Where LiteLLM keeps its per-request dict: ``litellm_metadata`` on /v1/messages and
-/v1/responses (there ``metadata`` is the provider's own field), ``metadata`` on chat."""
 
 
 def report_of(result: CompactResult, session_id: str, wire: str) -> Report:
@@ -225,9 +221,8 @@ def record_savings(data: dict[str, Any], key: str, result: CompactResult) -> Non
 
 def report_in(data: Mapping[str, Any]) -> Report | None:
     """Our report in the request, if any (whatever else sits under the key is not ours)."""
-    for key in METADATA_KEYS:
-        metadata = data.get(key) if isinstance(data, Mapping) else None
-        report = metadata.get(REPORT_KEY) if isinstance(metadata, Mapping) else None
+    for metadata in metadata_of(data) if isinstance(data, Mapping) else []:
+        report = metadata.get(REPORT_KEY)
         if isinstance(report, Report):
             return report
     return None

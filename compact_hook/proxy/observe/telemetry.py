@@ -132,14 +132,12 @@ class Telemetry:
             report["recall_failed"] = pending.failed.value
         if not pending.found and not pending.missing and not pending.refused:
             return
-        found, missing, returned = pending.found, pending.missing, pending.returned
-        self.metrics.recalled(
-            found, missing, returned, self.metrics.labels(str(data.get("model")), pending.wire.name)
-        )
+        where = self.metrics.labels(str(data.get("model")), pending.wire.name)
+        self.metrics.recalled(pending.found, pending.missing, pending.returned, where)
         if report is not None:
             report.update(
-                recalls=found + missing + pending.refused,
-                recalls_not_found=missing,
+                recalls=pending.found + pending.missing + pending.refused,
+                recalls_not_found=pending.missing,
                 recalls_refused=pending.refused,
                 recall_rounds=pending.rounds,
             )

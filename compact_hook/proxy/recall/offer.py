@@ -48,6 +48,8 @@ from compact_hook.wires.base import Conversation, RecallWire
 from compact_hook.wires.parsing import TOOL_OVERHEAD, compact_json
 from compact_hook.wires.registry import WIRES
 
+logger = logging.getLogger(__name__)
+
 MAX_ROUNDS = int(CompactConfig.__dataclass_fields__["recall_max_rounds"].default)  # type: ignore[arg-type]
 """The model calls a request's recall answers may add, unless the operator says (``recall_max_rounds``)."""
 ROUND_TIMEOUT = float(CompactConfig.__dataclass_fields__["recall_round_timeout_seconds"].default)  # type: ignore[arg-type]
@@ -201,7 +203,6 @@ class Offer:
         return Pending(self.wire, self.name, conversation, room, session, rounds, tenant, timeout)
 
 
-logger = logging.getLogger(__name__)
 PREFIX = b"recall-bytes:"
 
 

@@ -202,10 +202,6 @@ def recalled_stream(
     return chunks if wire is None else wire.stream(Answering(pending), data, chunks)
 
 
-__all__ = ["recalled_stream"]
-
-
-logger = logging.getLogger(__name__)
 _writing: set[asyncio.Task[None]] = set()
 """The writes under way (a task nothing refers to may be collected before it runs)."""
 

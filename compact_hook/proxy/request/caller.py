@@ -17,7 +17,7 @@ from compact_hook.core.pricing import Prices
 from compact_hook.engine.result import CompactRequest
 from compact_hook.engine.summary.summarize import PROMPT_VERSION
 from compact_hook.proxy import server
-from compact_hook.proxy.marks import own_call_metadata
+from compact_hook.proxy.marks import metadata_of, own_call_metadata
 from compact_hook.proxy.request.control import Control
 from compact_hook.proxy.request.summarizer import RouterSummarizer, Spending
 from compact_hook.settings.model import CompactConfig
@@ -34,9 +34,6 @@ class Pricing:
 
     model: Prices | None = None
     summary: Prices | None = None
-
-
-UNPRICED = Pricing()
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,7 +62,7 @@ class Settled:
     against us (``proxy.request.settings.settle``)."""
 
     config: CompactConfig
-    pricing: Pricing = UNPRICED
+    pricing: Pricing = Pricing()
     ratio: CountRatio = IDENTITY
 
 
@@ -111,19 +108,14 @@ def session_id_of(data: Mapping[str, Any], entries: list[Any]) -> str:
     ``litellm_session_id``, ``user``, Responses' ``prompt_cache_key`` (Codex sends its
     conversation id there) and Anthropic's ``metadata.user_id`` (Claude Code's includes its session).
     """
-    candidates: list[object] = []
-    for key in ("metadata", "litellm_metadata"):
-        metadata = data.get(key)
-        if isinstance(metadata, Mapping):
-            candidates.extend(metadata.get(name) for name in SESSION_KEYS)
+    # ``metadata`` first, then ``litellm_metadata``
+    candidates: list[object] = [m.get(name) for m in reversed(metadata_of(data)) for name in SESSION_KEYS]
     candidates.extend(data.get(name) for name in ("litellm_session_id", "user", "prompt_cache_key"))
     provider_metadata = data.get("metadata")
     if isinstance(provider_metadata, Mapping):
         candidates.append(provider_metadata.get("user_id"))
-    for candidate in candidates:
-        if isinstance(candidate, str) and candidate.strip():
-            return candidate.strip()
-    return conversation_session_id(entries)
+    found = next((c.strip() for c in candidates if isinstance(c, str) and c.strip()), "")
+    return found or conversation_session_id(entries)
 
 
 def tenant_of(user_api_key_dict: Any) -> str:
@@ -145,9 +137,8 @@ def call_type_name(call_type: Any) -> str:
 
 def group_of(request: Mapping[str, Any]) -> str | None:
     """The model group of a deployment call (its ``model`` is the provider's by then)."""
-    for key in ("litellm_metadata", "metadata"):
-        metadata = request.get(key)
-        group = metadata.get("model_group") if isinstance(metadata, Mapping) else None
+    for metadata in metadata_of(request):
+        group = metadata.get("model_group")
         if isinstance(group, str) and group:
             return group
     model = request.get("model")

@@ -64,9 +64,8 @@ def control_of(data: Mapping[str, Any], metadata_key: str, user_api_key_dict: An
     ]
     mode = next((s.mode for s in sources if s.mode is not None), Mode.AUTO)
     focus = next((s.focus for s in sources if s.focus is not None), "")
-    overrides: dict[str, Any] = {}
-    for source in reversed(sources):  # the team's first, the key's over them
-        overrides.update(source.overrides)
+    # the team's overrides first, the key's over them
+    overrides = {key: value for source in reversed(sources) for key, value in source.overrides.items()}
     return Control(mode, focus, overrides)
 
 
@@ -78,12 +77,8 @@ def with_command(control: Control, focus: str) -> Control:
 def _header(data: Mapping[str, Any]) -> object:
     request = data.get("proxy_server_request")
     headers = request.get("headers") if isinstance(request, Mapping) else None
-    if not isinstance(headers, Mapping):
-        return None
-    for name, value in headers.items():
-        if isinstance(name, str) and name.lower() == HEADER:
-            return value
-    return None
+    items = headers.items() if isinstance(headers, Mapping) else ()
+    return next((value for name, value in items if isinstance(name, str) and name.lower() == HEADER), None)
 
 
 def _metadata_value(metadata: object) -> object:

@@ -257,7 +257,7 @@ def attach_fallbacks(data: dict[str, Any], group: str, router: Any, call_type: s
     if data.get("disable_fallbacks") or "fallbacks" in data or "context_window_fallbacks" in data:
         return
     retry = {"model": group, RETRY_KEY: INTERNAL_TOKEN}
-    if call_type == "aresponses":
+    if call_type == RESPONSES_CALL:
         configured = _targets(server.router_setting(router, "fallbacks"), group)
         data["fallbacks"] = [retry, *({"model": t} if isinstance(t, str) else t for t in configured)]
     else:

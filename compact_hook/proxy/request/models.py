@@ -24,7 +24,6 @@ import yaml
 from compact_hook.core.calibration import claude_version, family_prior
 from compact_hook.core.pricing import Prices
 from compact_hook.proxy import server
-from compact_hook.proxy import server as router_api
 from compact_hook.settings.model import CompactConfig
 from compact_hook.state.tokenizers import tokenizer_name_for_model
 
@@ -92,14 +91,14 @@ class ModelSettings:
         self._forget_other(router)
         if group in self._memo:
             return self._memo[group]
-        deployments = router_api.deployments(router, group)
+        deployments = server.deployments(router, group)
         if not deployments:
             return None
         self._memo[group] = self._resolve(router, group, deployments)
         return self._memo[group]
 
     def prices(self, router: Any, group: str, config: CompactConfig) -> Prices | None:
-        """The group's prices (``proxy.request.prices``), memoized like its settings; only for groups the
+        """The group's prices (``group_prices``), memoized like its settings; only for groups the
         router knows (``group`` is a resolved model or its configured summary model)."""
         self._forget_other(router)
         if group not in self._prices:
@@ -114,7 +113,7 @@ class ModelSettings:
     def _resolve(
         self, router: Any, group: str, deployments: Sequence[Mapping[str, Any]]
     ) -> CompactConfig | None:
-        blocks = [compact_block(d) for d in deployments if compact_block(d) is not None]
+        blocks = [block for block in map(compact_block, deployments) if block is not None]
         if not blocks:
             return None
         try:
@@ -147,14 +146,14 @@ class ModelSettings:
         group = config.summary_model
         if group is None or config.uses_digest:
             return None
-        return group_window(router, group, router_api.deployments(router, group))
+        return group_window(router, group, server.deployments(router, group))
 
 
 def group_window(router: Any, group: str, deployments: Sequence[Mapping[str, Any]]) -> int | None:
     """The smallest known window of a group's deployments (the router reports the largest)."""
     windows = [w for w in (_deployment_window(d) for d in deployments) if w]
     if not windows:
-        info = router_api.group_info(router, group)
+        info = server.group_info(router, group)
         window = getattr(info, "max_input_tokens", None) if info is not None else None
         windows = [int(window)] if window else []
     windows.extend(w for w in (_compact_window(d) for d in deployments) if w)
@@ -193,12 +192,7 @@ def _deployment_window(deployment: Mapping[str, Any]) -> int | None:
     explicit = model_info.get("max_input_tokens") if isinstance(model_info, Mapping) else None
     if isinstance(explicit, int | float) and not isinstance(explicit, bool) and explicit > 0:
         return int(explicit)
-    try:
-        import litellm
-
-        known = litellm.get_model_info(model=_provider_model(deployment, "")).get("max_input_tokens")
-    except Exception:
-        return None
+    known = _cost_map_entry(deployment).get("max_input_tokens")
     return int(known) if isinstance(known, int | float) and known > 0 else None
 
 
@@ -222,7 +216,7 @@ def validate_loaded_proxy_config(base: CompactConfig, lock_ttl: float | None = N
     LiteLLM builds its callbacks while it loads the config file and before it builds the
     router, so we read the same file it is loading.
     """
-    path = router_api.proxy_global("user_config_file_path")
+    path = server.proxy_global("user_config_file_path")
     if not isinstance(path, str) or not Path(path).is_file():
         return set()
     config = yaml.safe_load(Path(path).read_text(encoding="utf-8")) or {}
@@ -242,11 +236,8 @@ INPUT, WRITE, READ, OUTPUT = (
 
 def group_prices(router: Any, group: str, config: CompactConfig) -> Prices | None:
     """The first priced deployment's prices, else the settings'."""
-    for deployment in server.deployments(router, group):
-        prices = deployment_prices(deployment)
-        if prices is not None:
-            return prices
-    return config.prices
+    priced = (deployment_prices(deployment) for deployment in server.deployments(router, group))
+    return next((prices for prices in priced if prices is not None), config.prices)
 
 
 def deployment_prices(deployment: Mapping[str, Any]) -> Prices | None:
@@ -261,14 +252,11 @@ def deployment_prices(deployment: Mapping[str, Any]) -> Prices | None:
 
 
 def _cost_map_entry(deployment: Mapping[str, Any]) -> Mapping[str, Any]:
-    params = deployment.get("litellm_params")
-    model = params.get("model") if isinstance(params, Mapping) else None
-    if not isinstance(model, str):
-        return {}
+    """LiteLLM's cost map entry for the deployment's model (its window, its prices), or nothing."""
     try:
         import litellm
 
-        info = litellm.get_model_info(model=model)
+        info = litellm.get_model_info(model=_provider_model(deployment, ""))
     except Exception:  # LiteLLM raises for a model its map does not know
         return {}
     return info if isinstance(info, Mapping) else {}

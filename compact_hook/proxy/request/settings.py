@@ -18,8 +18,6 @@ from compact_hook.proxy.request.caller import Caller, Pricing, Settled
 from compact_hook.proxy.services import Services
 from compact_hook.settings.model import CompactConfig
 
-__all__ = ["Settled", "settle"]
-
 
 async def settle(
     services: Services, router: Any, group: str, who: Caller, resolved: CompactConfig | None = None
@@ -32,19 +30,18 @@ async def settle(
         return None
     config = who.control.settings(resolved)
     learned = await services.learned.get(group, who.tenant) if config.recover else None
-    if learned is not None and config.context_window is not None:
+    if learned is not None:
         config = dataclasses.replace(config, context_window=learned_window(config, learned))
-    elif learned is not None:
-        config = dataclasses.replace(config, context_window=learned)
     ratio = await services.ratios.ratio(group, who.tenant, trust_of(config))
     return Settled(config, _pricing(services, router, group, config), ratio)
 
 
 def learned_window(config: CompactConfig, learned: int) -> int:
-    """The window a provider taught, where it is below the configured one, but never below
+    """The window a provider taught, where it is below the configured one (if any), but never below
     ``learned_window_floor`` of it (a refusal that teaches less says the configuration is wrong)."""
     configured = config.context_window
-    assert configured is not None
+    if configured is None:
+        return learned
     return max(min(learned, configured), math.ceil(config.learned_window_floor * configured))
 
 

@@ -72,14 +72,11 @@ class RouterSummarizer:
             num_retries=0,
             stream=False,
         )
-        self._count(response)
-        content = response.choices[0].message.content
-        return content if isinstance(content, str) else ""
-
-    def _count(self, response: Any) -> None:
         cost = response_cost(response, self.prices)
         if cost > 0:
             self.on_spent(cost)
+        content = response.choices[0].message.content
+        return content if isinstance(content, str) else ""
 
 
 def response_cost(response: Any, prices: Prices | None) -> float:

@@ -42,6 +42,7 @@ from compact_hook.wires.parsing import (
     media_location,
     positive_int,
     shape_rejected,
+    string,
 )
 
 MEDIA_TOKENS = 1600
@@ -63,7 +64,7 @@ class AnthropicFormat:
     first_turn_user, placement, bound_thinking = True, Placement.AFTER_USER, True
 
     def parse(self, data: dict[str, Any]) -> Conversation | Rejected:
-        rejected = shape_rejected(data, "messages", MESSAGE_SHAPE)
+        rejected = shape_rejected(data, "messages", MESSAGE_SHAPE.problem)
         if rejected is not None:
             return rejected
         messages = data["messages"]
@@ -223,15 +224,15 @@ def _block_part(block: dict[str, Any]) -> Part:
 
 
 def _text_part(block: dict[str, Any]) -> Part:
-    return Part(PartKind.TEXT, _str(block.get("text")))
+    return Part(PartKind.TEXT, string(block.get("text")))
 
 
 def _tool_use_part(block: dict[str, Any]) -> Part:
     return Part(
         PartKind.CALL,
         compact_json(block.get("input", {})),
-        _str(block.get("name")) or "tool",
-        _str(block.get("id")),
+        string(block.get("name")) or "tool",
+        string(block.get("id")),
     )
 
 
@@ -241,14 +242,14 @@ def _tool_result_part(block: dict[str, Any]) -> Part:
         PartKind.RESULT,
         text,
         "",
-        _str(block.get("tool_use_id")),
+        string(block.get("tool_use_id")),
         media * MEDIA_TOKENS,
         block.get("is_error") is True,
     )
 
 
 def _thinking_part(block: dict[str, Any]) -> Part:
-    return Part(PartKind.THINKING, _str(block.get("thinking")))
+    return Part(PartKind.THINKING, string(block.get("thinking")))
 
 
 def _media_part(block: dict[str, Any]) -> Part:
@@ -275,17 +276,18 @@ def _result_content(content: object) -> tuple[str, int]:
     texts = [
         block["text"] for block in content if isinstance(block, dict) and isinstance(block.get("text"), str)
     ]
-    media = sum(1 for block in content if isinstance(block, dict) and block.get("type") in MEDIA_BLOCKS)
-    return "\n".join(texts), media
+    return "\n".join(texts), len(_media_of(content))
+
+
+def _media_of(content: object) -> list[Any]:
+    """The media blocks of a list content, in order."""
+    if not isinstance(content, list):
+        return []
+    return [block for block in content if isinstance(block, dict) and block.get("type") in MEDIA_BLOCKS]
 
 
 def _with_output(block: dict[str, Any], text: str, keep_media: bool) -> dict[str, Any]:
-    content = block.get("content")
-    media = (
-        [part for part in content if isinstance(part, dict) and part.get("type") in MEDIA_BLOCKS]
-        if keep_media and isinstance(content, list)
-        else []
-    )
+    media = _media_of(block.get("content")) if keep_media else []
     return {**block, "content": [{"type": "text", "text": text}, *media] if media else text}
 
 
@@ -293,7 +295,3 @@ def _with_results_first(raw: Mapping[str, Any], results: list[dict[str, Any]]) -
     blocks = _blocks(raw)
     split = next((i for i, block in enumerate(blocks) if block.get("type") != "tool_result"), len(blocks))
     return [*blocks[:split], *results, *blocks[split:]]
-
-
-def _str(value: object) -> str:
-    return value if type(value) is str else ""

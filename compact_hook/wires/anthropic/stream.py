@@ -21,7 +21,7 @@ from typing import Any
 
 from compact_hook.wires.anthropic.recall import THINKING
 from compact_hook.wires.base import Recalling
-from compact_hook.wires.guard import TOOL_STOPS, Passing, RoundFailed, said_failure
+from compact_hook.wires.guard import TOOL_STOPS, Passing, whole_ending
 from compact_hook.wires.sse import Frame, frame, text_frame
 
 ENDING = frozenset({"message_delta", "message_stop"})
@@ -147,28 +147,21 @@ async def recalled_messages(
         if rest:
             yield rest
         return
+    held = [event.raw for event in message.held]
     ours, theirs = message.calls(recall.tool)
-    if not ours or theirs or rest or not message.held or message.stop() not in TOOL_STOPS:
-        for raw in [*(event.raw for event in message.held), rest]:  # nothing to answer: as it came
+    if not ours or theirs or rest or not held or message.stop() not in TOOL_STOPS:
+        for raw in [*held, rest]:  # nothing to answer: as it came
             if raw:
                 yield raw
         return
-    for event in await _ending(recall, data, message):
+    for event in await whole_ending(data, _ending(recall, data, message), lambda: held):
         yield event
 
 
 async def _ending(recall: Recalling, data: Mapping[str, Any], message: _Message) -> list[Any]:
-    """The rest of the stream after our calls, made whole before any of it is sent; on an error of
-    ours, the held events as they came (a failed round raises its error: ``guard``)."""
-    try:
-        whole = message.whole()
-        final = await recall.answered(data, whole)
-        return list(_continued(final, whole, len(message.shown)))
-    except RoundFailed as failed:
-        raise failed.error from None
-    except Exception:
-        said_failure(data, "answering")
-        return [event.raw for event in message.held]
+    """The rest of the stream after our calls (``guard.whole_ending``: made whole before it is sent)."""
+    whole = message.whole()
+    return list(_continued(await recall.answered(data, whole), whole, len(message.shown)))
 
 
 def _continued(final: Any, whole: Mapping[str, Any], first: int) -> Iterator[bytes]:
@@ -222,25 +215,14 @@ def anthropic_events(message: Mapping[str, Any]) -> Iterator[str]:
     )
     usage = message.get("usage") or {"input_tokens": 0, "output_tokens": 0}
     start = {**message, "content": [], "stop_reason": None, "usage": usage}
-    yield text_frame("message_start", {"type": "message_start", "message": start})
-    yield text_frame(
-        "content_block_start",
-        {"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}},
-    )
-    yield text_frame(
-        "content_block_delta",
-        {"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": text}},
-    )
-    yield text_frame("content_block_stop", {"type": "content_block_stop", "index": 0})
-    yield text_frame(
-        "message_delta",
-        {
-            "type": "message_delta",
-            "delta": {"stop_reason": "end_turn", "stop_sequence": None},
-            "usage": {"output_tokens": usage.get("output_tokens", 0) if isinstance(usage, Mapping) else 0},
-        },
-    )
-    yield text_frame("message_stop", {"type": "message_stop"})
+    yield text_frame("message_start", {"message": start})
+    yield text_frame("content_block_start", {"index": 0, "content_block": {"type": "text", "text": ""}})
+    yield text_frame("content_block_delta", {"index": 0, "delta": {"type": "text_delta", "text": text}})
+    yield text_frame("content_block_stop", {"index": 0})
+    output = usage.get("output_tokens", 0) if isinstance(usage, Mapping) else 0
+    delta = {"stop_reason": "end_turn", "stop_sequence": None}
+    yield text_frame("message_delta", {"delta": delta, "usage": {"output_tokens": output}})
+    yield text_frame("message_stop", {})
 
 
 def is_whole_message(chunk: object) -> bool:

@@ -9,16 +9,14 @@ output reserve.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from compact_hook.core.items import Item, Part, PartKind, Placement, Role, summary_body
 from compact_hook.core.normalize import ABORTED_RESULT
-from compact_hook.core.outcomes import Reason
 from compact_hook.wires.base import Conversation, Rejected
 from compact_hook.wires.openai_parts import content_parts, joined_text, output_replaced, with_texts
-from compact_hook.wires.parsing import positive_int, problem_in
+from compact_hook.wires.parsing import arguments_text, positive_int, shape_rejected, string
 
 Message = dict[str, Any]
 
@@ -39,25 +37,23 @@ class ChatFormat:
     first_turn_user, placement, bound_thinking = False, Placement.ANYWHERE, False
 
     def parse(self, data: dict[str, Any]) -> Conversation | Rejected:
-        messages = data.get("messages")
-        problem = malformed_reason(messages)
-        if problem is not None:
-            return Rejected(Reason.MALFORMED, problem)
-        assert isinstance(messages, list)
+        rejected = shape_rejected(data, "messages", _message_problem)
+        if rejected is not None:
+            return rejected
+        messages = data["messages"]
         context = tuple(data[key] for key in CONTEXT_KEYS if data.get(key))
         reserve = positive_int(data, "max_completion_tokens", "max_tokens")
         return Conversation(self, messages, context, reserve)
 
     def item(self, raw: Any) -> Item:
         role = raw.get("role")
-        name = raw.get("name")
         if role == "tool" or role == "function":
             parts: tuple[Part, ...] = (_result_part(raw),)
         else:
             parts = content_parts(raw.get("content"))
             if role == "assistant" and (raw.get("tool_calls") or raw.get("function_call")):
                 parts = parts + tuple(_call_part(call) for call in _calls_of(raw))
-        return Item(ROLES.get(role, Role.OTHER), parts, raw, name if type(name) is str else "")
+        return Item(ROLES.get(role, Role.OTHER), parts, raw, string(raw.get("name")))
 
     def render(self, data: dict[str, Any], entries: list[Any]) -> None:
         data["messages"] = entries
@@ -92,19 +88,12 @@ class ChatFormat:
         return [*unit, *added]
 
 
-def malformed_reason(messages: object) -> str | None:
-    """Why ``messages`` is not a chat history we can safely rework, or None if it is.
+def _message_problem(message: object) -> str | None:
+    """Why a message is not one we can safely rework, or None if it is.
 
     Anything odd is passed through untouched for the provider to judge: we never "fix"
     a request we do not understand.
     """
-    if not isinstance(messages, list):
-        return f"messages is {type(messages).__name__}, not a list"
-    problem = problem_in(messages, _message_problem)
-    return f"messages{problem}" if problem is not None else None
-
-
-def _message_problem(message: object) -> str | None:
     if not isinstance(message, dict):
         return f"is {type(message).__name__}, not an object"
     role = message.get("role")
@@ -137,24 +126,16 @@ def _calls_of(message: Message) -> list[dict[str, Any]]:
 def _call_part(call: dict[str, Any]) -> Part:
     function = call.get("function")
     function = function if isinstance(function, dict) else {}
-    name = function.get("name")
-    arguments = function.get("arguments")
-    if not isinstance(arguments, str):
-        arguments = "" if arguments is None else json.dumps(arguments, ensure_ascii=False)
-    call_id = call.get("id")
     return Part(
         PartKind.CALL,
-        text=arguments,
-        name=name if isinstance(name, str) and name else "tool",
-        call_id=call_id if isinstance(call_id, str) else "",
+        text=arguments_text(function.get("arguments")),
+        name=string(function.get("name")) or "tool",
+        call_id=string(call.get("id")),
     )
 
 
 def _result_part(message: Message) -> Part:
-    call_id = message.get("tool_call_id")
-    name = message.get("name")
-    call_id = call_id if type(call_id) is str else ""
-    name = name if type(name) is str else ""
+    call_id, name = string(message.get("tool_call_id")), string(message.get("name"))
     content = message.get("content")
     if type(content) is str:
         return Part(PartKind.RESULT, content, name, call_id)

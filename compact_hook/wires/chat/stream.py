@@ -17,7 +17,7 @@ from typing import Any
 import litellm
 
 from compact_hook.wires.base import Recalling
-from compact_hook.wires.guard import TOOL_STOPS, RoundFailed, said_failure
+from compact_hook.wires.guard import TOOL_STOPS, Passing, whole_ending
 
 
 @dataclass
@@ -36,6 +36,8 @@ class _Reply:
     held: list[Any] = field(default_factory=list)
     usage: Any = None
     last: Any = None
+    stop: str | None = None
+    """The finish reason the held chunks carry (None: the stream ended without one)."""
     taken: bool = False
     """The usage came on a chunk that was shown (LiteLLM puts it on the last content chunk at times):
     taken off it, it is said at the end."""
@@ -46,48 +48,25 @@ async def recalled_chat(
 ) -> AsyncGenerator[Any, None]:
     """The client's stream: live but for our calls and the reply's end (see the module); on any
     error of ours, as it came (``guard``)."""
-    reply, broken = _Reply(), False
-    async for chunk in chunks:
-        if broken:
-            yield chunk
-            continue
-        try:
-            shown = _seen(chunk, reply, recall.tool)
-        except Exception:
-            said_failure(data, "reading a chunk")
-            broken = True
-            for held in [*reply.held, chunk]:
-                yield held
-            continue
-        if shown is not None:
-            yield shown
-    if broken:
+    reply = _Reply()
+    passing = Passing(data, lambda chunk: _seen(chunk, reply, recall.tool), lambda: reply.held)
+    async for shown in passing.parsed(chunks):
+        yield shown
+    if passing.broken:
         return
     ours = [call for call in reply.calls.values() if call.name == recall.tool]
-    if not ours or len(ours) < len(reply.calls) or _stop(reply) not in TOOL_STOPS:
+    if not ours or len(ours) < len(reply.calls) or reply.stop not in TOOL_STOPS:
         for chunk in _as_it_came(reply):
             yield chunk
         return
-    try:
-        final = await recall.answered(data, _whole(reply))
-        rest = _continued(final, reply.last, include_usage=reply.usage is not None)
-    except RoundFailed as failed:
-        raise failed.error from None
-    except Exception:
-        said_failure(data, "answering")
-        rest = _as_it_came(reply)
-    for chunk in rest:
+    for chunk in await whole_ending(data, _ending(recall, data, reply), lambda: _as_it_came(reply)):
         yield chunk
 
 
-def _stop(reply: _Reply) -> str | None:
-    """The finish reason the held chunks carry (None: the stream ended without one)."""
-    for chunk in reversed(reply.held):
-        for choice in getattr(chunk, "choices", None) or []:
-            reason = getattr(choice, "finish_reason", None)
-            if reason is not None:
-                return str(reason)
-    return None
+async def _ending(recall: Recalling, data: Mapping[str, Any], reply: _Reply) -> list[Any]:
+    """The rest of the stream after our rounds (``guard.whole_ending``: made whole before it is sent)."""
+    final = await recall.answered(data, _whole(reply))
+    return _continued(final, reply.last, include_usage=reply.usage is not None)
 
 
 def _as_it_came(reply: _Reply) -> list[Any]:
@@ -123,7 +102,9 @@ def _seen(chunk: Any, reply: _Reply, tool: str) -> Any | None:
         return None  # our call: never shown (its deltas are in ``reply.calls``)
     if ours and delta is not None:  # beside the client's calls in one chunk: theirs shown, ours not
         delta.tool_calls = [d for d in deltas if all(d is not o for o in ours)]
-    if getattr(choice, "finish_reason", None) is not None:
+    reason = getattr(choice, "finish_reason", None)
+    if reason is not None:
+        reply.stop = str(reason)
         reply.held.append(chunk)
         return None
     return chunk

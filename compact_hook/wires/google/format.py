@@ -37,7 +37,14 @@ from compact_hook.core.items import Item, Part, PartKind, Placement, Role, summa
 from compact_hook.core.normalize import ABORTED_RESULT
 from compact_hook.core.outcomes import Reason
 from compact_hook.wires.base import Conversation, Rejected
-from compact_hook.wires.parsing import EntryShape, answers_after, compact_json, positive_int, shape_rejected
+from compact_hook.wires.parsing import (
+    EntryShape,
+    answers_after,
+    compact_json,
+    positive_int,
+    shape_rejected,
+    string,
+)
 
 ROLES = {"user": Role.USER, "model": Role.ASSISTANT, "function": Role.TOOL}
 """``function``: the role Vertex once gave a content of function responses; still accepted."""
@@ -65,7 +72,7 @@ class GoogleFormat:
     def parse(self, data: dict[str, Any]) -> Conversation | Rejected:
         if any(data.get(key) for key in MANAGED_KEYS):
             return Rejected(Reason.CLIENT_MANAGED, "cachedContent")
-        rejected = shape_rejected(data, "contents", CONTENT_SHAPE)
+        rejected = shape_rejected(data, "contents", CONTENT_SHAPE.problem)
         if rejected is not None:
             return rejected
         contents, config = data["contents"], _config(data)
@@ -173,8 +180,8 @@ def _call_part(part: dict[str, Any], call: Any) -> Part:
     return Part(
         PartKind.CALL,
         compact_json(args) if args is not None else "",
-        _str(call.get("name")) or "tool",
-        _str(call.get("id")),
+        string(call.get("name")) or "tool",
+        string(call.get("id")),
     )
 
 
@@ -185,8 +192,8 @@ def _response_part(part: dict[str, Any], response: Any) -> Part:
     return Part(
         PartKind.RESULT,
         _result_text(body),
-        _str(response.get("name")),
-        _str(response.get("id")),
+        string(response.get("name")),
+        string(response.get("id")),
         media * MEDIA_TOKENS,
         isinstance(body, dict) and "error" in body and "output" not in body,
     )
@@ -200,7 +207,7 @@ def _media_part(part: dict[str, Any], media: Any) -> Part:
     if not where and isinstance(data, str):
         where = f"inline data, {len(data)} characters"
     mime = media.get("mimeType") or media.get("mime_type")
-    return Part(PartKind.MEDIA, where, _str(mime) or "media", fixed_tokens=MEDIA_TOKENS)
+    return Part(PartKind.MEDIA, where, string(mime) or "media", fixed_tokens=MEDIA_TOKENS)
 
 
 _PART_PARSERS: tuple[tuple[str, Callable[[dict[str, Any], Any], Part]], ...] = (
@@ -239,7 +246,3 @@ def _answered_parts(model: Item, positions: list[int], parts: list[Any]) -> list
             answer["id"] = call.call_id
         responses.insert(min(calls.index(position), len(responses)), {"functionResponse": answer})
     return [*responses, *others]
-
-
-def _str(value: object) -> str:
-    return value if type(value) is str else ""

@@ -9,7 +9,7 @@ from typing import Any
 
 from compact_hook.core.recall import TOOL_DESCRIPTION, tool_parameters
 from compact_hook.wires.base import Call
-from compact_hook.wires.replies import handle_in_arguments
+from compact_hook.wires.replies import handle_in_arguments, plain_block
 
 GOOGLE_PARAMS = (
     "systemInstruction",
@@ -92,7 +92,8 @@ class GoogleRecall:
 
     def followup(self, request: dict[str, Any], response: Any, answers: list[tuple[Call, str]]) -> None:
         parts = _parts(response)
-        turn = {"role": "model", "parts": [_google_part(part) for part in parts]}
+        # each part as the model sent it, its thought signature included (REST names: what the router sends)
+        turn = {"role": "model", "parts": [plain_block(part, mode="json", by_alias=True) for part in parts]}
         named = [_field(call, "name") for part in parts if (call := _field(part, "functionCall")) is not None]
         # every call is ours (a reply that calls the client's tools is never followed up)
         results = [_google_answer(call, text, str(named[0])) for call, text in answers]
@@ -114,14 +115,6 @@ class GoogleRecall:
         for key, value in usage.items():
             _set_field(held, key, value)
         return response
-
-
-def _google_part(part: Any) -> Any:
-    """A part as the model sent it, its thought signature included (REST names: what the router sends)."""
-    if isinstance(part, Mapping):
-        return dict(part)
-    dump = getattr(part, "model_dump", None)
-    return dump(mode="json", exclude_none=True, by_alias=True) if callable(dump) else part
 
 
 def _google_answer(call: Call, text: str, tool: str) -> dict[str, Any]:

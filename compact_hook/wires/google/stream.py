@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from compact_hook.wires.base import Recalling
-from compact_hook.wires.guard import TOOL_STOPS, Passing, RoundFailed, said_failure
+from compact_hook.wires.guard import TOOL_STOPS, Passing, whole_ending
 from compact_hook.wires.sse import Frame, frame
 
 
@@ -47,6 +47,8 @@ class _Reply:
     theirs: int = 0
     last: dict[str, Any] = field(default_factory=dict)
     held: list[dict[str, Any]] = field(default_factory=list)
+    stop: str | None = None
+    """The finish reason of the last response held (None: none came)."""
 
     def seen(self, event: Frame) -> bytes | None:
         """Note ``event``'s parts; what to show now (None: held, or nothing left but ours)."""
@@ -61,26 +63,23 @@ class _Reply:
         calls = sum(1 for p in parts if _call_name(p) is not None)
         self.ours += len(parts) - len(kept)
         self.theirs += calls - (len(parts) - len(kept))
-        if candidate.get("finishReason", candidate.get("finish_reason")) is not None:
+        reason = candidate.get("finishReason", candidate.get("finish_reason"))
+        if reason is not None:
+            self.stop = str(reason)
             self.held.append(_with_parts(data, kept))
             return None
         if len(kept) == len(parts):
             return event.raw
         return frame("", _with_parts(data, kept)) if kept else None
 
-    def stop(self) -> str | None:
-        """The finish reason of the held last response (None: none came)."""
-        for held in reversed(self.held):
-            candidate = _candidate(held)
-            reason = candidate.get("finishReason", candidate.get("finish_reason"))
-            if reason is not None:
-                return str(reason)
-        return None
-
     def whole(self) -> dict[str, Any]:
         """The reply as one whole response (what the rounds answer)."""
         candidate = {**_candidate(self.last), "content": {"role": "model", "parts": self.parts}}
         return {**self.last, "candidates": [candidate]}
+
+    def as_it_came(self) -> list[bytes]:
+        """The held responses as they came (our calls' parts were never shown)."""
+        return [frame("", held) for held in self.held]
 
 
 def _with_parts(data: Mapping[str, Any], parts: list[Any]) -> dict[str, Any]:
@@ -104,31 +103,24 @@ async def recalled_google(
     """The client's stream: live but for our calls and the reply's last response (see the module);
     on any error of ours, as it came (``guard``)."""
     reply = _Reply(recall.tool)
-    passing = Passing(data, reply.seen, lambda: [frame("", held) for held in reply.held])
+    passing = Passing(data, reply.seen, reply.as_it_came)
     async for shown in passing.events(chunks):
         yield shown
     rest, broken = passing.rest, passing.broken
-    if broken or not reply.ours or reply.theirs or rest or not reply.held or reply.stop() not in TOOL_STOPS:
-        for raw in [] if broken else [frame("", held) for held in reply.held]:
-            yield raw  # nothing to answer: as it came (our calls' parts were never shown)
+    if broken or not reply.ours or reply.theirs or rest or not reply.held or reply.stop not in TOOL_STOPS:
+        for raw in [] if broken else reply.as_it_came():
+            yield raw  # nothing to answer: as it came
         if rest:
             yield rest
         return
-    for each in await _ending(recall, data, reply):
+    for each in await whole_ending(data, _ending(recall, data, reply), reply.as_it_came):
         yield each
 
 
 async def _ending(recall: Recalling, data: Mapping[str, Any], reply: _Reply) -> list[Any]:
-    """The reply's last response after our rounds, made whole before it is sent; on an error of ours,
-    the held responses as they came (a failed round raises its error: ``guard``)."""
-    try:
-        whole = reply.whole()
-        final = await recall.answered(data, whole)
-        if final is whole:  # no round came back: the reply so far ends as it is, ours taken out
-            final = {**reply.held[-1], "usageMetadata": whole.get("usageMetadata")}
-        return [frame("", _plain(final))]
-    except RoundFailed as failed:
-        raise failed.error from None
-    except Exception:
-        said_failure(data, "answering")
-        return [frame("", held) for held in reply.held]
+    """The reply's last response after our rounds (``guard.whole_ending``: made whole before it is sent)."""
+    whole = reply.whole()
+    final = await recall.answered(data, whole)
+    if final is whole:  # no round came back: the reply so far ends as it is, ours taken out
+        final = {**reply.held[-1], "usageMetadata": whole.get("usageMetadata")}
+    return [frame("", _plain(final))]

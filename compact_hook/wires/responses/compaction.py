@@ -63,10 +63,6 @@ def notice(text: str) -> dict[str, Any]:
     return {"type": "message", "role": "user", "content": [{"type": "input_text", "text": text}]}
 
 
-def compaction_item(handle: str) -> dict[str, Any]:
-    return {"type": COMPACTION, "id": f"cmp_{secrets.token_hex(12)}", "encrypted_content": handle}
-
-
 def compaction_response(handle: str, model: str, usage: Mapping[str, int]) -> dict[str, Any]:
     """The whole response (non-streamed): one compaction item."""
     return {
@@ -75,7 +71,7 @@ def compaction_response(handle: str, model: str, usage: Mapping[str, int]) -> di
         "created_at": int(time.time()),
         "model": model,
         "status": "completed",
-        "output": [compaction_item(handle)],
+        "output": [{"type": COMPACTION, "id": f"cmp_{secrets.token_hex(12)}", "encrypted_content": handle}],
         "usage": dict(usage),
     }
 
@@ -85,20 +81,10 @@ def compaction_events(handle: str, model: str, usage: Mapping[str, int]) -> Iter
     response = compaction_response(handle, model, usage)
     item = response["output"][0]
     started = {**response, "status": "in_progress", "output": [], "usage": None}
-    yield text_frame(
-        "response.created", {"type": "response.created", "sequence_number": 0, "response": started}
-    )
-    yield text_frame(
-        "response.output_item.added",
-        {"type": "response.output_item.added", "sequence_number": 1, "output_index": 0, "item": item},
-    )
-    yield text_frame(
-        "response.output_item.done",
-        {"type": "response.output_item.done", "sequence_number": 2, "output_index": 0, "item": item},
-    )
-    yield text_frame(
-        "response.completed", {"type": "response.completed", "sequence_number": 3, "response": response}
-    )
+    yield text_frame("response.created", {"sequence_number": 0, "response": started})
+    yield text_frame("response.output_item.added", {"sequence_number": 1, "output_index": 0, "item": item})
+    yield text_frame("response.output_item.done", {"sequence_number": 2, "output_index": 0, "item": item})
+    yield text_frame("response.completed", {"sequence_number": 3, "response": response})
 
 
 def usage_of(tokens_in: int, tokens_out: int) -> dict[str, int]:

@@ -16,7 +16,6 @@ opaque item) for the gate to serve (``proxy.answers.codex``).
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -32,7 +31,7 @@ from compact_hook.wires.openai_parts import (
     output_replaced,
     with_texts,
 )
-from compact_hook.wires.parsing import compact_json, positive_int, problem_in
+from compact_hook.wires.parsing import arguments_text, compact_json, positive_int, problem_in, string
 
 MESSAGE_ROLES = {
     "user": Role.USER,
@@ -47,6 +46,8 @@ CALL_TYPES = {
     "computer_call": "computer_call_output",
 }
 RESULT_TYPES = frozenset(CALL_TYPES.values())
+ARGUMENT_KEYS = {"function_call": "arguments", "custom_tool_call": "input"}
+"""Where a named call holds its arguments (the others, named by their type, hold an ``action``)."""
 ANSWERABLE = frozenset({"function_call", "custom_tool_call", "local_shell_call"})
 """Calls we can answer with a text output when the client left them unanswered."""
 MODEL_ITEMS = frozenset(
@@ -178,30 +179,19 @@ def _item_problem(item: object) -> str | None:
     if not isinstance(item.get("role"), str):
         return "message has no role"
     content = item.get("content")
-    if isinstance(content, list):
-        return (
-            None
-            if all(isinstance(part, dict) for part in content)
-            else "content has a part that is not an object"
-        )
-    return None if isinstance(content, str) else f"content is {type(content).__name__}"
+    if isinstance(content, list) and not all(isinstance(part, dict) for part in content):
+        return "content has a part that is not an object"
+    return None if isinstance(content, (str, list)) else f"content is {type(content).__name__}"
 
 
 def _call_part(raw: Mapping[str, Any], kind: str) -> Part:
-    if kind == "function_call":
-        arguments = raw.get("arguments")
-    elif kind == "custom_tool_call":
-        arguments = raw.get("input")
-    else:
-        arguments = raw.get("action")
-    if not isinstance(arguments, str):
-        arguments = "" if arguments is None else json.dumps(arguments, ensure_ascii=False)
-    name = raw.get("name") if kind in ("function_call", "custom_tool_call") else kind.removesuffix("_call")
+    arguments = raw.get(ARGUMENT_KEYS.get(kind, "action"))
+    name = raw.get("name") if kind in ARGUMENT_KEYS else kind.removesuffix("_call")
     return Part(
         PartKind.CALL,
-        arguments,
-        name=name if isinstance(name, str) and name else "tool",
-        call_id=_str(raw.get("call_id")),
+        arguments_text(arguments),
+        name=string(name) or "tool",
+        call_id=string(raw.get("call_id")),
     )
 
 
@@ -213,7 +203,7 @@ def _result_part(raw: Mapping[str, Any]) -> Part:
         text, media = joined_text(content_parts(output)), len(media_of(output))
     else:
         text, media = ("" if output is None else compact_json(output)), 0
-    return Part(PartKind.RESULT, text, call_id=_str(raw.get("call_id")), fixed_tokens=media * MEDIA_TOKENS)
+    return Part(PartKind.RESULT, text, call_id=string(raw.get("call_id")), fixed_tokens=media * MEDIA_TOKENS)
 
 
 def _reasoning_part(raw: Mapping[str, Any]) -> Part:
@@ -224,7 +214,3 @@ def _reasoning_part(raw: Mapping[str, Any]) -> Part:
     if isinstance(encrypted, str) and encrypted:
         hidden = max(0, len(encrypted) * 3 // 4 - REASONING_ENVELOPE_BYTES) // REASONING_BYTES_PER_TOKEN
     return Part(PartKind.THINKING, "\n".join(texts), fixed_tokens=hidden)
-
-
-def _str(value: object) -> str:
-    return value if isinstance(value, str) else ""

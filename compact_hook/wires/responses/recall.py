@@ -9,7 +9,7 @@ from typing import Any
 
 from compact_hook.core.recall import TOOL_DESCRIPTION, tool_parameters
 from compact_hook.wires.base import Call
-from compact_hook.wires.replies import field, handle_in_arguments, plain_block, tool_names_in
+from compact_hook.wires.replies import field, handle_in_arguments, plain_block, put, tool_names_in
 
 RESPONSES_PARAMS = (
     "instructions",
@@ -73,20 +73,13 @@ class ResponsesRecall:
         output = _output(response)
         kept = [i for i in output if not (field(i, "type") == "function_call" and field(i, "name") == tool)]
         if len(kept) != len(output):
-            _set(response, "output", kept)
+            put(response, "output", kept)
         held = field(response, "usage")
         for key, value in usage.items():
-            _set(held, key, value)
+            put(held, key, value)
         return response
 
 
 def _output(response: Any) -> list[Any]:
     output = field(response, "output")
     return list(output) if isinstance(output, list) else []
-
-
-def _set(value: Any, key: str, new: Any) -> None:
-    if isinstance(value, dict):
-        value[key] = new
-    elif value is not None:
-        setattr(value, key, new)

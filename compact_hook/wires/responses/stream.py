@@ -17,26 +17,19 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from compact_hook.wires.base import Recalling
-from compact_hook.wires.guard import RoundFailed, said_failure
+from compact_hook.wires.guard import Passing, said_failure, whole_ending
+from compact_hook.wires.replies import field as _get
+from compact_hook.wires.replies import plain_block, put
 from compact_hook.wires.sse import frame
 
 CALLS = frozenset({"function_call", "custom_tool_call"})
 UNFINISHED = frozenset({"response.incomplete", "response.failed"})
 
 
-def _get(value: Any, key: str) -> Any:
-    return value.get(key) if isinstance(value, Mapping) else getattr(value, key, None)
-
-
 def _kind(event: Any) -> str:
     """An event's type (LiteLLM's are an enum whose value is the wire's name)."""
     kind = _get(event, "type")
     return str(getattr(kind, "value", kind) or "")
-
-
-def _plain(value: Any) -> Any:
-    dump = getattr(value, "model_dump", None)
-    return dump(mode="json", exclude_none=True) if callable(dump) else value
 
 
 @dataclass
@@ -62,7 +55,7 @@ class _Stream:
         if kind in UNFINISHED:
             response = _get(event, "response")
             if self.ours and response is not None:
-                _put(response, "output", self.shown_output(response))
+                put(response, "output", self.shown_output(response))
             return event
         index = _get(event, "output_index")
         if not isinstance(index, int):
@@ -77,12 +70,14 @@ class _Stream:
         if index in self.ours:
             return None
         shift = sum(1 for ours in self.ours if ours < index)
-        return event if not shift else frame(kind, {**_plain(event), "output_index": index - shift})
+        if not shift:
+            return event
+        return frame(kind, {**plain_block(event, mode="json"), "output_index": index - shift})
 
     def shown_output(self, response: Any) -> list[Any]:
         """The completed response's items the client was shown (ours taken out)."""
         output = _get(response, "output") or []
-        return [_plain(item) for n, item in enumerate(output) if n not in self.ours]
+        return [plain_block(item, mode="json") for n, item in enumerate(output) if n not in self.ours]
 
 
 async def recalled_responses(
@@ -90,31 +85,16 @@ async def recalled_responses(
 ) -> AsyncGenerator[Any, None]:
     """The client's stream: live but for our calls and the completion (see the module); on any
     error of ours, as it came (``guard``)."""
-    stream, broken = _Stream(recall.tool), False
-    async for chunk in chunks:
-        if broken:
-            yield chunk
-            continue
-        try:
-            shown = stream.seen(chunk)
-        except Exception:
-            said_failure(data, "reading an event")
-            broken, shown = True, chunk
-        if shown is not None:
-            yield shown
-    if broken or stream.held is None:
+    stream = _Stream(recall.tool)
+    passing = Passing(data, stream.seen, list)  # the one event held back, the completion, comes last
+    async for shown in passing.parsed(chunks):
+        yield shown
+    if passing.broken or stream.held is None:
         return  # cut short or failed: nothing to complete
     if not stream.ours:
         yield stream.held
         return
-    try:
-        ending = await _ending(recall, data, stream)
-    except RoundFailed as failed:
-        raise failed.error from None
-    except Exception:
-        said_failure(data, "answering")
-        ending = [_without_ours(stream)]
-    for event in ending:
+    for event in await whole_ending(data, _ending(recall, data, stream), lambda: [_without_ours(stream)]):
         yield event
 
 
@@ -122,7 +102,7 @@ def _without_ours(stream: _Stream) -> Any:
     """The held completion with our calls taken out of it (as it came, if even that fails)."""
     try:
         whole = _get(stream.held, "response")
-        _put(whole, "output", stream.shown_output(whole))
+        put(whole, "output", stream.shown_output(whole))
     except Exception:
         said_failure({}, "taking our calls out of the completion")
     return stream.held
@@ -134,21 +114,14 @@ async def _ending(recall: Recalling, data: Mapping[str, Any], stream: _Stream) -
     whole = _get(stream.held, "response")
     shown = stream.shown_output(whole)
     final = whole if stream.theirs else await recall.answered(data, whole)
-    added = [] if final is whole else [_plain(item) for item in _get(final, "output") or []]
+    added = [] if final is whole else [plain_block(item, mode="json") for item in _get(final, "output") or []]
     ending: list[Any] = list(_items(added, len(shown), stream))
     # the held event itself goes last, changed: LiteLLM then writes it as it wrote the stream's start
     # (1.110 re-encodes the response id of every event object it passes; a frame of ours would differ)
-    _put(whole, "output", [*shown, *added])
-    _put(whole, "usage", _get(final, "usage"))
-    _put(stream.held, "sequence_number", stream.sequence + 1)
+    put(whole, "output", [*shown, *added])
+    put(whole, "usage", _get(final, "usage"))
+    put(stream.held, "sequence_number", stream.sequence + 1)
     return [*ending, stream.held]
-
-
-def _put(value: Any, key: str, new: Any) -> None:
-    if isinstance(value, dict):
-        value[key] = new
-    elif value is not None:
-        setattr(value, key, new)
 
 
 def _items(items: list[dict[str, Any]], first: int, stream: _Stream) -> Iterator[bytes]:
