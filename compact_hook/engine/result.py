@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import operator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -129,7 +130,7 @@ class CompactResult:
         """Whether the entries to forward differ from ``sent`` (by identity: every entry we kept
         is the client's own object, so an unchanged request is rendered nowhere)."""
         forwarded = self.messages
-        return len(forwarded) != len(sent) or any(a is not b for a, b in zip(forwarded, sent, strict=True))
+        return len(forwarded) != len(sent) or any(map(operator.is_not, forwarded, sent))
 
     def followed_by(self, tail: list[Any]) -> CompactResult:
         """The result with the client's last turn after the entries, as sent."""

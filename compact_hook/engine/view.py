@@ -162,7 +162,7 @@ class Tiers:
         ]
         summary_at = entry.summary_position if entry.summary is not None else None
         if entry.summary is not None:
-            summary = self.conversation.wire.summary(entry.summary, self.conversation.summary_mark)
+            summary = self.conversation.wire.summary(entry.summary, self.conversation.summary_mark())
             built.insert(entry.summary_position, (summary, self.conversation.fingerprint(summary.raw), None))
         for index in range(entry.covered, len(self.items)):
             shown = self.cleared(index) if index < entry.cleared_before else self.truncated(index)

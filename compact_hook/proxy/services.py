@@ -24,6 +24,7 @@ from compact_hook.settings.model import CompactConfig
 from compact_hook.settings.process import ProcessConfig
 from compact_hook.state.archive import ArchiveFolders
 from compact_hook.state.backends import build_stores
+from compact_hook.state.recent import Recent
 
 
 class Services:
@@ -33,6 +34,8 @@ class Services:
     def __init__(self, base: CompactConfig, process: ProcessConfig, metrics: Metrics) -> None:
         self.base, self.process, self.metrics = base, process, metrics
         self.models = ModelSettings(base)
+        self.recent = Recent()
+        """Each conversation's last request: the next works only on what is new (``state.recent``)."""
         self._compactor: Compactor | None = None
 
     @property

@@ -16,12 +16,12 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, overload
 
 from compact_hook.core.counting import Strings, item_strings
-from compact_hook.core.fingerprint import Fingerprint, fingerprint
+from compact_hook.core.fingerprint import Fingerprint, Seen, fingerprint
 from compact_hook.core.items import Builder, Item, Placement, Role
 from compact_hook.core.outcomes import Reason
 
@@ -79,8 +79,9 @@ class Conversation:
     tenant_seed: int = 0
     """Mixed into every fingerprint, so caches keyed by content are per tenant: no tenant can
     tell by timing what another sent (``for_tenant``)."""
-    summary_mark: dict[str, Any] | None = None
-    """A prompt-cache breakpoint for our summary (Anthropic, when the client uses them)."""
+    summary_mark: Callable[[], dict[str, Any] | None] = lambda: None
+    """A prompt-cache breakpoint for our summary (Anthropic, when the client uses them): looked for
+    only when a summary is shown (every block of every message is read for it)."""
     turn_opens_with_thinking: bool = False
     """The model thinks at the start of each turn and the provider refuses a tool turn in progress
     that does not open with that thinking (Anthropic, ``thinking`` enabled, models that run no
@@ -89,6 +90,9 @@ class Conversation:
     """The client's last turn: the entries after the last non-assistant one (a prefill, a call
     under review). Forwarded as sent after everything else and counted as what the model reads;
     the engine never reads or changes them (``client_turn_apart``)."""
+    seen: Sequence[Seen | None] = ()
+    """What the conversation's last request taught of each entry that is the same here (by index;
+    ``state.recent``): its fingerprint is not worked out again."""
     _items: list[Item | None] = field(default_factory=list, repr=False)
 
     def item(self, index: int) -> Item:
@@ -108,7 +112,7 @@ class Conversation:
 
     def without_last(self) -> Conversation:
         """The conversation before its newest entry (a ``/compact`` command), the rest unchanged."""
-        return dataclasses.replace(self, entries=self.entries[:-1], _items=[])
+        return dataclasses.replace(self, entries=self.entries[:-1], seen=self.seen[:-1], _items=[])
 
     def client_turn_apart(self) -> Conversation:
         """The conversation with its trailing assistant entries set apart as its ``tail``: the last
@@ -121,7 +125,8 @@ class Conversation:
         if cut == len(self.entries):
             return self
         tail = [*self.entries[cut:], *self.tail]
-        return dataclasses.replace(self, entries=self.entries[:cut], tail=tail, _items=[])
+        seen = self.seen[:cut]
+        return dataclasses.replace(self, entries=self.entries[:cut], tail=tail, seen=seen, _items=[])
 
     def tail_strings(self, index: int) -> Strings:
         """What the model reads of the tail's ``index``-th entry."""
@@ -140,8 +145,14 @@ class Conversation:
         return fingerprint(entry, self.seed)
 
     def prints(self) -> list[Fingerprint]:
-        seed = self.seed
-        return [fingerprint(entry, seed) for entry in self.entries]
+        """Each entry's fingerprint: known from the last request where the entry is the same."""
+        seed, seen = self.seed, self.seen
+        if not seen:
+            return [fingerprint(entry, seed) for entry in self.entries]
+        return [
+            known.fingerprint if known is not None else fingerprint(entry, seed)
+            for entry, known in zip(self.entries, seen, strict=True)
+        ]
 
     def tail_prints(self) -> list[Fingerprint]:
         seed = self.seed

@@ -6,10 +6,14 @@ the four formats (a Responses string ``input`` too) — never in tool output.
 
 from __future__ import annotations
 
+import operator
 import re
 from collections.abc import Sequence
 from typing import Any
 
+from compact_hook.core.fingerprint import Seen
+
+COMMAND = operator.attrgetter("command")
 PATTERN = re.compile(r"\s*/compact(?=\s|$)")
 """``/compact`` alone or followed by whitespace: ``/compaction`` is not ours."""
 
@@ -21,9 +25,20 @@ def command_in(entry: Any) -> str | None:
     return text[match.end() :].strip() if text is not None and match is not None else None
 
 
-def ran_command(entries: Sequence[Any]) -> bool:
-    """The conversation ran ``/compact`` earlier (so it has a compaction stored to continue from)."""
-    return any(command_in(entry) is not None for entry in entries[:-1])
+def ran_command(entries: Sequence[Any], seen: Sequence[Seen | None] = ()) -> bool:
+    """The conversation ran ``/compact`` earlier (so it has a compaction stored to continue from);
+    ``seen``: what the last request taught of the entries that are the same (``state.recent``)."""
+    if seen and all(seen):  # every entry known (the proxy's path): read in C
+        return any(map(COMMAND, seen[: len(entries) - 1]))
+    known = list(seen) or [None] * len(entries)
+    return any(
+        command_in(entry) is not None if found is None else found.command
+        for entry, found in zip(entries[:-1], known, strict=False)
+    )
+
+
+def is_command(entry: Any) -> bool:
+    return command_in(entry) is not None
 
 
 def _user_text(entry: Any) -> str | None:

@@ -47,7 +47,7 @@ from compact_hook.proxy.request.summarizer import Spending
 from compact_hook.proxy.services import Services
 from compact_hook.settings.model import CompactConfig
 from compact_hook.wires import RESPONSES, Conversation, Rejected, WireFormat
-from compact_hook.wires.command import command_in
+from compact_hook.wires.command import command_in, is_command
 from compact_hook.wires.registry import carries_conversation, format_for
 from compact_hook.wires.responses.compaction import asks_compaction, usage_of
 
@@ -183,6 +183,9 @@ class RequestGate:
         assert wire is not None and parsed is not None and inbound.control is not None
         assert inbound.settled is not None
         who = Engaged(inbound.model, session_id_of(data, parsed.entries), inbound.tenant, inbound.control)
+        parsed.for_tenant(inbound.tenant)
+        key = (inbound.tenant, wire.name, inbound.model, who.session_id)
+        parsed.seen = self.services.recent.seen(key, parsed.entries, parsed.fingerprint, is_command)
         spending = Spending(self.telemetry.spender(inbound.model, wire))
         request = engine_request(data, parsed, who, inbound.settled, spending)
         result = await self.services.compactor.compact(request)

@@ -27,6 +27,7 @@ blocks the provider keeps, and are forwarded as sent), the ``compaction`` parame
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
@@ -74,7 +75,7 @@ class AnthropicFormat:
         context = tuple(data[key] for key in ("system", "tools") if data.get(key))
         overhead = TOOL_USE_SYSTEM_TOKENS if data.get("tools") else 0
         conversation = Conversation(self, messages, context, positive_int(data, "max_tokens"), overhead)
-        conversation.summary_mark = summary_breakpoint(data)
+        conversation.summary_mark = functools.partial(summary_breakpoint, data)
         thinking = data.get("thinking")
         conversation.turn_opens_with_thinking = (
             isinstance(thinking, dict) and thinking.get("type") == "enabled"

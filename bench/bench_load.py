@@ -1,0 +1,297 @@
+"""The hook under load: one real proxy, two model groups on one stand-in — compacting and not.
+
+    .venv/bin/python bench/bench_load.py [--sessions 40] [--turns 12] [--rounds 3] [--wire chat]
+
+One LiteLLM proxy with compact_hook in its callbacks serves two model groups on the same stand-in
+provider: ``hooked`` (a ``compact`` block, ``context_window`` 32K) and ``plain`` (none: the hook's
+pass-through path only). C sessions at once, each its own conversation, send T turns one after the
+other: a real agent history (the Claude Code session, 288 entries) cut at T points growing from
+~8K to ~100K tokens, so the hooked group clears and compacts on the way. Each round sends all sessions to one
+group, then to the other (the order alternating round by round), and the proxy's two cores are
+saturated throughout. Reported per group: requests/s (requests over the round's wall time), p50
+and p99 of the client's latency, and for the hooked group the turns that made a summary apart from
+those that did not — set against the plain group's turns at the same (session, turn) positions.
+
+The stand-in runs in its own process (``tools/standin_upstream.py``) billing a quarter of the
+characters, so neither it nor the load generator takes the GIL from the other. Results:
+``bench/results/load.md`` (appended) and printed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from compact_hook import count_tokens  # noqa: E402
+from tests.integration.harness import (  # noqa: E402
+    ProxyProcess,
+    anthropic_deployment,
+    free_port,
+    standin_deployment,
+)
+from tests.support import chat_to_responses, load_transcript  # noqa: E402
+
+WINDOW = 32_000
+SMALLEST, LARGEST = 8_000, 100_000
+ROUTES = {"chat": "/v1/chat/completions", "anthropic": "/v1/messages", "responses": "/v1/responses"}
+RESULTS = ROOT / "bench" / "results" / "load.md"
+COMPACTING = ("miss", "shared", "prepared")
+
+
+@dataclass
+class Sample:
+    group: str
+    session: int
+    turn: int
+    ms: float
+    cache: str = "none"
+    hook_ms: float | None = None
+
+    @property
+    def compacts(self) -> bool:
+        """A compaction applied on this turn: a summary made (waited for), or one prepared ahead."""
+        return self.cache in COMPACTING
+
+
+@dataclass
+class Round:
+    group: str
+    seconds: float
+    samples: list[Sample] = field(default_factory=list)
+
+
+def cut_points(messages: list[dict[str, Any]], turns: int) -> list[int]:
+    """T prefix lengths whose token counts grow evenly from SMALLEST to LARGEST, each ending where an
+    agent's next request ends (a user or tool entry)."""
+    ends = [i + 1 for i, m in enumerate(messages) if m["role"] in ("user", "tool")]
+    counts = {end: count_tokens(messages[:end]) for end in ends}
+    step = (LARGEST - SMALLEST) / max(1, turns - 1)
+    targets = [SMALLEST + step * t for t in range(turns)]
+    return [min(ends, key=lambda end, target=target: abs(counts[end] - target)) for target in targets]  # type: ignore[misc]
+
+
+def body(wire: str, group: str, entries: list[dict[str, Any]], label: str) -> bytes:
+    """One request: the entries with ``label`` making the conversation its own."""
+    first = dict(entries[0])
+    first["content"] = (
+        f"[{label}] {first['content']}" if isinstance(first["content"], str) else first["content"]
+    )
+    entries = [first, *entries[1:]]
+    if wire == "chat":
+        return json.dumps({"model": group, "messages": entries, "max_tokens": 256}).encode()
+    if wire == "responses":
+        return json.dumps(
+            {"model": group, "input": chat_to_responses(entries), "max_output_tokens": 256}
+        ).encode()
+    return json.dumps({"model": group, "messages": entries, "max_tokens": 256}).encode()
+
+
+def sessions(wire: str, turns: int) -> list[list[dict[str, Any]]]:
+    """The history each turn sends (chat entries, or Anthropic's for ``/v1/messages``)."""
+    chat = load_transcript("claude_code_fa812bfe_pre_compact.json")
+    cuts = cut_points(chat, turns)
+    if wire != "anthropic":
+        return [chat[:cut] for cut in cuts]
+    claude = load_transcript("claude_code_fa812bfe_pre_compact.json", "anthropic")["messages"]
+    scale = len(claude) / len(chat)
+    ends = [i + 1 for i, m in enumerate(claude) if m["role"] == "user"]
+    return [claude[: min(ends, key=lambda e, c=cut: abs(e - c * scale))] for cut in cuts]  # type: ignore[misc]
+
+
+def config(wire: str, standin: str, archive: Path) -> dict[str, Any]:
+    compact = {"compact": {"context_window": WINDOW, "archive_dir": str(archive)}}
+    if wire == "anthropic":
+        root = standin.removesuffix("/v1")
+        deployments = [
+            anthropic_deployment("hooked", root, "standin-quarter-hooked", **compact),
+            anthropic_deployment("plain", root, "standin-quarter-plain"),
+        ]
+    else:
+        deployments = [
+            standin_deployment("hooked", standin, "standin-quarter-hooked", **compact),
+            standin_deployment("plain", standin, "standin-quarter-plain"),
+        ]
+    return {
+        "model_list": deployments,
+        "router_settings": {"num_retries": 0},
+        "litellm_settings": {"callbacks": "compact_hook.proxy_handler_instance"},
+    }
+
+
+async def session(
+    client: httpx.AsyncClient, proxy: ProxyProcess, route: str, requests: list[bytes], who: tuple[str, int]
+) -> list[Sample]:
+    samples = []
+    for turn, content in enumerate(requests):
+        start = time.perf_counter()
+        response = await client.post(
+            f"{proxy.url}{route}",
+            content=content,
+            headers={**proxy.auth_headers, "content-type": "application/json"},
+        )
+        ms = (time.perf_counter() - start) * 1000
+        response.raise_for_status()
+        headers = response.headers
+        hook = headers.get("x-compact-duration-ms")
+        cache = headers.get("x-compact-cache", "none")
+        samples.append(Sample(who[0], who[1], turn, ms, cache, float(hook) if hook else None))
+    return samples
+
+
+async def one_round(args: argparse.Namespace, proxy: ProxyProcess, group: str, number: int) -> Round:
+    route = ROUTES[args.wire]
+    histories = sessions(args.wire, args.turns)
+    requests = [
+        [body(args.wire, group, history, f"round {number} session {s}") for history in histories]
+        for s in range(args.sessions)
+    ]
+    limits = httpx.Limits(max_connections=args.sessions, max_keepalive_connections=args.sessions)
+    async with httpx.AsyncClient(timeout=300, limits=limits) as client:
+        start = time.perf_counter()
+        found = await asyncio.gather(
+            *(session(client, proxy, route, requests[s], (group, s)) for s in range(args.sessions))
+        )
+        seconds = time.perf_counter() - start
+    return Round(group, seconds, [sample for samples in found for sample in samples])
+
+
+def p(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))] if ordered else float("nan")
+
+
+def table(rounds: list[Round], args: argparse.Namespace) -> str:
+    by = {g: [r for r in rounds if r.group == g] for g in ("plain", "hooked")}
+    rate = {g: sum(len(r.samples) for r in rs) / sum(r.seconds for r in rs) for g, rs in by.items()}
+    samples = {g: [s for r in rs for s in r.samples] for g, rs in by.items()}
+    hooked = samples["hooked"]
+    quiet = {
+        (r, s.session, s.turn) for r, rd in enumerate(by["hooked"]) for s in rd.samples if not s.compacts
+    }
+    plain_same = [
+        s.ms for r, rd in enumerate(by["plain"]) for s in rd.samples if (r, s.session, s.turn) in quiet
+    ]
+    quiet_ms = [s.ms for s in hooked if not s.compacts]
+    compacting = [s for s in hooked if s.compacts]
+    summary_ms = [s.ms for s in compacting]
+    waited = sum(s.cache != "prepared" for s in compacting)
+    all_ms = {g: [s.ms for s in v] for g, v in samples.items()}
+    hook_own = [s.hook_ms for s in hooked if s.hook_ms is not None]
+    lines = [
+        f"### {time.strftime('%Y-%m-%d %H:%M')} — {args.wire}, "
+        f"{args.sessions} sessions × {args.turns} turns, {args.rounds} rounds per group (alternating), "
+        f"window {WINDOW:,}, {os.cpu_count()} cores",
+        "",
+        "| | requests | requests/s | p50 ms | p99 ms |",
+        "|---|---|---|---|---|",
+        f"| plain (no `compact` block) | {len(all_ms['plain'])} | {rate['plain']:.1f} | "
+        f"{p(all_ms['plain'], 0.5):.0f} | {p(all_ms['plain'], 0.99):.0f} |",
+        f"| hooked, all turns | {len(all_ms['hooked'])} | {rate['hooked']:.1f} "
+        f"(**{rate['hooked'] / rate['plain']:.3f}**) | {p(all_ms['hooked'], 0.5):.0f} | "
+        f"{p(all_ms['hooked'], 0.99):.0f} |",
+        f"| hooked, turns that do not compact | {len(quiet_ms)} | | {p(quiet_ms, 0.5):.0f} | "
+        f"{p(quiet_ms, 0.99):.0f} (**{p(quiet_ms, 0.99) / p(plain_same, 0.99):.3f}** of plain's same turns: "
+        f"{p(plain_same, 0.99):.0f}) |",
+        f"| hooked, turns that compact ({waited} waited for a summary, the rest prepared ahead) "
+        f"| {len(summary_ms)} | | {p(summary_ms, 0.5):.0f} | {p(summary_ms, 0.99):.0f} |",
+        "",
+        f"The hook's own time (`x-compact-duration-ms`, hooked): median "
+        f"{statistics.median(hook_own):.2f} ms, p99 {p(hook_own, 0.99):.2f} ms. Compacted turns keep less of "
+        "the history, so the upstream reads less.",
+        "",
+    ]
+    return "\n".join(lines)
+
+
+def profiler(proxy: ProxyProcess, out: Path) -> subprocess.Popen[bytes]:
+    """py-spy sampling the proxy (its threads too) until interrupted: ``bench/profile_table.py`` reads it."""
+    spy = Path(sys.executable).parent / "py-spy"
+    command = [
+        str(spy),
+        "record",
+        "--pid",
+        str(proxy.pid),
+        "--format",
+        "raw",
+        "--rate",
+        "200",
+        "-o",
+        str(out),
+    ]
+    return subprocess.Popen(
+        [*command, "--threads", "--nonblocking"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
+
+
+def start_standin() -> tuple[subprocess.Popen[bytes], str]:
+    port = free_port()
+    process = subprocess.Popen(
+        [sys.executable, str(ROOT / "tools" / "standin_upstream.py"), "--port", str(port)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+    )
+    assert process.stdout is not None
+    process.stdout.readline()  # "stand-in upstream listening on …"
+    return process, f"http://127.0.0.1:{port}/v1"
+
+
+async def run(args: argparse.Namespace, proxy: ProxyProcess) -> list[Round]:
+    rounds = []
+    for number in range(args.rounds):
+        order = ("plain", "hooked") if number % 2 == 0 else ("hooked", "plain")
+        for group in order:
+            done = await one_round(args, proxy, group, number)
+            rounds.append(done)
+            print(f"round {number} {group}: {len(done.samples) / done.seconds:.1f} requests/s", flush=True)
+    return rounds
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--sessions", type=int, default=40)
+    parser.add_argument("--turns", type=int, default=12)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--wire", choices=sorted(ROUTES), default="chat")
+    parser.add_argument("--no-save", action="store_true", help="print only")
+    parser.add_argument("--profile", type=Path, help="py-spy's collapsed stacks of the proxy, written here")
+    args = parser.parse_args()
+    standin, url = start_standin()
+    try:
+        with (
+            tempfile.TemporaryDirectory() as archive,
+            ProxyProcess(config(args.wire, url, Path(archive))) as proxy,
+        ):
+            asyncio.run(one_round(argparse.Namespace(**{**vars(args), "sessions": 4}), proxy, "hooked", -1))
+            asyncio.run(one_round(argparse.Namespace(**{**vars(args), "sessions": 4}), proxy, "plain", -1))
+            spy = profiler(proxy, args.profile) if args.profile else None
+            found = table(asyncio.run(run(args, proxy)), args)
+            if spy is not None:
+                spy.send_signal(signal.SIGINT)
+                spy.wait()
+    finally:
+        standin.terminate()
+        standin.wait()
+    print(found)
+    if not args.no_save:
+        with RESULTS.open("a", encoding="utf-8") as out:
+            out.write(found + "\n")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,99 @@
+"""The hook's own time per request, in process: no HTTP, no proxy — the pre-call hook alone.
+
+    .venv/bin/python bench/profile_hook.py [--requests 200] [--profile] [--only anthropic]
+
+For each wire (chat, Anthropic Messages, Responses) and workload (a short conversation, the Claude
+Code session of bench_hook_overhead.py: 288 entries, 105K tokens, under a 1M window, never
+compacted), the request body is parsed from its JSON afresh for every call, as the proxy hands the
+hook a new ``data`` each time, and ``CompactHook.async_pre_call_hook`` is timed against a real
+``litellm.Router`` (no provider is called: nothing is summarized). Prints the median and p90 in ms;
+``--profile`` adds cProfile's top functions by cumulative time for each row. Compare two checkouts
+side by side with ``farm-bench`` or by running this from each (a ratio, not an absolute: machines differ).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import cProfile
+import io
+import json
+import os
+import pstats
+import statistics
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+
+import litellm  # noqa: E402
+
+from bench.bench_hook_overhead import bodies  # noqa: E402
+from compact_hook.proxy import server  # noqa: E402
+from compact_hook.proxy.hook import CompactHook  # noqa: E402
+from compact_hook.settings.model import CompactConfig  # noqa: E402
+
+CALL_TYPES = {"chat": "acompletion", "anthropic": "anthropic_messages", "responses": "aresponses"}
+COMPACT = {"context_window": 1_000_000, "tool_output_policy": "none"}
+
+
+def router() -> Any:
+    def group(name: str, model: str) -> dict[str, Any]:
+        return {
+            "model_name": name,
+            "litellm_params": {"model": model, "api_base": "http://127.0.0.1:9/v1", "api_key": "none"},
+            "model_info": {"compact": COMPACT},
+        }
+
+    return litellm.Router(
+        model_list=[group("bench", "openai/standin"), group("bench-claude", "anthropic/standin")]
+    )
+
+
+async def timed(hook: CompactHook, raw: bytes, call_type: str, n: int) -> list[float]:
+    times = []
+    for _ in range(n):
+        data = json.loads(raw)
+        data["litellm_call_id"] = "bench"
+        start = time.perf_counter()
+        await hook.async_pre_call_hook(None, None, data, call_type)
+        times.append((time.perf_counter() - start) * 1000)
+    return times
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--requests", type=int, default=200)
+    parser.add_argument("--profile", action="store_true")
+    parser.add_argument("--only", help="a wire's name: only its rows")
+    args = parser.parse_args()
+    spy = router()
+    server.proxy_router = lambda: spy  # type: ignore[assignment]
+    hook = CompactHook(CompactConfig())
+    print("| wire | workload | median ms | p90 ms |")
+    print("|---|---|---|---|")
+    for (wire, workload), body in bodies().items():
+        if args.only and wire != args.only:
+            continue
+        raw = json.dumps(body).encode()
+        asyncio.run(timed(hook, raw, CALL_TYPES[wire], 5))  # warm: imports, the count cache
+        profiler = cProfile.Profile() if args.profile else None
+        if profiler is not None:
+            profiler.enable()
+        times = asyncio.run(timed(hook, raw, CALL_TYPES[wire], args.requests))
+        p90 = statistics.quantiles(times, n=10)[-1]
+        print(f"| {wire} | {workload} | {statistics.median(times):.3f} | {p90:.3f} |", flush=True)
+        if profiler is not None:
+            profiler.disable()
+            out = io.StringIO()
+            pstats.Stats(profiler, stream=out).sort_stats("cumulative").print_stats(30)
+            print(out.getvalue())
+
+
+if __name__ == "__main__":
+    main()

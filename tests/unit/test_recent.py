@@ -1,0 +1,128 @@
+"""Each conversation's last request (``state.recent``): what is the same is not worked out again,
+what is new or changed is, nothing another tenant or a later change sent is trusted, and it is bounded."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from compact_hook.core.fingerprint import fingerprint
+from compact_hook.state.recent import Recent
+from compact_hook.wires import CHAT, Conversation
+from compact_hook.wires.command import command_in, ran_command
+from tests.support import load_transcript
+
+SESSION = load_transcript("claude_code_fa812bfe_pre_compact.json")
+
+
+class Counting:
+    """A fingerprint that counts the entries it was asked for."""
+
+    def __init__(self) -> None:
+        self.asked: list[Any] = []
+
+    def __call__(self, entry: Any) -> bytes:
+        self.asked.append(entry)
+        return fingerprint(entry)
+
+
+def is_command(entry: Any) -> bool:
+    return command_in(entry) is not None
+
+
+def fresh(entries: list[Any]) -> list[Any]:
+    """The entries as a new request brings them: parsed anew from JSON."""
+    return list(json.loads(json.dumps(entries)))
+
+
+def key(tenant: str = "team:a") -> tuple[str, str, str, str]:
+    return (tenant, "chat", "agent", "session-1")
+
+
+def test_a_growing_conversation_fingerprints_only_its_new_entries() -> None:
+    recent, counting = Recent(), Counting()
+    first = recent.seen(key(), fresh(SESSION[:100]), counting, is_command)
+    assert len(counting.asked) == 100
+    counting.asked.clear()
+    second = recent.seen(key(), fresh(SESSION[:103]), counting, is_command)
+    assert counting.asked == SESSION[100:103]
+    assert second[:100] == first and [s.fingerprint for s in second] == [
+        fingerprint(e) for e in SESSION[:103]
+    ]
+
+
+def test_a_changed_entry_is_worked_out_again_and_the_rest_is_not() -> None:
+    recent, counting = Recent(), Counting()
+    recent.seen(key(), fresh(SESSION[:50]), counting, is_command)
+    counting.asked.clear()
+    changed = fresh(SESSION[:50])
+    changed[10] = {**changed[10], "content": "something else"}
+    seen = recent.seen(key(), changed, counting, is_command)
+    assert counting.asked == [changed[10]] and seen[10].fingerprint == fingerprint(changed[10])
+
+
+def test_what_is_kept_is_a_copy_a_later_change_of_the_request_cannot_reach() -> None:
+    """LiteLLM transforms the request it forwards in place: the kept entries must not follow."""
+    recent, counting = Recent(), Counting()
+    sent = fresh(SESSION[:20])
+    recent.seen(key(), sent, counting, is_command)
+    sent[5]["content"] = "changed after the hook ran"
+    counting.asked.clear()
+    again = fresh(SESSION[:20])
+    again[5]["content"] = "changed after the hook ran"
+    seen = recent.seen(key(), again, counting, is_command)
+    assert counting.asked == [again[5]] and seen[5].fingerprint == fingerprint(again[5])
+
+
+def test_another_tenants_conversation_is_never_compared() -> None:
+    recent, counting = Recent(), Counting()
+    recent.seen(key("team:a"), fresh(SESSION[:30]), counting, is_command)
+    counting.asked.clear()
+    recent.seen(key("team:b"), fresh(SESSION[:30]), counting, is_command)
+    assert len(counting.asked) == 30
+
+
+def test_an_entry_json_cannot_hold_is_worked_out_every_time() -> None:
+    recent, counting = Recent(), Counting()
+    odd = [{"role": "user", "content": "a lone surrogate \ud800"}, {"role": "assistant", "content": "ok"}]
+    recent.seen(key(), odd, counting, is_command)
+    counting.asked.clear()
+    recent.seen(key(), [dict(entry) for entry in odd], counting, is_command)
+    assert counting.asked == [odd[0]]
+
+
+def test_a_compact_command_is_remembered_with_its_entry() -> None:
+    recent = Recent()
+    entries = [{"role": "user", "content": "/compact the tests"}, {"role": "assistant", "content": "ok"}]
+    entries.append({"role": "user", "content": "go on"})
+    recent.seen(key(), fresh(entries), fingerprint, is_command)
+    seen = recent.seen(key(), fresh(entries), Counting(), is_command)
+    assert ran_command(entries, seen) and ran_command(entries) and not ran_command(entries[1:], seen[1:])
+
+
+def test_the_bytes_kept_are_bounded_in_all_and_per_tenant() -> None:
+    size = len(json.dumps(SESSION[:40]).encode())
+    recent = Recent(max_bytes=3 * size, tenant_bytes=2 * size)
+    for session in range(3):
+        recent.seen(("team:a", "chat", "agent", f"s{session}"), fresh(SESSION[:40]), fingerprint, is_command)
+    assert recent.bytes <= 2 * size  # team:a's oldest went for its third
+    recent.seen(("team:b", "chat", "agent", "s0"), fresh(SESSION[:40]), fingerprint, is_command)
+    recent.seen(("team:c", "chat", "agent", "s0"), fresh(SESSION[:40]), fingerprint, is_command)
+    assert recent.bytes <= 3 * size
+    counting = Counting()
+    recent.seen(("team:c", "chat", "agent", "s0"), fresh(SESSION[:40]), counting, is_command)
+    assert counting.asked == []  # the newest is kept
+    alone = Recent(max_bytes=size // 2)
+    alone.seen(key(), fresh(SESSION[:40]), fingerprint, is_command)
+    assert alone.bytes == 0  # larger than the whole budget: not kept
+
+
+def test_the_proxys_fingerprints_are_those_of_a_conversation_worked_out_alone() -> None:
+    parsed = CHAT.parse({"messages": fresh(SESSION)})
+    assert isinstance(parsed, Conversation)
+    parsed.for_tenant("team:a")
+    alone = parsed.prints()
+    recent = Recent()
+    recent.seen(key(), fresh(SESSION[:200]), parsed.fingerprint, is_command)
+    parsed.seen = recent.seen(key(), parsed.entries, parsed.fingerprint, is_command)
+    assert parsed.prints() == alone
