@@ -5,12 +5,12 @@
 One LiteLLM proxy with compact_hook in its callbacks serves two model groups on the same stand-in
 provider: ``hooked`` (a ``compact`` block, ``context_window`` 32K) and ``plain`` (none: the hook's
 pass-through path only). C sessions at once, each its own conversation, send T turns one after the
-other: a real agent history (the Claude Code session, 288 entries) cut at T points growing from
-~8K to ~100K tokens, so the hooked group clears and compacts on the way. Each round sends all sessions to one
-group, then to the other (the order alternating round by round), and the proxy's two cores are
-saturated throughout. Reported per group: requests/s (requests over the round's wall time), p50
-and p99 of the client's latency, and for the hooked group the turns that made a summary apart from
-those that did not — set against the plain group's turns at the same (session, turn) positions.
+other: a real agent history (the Claude Code session, 288 entries) from its request at ~20K tokens
+on, one agent request after another, so the hooked group clears and compacts on the way. Each
+round sends all sessions to one group, then to the other (the order alternating round by round),
+and the proxy's two cores are saturated throughout. Reported per group: requests/s (requests over
+the round's wall time), p50 and p99 of the client's latency, and for the hooked group the turns
+that compact apart from those that do not — set against the plain group's same (session, turn).
 
 The stand-in runs in its own process (``tools/standin_upstream.py``) billing a quarter of the
 characters, so neither it nor the load generator takes the GIL from the other. Results:
@@ -48,7 +48,7 @@ from tests.integration.harness import (  # noqa: E402
 from tests.support import chat_to_responses, load_transcript  # noqa: E402
 
 WINDOW = 32_000
-SMALLEST, LARGEST = 8_000, 100_000
+FIRST = 20_000
 ROUTES = {"chat": "/v1/chat/completions", "anthropic": "/v1/messages", "responses": "/v1/responses"}
 RESULTS = ROOT / "bench" / "results" / "load.md"
 COMPACTING = ("miss", "shared", "prepared")
@@ -77,13 +77,17 @@ class Round:
 
 
 def cut_points(messages: list[dict[str, Any]], turns: int) -> list[int]:
-    """T prefix lengths whose token counts grow evenly from SMALLEST to LARGEST, each ending where an
-    agent's next request ends (a user or tool entry)."""
-    ends = [i + 1 for i, m in enumerate(messages) if m["role"] in ("user", "tool")]
-    counts = {end: count_tokens(messages[:end]) for end in ends}
-    step = (LARGEST - SMALLEST) / max(1, turns - 1)
-    targets = [SMALLEST + step * t for t in range(turns)]
-    return [min(ends, key=lambda end, target=target: abs(counts[end] - target)) for target in targets]  # type: ignore[misc]
+    """T prefix lengths, each where an agent's next request ends (after a user or tool entry): the
+    first at ~FIRST tokens (the session joins with its history), then one request after another, as
+    the agent made them (each adds its reply and its tools' results)."""
+    ends = [
+        i + 1
+        for i, m in enumerate(messages)
+        if m["role"] in ("user", "tool")
+        and (i + 1 == len(messages) or messages[i + 1]["role"] not in ("tool",))
+    ]
+    first = min(range(len(ends)), key=lambda k: abs(count_tokens(messages[: ends[k]]) - FIRST))
+    return ends[first : first + turns]
 
 
 def body(wire: str, group: str, entries: list[dict[str, Any]], label: str) -> bytes:
@@ -146,7 +150,8 @@ async def session(
             headers={**proxy.auth_headers, "content-type": "application/json"},
         )
         ms = (time.perf_counter() - start) * 1000
-        response.raise_for_status()
+        if response.status_code != 200:
+            raise RuntimeError(f"{who} turn {turn}: {response.status_code} {response.text[:2000]}")
         headers = response.headers
         hook = headers.get("x-compact-duration-ms")
         cache = headers.get("x-compact-cache", "none")

@@ -1106,6 +1106,7 @@ class _Server(ThreadingHTTPServer):
 
     daemon_threads = True  # a hung client must never block stop()
     allow_reuse_address = True
+    request_queue_size = 256  # socketserver's 5 refuses connections under load (bench/bench_load.py)
 
     def __init__(
         self,
