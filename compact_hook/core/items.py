@@ -16,6 +16,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from compact_hook.core.fingerprint import Seen
+
 SUMMARY_PREFIX = "[compact_hook summary] The earlier part of this conversation was compacted. Summary:"
 """Every summary starts with this, so later passes recognise (and merge) it."""
 
@@ -182,3 +184,17 @@ class Builder(Protocol):
         message, a ``function_call_output`` item).
         """
         ...
+
+
+@dataclass(frozen=True, slots=True)
+class Known:
+    """A conversation's entries as its last request sent them, kept (``state.recent``): index by
+    index, a copy of each (None: JSON cannot hold it), what was learned of it, and its item once
+    parsed — from the copy, which nothing else holds, so an item parsed once serves every request
+    that sends the entry again."""
+
+    copies: tuple[Any, ...]
+    seen: tuple[Seen, ...]
+    items: list[Item | None]
+    size: int
+    """The copies' JSON size."""

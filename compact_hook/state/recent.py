@@ -1,18 +1,20 @@
 """The last request of each conversation, kept so the next one only works on what is new.
 
 An agent re-sends its whole history every turn: 288 entries and 430 KB for a Claude Code session,
-of which one or two entries are new. Fingerprinting every entry again (serializing and hashing
-it), and reading every one for a ``/compact``, cost a session-size request more than everything
-else the hook does. So the proxy keeps, per conversation, a copy of the entries its last request
-sent, with what it learned of each (``core.fingerprint.Seen``); the next request compares its entries with
-them, index by index — a comparison of Python values in C, ~15× cheaper than fingerprinting — and
-reuses what it learned of each entry that is the same.
+of which one or two entries are new. Fingerprinting every entry again (serializing and hashing it),
+reading every one for a ``/compact`` and parsing every one into an item cost a session-size request
+more than everything else the hook does. So the proxy keeps, per conversation, a copy of the entries
+its last request sent, with what it learned of each (``core.fingerprint.Seen``) and its item once
+parsed (``core.items.Known``); the next request compares its entries with the copies, index by index
+— Python values compared in C, ~15× cheaper than fingerprinting — and reuses all of it for each entry
+that is the same. Items parsed from the copies hold the copies: the engine maps them back to the
+request's own objects in what it forwards (``wires.base.Conversation.as_sent``).
 
 "The same" is equality as Python values: key order aside (a fingerprint ignores it too), ``1``,
 ``1.0`` and ``true`` are alike — a client that changes one into another in an entry it sends again
 is taken at the entry's old fingerprint (its own conversation only). The copies are made by
 serializing each new entry once (no one can change them afterwards: LiteLLM transforms the request
-it forwards, in place), and counted at their JSON size (Python objects hold ~2–3× that).
+it forwards, in place), and counted at their JSON size (as Python objects, items included, ~3× that).
 
 Bounded: ``max_bytes`` in all (the least recently used conversation goes first), each tenant at
 most ``tenant_bytes`` (past it, its own least recent conversations go, never another's). Keyed by
@@ -24,12 +26,12 @@ from __future__ import annotations
 import operator
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import orjson
 
 from compact_hook.core.fingerprint import Fingerprint, Seen
+from compact_hook.core.items import Known
 from compact_hook.state.quota import TenantLedger
 
 RECENT_MAX_BYTES = 64 * 1024 * 1024
@@ -42,16 +44,6 @@ Key = tuple[str, str, str, str]
 SIZE = operator.attrgetter("size")
 Command = Callable[[Any], bool]
 """Whether an entry is a user's ``/compact`` (``wires.command``)."""
-
-
-@dataclass(frozen=True, slots=True)
-class Copy:
-    """A conversation's last request as kept: each entry's copy (None: it could not be copied, and
-    never matches) and what was learned of it, index by index."""
-
-    entries: tuple[Any, ...]
-    seen: tuple[Seen, ...]
-    size: int
 
 
 def copied(entry: Any) -> tuple[Any, int]:
@@ -68,52 +60,54 @@ class Recent:
 
     def __init__(self, max_bytes: int = RECENT_MAX_BYTES, tenant_bytes: int = RECENT_TENANT_BYTES) -> None:
         self.max_bytes, self.bytes = max_bytes, 0
-        self._copies: OrderedDict[Key, Copy] = OrderedDict()
+        self._copies: OrderedDict[Key, Known] = OrderedDict()
         self._names: dict[bytes, Key] = {}
         self._tenants = TenantLedger(tenant_bytes)
 
-    def seen(
+    def known(
         self, key: Key, entries: Sequence[Any], fingerprint: Callable[[Any], Fingerprint], command: Command
-    ) -> list[Seen]:
+    ) -> Known:
         """What is known of each of ``entries``: what the conversation's last request taught where the
-        entry is the same there, at the same place, else worked out now (``fingerprint``, whether it
-        is a ``/compact``); this request is kept as the conversation's last."""
+        entry is the same there, at the same place (its item too, once parsed), else worked out now
+        (``fingerprint``, whether it is a ``/compact``); this request is kept as the conversation's last."""
         basis = self._copies.get(key)
-        kept, known = (basis.entries, basis.seen) if basis is not None else ((), ())
+        kept, seen, items = (basis.copies, basis.seen, basis.items) if basis is not None else ((), (), [])
         same = list(map(operator.eq, kept, entries))  # in C: the cost of what is the same stays small
-        copies, learned = list(kept[: len(same)]), list(known[: len(same)])
+        copies, learned, parsed = list(kept[: len(same)]), list(seen[: len(same)]), items[: len(same)]
         new = [index for index, equal in enumerate(same) if not equal] + list(range(len(same), len(entries)))
         for index in new:
             copy, size = copied(entries[index])
-            seen = Seen(fingerprint(entries[index]), command(entries[index]), size)
+            found = Seen(fingerprint(entries[index]), command(entries[index]), size)
             if index < len(same):
-                copies[index], learned[index] = copy, seen
+                copies[index], learned[index], parsed[index] = copy, found, None
             else:
                 copies.append(copy)
-                learned.append(seen)
-        self._keep(key, Copy(tuple(copies), tuple(learned), sum(map(SIZE, learned))))
-        return learned
+                learned.append(found)
+                parsed.append(None)
+        known = Known(tuple(copies), tuple(learned), parsed, sum(map(SIZE, learned)))
+        self._keep(key, known)
+        return known
 
-    def _keep(self, key: Key, copy: Copy) -> None:
+    def _keep(self, key: Key, known: Known) -> None:
         self._drop(key)
-        if copy.size <= min(self._tenants.quota, self.max_bytes):  # else every request works on all
-            self._put(key, copy)
+        if known.size <= min(self._tenants.quota, self.max_bytes):  # else every request works on all
+            self._put(key, known)
 
-    def _put(self, key: Key, copy: Copy) -> None:
-        self._copies[key] = copy
-        self.bytes += copy.size
+    def _put(self, key: Key, known: Known) -> None:
+        self._copies[key] = known
+        self.bytes += known.size
         name = repr(key).encode("utf-8", "surrogatepass")
         self._names[name] = key
-        for gone in self._tenants.charge(key[0], name, copy.size):
+        for gone in self._tenants.charge(key[0], name, known.size):
             self._drop(self._names[gone])
         while self.bytes > self.max_bytes:
             self._drop(next(iter(self._copies)))
 
     def _drop(self, key: Key) -> None:
-        copy = self._copies.pop(key, None)
-        if copy is None:
+        known = self._copies.pop(key, None)
+        if known is None:
             return
-        self.bytes -= copy.size
+        self.bytes -= known.size
         name = repr(key).encode("utf-8", "surrogatepass")
         self._names.pop(name, None)
         self._tenants.release(name)

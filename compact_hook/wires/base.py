@@ -16,14 +16,17 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import operator
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, overload
 
 from compact_hook.core.counting import Strings, item_strings
-from compact_hook.core.fingerprint import Fingerprint, Seen, fingerprint
-from compact_hook.core.items import Builder, Item, Placement, Role
+from compact_hook.core.fingerprint import Fingerprint, fingerprint
+from compact_hook.core.items import Builder, Item, Known, Placement, Role
 from compact_hook.core.outcomes import Reason
+
+FINGERPRINT = operator.attrgetter("fingerprint")
 
 
 class WireFormat(Builder, Protocol):
@@ -90,12 +93,19 @@ class Conversation:
     """The client's last turn: the entries after the last non-assistant one (a prefill, a call
     under review). Forwarded as sent after everything else and counted as what the model reads;
     the engine never reads or changes them (``client_turn_apart``)."""
-    seen: Sequence[Seen | None] = ()
-    """What the conversation's last request taught of each entry that is the same here (by index;
-    ``state.recent``): its fingerprint is not worked out again."""
+    known: Known | None = None
+    """What is known of each entry, by index, from the conversation's last request where the entry
+    is the same (``state.recent``): its fingerprint, and its item parsed from a copy of it. The
+    entries are a prefix of what it covers (``without_last``, ``client_turn_apart`` cut the end)."""
     _items: list[Item | None] = field(default_factory=list, repr=False)
 
     def item(self, index: int) -> Item:
+        known = self.known
+        if known is not None and known.copies[index] is not None:  # parsed once for every request
+            found = known.items[index]
+            if found is None:
+                found = known.items[index] = self.wire.item(known.copies[index])
+            return found
         if not self._items:
             self._items = [None] * len(self.entries)
         found = self._items[index]
@@ -112,7 +122,7 @@ class Conversation:
 
     def without_last(self) -> Conversation:
         """The conversation before its newest entry (a ``/compact`` command), the rest unchanged."""
-        return dataclasses.replace(self, entries=self.entries[:-1], seen=self.seen[:-1], _items=[])
+        return dataclasses.replace(self, entries=self.entries[:-1], _items=[])
 
     def client_turn_apart(self) -> Conversation:
         """The conversation with its trailing assistant entries set apart as its ``tail``: the last
@@ -125,8 +135,7 @@ class Conversation:
         if cut == len(self.entries):
             return self
         tail = [*self.entries[cut:], *self.tail]
-        seen = self.seen[:cut]
-        return dataclasses.replace(self, entries=self.entries[:cut], tail=tail, seen=seen, _items=[])
+        return dataclasses.replace(self, entries=self.entries[:cut], tail=tail, _items=[])
 
     def tail_strings(self, index: int) -> Strings:
         """What the model reads of the tail's ``index``-th entry."""
@@ -145,14 +154,19 @@ class Conversation:
         return fingerprint(entry, self.seed)
 
     def prints(self) -> list[Fingerprint]:
-        """Each entry's fingerprint: known from the last request where the entry is the same."""
-        seed, seen = self.seed, self.seen
-        if not seen:
-            return [fingerprint(entry, seed) for entry in self.entries]
-        return [
-            known.fingerprint if known is not None else fingerprint(entry, seed)
-            for entry, known in zip(self.entries, seen, strict=True)
-        ]
+        """Each entry's fingerprint (``known``, or worked out)."""
+        if self.known is not None:
+            return list(map(FINGERPRINT, self.known.seen[: len(self.entries)]))
+        seed = self.seed
+        return [fingerprint(entry, seed) for entry in self.entries]
+
+    def as_sent(self, raws: list[Any]) -> list[Any]:
+        """``raws`` with each copy an item of ours was parsed from (``known``) replaced by the client's
+        own entry it copies: what is forwarded of the client's is the client's object, as sent."""
+        if self.known is None:
+            return raws
+        sent = dict(zip(map(id, self.known.copies), self.entries, strict=False))
+        return [sent.get(id(raw), raw) for raw in raws]
 
     def tail_prints(self) -> list[Fingerprint]:
         seed = self.seed

@@ -185,7 +185,7 @@ class RequestGate:
         who = Engaged(inbound.model, session_id_of(data, parsed.entries), inbound.tenant, inbound.control)
         parsed.for_tenant(inbound.tenant)
         key = (inbound.tenant, wire.name, inbound.model, who.session_id)
-        parsed.seen = self.services.recent.seen(key, parsed.entries, parsed.fingerprint, is_command)
+        parsed.known = self.services.recent.known(key, parsed.entries, parsed.fingerprint, is_command)
         spending = Spending(self.telemetry.spender(inbound.model, wire))
         request = engine_request(data, parsed, who, inbound.settled, spending)
         result = await self.services.compactor.compact(request)
