@@ -62,6 +62,7 @@ class Sample:
     ms: float
     cache: str = "none"
     hook_ms: float | None = None
+    prepare: str = ""
 
     @property
     def compacts(self) -> bool:
@@ -155,7 +156,8 @@ async def session(
         headers = response.headers
         hook = headers.get("x-compact-duration-ms")
         cache = headers.get("x-compact-cache", "none")
-        samples.append(Sample(who[0], who[1], turn, ms, cache, float(hook) if hook else None))
+        hook_ms = float(hook) if hook else None
+        samples.append(Sample(who[0], who[1], turn, ms, cache, hook_ms, headers.get("x-compact-prepare", "")))
     return samples
 
 
@@ -218,7 +220,8 @@ def table(rounds: list[Round], args: argparse.Namespace) -> str:
         "",
         f"The hook's own time (`x-compact-duration-ms`, hooked): median "
         f"{statistics.median(hook_own):.2f} ms, p99 {p(hook_own, 0.99):.2f} ms. Compacted turns keep less of "
-        "the history, so the upstream reads less.",
+        "the history, so the upstream reads less. Summaries prepared ahead (a summary call each, in the "
+        f"background): {sum(s.prepare == 'started' for s in hooked)}.",
         "",
     ]
     return "\n".join(lines)
