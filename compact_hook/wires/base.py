@@ -163,7 +163,7 @@ class Conversation:
     def as_sent(self, raws: list[Any]) -> list[Any]:
         """``raws`` with each copy an item of ours was parsed from (``known``) replaced by the client's
         own entry it copies: what is forwarded of the client's is the client's object, as sent."""
-        if self.known is None:
+        if self.known is None or not any(self.known.items):  # no item parsed from a copy
             return raws
         sent = dict(zip(map(id, self.known.copies), self.entries, strict=False))
         return [sent.get(id(raw), raw) for raw in raws]

@@ -25,16 +25,12 @@ def command_in(entry: Any) -> str | None:
     return text[match.end() :].strip() if text is not None and match is not None else None
 
 
-def ran_command(entries: Sequence[Any], seen: Sequence[Seen | None] = ()) -> bool:
+def ran_command(entries: Sequence[Any], seen: Sequence[Seen] = ()) -> bool:
     """The conversation ran ``/compact`` earlier (so it has a compaction stored to continue from);
-    ``seen``: what the last request taught of the entries that are the same (``state.recent``)."""
-    if seen and all(seen):  # every entry known (the proxy's path): read in C
+    ``seen``: what is known of every entry (``state.recent``), read in C instead of every entry."""
+    if seen:
         return any(map(COMMAND, seen[: len(entries) - 1]))
-    known = list(seen) or [None] * len(entries)
-    return any(
-        command_in(entry) is not None if found is None else found.command
-        for entry, found in zip(entries[:-1], known, strict=False)
-    )
+    return any(command_in(entry) is not None for entry in entries[:-1])
 
 
 def is_command(entry: Any) -> bool:
