@@ -263,6 +263,7 @@ async def run(args: argparse.Namespace, proxy: ProxyProcess) -> list[Round]:
     rounds = []
     for number in range(args.rounds):
         order = ("plain", "hooked") if number % 2 == 0 else ("hooked", "plain")
+        order = tuple(group for group in order if args.only in (None, group))
         for group in order:
             done = await one_round(args, proxy, group, number)
             rounds.append(done)
@@ -278,6 +279,9 @@ def main() -> None:
     parser.add_argument("--wire", choices=sorted(ROUTES), default="chat")
     parser.add_argument("--no-save", action="store_true", help="print only")
     parser.add_argument("--profile", type=Path, help="py-spy's collapsed stacks of the proxy, written here")
+    parser.add_argument(
+        "--only", choices=("plain", "hooked"), help="one group's rounds (a profile of it alone), no table"
+    )
     args = parser.parse_args()
     standin, url = start_standin()
     try:
@@ -288,13 +292,17 @@ def main() -> None:
             asyncio.run(one_round(argparse.Namespace(**{**vars(args), "sessions": 4}), proxy, "hooked", -1))
             asyncio.run(one_round(argparse.Namespace(**{**vars(args), "sessions": 4}), proxy, "plain", -1))
             spy = profiler(proxy, args.profile) if args.profile else None
-            found = table(asyncio.run(run(args, proxy)), args)
+            rounds = asyncio.run(run(args, proxy))
             if spy is not None:
                 spy.send_signal(signal.SIGINT)
                 spy.wait()
     finally:
         standin.terminate()
         standin.wait()
+    if args.only:
+        print(f"{args.only}: {sum(len(r.samples) for r in rounds)} requests")
+        return
+    found = table(rounds, args)
     print(found)
     if not args.no_save:
         with RESULTS.open("a", encoding="utf-8") as out:

@@ -26,6 +26,7 @@ from __future__ import annotations
 import operator
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import orjson
@@ -46,6 +47,19 @@ Command = Callable[[Any], bool]
 """Whether an entry is a user's ``/compact`` (``wires.command``)."""
 
 
+@dataclass(frozen=True, slots=True)
+class Comparison:
+    """A request's entries set against its conversation's last request (``Recent.compare``)."""
+
+    key: Key
+    entries: Sequence[Any]
+    basis: Known | None
+    same: list[bool]
+    """Index by index, over the shorter of the two: the entry is the same as the last request's."""
+    unseen: list[int]
+    """The indices of the entries that are not: the ones to check, read and learn."""
+
+
 def copied(entry: Any) -> tuple[Any, int]:
     """A copy no one else holds, and its JSON size; (None, 0) for what JSON cannot hold."""
     try:
@@ -64,29 +78,42 @@ class Recent:
         self._names: dict[bytes, Key] = {}
         self._tenants = TenantLedger(tenant_bytes)
 
-    def known(
-        self, key: Key, entries: Sequence[Any], fingerprint: Callable[[Any], Fingerprint], command: Command
-    ) -> Known:
-        """What is known of each of ``entries``: what the conversation's last request taught where the
-        entry is the same there, at the same place (its item too, once parsed), else worked out now
-        (``fingerprint``, whether it is a ``/compact``); this request is kept as the conversation's last."""
+    def compare(self, key: Key, entries: Sequence[Any]) -> Comparison:
+        """Which of ``entries`` the conversation's last request sent the same, at the same place: those
+        were read, checked and learned then (a wire parses only the others, ``Comparison.unseen``)."""
         basis = self._copies.get(key)
-        kept, seen, items = (basis.copies, basis.seen, basis.items) if basis is not None else ((), (), [])
+        kept = basis.copies if basis is not None else ()
         same = list(map(operator.eq, kept, entries))  # in C: the cost of what is the same stays small
-        copies, learned, parsed = list(kept[: len(same)]), list(seen[: len(same)]), items[: len(same)]
-        new = [index for index, equal in enumerate(same) if not equal] + list(range(len(same), len(entries)))
-        for index in new:
+        unseen = [index for index, equal in enumerate(same) if not equal]
+        return Comparison(key, entries, basis, same, [*unseen, *range(len(same), len(entries))])
+
+    def learn(self, comparison: Comparison, fingerprint: Callable[[Any], Fingerprint], command: Command) -> Known:
+        """What is known of each of the compared entries: what the last request taught where the entry is
+        the same (its item too, once parsed), else worked out now (``fingerprint``, whether it is a
+        ``/compact``); the compared request is kept as the conversation's last. Only for a request its
+        wire accepted: what is kept is what later requests are not checked for again."""
+        basis, entries, count = comparison.basis, comparison.entries, len(comparison.same)
+        copies = list(basis.copies[:count]) if basis is not None else []
+        learned = list(basis.seen[:count]) if basis is not None else []
+        parsed = basis.items[:count] if basis is not None else []
+        for index in comparison.unseen:
             copy, size = copied(entries[index])
             found = Seen(fingerprint(entries[index]), command(entries[index]), size)
-            if index < len(same):
+            if index < count:
                 copies[index], learned[index], parsed[index] = copy, found, None
             else:
                 copies.append(copy)
                 learned.append(found)
                 parsed.append(None)
         known = Known(tuple(copies), tuple(learned), parsed, sum(map(SIZE, learned)))
-        self._keep(key, known)
+        self._keep(comparison.key, known)
         return known
+
+    def known(
+        self, key: Key, entries: Sequence[Any], fingerprint: Callable[[Any], Fingerprint], command: Command
+    ) -> Known:
+        """``compare`` then ``learn``: for entries already accepted."""
+        return self.learn(self.compare(key, entries), fingerprint, command)
 
     def _keep(self, key: Key, known: Known) -> None:
         self._drop(key)

@@ -45,8 +45,13 @@ class WireFormat(Builder, Protocol):
     """The provider checks each thinking block against everything before it (Anthropic's
     preserved thinking): one produced before we changed that prefix must not be sent back."""
 
-    def parse(self, data: dict[str, Any]) -> Conversation | Rejected:
-        """The request as the engine sees it, or why it must pass through untouched."""
+    entries_key: str
+    """The request's key holding its conversation's entries (``messages``, ``input``, ``contents``)."""
+
+    def parse(self, data: dict[str, Any], unseen: Sequence[int] | None = None) -> Conversation | Rejected:
+        """The request as the engine sees it, or why it must pass through untouched. ``unseen``: the
+        indices of the only entries to check one by one — the others are the same as entries of an
+        earlier request of this conversation this wire accepted (``state.recent``); None: all."""
         ...
 
     def item(self, raw: Any) -> Item:

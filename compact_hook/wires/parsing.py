@@ -126,21 +126,26 @@ class EntryShape:
         return None
 
 
-def shape_rejected(data: Mapping[str, Any], key: str, check: Callable[[Any], str | None]) -> Rejected | None:
+def shape_rejected(
+    data: Mapping[str, Any], key: str, check: Callable[[Any], str | None], unseen: Sequence[int] | None
+) -> Rejected | None:
     """Why the request's ``key`` list cannot be read (not a list, or an entry ``check`` finds fault
-    with: an ``EntryShape``'s ``problem``, say), as the rejection that passes it through untouched;
-    None when it can."""
+    with: an ``EntryShape``'s ``problem``, say — among ``unseen`` only, where given), as the rejection
+    that passes it through untouched; None when it can."""
     entries = data.get(key)
     if not isinstance(entries, list):
         return Rejected(Reason.MALFORMED, f"{key} is {type(entries).__name__}, not a list")
-    problem = problem_in(entries, check)
+    problem = problem_in(entries, check, unseen)
     return None if problem is None else Rejected(Reason.MALFORMED, f"{key}{problem}")
 
 
-def problem_in(entries: Sequence[Any], check: Callable[[Any], str | None]) -> str | None:
-    """The first entry ``check`` finds fault with, as ``"<key>[i]: why"`` text, or None."""
-    for index, entry in enumerate(entries):
-        problem = check(entry)
+def problem_in(
+    entries: Sequence[Any], check: Callable[[Any], str | None], unseen: Sequence[int] | None = None
+) -> str | None:
+    """The first entry ``check`` finds fault with, as ``"<key>[i]: why"`` text, or None; ``unseen``:
+    the only indices to check (the others were checked in an earlier request, ``state.recent``)."""
+    for index in range(len(entries)) if unseen is None else unseen:
+        problem = check(entries[index])
         if problem is not None:
             return f"[{index}]: {problem}"
     return None

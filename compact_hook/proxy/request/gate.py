@@ -46,6 +46,7 @@ from compact_hook.proxy.request.settings import settle
 from compact_hook.proxy.request.summarizer import Spending
 from compact_hook.proxy.services import Services
 from compact_hook.settings.model import CompactConfig
+from compact_hook.state.recent import Comparison
 from compact_hook.wires import RESPONSES, Conversation, Rejected, WireFormat
 from compact_hook.wires.command import command_in, is_command
 from compact_hook.wires.registry import carries_conversation, format_for
@@ -76,6 +77,9 @@ class Inbound:
     command: str | None = None
     """A ``/compact`` the proxy answers (``proxy.answers.compact``)."""
     offer: Offer | None = None
+    comparison: Comparison | None = None
+    """The entries set against the conversation's last request (``state.recent``): only the others are
+    checked, read and learned."""
 
     def settings(self) -> CompactConfig:
         assert self.settled is not None
@@ -134,7 +138,8 @@ class RequestGate:
         of the proxy itself: Codex's compaction, a ``/compact``."""
         wire, config = inbound.wire, inbound.settings()
         assert wire is not None and inbound.control is not None
-        parsed = wire.parse(inbound.data)
+        inbound.comparison = self._compare(inbound, wire)
+        parsed = wire.parse(inbound.data, inbound.comparison.unseen if inbound.comparison else None)
         codex = not isinstance(parsed, Rejected) and wire is RESPONSES and asks_compaction(parsed.entries)
         if codex and config.remote_compaction == "theirs":
             parsed = Rejected(Reason.CLIENT_MANAGED, "compaction_trigger, served by the provider")
@@ -152,6 +157,15 @@ class RequestGate:
                 command = None
         inbound.conversation, inbound.codex, inbound.command = parsed, codex, command
         return True
+
+    def _compare(self, inbound: Inbound, wire: WireFormat) -> Comparison | None:
+        """The request's entries set against its conversation's last request, before the wire checks
+        them: what is the same was checked when the wire accepted it (None: no list of entries)."""
+        entries = inbound.data.get(wire.entries_key)
+        if not isinstance(entries, list):
+            return None
+        session = session_id_of(inbound.data, entries)
+        return self.services.recent.compare((inbound.tenant, wire.name, inbound.model, session), entries)
 
     async def _offer(self, inbound: Inbound) -> None:
         """The recall tool, where the model may call it (``proxy.recall``)."""
@@ -184,8 +198,10 @@ class RequestGate:
         assert inbound.settled is not None
         who = Engaged(inbound.model, session_id_of(data, parsed.entries), inbound.tenant, inbound.control)
         parsed.for_tenant(inbound.tenant)
-        key = (inbound.tenant, wire.name, inbound.model, who.session_id)
-        parsed.known = self.services.recent.known(key, parsed.entries, parsed.fingerprint, is_command)
+        recent, comparison = self.services.recent, inbound.comparison
+        if comparison is None:  # a Responses input given as a string: one entry
+            comparison = recent.compare((inbound.tenant, wire.name, inbound.model, who.session_id), parsed.entries)
+        parsed.known = recent.learn(comparison, parsed.fingerprint, is_command)
         spending = Spending(self.telemetry.spender(inbound.model, wire))
         request = engine_request(data, parsed, who, inbound.settled, spending)
         result = await self.services.compactor.compact(request)

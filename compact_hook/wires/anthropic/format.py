@@ -61,15 +61,15 @@ KNOWN_EDIT = re.compile(r"(clear_tool_uses|compact)_\d{8}")
 
 
 class AnthropicFormat:
-    name, seed, metadata_key = "anthropic", 2, "litellm_metadata"  # see base.WireFormat
+    name, seed, metadata_key, entries_key = "anthropic", 2, "litellm_metadata", "messages"  # base.WireFormat
     first_turn_user, placement, bound_thinking = True, Placement.AFTER_USER, True
 
-    def parse(self, data: dict[str, Any]) -> Conversation | Rejected:
-        rejected = shape_rejected(data, "messages", MESSAGE_SHAPE.problem)
+    def parse(self, data: dict[str, Any], unseen: Sequence[int] | None = None) -> Conversation | Rejected:
+        rejected = shape_rejected(data, "messages", MESSAGE_SHAPE.problem, unseen)
         if rejected is not None:
             return rejected
         messages = data["messages"]
-        managed = _managed_by_client(data, messages)
+        managed = _managed_by_client(data, messages if unseen is None else [messages[i] for i in unseen])
         if managed is not None:
             return Rejected(Reason.CLIENT_MANAGED, managed)
         context = tuple(data[key] for key in ("system", "tools") if data.get(key))
@@ -179,7 +179,8 @@ def _collect_marks(value: object, found: list[Mapping[str, Any]]) -> None:
 
 
 def _managed_by_client(data: Mapping[str, Any], messages: list[Any]) -> str | None:
-    """What makes the client the manager of its own context size, or None.
+    """What makes the client the manager of its own context size, or None; ``messages``: those not
+    read in an earlier request of the conversation (``state.recent``).
 
     Decided per edit: ``clear_thinking_*`` only tells the provider which thinking blocks to
     keep; ``clear_tool_uses_*``, ``compact_*`` and any edit we do not know manage the history.

@@ -33,11 +33,11 @@ _CONTENT_TYPES = (str, list, type(None))
 
 
 class ChatFormat:
-    name, seed, metadata_key = "chat", 0, "metadata"  # see base.WireFormat
+    name, seed, metadata_key, entries_key = "chat", 0, "metadata", "messages"  # see base.WireFormat
     first_turn_user, placement, bound_thinking = False, Placement.ANYWHERE, False
 
-    def parse(self, data: dict[str, Any]) -> Conversation | Rejected:
-        rejected = shape_rejected(data, "messages", _message_problem)
+    def parse(self, data: dict[str, Any], unseen: Sequence[int] | None = None) -> Conversation | Rejected:
+        rejected = shape_rejected(data, "messages", _message_problem, unseen)
         if rejected is not None:
             return rejected
         messages = data["messages"]

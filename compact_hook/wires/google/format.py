@@ -66,13 +66,13 @@ RESULT_TEXT_KEYS = ("output", "result", "content", "error")
 
 
 class GoogleFormat:
-    name, seed, metadata_key = "google", 6, "metadata"  # see base.WireFormat
+    name, seed, metadata_key, entries_key = "google", 6, "metadata", "contents"  # see base.WireFormat
     first_turn_user, placement, bound_thinking = True, Placement.ANYWHERE, False
 
-    def parse(self, data: dict[str, Any]) -> Conversation | Rejected:
+    def parse(self, data: dict[str, Any], unseen: Sequence[int] | None = None) -> Conversation | Rejected:
         if any(data.get(key) for key in MANAGED_KEYS):
             return Rejected(Reason.CLIENT_MANAGED, "cachedContent")
-        rejected = shape_rejected(data, "contents", CONTENT_SHAPE.problem)
+        rejected = shape_rejected(data, "contents", CONTENT_SHAPE.problem, unseen)
         if rejected is not None:
             return rejected
         contents, config = data["contents"], _config(data)

@@ -73,10 +73,10 @@ token: Codex's estimate (``estimate_reasoning_length``)."""
 
 
 class ResponsesFormat:
-    name, seed, metadata_key = "responses", 4, "litellm_metadata"  # see base.WireFormat
+    name, seed, metadata_key, entries_key = "responses", 4, "litellm_metadata", "input"  # base.WireFormat
     first_turn_user, placement, bound_thinking = False, Placement.ANYWHERE, False
 
-    def parse(self, data: dict[str, Any]) -> Conversation | Rejected:
+    def parse(self, data: dict[str, Any], unseen: Sequence[int] | None = None) -> Conversation | Rejected:
         if data.get("previous_response_id") or data.get("conversation"):
             return Rejected(Reason.CLIENT_MANAGED, "previous_response_id or conversation")
         if data.get("context_management"):
@@ -85,7 +85,7 @@ class ResponsesFormat:
         if isinstance(raw_input, str):
             entries: list[Any] = [raw_input]
         elif isinstance(raw_input, list):
-            problem = problem_in(raw_input, _item_problem)
+            problem = problem_in(raw_input, _item_problem, unseen)
             if problem is not None:
                 return Rejected(Reason.MALFORMED, f"input{problem}")
             managed = [k for k, entry in enumerate(raw_input) if entry.get("type") in MANAGED_ITEMS]
