@@ -177,6 +177,37 @@ async def test_malformed_messages_pass_through_for_the_provider_to_judge(
     assert router.calls == []
 
 
+@pytest.mark.parametrize("where", [1, 3])  # changed in the middle, or new at the end
+async def test_an_entry_not_sent_before_is_checked_though_the_rest_is_known(router: SpyRouter, where: int) -> None:
+    """Entries the conversation's last request sent the same are not checked again (``state.recent``):
+    one changed or added since is, and a fault in it still passes the request through untouched."""
+    hook = CompactHook(CompactConfig())
+    sent = [{"role": "user", "content": "one"}, {"role": "assistant", "content": "two"}]
+    sent.append({"role": "user", "content": "three"})
+    first = request(messages=json.loads(json.dumps(sent)), user="session-1")
+    await hook.async_pre_call_hook(None, None, first, "acompletion")
+    assert first["metadata"]["compact_hook"]["reason"] == "below_threshold"
+    again = json.loads(json.dumps(sent)) + [{"role": "user", "content": "four"}]
+    again[where] = {"role": "user", "content": {"not": "a list"}}
+    data = request(messages=again, user="session-1")
+    await hook.async_pre_call_hook(None, None, data, "acompletion")
+    assert data["messages"] is again and data["metadata"]["compact_hook"]["reason"] == "malformed"
+    assert f"messages[{where}]" in data["metadata"]["compact_hook"]["detail"]
+
+
+async def test_a_compaction_block_in_a_changed_message_still_hands_the_context_to_the_client(
+    router: SpyRouter,
+) -> None:
+    hook = CompactHook(CompactConfig())
+    await hook.async_pre_call_hook(None, None, anthropic_request(), "anthropic_messages")
+    data = anthropic_request()
+    data["messages"][5] = {"role": "assistant", "content": [{"type": "compaction", "content": "earlier"}]}
+    kept = data["messages"]
+    await hook.async_pre_call_hook(None, None, data, "anthropic_messages")
+    assert data["messages"] is kept
+    assert data["litellm_metadata"]["compact_hook"]["reason"] == "client_managed"
+
+
 async def test_a_short_request_is_reported_but_untouched(router: SpyRouter) -> None:
     messages = [{"role": "user", "content": "hi"}]
     data = await pre_call(request(messages=messages))
