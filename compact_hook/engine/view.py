@@ -122,6 +122,8 @@ class Tiers:
         self.config = config
         self.cache = tier1.cache
         self.tier1 = Truncation(self, tier1.output_limit or config.tool_output_max_tokens)
+        self._cleared: dict[int, tuple[Item, Fingerprint]] = {}
+        """Each cleared item, built once a request: the clearing step and the costs view it again."""
 
     @property
     def oversized(self) -> bool:
@@ -187,6 +189,12 @@ class Tiers:
 
     def cleared(self, index: int) -> tuple[Item, Fingerprint]:
         """Tier 2 on top of tier 1: the item's clearable results shown as placeholders."""
+        found = self._cleared.get(index)
+        if found is None:
+            found = self._cleared[index] = self._clear(index)
+        return found
+
+    def _clear(self, index: int) -> tuple[Item, Fingerprint]:
         item, print_ = self.truncated(index)
         shown = self._placeholders(index)
         if not shown:

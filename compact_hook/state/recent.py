@@ -87,7 +87,9 @@ class Recent:
         unseen = [index for index, equal in enumerate(same) if not equal]
         return Comparison(key, entries, basis, same, [*unseen, *range(len(same), len(entries))])
 
-    def learn(self, comparison: Comparison, fingerprint: Callable[[Any], Fingerprint], command: Command) -> Known:
+    def learn(
+        self, comparison: Comparison, fingerprint: Callable[[Any], Fingerprint], command: Command
+    ) -> Known:
         """What is known of each of the compared entries: what the last request taught where the entry is
         the same (its item too, once parsed), else worked out now (``fingerprint``, whether it is a
         ``/compact``); the compared request is kept as the conversation's last. Only for a request its
