@@ -119,8 +119,8 @@ def sessions(wire: str, turns: int) -> list[list[dict[str, Any]]]:
     return [claude[: min(ends, key=lambda e, c=cut: abs(e - c * scale))] for cut in cuts]  # type: ignore[misc]
 
 
-def config(wire: str, standin: str, archive: Path) -> dict[str, Any]:
-    compact = {"compact": {"context_window": WINDOW, "archive_dir": str(archive)}}
+def config(wire: str, standin: str, archive: Path, window: int = WINDOW) -> dict[str, Any]:
+    compact = {"compact": {"context_window": window, "archive_dir": str(archive)}}
     if wire == "anthropic":
         root = standin.removesuffix("/v1")
         deployments = [
@@ -203,7 +203,7 @@ def table(rounds: list[Round], args: argparse.Namespace) -> str:
     lines = [
         f"### {time.strftime('%Y-%m-%d %H:%M')} — {args.wire}, "
         f"{args.sessions} sessions × {args.turns} turns, {args.rounds} rounds per group (alternating), "
-        f"window {WINDOW:,}, {os.cpu_count()} cores",
+        f"window {args.window:,}, {os.cpu_count()} cores",
         "",
         "| | requests | requests/s | p50 ms | p99 ms |",
         "|---|---|---|---|---|",
@@ -278,6 +278,9 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--wire", choices=sorted(ROUTES), default="chat")
     parser.add_argument("--no-save", action="store_true", help="print only")
+    parser.add_argument(
+        "--window", type=int, default=WINDOW, help="the hooked group's window: smaller, more turns compact"
+    )
     parser.add_argument("--profile", type=Path, help="py-spy's collapsed stacks of the proxy, written here")
     parser.add_argument(
         "--only", choices=("plain", "hooked"), help="one group's rounds (a profile of it alone), no table"
@@ -287,7 +290,7 @@ def main() -> None:
     try:
         with (
             tempfile.TemporaryDirectory() as archive,
-            ProxyProcess(config(args.wire, url, Path(archive))) as proxy,
+            ProxyProcess(config(args.wire, url, Path(archive), args.window)) as proxy,
         ):
             asyncio.run(one_round(argparse.Namespace(**{**vars(args), "sessions": 4}), proxy, "hooked", -1))
             asyncio.run(one_round(argparse.Namespace(**{**vars(args), "sessions": 4}), proxy, "plain", -1))
