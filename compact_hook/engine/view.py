@@ -124,6 +124,8 @@ class Tiers:
         self.tier1 = Truncation(self, tier1.output_limit or config.tool_output_max_tokens)
         self._cleared: dict[int, tuple[Item, Fingerprint]] = {}
         """Each cleared item, built once a request: the clearing step and the costs view it again."""
+        self._shown: dict[int, dict[int, str]] = {}
+        """Each item's placeholders, looked up once a request (``_placeholders``)."""
 
     @property
     def oversized(self) -> bool:
@@ -205,6 +207,12 @@ class Tiers:
     def _placeholders(self, index: int) -> dict[int, str]:
         """Placeholders for item ``index``'s clearable results, made once per output (they quote
         its error lines: reading every cleared output on every request would not be cheap)."""
+        found = self._shown.get(index)
+        if found is None:
+            found = self._shown[index] = self._placeholders_of(index)
+        return found
+
+    def _placeholders_of(self, index: int) -> dict[int, str]:
         item, print_ = self.truncated(index)
         tools = clearable_parts(item, index, self.pairing.tool_of, self.config.protected_tools)
         if not tools:
