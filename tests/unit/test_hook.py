@@ -178,7 +178,9 @@ async def test_malformed_messages_pass_through_for_the_provider_to_judge(
 
 
 @pytest.mark.parametrize("where", [1, 3])  # changed in the middle, or new at the end
-async def test_an_entry_not_sent_before_is_checked_though_the_rest_is_known(router: SpyRouter, where: int) -> None:
+async def test_an_entry_not_sent_before_is_checked_though_the_rest_is_known(
+    router: SpyRouter, where: int
+) -> None:
     """Entries the conversation's last request sent the same are not checked again (``state.recent``):
     one changed or added since is, and a fault in it still passes the request through untouched."""
     hook = CompactHook(CompactConfig())
