@@ -122,10 +122,6 @@ class Tiers:
         self.config = config
         self.cache = tier1.cache
         self.tier1 = Truncation(self, tier1.output_limit or config.tool_output_max_tokens)
-        self._cleared: dict[int, tuple[Item, Fingerprint]] = {}
-        """Each cleared item, built once a request: the clearing step and the costs view it again."""
-        self._shown: dict[int, dict[int, str]] = {}
-        """Each item's placeholders, looked up once a request (``_placeholders``)."""
 
     @property
     def oversized(self) -> bool:
@@ -191,12 +187,6 @@ class Tiers:
 
     def cleared(self, index: int) -> tuple[Item, Fingerprint]:
         """Tier 2 on top of tier 1: the item's clearable results shown as placeholders."""
-        found = self._cleared.get(index)
-        if found is None:
-            found = self._cleared[index] = self._clear(index)
-        return found
-
-    def _clear(self, index: int) -> tuple[Item, Fingerprint]:
         item, print_ = self.truncated(index)
         shown = self._placeholders(index)
         if not shown:
@@ -207,12 +197,6 @@ class Tiers:
     def _placeholders(self, index: int) -> dict[int, str]:
         """Placeholders for item ``index``'s clearable results, made once per output (they quote
         its error lines: reading every cleared output on every request would not be cheap)."""
-        found = self._shown.get(index)
-        if found is None:
-            found = self._shown[index] = self._placeholders_of(index)
-        return found
-
-    def _placeholders_of(self, index: int) -> dict[int, str]:
         item, print_ = self.truncated(index)
         tools = clearable_parts(item, index, self.pairing.tool_of, self.config.protected_tools)
         if not tools:
