@@ -104,15 +104,19 @@ class _ViewSizing:
         self.counter, self.conversation = run.counter, run.request.conversation
         self.wire, self.recall = self.conversation.wire, run.config.recall
         counts = run.sizes.counts(view)
-        self.known = {id(item): count for item, count in zip(view.items, counts, strict=True)}
+        self.known = {id(item): (item, count) for item, count in zip(view.items, counts, strict=True)}
+        """By identity, each item held with its count: an id is only an item's while the item lives, and
+        the fit makes and drops shrunk items as it goes (a dropped one's id, reused by the next, read its
+        count: the same request left two ways)."""
         parts = view.pairing.protected_parts(protected)  # by identity: the fit never shrinks them
         self.protected = {id(view.items[index]): positions for index, positions in parts.items()}
 
     def count(self, item: Item) -> int:
-        if id(item) not in self.known:
+        found = self.known.get(id(item))
+        if found is None:
             prints = [self.conversation.fingerprint(item.raw)]
-            self.known[id(item)] = self.counter.count(prints, lambda _: item_strings(item))[0]
-        return self.known[id(item)]
+            found = self.known[id(item)] = (item, self.counter.count(prints, lambda _: item_strings(item))[0])
+        return found[1]
 
     def shrink(self, item: Item, limit: int) -> Item | None:
         skip = self.protected.get(id(item), ())
