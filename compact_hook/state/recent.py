@@ -47,15 +47,19 @@ Command = Callable[[Any], bool]
 """Whether an entry is a user's ``/compact`` (``wires.command``)."""
 
 
+NOTHING = Known((), (), [], 0)
+"""A conversation with no last request kept."""
+
+
 @dataclass(frozen=True, slots=True)
 class Comparison:
     """A request's entries set against its conversation's last request (``Recent.compare``)."""
 
     key: Key
     entries: Sequence[Any]
-    basis: Known | None
-    same: list[bool]
-    """Index by index, over the shorter of the two: the entry is the same as the last request's."""
+    basis: Known
+    overlap: int
+    """How many entries both requests have (the shorter's length): those set side by side."""
     unseen: list[int]
     """The indices of the entries that are not: the ones to check, read and learn."""
 
@@ -81,11 +85,10 @@ class Recent:
     def compare(self, key: Key, entries: Sequence[Any]) -> Comparison:
         """Which of ``entries`` the conversation's last request sent the same, at the same place: those
         were read, checked and learned then (a wire parses only the others, ``Comparison.unseen``)."""
-        basis = self._copies.get(key)
-        kept = basis.copies if basis is not None else ()
-        same = list(map(operator.eq, kept, entries))  # in C: the cost of what is the same stays small
+        basis = self._copies.get(key, NOTHING)
+        same = list(map(operator.eq, basis.copies, entries))  # in C: the cost of what is the same stays small
         unseen = [index for index, equal in enumerate(same) if not equal]
-        return Comparison(key, entries, basis, same, [*unseen, *range(len(same), len(entries))])
+        return Comparison(key, entries, basis, len(same), [*unseen, *range(len(same), len(entries))])
 
     def learn(
         self, comparison: Comparison, fingerprint: Callable[[Any], Fingerprint], command: Command
@@ -94,10 +97,8 @@ class Recent:
         the same (its item too, once parsed), else worked out now (``fingerprint``, whether it is a
         ``/compact``); the compared request is kept as the conversation's last. Only for a request its
         wire accepted: what is kept is what later requests are not checked for again."""
-        basis, entries, count = comparison.basis, comparison.entries, len(comparison.same)
-        copies = list(basis.copies[:count]) if basis is not None else []
-        learned = list(basis.seen[:count]) if basis is not None else []
-        parsed = basis.items[:count] if basis is not None else []
+        basis, entries, count = comparison.basis, comparison.entries, comparison.overlap
+        copies, learned, parsed = list(basis.copies[:count]), list(basis.seen[:count]), basis.items[:count]
         for index in comparison.unseen:
             copy, size = copied(entries[index])
             found = Seen(fingerprint(entries[index]), command(entries[index]), size)
@@ -110,12 +111,6 @@ class Recent:
         known = Known(tuple(copies), tuple(learned), parsed, sum(map(SIZE, learned)))
         self._keep(comparison.key, known)
         return known
-
-    def known(
-        self, key: Key, entries: Sequence[Any], fingerprint: Callable[[Any], Fingerprint], command: Command
-    ) -> Known:
-        """``compare`` then ``learn``: for entries already accepted."""
-        return self.learn(self.compare(key, entries), fingerprint, command)
 
     def _keep(self, key: Key, known: Known) -> None:
         self._drop(key)

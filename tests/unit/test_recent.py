@@ -7,7 +7,8 @@ import json
 from typing import Any
 
 from compact_hook.core.fingerprint import fingerprint
-from compact_hook.state.recent import Recent
+from compact_hook.core.items import Known
+from compact_hook.state.recent import Key, Recent
 from compact_hook.wires import CHAT, Conversation
 from compact_hook.wires.command import command_in, ran_command
 from tests.support import load_transcript
@@ -35,16 +36,21 @@ def fresh(entries: list[Any]) -> list[Any]:
     return list(json.loads(json.dumps(entries)))
 
 
+def known(recent: Recent, key: Key, entries: list[Any], fingerprint: Any, command: Any) -> Known:
+    """What the proxy does with a request its wire accepted: compare, then learn."""
+    return recent.learn(recent.compare(key, entries), fingerprint, command)
+
+
 def key(tenant: str = "team:a") -> tuple[str, str, str, str]:
     return (tenant, "chat", "agent", "session-1")
 
 
 def test_a_growing_conversation_fingerprints_only_its_new_entries() -> None:
     recent, counting = Recent(), Counting()
-    first = recent.known(key(), fresh(SESSION[:100]), counting, is_command).seen
+    first = known(recent, key(), fresh(SESSION[:100]), counting, is_command).seen
     assert len(counting.asked) == 100
     counting.asked.clear()
-    second = recent.known(key(), fresh(SESSION[:103]), counting, is_command).seen
+    second = known(recent, key(), fresh(SESSION[:103]), counting, is_command).seen
     assert counting.asked == SESSION[100:103]
     assert second[:100] == first and [s.fingerprint for s in second] == [
         fingerprint(e) for e in SESSION[:103]
@@ -53,11 +59,11 @@ def test_a_growing_conversation_fingerprints_only_its_new_entries() -> None:
 
 def test_a_changed_entry_is_worked_out_again_and_the_rest_is_not() -> None:
     recent, counting = Recent(), Counting()
-    recent.known(key(), fresh(SESSION[:50]), counting, is_command)
+    known(recent, key(), fresh(SESSION[:50]), counting, is_command)
     counting.asked.clear()
     changed = fresh(SESSION[:50])
     changed[10] = {**changed[10], "content": "something else"}
-    seen = recent.known(key(), changed, counting, is_command).seen
+    seen = known(recent, key(), changed, counting, is_command).seen
     assert counting.asked == [changed[10]] and seen[10].fingerprint == fingerprint(changed[10])
 
 
@@ -65,29 +71,29 @@ def test_what_is_kept_is_a_copy_a_later_change_of_the_request_cannot_reach() -> 
     """LiteLLM transforms the request it forwards in place: the kept entries must not follow."""
     recent, counting = Recent(), Counting()
     sent = fresh(SESSION[:20])
-    recent.known(key(), sent, counting, is_command)
+    known(recent, key(), sent, counting, is_command)
     sent[5]["content"] = "changed after the hook ran"
     counting.asked.clear()
     again = fresh(SESSION[:20])
     again[5]["content"] = "changed after the hook ran"
-    seen = recent.known(key(), again, counting, is_command).seen
+    seen = known(recent, key(), again, counting, is_command).seen
     assert counting.asked == [again[5]] and seen[5].fingerprint == fingerprint(again[5])
 
 
 def test_another_tenants_conversation_is_never_compared() -> None:
     recent, counting = Recent(), Counting()
-    recent.known(key("team:a"), fresh(SESSION[:30]), counting, is_command)
+    known(recent, key("team:a"), fresh(SESSION[:30]), counting, is_command)
     counting.asked.clear()
-    recent.known(key("team:b"), fresh(SESSION[:30]), counting, is_command)
+    known(recent, key("team:b"), fresh(SESSION[:30]), counting, is_command)
     assert len(counting.asked) == 30
 
 
 def test_an_entry_json_cannot_hold_is_worked_out_every_time() -> None:
     recent, counting = Recent(), Counting()
     odd = [{"role": "user", "content": "a lone surrogate \ud800"}, {"role": "assistant", "content": "ok"}]
-    recent.known(key(), odd, counting, is_command)
+    known(recent, key(), odd, counting, is_command)
     counting.asked.clear()
-    recent.known(key(), [dict(entry) for entry in odd], counting, is_command)
+    known(recent, key(), [dict(entry) for entry in odd], counting, is_command)
     assert counting.asked == [odd[0]]
 
 
@@ -95,8 +101,8 @@ def test_a_compact_command_is_remembered_with_its_entry() -> None:
     recent = Recent()
     entries = [{"role": "user", "content": "/compact the tests"}, {"role": "assistant", "content": "ok"}]
     entries.append({"role": "user", "content": "go on"})
-    recent.known(key(), fresh(entries), fingerprint, is_command)
-    seen = recent.known(key(), fresh(entries), Counting(), is_command).seen
+    known(recent, key(), fresh(entries), fingerprint, is_command)
+    seen = known(recent, key(), fresh(entries), Counting(), is_command).seen
     assert ran_command(entries, seen) and ran_command(entries) and not ran_command(entries[1:], seen[1:])
 
 
@@ -104,16 +110,18 @@ def test_the_bytes_kept_are_bounded_in_all_and_per_tenant() -> None:
     size = len(json.dumps(SESSION[:40]).encode())
     recent = Recent(max_bytes=3 * size, tenant_bytes=2 * size)
     for session in range(3):
-        recent.known(("team:a", "chat", "agent", f"s{session}"), fresh(SESSION[:40]), fingerprint, is_command)
+        known(
+            recent, ("team:a", "chat", "agent", f"s{session}"), fresh(SESSION[:40]), fingerprint, is_command
+        )
     assert recent.bytes <= 2 * size  # team:a's oldest went for its third
-    recent.known(("team:b", "chat", "agent", "s0"), fresh(SESSION[:40]), fingerprint, is_command)
-    recent.known(("team:c", "chat", "agent", "s0"), fresh(SESSION[:40]), fingerprint, is_command)
+    known(recent, ("team:b", "chat", "agent", "s0"), fresh(SESSION[:40]), fingerprint, is_command)
+    known(recent, ("team:c", "chat", "agent", "s0"), fresh(SESSION[:40]), fingerprint, is_command)
     assert recent.bytes <= 3 * size
     counting = Counting()
-    recent.known(("team:c", "chat", "agent", "s0"), fresh(SESSION[:40]), counting, is_command)
+    known(recent, ("team:c", "chat", "agent", "s0"), fresh(SESSION[:40]), counting, is_command)
     assert counting.asked == []  # the newest is kept
     alone = Recent(max_bytes=size // 2)
-    alone.known(key(), fresh(SESSION[:40]), fingerprint, is_command)
+    known(alone, key(), fresh(SESSION[:40]), fingerprint, is_command)
     assert alone.bytes == 0  # larger than the whole budget: not kept
 
 
@@ -123,8 +131,8 @@ def test_the_proxys_fingerprints_are_those_of_a_conversation_worked_out_alone() 
     parsed.for_tenant("team:a")
     alone = parsed.prints()
     recent = Recent()
-    recent.known(key(), fresh(SESSION[:200]), parsed.fingerprint, is_command)
-    parsed.known = recent.known(key(), parsed.entries, parsed.fingerprint, is_command)
+    known(recent, key(), fresh(SESSION[:200]), parsed.fingerprint, is_command)
+    parsed.known = known(recent, key(), parsed.entries, parsed.fingerprint, is_command)
     assert parsed.prints() == alone
 
 
@@ -132,11 +140,11 @@ def test_an_item_parsed_once_serves_the_next_request_and_what_is_forwarded_is_th
     recent = Recent()
     first = CHAT.parse({"messages": fresh(SESSION[:60])})
     assert isinstance(first, Conversation)
-    first.known = recent.known(key(), first.entries, first.fingerprint, is_command)
+    first.known = known(recent, key(), first.entries, first.fingerprint, is_command)
     parsed_once = first.item(10)
     second = CHAT.parse({"messages": fresh(SESSION[:62])})
     assert isinstance(second, Conversation)
-    second.known = recent.known(key(), second.entries, second.fingerprint, is_command)
+    second.known = known(recent, key(), second.entries, second.fingerprint, is_command)
     assert second.item(10) is parsed_once and second.item(10).raw is not second.entries[10]
     forwarded = second.as_sent([second.item(k).raw for k in range(len(second.entries))])
     assert all(a is b for a, b in zip(forwarded, second.entries, strict=True))
