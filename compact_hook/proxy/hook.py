@@ -28,6 +28,7 @@ from compact_hook.proxy.answers.compact import answer, answered_stream, delivere
 from compact_hook.proxy.feedback.recovery import Recovery
 from compact_hook.proxy.feedback.usage import Bills
 from compact_hook.proxy.lifecycle.logs import configure_logging
+from compact_hook.proxy.lifecycle.loop_gc import run_on_loop
 from compact_hook.proxy.lifecycle.shutdown import on_shutdown
 from compact_hook.proxy.marks import INTERNAL_MARKER, is_internal_call
 from compact_hook.proxy.observe.metrics import Metrics, Outcome, default_metrics, serve
@@ -75,6 +76,7 @@ class CompactHook(CustomLogger):
         serve(self.services.process.metrics_port, self.services.process.metrics_host)
         self._log_limit = configure_logging(self.services.process.log_level)
         on_shutdown(self._flush_logs)
+        run_on_loop(self.services.process.gc)
         tokenizers = validate_loaded_proxy_config(self.services.base, self.services.process.lock_ttl_seconds)
         threading.Thread(
             target=preload_tokenizers, args=(tokenizers,), name="compact_hook-preload", daemon=True
@@ -96,6 +98,7 @@ class CompactHook(CustomLogger):
         self, user_api_key_dict: Any, cache: Any, data: dict[str, Any], call_type: Any
     ) -> dict[str, Any]:
         start = time.perf_counter()
+        run_on_loop(self.services.process.gc)  # built before the proxy's loop ran: from its first request
         if is_internal_call(data):  # our own summary call, should a LiteLLM path ever re-enter the hooks
             return data
         reply: str | CompactionAnswer | None = None

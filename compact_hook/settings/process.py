@@ -15,6 +15,7 @@ from compact_hook.settings.setting import Unset, check_declared, setting
 from compact_hook.state.redis_clients import check_url
 
 StoreBackend = Literal["auto", "memory", "redis", "off"]
+GcMode = Literal["auto", "loop", "interpreter"]
 DEFAULT_STORE_MAX_BYTES = 64 * 1024 * 1024
 DEFAULT_TENANT_RECORD_BYTES = 8 * 1024 * 1024
 DEFAULT_LOCK_TTL_SECONDS = 300.0
@@ -121,6 +122,15 @@ class ProcessConfig:
         "127.0.0.1", "address `COMPACT_METRICS_PORT` listens on (`0.0.0.0` in a container)"
     )
     log_level: str = setting("INFO", "level of the `compact_hook` logger (stderr of the proxy)")
+    gc: GcMode = setting(
+        "auto",
+        (
+            "who runs Python's cyclic garbage collector in the proxy: `loop` (between event-loop callbacks), "
+            "`interpreter` (inside whichever allocation crosses its threshold), `auto` (`loop` before "
+            "CPython 3.12, where a collection inside a `ContextVar.set` can crash the proxy — see "
+            "*Operations*)"
+        ),
+    )
 
     def __post_init__(self) -> None:
         check_declared(self)
