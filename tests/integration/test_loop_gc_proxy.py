@@ -16,11 +16,19 @@ import openai
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from tests.integration.harness import ProxyProcess, StandinUpstream, compact_info, free_port, standin_deployment
+from tests.integration.harness import (
+    ProxyProcess,
+    StandinUpstream,
+    compact_info,
+    free_port,
+    standin_deployment,
+)
 
 pytestmark = [
     pytest.mark.integration,
-    pytest.mark.skipif(sys.version_info >= (3, 12), reason="from 3.12 the interpreter collects between bytecodes"),
+    pytest.mark.skipif(
+        sys.version_info >= (3, 12), reason="from 3.12 the interpreter collects between bytecodes"
+    ),
 ]
 
 SAID = "the garbage collector runs between event-loop callbacks"
