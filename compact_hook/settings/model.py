@@ -14,6 +14,7 @@ stored compaction, and what leaving it unset stands for. The process-wide settin
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -318,3 +319,15 @@ class CompactConfig(SummarySettings):
     def from_env(cls, environ: Mapping[str, str] | None = None) -> CompactConfig:
         """Defaults overridden by ``COMPACT_<SETTING>`` variables, e.g. ``COMPACT_TRIGGER_RATIO=0.8``."""
         return cls(**environ_values(cls, environ))
+
+
+def revised(config: CompactConfig, **changes: Any) -> CompactConfig:
+    """``dataclasses.replace``, remembered: requests revise their group's settings the same few ways
+    (no recall tool, nothing prepared ahead, the learned window), and a replace checks every setting
+    again — a tenth of a millisecond, on every request."""
+    return _revised(config, tuple(sorted(changes.items())))
+
+
+@functools.lru_cache(maxsize=1024)
+def _revised(config: CompactConfig, changes: tuple[tuple[str, Any], ...]) -> CompactConfig:
+    return dataclasses.replace(config, **dict(changes))

@@ -24,7 +24,6 @@ handle the store no longer holds becomes a short notice, and is reported.
 
 from __future__ import annotations
 
-import dataclasses
 import hashlib
 import json
 import logging
@@ -35,7 +34,7 @@ from typing import Any
 
 from compact_hook.core.items import Role
 from compact_hook.engine.result import CompactResult
-from compact_hook.settings.model import CompactConfig
+from compact_hook.settings.model import CompactConfig, revised
 from compact_hook.state.store import MAX_RECORD_CHARS, CompactionStore
 from compact_hook.wires.base import WireFormat
 from compact_hook.wires.responses.compaction import (
@@ -162,7 +161,7 @@ MEMENTO_TAIL = 0.02
 
 def memento_settings(config: CompactConfig) -> CompactConfig:
     """The settings a Codex compaction runs under: everything but the turn in progress summarized."""
-    return dataclasses.replace(config, tail_retention_ratio=MEMENTO_TAIL, user_message_budget=0)
+    return revised(config, tail_retention_ratio=MEMENTO_TAIL, user_message_budget=0)
 
 
 def memento_of(result: CompactResult, wire: WireFormat) -> list[Any]:

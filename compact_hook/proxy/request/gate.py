@@ -45,7 +45,7 @@ from compact_hook.proxy.request.control import Control, control_of, with_command
 from compact_hook.proxy.request.settings import settle
 from compact_hook.proxy.request.summarizer import Spending
 from compact_hook.proxy.services import Services
-from compact_hook.settings.model import CompactConfig
+from compact_hook.settings.model import CompactConfig, revised
 from compact_hook.state.recent import Comparison
 from compact_hook.wires import RESPONSES, Conversation, Rejected, WireFormat
 from compact_hook.wires.command import command_in, is_command
@@ -185,9 +185,9 @@ class RequestGate:
         if inbound.codex:
             config = memento_settings(config)
         if inbound.expansion.expanded:  # preparing ahead is waste
-            config = dataclasses.replace(config, prepare=False)
+            config = revised(config, prepare=False)
         if inbound.offer is None and config.recall and not inbound.codex:
-            config = dataclasses.replace(config, recall=False)
+            config = revised(config, recall=False)
         assert inbound.settled is not None
         inbound.settled = dataclasses.replace(inbound.settled, config=config)
 

@@ -9,14 +9,13 @@ first attempt.
 
 from __future__ import annotations
 
-import dataclasses
 import math
 from typing import Any
 
 from compact_hook.core.evidence import trust_of
 from compact_hook.proxy.request.caller import Caller, Pricing, Settled
 from compact_hook.proxy.services import Services
-from compact_hook.settings.model import CompactConfig
+from compact_hook.settings.model import CompactConfig, revised
 
 
 async def settle(
@@ -31,7 +30,7 @@ async def settle(
     config = who.control.settings(resolved)
     learned = await services.learned.get(group, who.tenant) if config.recover else None
     if learned is not None:
-        config = dataclasses.replace(config, context_window=learned_window(config, learned))
+        config = revised(config, context_window=learned_window(config, learned))
     ratio = await services.ratios.ratio(group, who.tenant, trust_of(config))
     return Settled(config, _pricing(services, router, group, config), ratio)
 
