@@ -13,7 +13,7 @@ from compact_hook.proxy import server
 from compact_hook.proxy.hook import CompactHook
 from compact_hook.proxy.observe.report import report_in
 from compact_hook.settings.model import CompactConfig
-from compact_hook.wires.responses.compaction import LOST_NOTICE, is_ours
+from compact_hook.wires.responses.compaction import HANDLE_PREFIX, LOST_NOTICE, any_ours, is_ours
 from tests.routers import SpyRouter, request
 
 USER = {"type": "message", "role": "user", "content": "fix the parser"}
@@ -85,3 +85,25 @@ async def test_a_responses_item_with_a_role_is_not_the_trigger(router: SpyRouter
     report = report_in(data)
     assert report is None or not report.get("answered")
     assert router.calls == []
+
+
+OURS = {"type": "compaction", "encrypted_content": f"{HANDLE_PREFIX}abc"}
+
+
+@pytest.mark.parametrize(
+    "items",
+    [
+        [],
+        [{"type": "message"}] * 3,
+        [{"type": "message"}, OURS],
+        [{"type": "compaction", "encrypted_content": "theirs"}],
+        [{"type": "compaction", "encrypted_content": 7}],
+        ["a string", OURS],
+        ["a string"],
+        [{"type": ["unhashable"]}, OURS],
+        [{"type": {"nested": 1}}],
+        [None, {"type": "compaction"}],
+    ],
+)
+def test_whether_a_request_holds_one_of_our_items_is_answered_as_item_by_item(items: list[Any]) -> None:
+    assert any_ours(items) == any(is_ours(item) for item in items)

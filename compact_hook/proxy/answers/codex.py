@@ -42,6 +42,7 @@ from compact_hook.wires.responses.compaction import (
     HANDLE_PREFIX,
     LOST_NOTICE,
     REFUSED_NOTICE,
+    any_ours,
     is_ours,
     notice,
 )
@@ -89,7 +90,7 @@ class Mementos:
         other item of ours (a repeat, a malformed handle, one past the bounds) is left out, one notice
         in place of the first. A request of ten thousand items costs at most four lookups."""
         items = data.get("input")
-        if not isinstance(items, list) or not any(is_ours(item) for item in items):
+        if not isinstance(items, list) or not any_ours(items):
             return NOTHING
         found = await self._lookups(_handles(items), tenant)
         out: list[Any] = []

@@ -11,6 +11,7 @@ import re
 import secrets
 import time
 from collections.abc import Iterator, Mapping, Sequence
+from itertools import repeat
 from typing import Any
 
 from compact_hook.wires.sse import text_frame
@@ -40,13 +41,23 @@ def without_ours(data: dict[str, Any]) -> int:
     notice, looking nothing up: the provider refuses an item it cannot decrypt, and a Codex session
     that sent one would fail on every later turn. How many there were."""
     items = data.get("input")
-    if not isinstance(items, list) or not any(is_ours(item) for item in items):
+    if not isinstance(items, list) or not any_ours(items):
         return 0
     ours = [index for index, item in enumerate(items) if is_ours(item)]
     kept = [item for item in items if not is_ours(item)]
     kept.insert(ours[0], notice(LOST_NOTICE))
     data["input"] = kept
     return len(ours)
+
+
+def any_ours(items: list[Any]) -> bool:
+    """Whether one of ``items`` is ours. Every ``/v1/responses`` request asks, and a Codex session
+    sends hundreds of items, none of ours most of the time: their types are gathered in C first."""
+    try:
+        types = set(map(dict.get, items, repeat("type")))
+    except TypeError:  # an item that is not an object: the slow way
+        return any(map(is_ours, items))
+    return COMPACTION in types and any(map(is_ours, items))
 
 
 def is_ours(item: object) -> bool:
