@@ -17,6 +17,7 @@ opaque item) for the gate to serve (``proxy.answers.codex``).
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from itertools import repeat
 from typing import Any
 
 from compact_hook.core.items import Item, Part, PartKind, Placement, Role, summary_body
@@ -88,7 +89,7 @@ class ResponsesFormat:
             problem = problem_in(raw_input, _item_problem, unseen)
             if problem is not None:
                 return Rejected(Reason.MALFORMED, f"input{problem}")
-            managed = [k for k, entry in enumerate(raw_input) if entry.get("type") in MANAGED_ITEMS]
+            managed = _managed(raw_input)
             if managed and managed != [len(raw_input) - 1] or raw_input and _is_provider_item(raw_input[-1]):
                 return Rejected(Reason.CLIENT_MANAGED, "compaction items")
             entries = raw_input
@@ -166,6 +167,16 @@ def _context(data: Mapping[str, Any]) -> tuple[Any, ...]:
 def _is_provider_item(item: Any) -> bool:
     """A compacted history the provider made (its opaque item), as the last input item."""
     return isinstance(item, dict) and item.get("type") in ("compaction", "compaction_summary")
+
+
+def _managed(items: list[dict[str, Any]]) -> list[int]:
+    """Where the compaction items are (``items`` passed ``_item_problem``). Every request asks, of
+    hundreds of items in a Codex session and none managed most of the time: the types are gathered
+    and looked up in C first."""
+    types = list(map(dict.get, items, repeat("type")))
+    if MANAGED_ITEMS.isdisjoint(types):
+        return []
+    return [index for index, kind in enumerate(types) if kind in MANAGED_ITEMS]
 
 
 def _item_problem(item: object) -> str | None:
