@@ -99,3 +99,15 @@ def test_an_internal_failure_is_counted_as_failed_open() -> None:
     found = samples(registry)
     labels = {"model_group": "agent", "format": "chat", "outcome": "failed_open"}
     assert metric_value(found, "compact_hook_requests_total", **labels) == 1
+
+
+def test_litellm_copying_a_requests_metadata_keeps_our_one_report() -> None:
+    """A Responses call deep-copies the metadata on every request (its fallback hop): our report, and
+    the conversation its recall holds, are not copied with it."""
+    from litellm.litellm_core_utils.core_helpers import safe_deep_copy
+
+    data: dict[str, Any] = {"metadata": {"user_api_key": "hashed"}}
+    record(data, "metadata", Report(tokens_before=10))
+    copied = safe_deep_copy(data["metadata"])
+    assert copied is not data["metadata"]
+    assert copied["compact_hook"] is report_in(data)
