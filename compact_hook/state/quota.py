@@ -96,6 +96,12 @@ class TenantLedger:
             total -= held
         return gone
 
+    def refresh(self, key: bytes) -> None:
+        """``key`` was written again, as it was: its tenant gives it up last now."""
+        tenant = self._owners.get(key)
+        if tenant is not None:
+            self._held[tenant].move_to_end(key)
+
     def release(self, key: bytes) -> None:
         """The store dropped ``key``: its tenant no longer holds it."""
         tenant = self._owners.pop(key, None)

@@ -42,6 +42,8 @@ RECENT_TENANT_BYTES = 16 * 1024 * 1024
 
 Key = tuple[str, str, str, str]
 """(tenant, wire, model group, session): one conversation."""
+SESSION = 3
+"""Where a ``Key`` holds the session."""
 SIZE = operator.attrgetter("size")
 Command = Callable[[Any], bool]
 """Whether an entry is a user's ``/compact`` (``wires.command``)."""
@@ -98,6 +100,9 @@ class Recent:
         ``/compact``); the compared request is kept as the conversation's last. Only for a request its
         wire accepted: what is kept is what later requests are not checked for again."""
         basis, entries, count = comparison.basis, comparison.entries, comparison.overlap
+        if not comparison.unseen and count == len(basis.copies) and self._copies.get(comparison.key) is basis:
+            self._refresh(comparison.key)  # the same request again: nothing to learn
+            return basis
         copies, learned, parsed = list(basis.copies[:count]), list(basis.seen[:count]), basis.items[:count]
         for index in comparison.unseen:
             copy, size = copied(entries[index])
@@ -126,6 +131,11 @@ class Recent:
             self._drop(self._names[gone])
         while self.bytes > self.max_bytes:
             self._drop(next(iter(self._copies)))
+
+    def _refresh(self, key: Key) -> None:
+        """``key``'s conversation is now the most recent one, in all and of its tenant."""
+        self._copies.move_to_end(key)
+        self._tenants.refresh(repr(key).encode("utf-8", "surrogatepass"))
 
     def _drop(self, key: Key) -> None:
         known = self._copies.pop(key, None)

@@ -125,6 +125,21 @@ def test_the_bytes_kept_are_bounded_in_all_and_per_tenant() -> None:
     assert alone.bytes == 0  # larger than the whole budget: not kept
 
 
+def test_a_request_sent_again_as_it_was_is_the_most_recent_in_all_and_of_its_tenant() -> None:
+    """Nothing new to learn, but its conversation gives way last: the one not sent again goes."""
+    size = len(json.dumps(SESSION[:40]).encode())
+    for bounds in ({"max_bytes": 2 * size}, {"tenant_bytes": 2 * size}):
+        recent = Recent(**bounds)
+        first, second, third = (("team:a", "chat", "agent", f"s{n}") for n in range(3))
+        for conversation in (first, second, first, third):
+            known(recent, conversation, fresh(SESSION[:40]), fingerprint, is_command)
+        counting = Counting()
+        known(recent, first, fresh(SESSION[:40]), counting, is_command)
+        assert counting.asked == [], bounds  # kept: it was sent again after the second
+        known(recent, second, fresh(SESSION[:40]), counting, is_command)
+        assert len(counting.asked) == 40, bounds  # the second went for the third
+
+
 def test_the_proxys_fingerprints_are_those_of_a_conversation_worked_out_alone() -> None:
     parsed = CHAT.parse({"messages": fresh(SESSION)})
     assert isinstance(parsed, Conversation)

@@ -46,7 +46,7 @@ from compact_hook.proxy.request.settings import settle
 from compact_hook.proxy.request.summarizer import Spending
 from compact_hook.proxy.services import Services
 from compact_hook.settings.model import CompactConfig, revised
-from compact_hook.state.recent import Comparison
+from compact_hook.state.recent import SESSION, Comparison
 from compact_hook.wires import RESPONSES, Conversation, Rejected, WireFormat
 from compact_hook.wires.command import command_in, is_command
 from compact_hook.wires.registry import carries_conversation, format_for
@@ -167,6 +167,15 @@ class RequestGate:
         session = session_id_of(inbound.data, entries)
         return self.services.recent.compare((inbound.tenant, wire.name, inbound.model, session), entries)
 
+    @staticmethod
+    def _session(inbound: Inbound, parsed: Conversation) -> str:
+        """The conversation's session id: the one its entries were compared under when the wire kept
+        them all (no ``/compact`` taken off the end), else worked out from what was kept."""
+        comparison = inbound.comparison
+        if comparison is not None and comparison.entries is parsed.entries:
+            return comparison.key[SESSION]
+        return session_id_of(inbound.data, parsed.entries)
+
     async def _offer(self, inbound: Inbound) -> None:
         """The recall tool, where the model may call it (``proxy.recall``)."""
         assert inbound.control is not None and inbound.wire is not None and inbound.conversation is not None
@@ -196,7 +205,7 @@ class RequestGate:
         data, wire, parsed = inbound.data, inbound.wire, inbound.conversation
         assert wire is not None and parsed is not None and inbound.control is not None
         assert inbound.settled is not None
-        who = Engaged(inbound.model, session_id_of(data, parsed.entries), inbound.tenant, inbound.control)
+        who = Engaged(inbound.model, self._session(inbound, parsed), inbound.tenant, inbound.control)
         parsed.for_tenant(inbound.tenant)
         recent, comparison = self.services.recent, inbound.comparison
         if comparison is None:  # a Responses input given as a string: one entry
