@@ -149,9 +149,9 @@ def test_the_oldest_generation_waits_until_a_quarter_of_what_it_kept_has_joined(
     gc.disable()
     gc.collect(1)  # the oldest generation's count is now past a threshold of 0
     gc.set_threshold(1_000_000, 1_000_000, 0)
-    collector.oldest = Oldest(kept=1_000, joined=250)
+    collector.oldest = Oldest(kept=1_000, joined=249)
     assert collector.collect_due() is None
-    collector.oldest.joined = 251
+    collector.oldest.joined = 250
     assert collector.collect_due() == 2
     assert collector.oldest.joined == 0
     assert collector.oldest.kept == pytest.approx(len(gc.get_objects(2)), abs=100)
