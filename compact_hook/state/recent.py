@@ -125,7 +125,7 @@ class Recent:
     def _put(self, key: Key, known: Known) -> None:
         self._copies[key] = known
         self.bytes += known.size
-        name = repr(key).encode("utf-8", "surrogatepass")
+        name = _name(key)
         self._names[name] = key
         for gone in self._tenants.charge(key[0], name, known.size):
             self._drop(self._names[gone])
@@ -135,13 +135,18 @@ class Recent:
     def _refresh(self, key: Key) -> None:
         """``key``'s conversation is now the most recent one, in all and of its tenant."""
         self._copies.move_to_end(key)
-        self._tenants.refresh(repr(key).encode("utf-8", "surrogatepass"))
+        self._tenants.refresh(_name(key))
 
     def _drop(self, key: Key) -> None:
         known = self._copies.pop(key, None)
         if known is None:
             return
         self.bytes -= known.size
-        name = repr(key).encode("utf-8", "surrogatepass")
+        name = _name(key)
         self._names.pop(name, None)
         self._tenants.release(name)
+
+
+def _name(key: Key) -> bytes:
+    """What the tenant ledger knows a conversation by."""
+    return repr(key).encode("utf-8", "surrogatepass")

@@ -177,9 +177,7 @@ def test_a_forked_child_gets_the_interpreters_collector_back() -> None:
     asyncio.run(main())
 
 
-def test_only_the_proxy_and_only_before_312_has_the_loop_collect_by_default(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
+def test_only_the_proxy_and_only_before_312_has_the_loop_collect_by_default() -> None:
     assert runs_on_loop("loop") and not runs_on_loop("interpreter")
     assert runs_on_loop("auto") == (sys.version_info < (3, 12))
 

@@ -79,21 +79,15 @@ class LoopGC:
         """Give the collector back to the interpreter."""
         if self._handle is not None:
             self._handle.cancel()
-        self._handle = None
-        if self.loop is not None:
-            self.loop = None
-            self._give_back()
+        self.forget()
 
     def forget(self) -> None:
-        """In a forked child: no loop of ours runs there, so the interpreter collects again."""
+        """Give it back without touching the loop: in a forked child no loop of ours runs."""
         self._handle = None
         if self.loop is not None:
             self.loop = None
-            self._give_back()
-
-    def _give_back(self) -> None:
-        if self._was_enabled:
-            gc.enable()
+            if self._was_enabled:
+                gc.enable()
 
     def collect_due(self) -> int | None:
         """Collect the oldest generation that is due, as CPython's ``gc_collect_generations`` picks
@@ -139,11 +133,11 @@ def run_on_loop(mode: GcMode) -> None:
     Only in the proxy (its config file is loaded), whose loop lasts as long as the process: a loop
     that ends leaves nobody to collect.
     """
-    if not runs_on_loop(mode):
-        return
     try:
         loop = asyncio.get_running_loop()
     except RuntimeError:
         return
-    if LOOP_GC.loop is not loop and isinstance(server.proxy_global("user_config_file_path"), str):
+    if LOOP_GC.loop is loop:  # every request after the first
+        return
+    if runs_on_loop(mode) and isinstance(server.proxy_global("user_config_file_path"), str):
         LOOP_GC.start(loop)
