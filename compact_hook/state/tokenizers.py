@@ -10,17 +10,16 @@ when the batch is large). What an entry's strings are is the format's business
 from __future__ import annotations
 
 import asyncio
-import collections
 import ctypes
 import functools
 import itertools
 import logging
 import operator
 import threading
-from collections import OrderedDict
 from collections.abc import Callable, Iterable, Sequence
 from importlib import resources
 from pathlib import Path
+from typing import cast
 
 from tokenizers import Encoding, Tokenizer
 
@@ -113,8 +112,7 @@ class HFTokenCounter:
     def __init__(self, spec: str, cache_size: int = DEFAULT_CACHE_SIZE) -> None:
         self.spec = spec
         self._tokenizer = load_tokenizer(spec)
-        self._cache: OrderedDict[Fingerprint, int] = OrderedDict()
-        self._cache_size = cache_size
+        self._cache = Generations(cache_size)
         self._lock = threading.Lock()
 
     def count_text(self, text: str) -> int:
@@ -134,78 +132,40 @@ class HFTokenCounter:
 
     def count(self, prints: Sequence[Fingerprint], strings: StringsOf) -> list[int]:
         """Tokens of each entry (framing included); only entries not seen before are tokenized."""
-        missing = self._missing(prints)
-        return self._merge(prints, strings, missing, self._count_now(strings, missing))
+        found, missing = self._cached(prints)
+        return self._fill(prints, found, missing, self._count_now(strings, missing))
 
     async def acount(self, prints: Sequence[Fingerprint], strings: StringsOf) -> list[int]:
         """As ``count``, but a large batch of new text is tokenized off the event loop."""
-        missing = self._missing(prints)
+        found, missing = self._cached(prints)
         texts, owners, counts = _collect(strings, missing)
         if sum(map(len, texts)) > OFFLOAD_CHARS:
             lengths = await asyncio.to_thread(self._encode_trimmed, texts)
         else:
             lengths = self._encode_lengths(texts)
-        return self._merge(prints, strings, missing, _add_lengths(counts, owners, lengths))
+        return self._fill(prints, found, missing, _add_lengths(counts, owners, lengths))
 
-    def _missing(self, prints: Sequence[Fingerprint]) -> list[int]:
+    def _cached(self, prints: Sequence[Fingerprint]) -> tuple[list[int | None], list[int]]:
+        """Each entry's remembered count (None: not remembered), and where there is none."""
         with self._lock:
-            absent = map(operator.not_, map(self._cache.__contains__, prints))
-            return list(itertools.compress(range(len(prints)), absent))  # in C: a session is 300 entries
+            found = self._cache.read(prints)
+        return found, list(itertools.compress(range(len(found)), map(operator.is_, found, NONES)))
+
+    def _fill(
+        self, prints: Sequence[Fingerprint], found: list[int | None], missing: list[int], counts: list[int]
+    ) -> list[int]:
+        """``found`` completed with the fresh ``counts`` (the entries ``missing``), remembered."""
+        fresh = dict(zip(map(prints.__getitem__, missing), counts, strict=True))
+        for index, count in zip(missing, counts, strict=True):
+            found[index] = count
+        if fresh:
+            with self._lock:
+                self._cache.add(fresh)
+        return cast(list[int], found)  # every None was at an index of ``missing``
 
     def _count_now(self, strings: StringsOf, indexes: list[int]) -> list[int]:
         texts, owners, counts = _collect(strings, indexes)
         return _add_lengths(counts, owners, self._encode_lengths(texts))
-
-    def _merge(
-        self, prints: Sequence[Fingerprint], strings: StringsOf, missing: list[int], counts: list[int]
-    ) -> list[int]:
-        """Cached and fresh counts in entry order; the fresh ones remembered, all made the most recent
-        (LRU) — read and refreshed in C, as every request reads every entry's count."""
-        fresh = dict(zip(map(prints.__getitem__, missing), counts, strict=True))
-        with self._lock:
-            cache = self._cache
-            cache.update(fresh)
-            try:
-                found: list[int] | None = list(map(cache.__getitem__, prints))
-            except KeyError:  # another request evicted some while we were tokenizing
-                found = None
-            else:
-                collections.deque(map(cache.move_to_end, prints), maxlen=0)
-            self._trim()
-        return found if found is not None else self._merge_evicted(prints, strings, fresh)
-
-    def _merge_evicted(
-        self, prints: Sequence[Fingerprint], strings: StringsOf, known: dict[Fingerprint, int]
-    ) -> list[int]:
-        """``_merge`` when entries counted earlier were evicted meanwhile: those are counted again."""
-        evicted = self._read_cached(prints, known)
-        extra = dict(zip((prints[i] for i in evicted), self._count_now(strings, evicted), strict=True))
-        known.update(extra)
-        with self._lock:
-            self._cache.update(extra)
-            self._trim()
-        return [known[key] for key in prints]
-
-    def _trim(self) -> None:
-        cache = self._cache
-        while len(cache) > self._cache_size:
-            cache.popitem(last=False)
-
-    def _read_cached(self, prints: Sequence[Fingerprint], known: dict[Fingerprint, int]) -> list[int]:
-        """Fill ``known`` from the cache (refreshing recency); the indexes found nowhere."""
-        gone: list[int] = []
-        with self._lock:
-            cache = self._cache
-            for index, key in enumerate(prints):
-                if key in known:
-                    continue
-                value = cache.get(key)
-                if value is None:
-                    gone.append(index)
-                else:
-                    known[key] = value
-                    cache.move_to_end(key)
-        return gone
 
     def _encode_trimmed(self, texts: list[str]) -> list[int]:
         lengths = self._encode_lengths(texts)
@@ -236,6 +196,44 @@ class HFTokenCounter:
         except Exception:
             cleaned = [text.encode("utf-8", "replace").decode("utf-8") for text in texts]
             return encode(cleaned, add_special_tokens=False)
+
+
+NONES = itertools.repeat(None)
+
+
+class Generations:
+    """A count per fingerprint, for at most ``size`` fingerprints, the least recently read going first
+    — approximately: in two generations of at most half each. A read is one lookup per fingerprint
+    in the young one (in C: every request reads every entry's count, hundreds for a session); only
+    what is not there is looked for in the old one, and moved to the young. When the young one is
+    full it becomes the old one, and the old one is forgotten. Not thread-safe: the counter locks."""
+
+    def __init__(self, size: int) -> None:
+        self.half = max(1, size // 2)
+        self._young: dict[Fingerprint, int] = {}
+        self._old: dict[Fingerprint, int] = {}
+
+    def __len__(self) -> int:
+        return len(self._young) + len(self._old)
+
+    def read(self, prints: Sequence[Fingerprint]) -> list[int | None]:
+        found: list[int | None] = list(map(self._young.get, prints))
+        if None not in found:
+            return found
+        promoted: dict[Fingerprint, int] = {}
+        for index in itertools.compress(range(len(found)), map(operator.is_, found, NONES)):
+            count = self._old.pop(prints[index], None)
+            if count is not None:
+                found[index] = promoted[prints[index]] = count
+        self.add(promoted)
+        return found
+
+    def add(self, counts: dict[Fingerprint, int]) -> None:
+        if len(counts) > self.half:  # more than a generation at once: its newest half
+            counts = dict(itertools.islice(counts.items(), len(counts) - self.half, None))
+        if len(self._young) + len(counts) > self.half:
+            self._old, self._young = self._young, {}
+        self._young.update(counts)
 
 
 def _collect(strings: StringsOf, indexes: list[int]) -> tuple[list[str], list[int], list[int]]:

@@ -107,3 +107,26 @@ OURS = {"type": "compaction", "encrypted_content": f"{HANDLE_PREFIX}abc"}
 )
 def test_whether_a_request_holds_one_of_our_items_is_answered_as_item_by_item(items: list[Any]) -> None:
     assert any_ours(items) == any(is_ours(item) for item in items)
+
+
+async def test_our_item_where_the_last_request_sent_another_is_expanded(router: SpyRouter) -> None:
+    """Only the entries the conversation's last request did not send the same are looked over for our
+    items: one put in place of an entry sent before is one of those."""
+    hook = CompactHook(CompactConfig())
+    data = await codex_request(hook, "agent")
+    before = {**data, "input": [USER, {"type": "message", "role": "user", "content": "x"}, data["input"][2]]}
+    await hook.async_pre_call_hook(None, None, before, "aresponses")
+    await hook.async_pre_call_hook(None, None, data, "aresponses")
+    assert not any(is_ours(item) for item in data["input"]) and SUMMARY in data["input"]
+
+
+async def test_our_item_sent_again_is_expanded_again(router: SpyRouter) -> None:
+    """What a conversation's last request is remembered as is its input once our items were replaced:
+    the same item of ours sent again, at the same place, is never taken for an entry seen before."""
+    hook = CompactHook(CompactConfig())
+    first = await codex_request(hook, "agent")
+    sent = json.dumps(first)
+    for _ in range(3):
+        data = json.loads(sent)
+        await hook.async_pre_call_hook(None, None, data, "aresponses")
+        assert not any(is_ours(item) for item in data["input"]) and SUMMARY in data["input"]

@@ -17,7 +17,12 @@ from compact_hook.core.counting import (
     item_strings,
 )
 from compact_hook.errors import TokenizerError
-from compact_hook.state.tokenizers import HFTokenCounter, load_tokenizer, tokenizer_name_for_model
+from compact_hook.state.tokenizers import (
+    Generations,
+    HFTokenCounter,
+    load_tokenizer,
+    tokenizer_name_for_model,
+)
 from compact_hook.wires import ANTHROPIC, CHAT, Conversation
 from compact_hook.wires.anthropic.format import MEDIA_TOKENS as ANTHROPIC_MEDIA_TOKENS
 from compact_hook.wires.openai_parts import MEDIA_TOKENS
@@ -212,7 +217,27 @@ def test_cached_counts_equal_fresh_counts() -> None:
 def test_the_cache_is_bounded() -> None:
     counter = HFTokenCounter("o200k_base", cache_size=10)
     per_message(counter, [{"role": "user", "content": f"message {i}"} for i in range(50)])
-    assert len(counter._cache) == 10
+    assert 0 < len(counter._cache) <= 10
+
+
+def test_counts_read_every_generation_stay_and_the_rest_go() -> None:
+    """The counts a session reads on every request outlive any number of other entries; one not read
+    while two generations fill is forgotten; never more than the size is held."""
+    cache = Generations(100)
+    session = [f"s{i}".encode() for i in range(20)]
+    cache.add(dict.fromkeys(session, 7))
+    cache.add({b"once": 1})
+    for turn in range(30):
+        assert cache.read(session) == [7] * 20
+        cache.add({f"t{turn}-{i}".encode(): i for i in range(10)})
+        assert len(cache) <= 100
+    assert cache.read([b"once", b"t29-9", b"t0-0"]) == [None, 9, None]
+
+
+def test_a_batch_larger_than_a_generation_keeps_its_newest() -> None:
+    cache = Generations(10)
+    cache.add({str(i).encode(): i for i in range(50)})
+    assert len(cache) == 5 and cache.read([b"49", b"45", b"44", b"0"]) == [49, 45, None, None]
 
 
 def test_a_request_larger_than_the_cache_still_counts_every_message() -> None:

@@ -28,7 +28,7 @@ import hashlib
 import json
 import logging
 import secrets
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -65,6 +65,11 @@ class Expansion:
     lost: int = 0
     refused: int = 0
 
+    @property
+    def rewrote(self) -> bool:
+        """The input was replaced: it held an item of ours."""
+        return self.expanded + self.lost + self.refused > 0
+
 
 NOTHING = Expansion()
 
@@ -83,14 +88,23 @@ class Mementos:
     def __init__(self, store: CompactionStore, ttl: float) -> None:
         self.store, self.ttl = store, ttl
 
-    async def expand(self, data: dict[str, Any], tenant: str) -> Expansion:
+    async def expand(
+        self, data: dict[str, Any], tenant: str, among: Sequence[int] | None = None
+    ) -> Expansion:
         """Replace each of our compaction items in ``data["input"]`` by what it stands for: at most
         ``MAX_EXPANDED`` distinct handles of our exact form, each looked up and parsed once, within
         ``MAX_EXPANDED_CHARS`` in all; a handle the store does not hold becomes a notice, and every
         other item of ours (a repeat, a malformed handle, one past the bounds) is left out, one notice
-        in place of the first. A request of ten thousand items costs at most four lookups."""
+        in place of the first. A request of ten thousand items costs at most four lookups.
+
+        ``among``: the only indices that may hold one of ours (None: any). The gate passes those its
+        conversation's last request did not send the same (``state.recent``): that request was learned
+        after its own items of ours were replaced, so an entry equal to one of its is not ours — and a
+        session's hundreds of items are not looked over again on every request."""
         items = data.get("input")
-        if not isinstance(items, list) or not any_ours(items):
+        if not isinstance(items, list):
+            return NOTHING
+        if not any_ours(items if among is None else [items[index] for index in among]):
             return NOTHING
         found = await self._lookups(_handles(items), tenant)
         out: list[Any] = []

@@ -65,7 +65,7 @@ class Inbound:
     data: dict[str, Any]
     call_type: str
     tenant: str
-    expansion: Expansion
+    expansion: Expansion = NOTHING
     router: Any = None
     model: str = ""
     wire: WireFormat | None = None
@@ -87,10 +87,11 @@ class Inbound:
 
 
 class RequestGate:
-    """Compacts what it may of each request before LiteLLM routes it, in steps: expand our items →
-    admit (the group, its wire and settings) → read (parse, Codex's trigger, a ``/compact``) → offer
-    recall → settle the settings once → compact → respond. ``data`` changes only once the engine
-    has compacted: a step that finds nothing to do ends the path with the request untouched."""
+    """Compacts what it may of each request before LiteLLM routes it, in steps: admit (the group, its
+    wire and settings) → compare (with the conversation's last request) → expand our items → read
+    (parse, Codex's trigger, a ``/compact``) → offer recall → settle the settings once → compact →
+    respond. ``data`` changes only where our items are expanded and once the engine has compacted:
+    a step that finds nothing to do ends the path with the request untouched."""
 
     def __init__(self, services: Services, telemetry: Telemetry) -> None:
         self.services, self.telemetry = services, telemetry
@@ -100,11 +101,14 @@ class RequestGate:
     ) -> str | CompactionAnswer | None:
         """Compact ``data`` in place where it helps; the proxy's own answer to a ``/compact``
         command or to Codex's compaction trigger (then no model is called), else None. Our
-        compaction items are expanded first, whatever the group: one that reached the provider would
-        fail the request, and every later one of the conversation."""
-        tenant = tenant_of(user_api_key_dict)
-        inbound = Inbound(data, call_type, tenant, await self._expand(data, call_type, tenant))
-        if not await self._admit(inbound, user_api_key_dict) or not self._read(inbound):
+        compaction items are expanded before the conversation is read, whatever the group: one that
+        reached the provider would fail the request, and every later one of the conversation."""
+        inbound = Inbound(data, call_type, tenant_of(user_api_key_dict))
+        admitted = await self._admit(inbound, user_api_key_dict)
+        if admitted:
+            inbound.comparison = self._compare(inbound)
+        await self._expand(inbound)
+        if not admitted or not self._read(inbound):
             return None
         await self._offer(inbound)
         self._settle(inbound)
@@ -138,7 +142,6 @@ class RequestGate:
         of the proxy itself: Codex's compaction, a ``/compact``."""
         wire, config = inbound.wire, inbound.settings()
         assert wire is not None and inbound.control is not None
-        inbound.comparison = self._compare(inbound, wire)
         parsed = wire.parse(inbound.data, inbound.comparison.unseen if inbound.comparison else None)
         codex = not isinstance(parsed, Rejected) and wire is RESPONSES and asks_compaction(parsed.entries)
         if codex and config.remote_compaction == "theirs":
@@ -158,9 +161,11 @@ class RequestGate:
         inbound.conversation, inbound.codex, inbound.command = parsed, codex, command
         return True
 
-    def _compare(self, inbound: Inbound, wire: WireFormat) -> Comparison | None:
+    def _compare(self, inbound: Inbound) -> Comparison | None:
         """The request's entries set against its conversation's last request, before the wire checks
         them: what is the same was checked when the wire accepted it (None: no list of entries)."""
+        wire = inbound.wire
+        assert wire is not None
         entries = inbound.data.get(wire.entries_key)
         if not isinstance(entries, list):
             return None
@@ -251,14 +256,19 @@ class RequestGate:
         pending.budget = functools.partial(self.services.recall_budget, tenant, who.session_id, config)
         report.recall = pending
 
-    async def _expand(self, data: dict[str, Any], call_type: str, tenant: str) -> Expansion:
+    async def _expand(self, inbound: Inbound) -> None:
         """Our compaction items in a Responses request replaced by what they stand for, before anything
-        reads the input (``proxy.answers.codex``)."""
-        if call_type != RESPONSES_CALL:
-            return NOTHING
-        expansion = await self.services.mementos.expand(data, tenant)
-        self.telemetry.expanded(data, str(data.get("model")), expansion)
-        return expansion
+        reads the input (``proxy.answers.codex``): of a compacting group's request, only the entries its
+        conversation's last request did not send the same are looked over, and the input compared again
+        once it was replaced."""
+        if inbound.call_type != RESPONSES_CALL:
+            return
+        data, comparison = inbound.data, inbound.comparison
+        among = comparison.unseen if comparison is not None else None
+        inbound.expansion = await self.services.mementos.expand(data, inbound.tenant, among)
+        self.telemetry.expanded(data, str(data.get("model")), inbound.expansion)
+        if comparison is not None and inbound.expansion.rewrote:
+            inbound.comparison = self._compare(inbound)
 
     async def _answer_codex(
         self, data: dict[str, Any], wire: WireFormat, result: CompactResult, report: Report, tenant: str
