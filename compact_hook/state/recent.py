@@ -23,6 +23,7 @@ the tenant: no tenant's request is compared with another's, or is faster for wha
 
 from __future__ import annotations
 
+import itertools
 import operator
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
@@ -89,7 +90,7 @@ class Recent:
         were read, checked and learned then (a wire parses only the others, ``Comparison.unseen``)."""
         basis = self._copies.get(key, NOTHING)
         same = list(map(operator.eq, basis.copies, entries))  # in C: the cost of what is the same stays small
-        unseen = [index for index, equal in enumerate(same) if not equal]
+        unseen = itertools.compress(range(len(same)), map(operator.not_, same))
         return Comparison(key, entries, basis, len(same), [*unseen, *range(len(same), len(entries))])
 
     def learn(
