@@ -34,6 +34,7 @@ class View:
     summary); ``spliced_prefix``: how many items the stored compaction put before the client's
     own unsummarized items (the summary and the items it keeps; 0 without a summary).
     ``normalized``: normalization has run on exactly these items (it is not run twice).
+    ``cleared``: the items tier 2 cleared (``Costs.rewritten`` counts them as written again).
     """
 
     items: list[Item]
@@ -43,12 +44,13 @@ class View:
     spliced_prefix: int = 0
     _pairing: Pairing | None = field(default=None, repr=False)
     normalized: bool = False
+    cleared: tuple[Item, ...] = ()
 
     def rebuilt(self, items: list[Item], prints: list[Fingerprint], origins: list[int | None]) -> View:
         """Another list of items from this view (fitted, normalized): the summary followed by identity."""
         summary = self.items[self.summary_at] if self.summary_at is not None else None
         summary_at = next((k for k, item in enumerate(items) if item is summary), None)
-        return View(items, prints, origins, summary_at, self.spliced_prefix)
+        return View(items, prints, origins, summary_at, self.spliced_prefix, cleared=self.cleared)
 
     @property
     def pairing(self) -> Pairing:
@@ -122,6 +124,8 @@ class Tiers:
         self.config = config
         self.cache = tier1.cache
         self.tier1 = Truncation(self, tier1.output_limit or config.tool_output_max_tokens)
+        self._cleared: dict[int, tuple[Item, Fingerprint]] = {}
+        self._shown: dict[int, dict[int, str]] = {}
 
     @property
     def oversized(self) -> bool:
@@ -164,11 +168,15 @@ class Tiers:
         if entry.summary is not None:
             summary = self.conversation.wire.summary(entry.summary, self.conversation.summary_mark())
             built.insert(entry.summary_position, (summary, self.conversation.fingerprint(summary.raw), None))
+        cleared: list[Item] = []
         for index in range(entry.covered, len(self.items)):
             shown = self.cleared(index) if index < entry.cleared_before else self.truncated(index)
+            if index < entry.cleared_before and shown[0] is not self.truncated(index)[0]:
+                cleared.append(shown[0])
             built.append((*shown, index))
         spliced = len(entry.keep) + 1 if summary_at is not None else 0
-        view = View([b[0] for b in built], [b[1] for b in built], [b[2] for b in built], summary_at, spliced)
+        items, prints, origins = [b[0] for b in built], [b[1] for b in built], [b[2] for b in built]
+        view = View(items, prints, origins, summary_at, spliced, cleared=tuple(cleared))
         return without_stale_thinking(view, entry.stale_thinking, self.conversation)
 
     def shaped(self, index: int, shape: Shape) -> tuple[Item, Fingerprint]:
@@ -186,17 +194,29 @@ class Tiers:
         return shown, self.conversation.fingerprint(shown.raw)
 
     def cleared(self, index: int) -> tuple[Item, Fingerprint]:
-        """Tier 2 on top of tier 1: the item's clearable results shown as placeholders."""
+        """Tier 2 on top of tier 1: the item's clearable results shown as placeholders — built once
+        per request (a request weighs several views, each clearing the same old results)."""
+        found = self._cleared.get(index)
+        if found is not None:
+            return found
         item, print_ = self.truncated(index)
         shown = self._placeholders(index)
-        if not shown:
-            return item, print_
-        cleared = self.conversation.wire.replace_outputs(item, shown, keep_media=False)
-        return cleared, self.conversation.fingerprint(cleared.raw)
+        if shown:
+            item = self.conversation.wire.replace_outputs(item, shown, keep_media=False)
+            print_ = self.conversation.fingerprint(item.raw)
+        self._cleared[index] = (item, print_)
+        return item, print_
 
     def _placeholders(self, index: int) -> dict[int, str]:
         """Placeholders for item ``index``'s clearable results, made once per output (they quote
-        its error lines: reading every cleared output on every request would not be cheap)."""
+        its error lines: reading every cleared output on every request would not be cheap), and
+        looked up once per request."""
+        found = self._shown.get(index)
+        if found is None:
+            found = self._shown[index] = self._placeholders_of(index)
+        return found
+
+    def _placeholders_of(self, index: int) -> dict[int, str]:
         item, print_ = self.truncated(index)
         tools = clearable_parts(item, index, self.pairing.tool_of, self.config.protected_tools)
         if not tools:
