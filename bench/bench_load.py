@@ -75,6 +75,17 @@ class Round:
     group: str
     seconds: float
     samples: list[Sample] = field(default_factory=list)
+    cpu: float = 0.0
+    """CPU seconds the proxy's main thread (its event loop) spent on the round."""
+
+    @property
+    def rate(self) -> float:
+        return len(self.samples) / self.seconds
+
+    @property
+    def cpu_ms(self) -> float:
+        """The loop's CPU milliseconds per request."""
+        return 1000 * self.cpu / len(self.samples)
 
 
 def cut_points(messages: list[dict[str, Any]], turns: int) -> list[int]:
@@ -200,6 +211,7 @@ def table(rounds: list[Round], args: argparse.Namespace) -> str:
     waited = sum(s.cache != "prepared" for s in compacting)
     all_ms = {g: [s.ms for s in v] for g, v in samples.items()}
     hook_own = [s.hook_ms for s in hooked if s.hook_ms is not None]
+    paired, cpu = per_round(by), loop_share(by)
     lines = [
         f"### {time.strftime('%Y-%m-%d %H:%M')} — {args.wire}, "
         f"{args.sessions} sessions × {args.turns} turns, {args.rounds} rounds per group (alternating), "
@@ -223,8 +235,28 @@ def table(rounds: list[Round], args: argparse.Namespace) -> str:
         "the history, so the upstream reads less. Summaries prepared ahead (a summary call each, in the "
         f"background): {sum(s.prepare == 'started' for s in hooked)}.",
         "",
+        f"Hooked against plain round by round (the two groups back to back: what drifts over a run "
+        f"cancels): {', '.join(f'{r:.3f}' for r in paired)}; median **{statistics.median(paired):.3f}**.",
+        "",
+        f"The proxy's event loop (its main thread, the one a saturated proxy is bound by), CPU per request: "
+        f"plain {cpu[0]:.2f} ms, hooked {cpu[1]:.2f} ms — the throughput the loop allows, hooked over plain: "
+        f"**{cpu[0] / cpu[1]:.3f}**.",
+        "",
     ]
     return "\n".join(lines)
+
+
+def per_round(by: dict[str, list[Round]]) -> list[float]:
+    """Each round's hooked requests/s over its plain requests/s."""
+    return [h.rate / p.rate for h, p in zip(by["hooked"], by["plain"], strict=True)]
+
+
+def loop_share(by: dict[str, list[Round]]) -> tuple[float, float]:
+    """The loop's CPU per request, plain and hooked (all rounds' CPU over all their requests)."""
+    plain, hooked = (
+        1000 * sum(r.cpu for r in by[g]) / sum(len(r.samples) for r in by[g]) for g in ("plain", "hooked")
+    )
+    return plain, hooked
 
 
 def profiler(proxy: ProxyProcess, out: Path) -> subprocess.Popen[bytes]:
@@ -259,15 +291,28 @@ def start_standin() -> tuple[subprocess.Popen[bytes], str]:
     return process, f"http://127.0.0.1:{port}/v1"
 
 
+def loop_cpu(proxy: ProxyProcess) -> float:
+    """CPU seconds (user and system) of the proxy's main thread, which runs its event loop: what a
+    saturated proxy's throughput is bound by, and — unlike requests/s on a shared machine — what
+    other work on the machine barely moves."""
+    fields = Path(f"/proc/{proxy.pid}/task/{proxy.pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 async def run(args: argparse.Namespace, proxy: ProxyProcess) -> list[Round]:
     rounds = []
     for number in range(args.rounds):
-        order = ("plain", "hooked") if number % 2 == 0 else ("hooked", "plain")
+        order: tuple[str, ...] = ("plain", "hooked") if number % 2 == 0 else ("hooked", "plain")
         order = tuple(group for group in order if args.only in (None, group))
         for group in order:
+            before = loop_cpu(proxy)
             done = await one_round(args, proxy, group, number)
+            done.cpu = loop_cpu(proxy) - before
             rounds.append(done)
-            print(f"round {number} {group}: {len(done.samples) / done.seconds:.1f} requests/s", flush=True)
+            print(
+                f"round {number} {group}: {done.rate:.1f} requests/s, the loop's CPU {done.cpu_ms:.2f} ms a request",
+                flush=True,
+            )
     return rounds
 
 

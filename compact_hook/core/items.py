@@ -13,10 +13,13 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
-from typing import Any, Protocol
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Protocol
 
-from compact_hook.core.fingerprint import Seen
+from compact_hook.core.fingerprint import Fingerprint, Seen
+
+if TYPE_CHECKING:
+    from compact_hook.core.pairing import Pairing
 
 SUMMARY_PREFIX = "[compact_hook summary] The earlier part of this conversation was compacted. Summary:"
 """Every summary starts with this, so later passes recognise (and merge) it."""
@@ -198,3 +201,6 @@ class Known:
     items: list[Item | None]
     size: int
     """The copies' JSON size."""
+    paired: list[tuple[tuple[Fingerprint, ...], Pairing]] = field(default_factory=list)
+    """The latest pairing of the conversation's items, with their fingerprints (at most one): the
+    next request pairs only what follows the entries it has the same (``core.pairing.pair_again``)."""

@@ -15,6 +15,7 @@ digest, normalization and partitioning all read this one pairing.
 
 from __future__ import annotations
 
+import bisect
 from collections import deque
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
@@ -62,10 +63,10 @@ class Pairing:
         return {index: tuple(parts) for index, parts in found.items()}
 
 
-def group_units(items: Sequence[Item]) -> list[Unit]:
-    """Consecutive units covering every item exactly once."""
+def group_units(items: Sequence[Item], start: int = 0) -> list[Unit]:
+    """Consecutive units covering every item (from ``start``, where a unit begins) exactly once."""
     units: list[Unit] = []
-    index, count = 0, len(items)
+    index, count = start, len(items)
     while index < count:
         start = index
         index += 1
@@ -86,6 +87,25 @@ def pair(items: Sequence[Item]) -> Pairing:
     """Units, which call each result answers, unanswered calls and orphan results."""
     pairing = Pairing(group_units(items))
     for unit in pairing.units:
+        _pair_unit(items, unit, pairing)
+    return pairing
+
+
+def pair_again(items: Sequence[Item], earlier: Pairing, same: int) -> Pairing:
+    """``pair(items)``, where the first ``same`` items are those ``earlier`` paired (the same entries
+    of the conversation's last request): its units that end before ``same`` are kept, the rest is
+    paired anew. A unit's pairing reads only its own items, and where it ends only the item after
+    it: an agent's request pairs its new turns, not its whole history again."""
+    kept = bisect.bisect_left([unit.end for unit in earlier.units], same)  # the units ending before
+    restart = earlier.units[kept - 1].end if kept else 0
+    pairing = Pairing(
+        [*earlier.units[:kept], *group_units(items, restart)],
+        {ref: tool for ref, tool in earlier.tool_of.items() if ref[0] < restart},
+        {ref: call for ref, call in earlier.call_of.items() if ref[0] < restart},
+        {start: calls for start, calls in earlier.unanswered.items() if start < restart},
+        [ref for ref in earlier.orphans if ref[0] < restart],
+    )
+    for unit in pairing.units[kept:]:
         _pair_unit(items, unit, pairing)
     return pairing
 

@@ -8,6 +8,7 @@ makes the forwarded prefix stable between two changes of state.
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -18,7 +19,7 @@ from compact_hook.core.clearing import clearable_parts, placeholders
 from compact_hook.core.counting import TokenCounter
 from compact_hook.core.fingerprint import Fingerprint
 from compact_hook.core.items import Item, PartKind
-from compact_hook.core.pairing import Pairing, pair
+from compact_hook.core.pairing import Pairing, pair, pair_again
 from compact_hook.core.pinning import Shape, shown_texts
 from compact_hook.engine.tiers.truncation import Tier1, Truncation
 from compact_hook.settings.model import CompactConfig
@@ -147,7 +148,20 @@ class Tiers:
 
     @cached_property
     def pairing(self) -> Pairing:
-        return pair(self.items)
+        """The client's items paired: anew only from where they part from the ones the conversation's
+        last request paired (``core.pairing.pair_again``), which is then this request's."""
+        known = self.conversation.known
+        if known is None:
+            return pair(self.items)
+        prints = tuple(self.prints)
+        if known.paired:
+            earlier_prints, earlier = known.paired[0]
+            same = list(map(operator.eq, earlier_prints, prints))  # in C
+            found = pair_again(self.items, earlier, same.index(False) if False in same else len(same))
+        else:
+            found = pair(self.items)
+        known.paired[:] = [(prints, found)]
+        return found
 
     @cached_property
     def result_items(self) -> list[int]:

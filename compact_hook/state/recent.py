@@ -8,7 +8,8 @@ its last request sent, with what it learned of each (``core.fingerprint.Seen``) 
 parsed (``core.items.Known``); the next request compares its entries with the copies, index by index
 — Python values compared in C, ~15× cheaper than fingerprinting — and reuses all of it for each entry
 that is the same. Items parsed from the copies hold the copies: the engine maps them back to the
-request's own objects in what it forwards (``wires.base.Conversation.as_sent``).
+request's own objects in what it forwards (``wires.base.Conversation.as_sent``). The latest pairing
+of the items is kept with them, so the next request pairs only its new turns (``core.pairing``).
 
 "The same" is equality as Python values: key order aside (a fingerprint ignores it too), ``1``,
 ``1.0`` and ``true`` are alike — a client that changes one into another in an entry it sends again
@@ -114,7 +115,7 @@ class Recent:
                 copies.append(copy)
                 learned.append(found)
                 parsed.append(None)
-        known = Known(tuple(copies), tuple(learned), parsed, sum(map(SIZE, learned)))
+        known = Known(tuple(copies), tuple(learned), parsed, sum(map(SIZE, learned)), list(basis.paired))
         self._keep(comparison.key, known)
         return known
 
