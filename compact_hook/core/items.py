@@ -202,5 +202,6 @@ class Known:
     size: int
     """The copies' JSON size."""
     paired: list[tuple[tuple[Fingerprint, ...], Pairing]] = field(default_factory=list)
-    """The latest pairing of the conversation's items, with their fingerprints (at most one): the
-    next request pairs only what follows the entries it has the same (``core.pairing.pair_again``)."""
+    """The conversation's latest pairings, each with the fingerprints of what it paired (a few: the
+    client's items, the view forwarded): the next request pairs only what follows the items it has
+    the same (``core.pairing.pair_again``)."""

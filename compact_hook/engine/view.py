@@ -46,6 +46,8 @@ class View:
     _pairing: Pairing | None = field(default=None, repr=False)
     normalized: bool = False
     cleared: tuple[Item, ...] = ()
+    _tiers: Tiers | None = field(default=None, repr=False)
+    """The request's tiers that built it: they pair it from the conversation's earlier pairings."""
 
     def rebuilt(self, items: list[Item], prints: list[Fingerprint], origins: list[int | None]) -> View:
         """Another list of items from this view (fitted, normalized): the summary followed by identity."""
@@ -56,7 +58,8 @@ class View:
     @property
     def pairing(self) -> Pairing:
         if self._pairing is None:
-            self._pairing = pair(self.items)
+            tiers = self._tiers
+            self._pairing = tiers.paired(self.items, self.prints) if tiers is not None else pair(self.items)
         return self._pairing
 
     def entries(self) -> list[object]:
@@ -105,6 +108,10 @@ def _thinking_parts(item: Item) -> int:
     return sum(part.kind is PartKind.THINKING for part in item.parts)
 
 
+PAIRINGS_KEPT = 2
+"""A conversation's latest pairings kept (``Tiers.paired``): its items', and its forwarded view's."""
+
+
 class Counted(NamedTuple):
     """The client's entries as measured: their fingerprints and token counts, and the counter
     (a tuple: made on every request, on the path every request takes)."""
@@ -148,19 +155,29 @@ class Tiers:
 
     @cached_property
     def pairing(self) -> Pairing:
-        """The client's items paired: anew only from where they part from the ones the conversation's
-        last request paired (``core.pairing.pair_again``), which is then this request's."""
+        return self._paired(self.items, self.prints)
+
+    def paired(self, items: list[Item], prints: Sequence[Fingerprint]) -> Pairing:
+        """``items`` (of this request: the client's, or a view's) paired anew only from where they part
+        from those of the conversation's latest pairings that they share the most with (``core.pairing.
+        pair_again``): the client's items, and the view forwarded — stable from request to request."""
+        return self.pairing if items is self.items else self._paired(items, prints)
+
+    def _paired(self, items: list[Item], prints: Sequence[Fingerprint]) -> Pairing:
         known = self.conversation.known
         if known is None:
-            return pair(self.items)
-        prints = tuple(self.prints)
-        if known.paired:
-            earlier_prints, earlier = known.paired[0]
+            return pair(items)
+        prints = tuple(prints)
+        best: Pairing | None = None
+        most = 0
+        for earlier_prints, earlier in known.paired:
             same = list(map(operator.eq, earlier_prints, prints))  # in C
-            found = pair_again(self.items, earlier, same.index(False) if False in same else len(same))
-        else:
-            found = pair(self.items)
-        known.paired[:] = [(prints, found)]
+            length = same.index(False) if False in same else len(same)
+            if best is None or length > most:
+                best, most = earlier, length
+        found = pair(items) if best is None else pair_again(items, best, most)
+        others = [kept for kept in known.paired if kept[0] != prints]
+        known.paired[:] = [(prints, found), *others][:PAIRINGS_KEPT]
         return found
 
     @cached_property
@@ -171,7 +188,7 @@ class Tiers:
     def view(self, entry: Entry | None) -> View:
         """The client's items under ``entry`` (None: no stored state), tiers applied."""
         if entry is None and not self.oversized:
-            return View(self.items, list(self.prints), list(range(len(self.items))))
+            return View(self.items, list(self.prints), list(range(len(self.items))), _tiers=self)
         entry = entry or Entry()
         shapes = dict(entry.shapes)
         built: list[tuple[Item, Fingerprint, int | None]] = [
@@ -190,7 +207,7 @@ class Tiers:
             built.append((*shown, index))
         spliced = len(entry.keep) + 1 if summary_at is not None else 0
         items, prints, origins = [b[0] for b in built], [b[1] for b in built], [b[2] for b in built]
-        view = View(items, prints, origins, summary_at, spliced, cleared=tuple(cleared))
+        view = View(items, prints, origins, summary_at, spliced, cleared=tuple(cleared), _tiers=self)
         return without_stale_thinking(view, entry.stale_thinking, self.conversation)
 
     def shaped(self, index: int, shape: Shape) -> tuple[Item, Fingerprint]:
