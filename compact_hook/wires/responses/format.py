@@ -173,10 +173,9 @@ def _managed(items: list[dict[str, Any]]) -> list[int]:
     """Where the compaction items are (``items`` passed ``_item_problem``). Every request asks, of
     hundreds of items in a Codex session and none managed most of the time: the types are gathered
     and looked up in C first."""
-    types = list(map(dict.get, items, repeat("type")))
-    if MANAGED_ITEMS.isdisjoint(types):
+    if MANAGED_ITEMS.isdisjoint(map(dict.get, items, repeat("type"))):
         return []
-    return [index for index, kind in enumerate(types) if kind in MANAGED_ITEMS]
+    return [index for index, item in enumerate(items) if item.get("type") in MANAGED_ITEMS]
 
 
 def _item_problem(item: object) -> str | None:
