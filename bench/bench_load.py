@@ -310,7 +310,8 @@ async def run(args: argparse.Namespace, proxy: ProxyProcess) -> list[Round]:
             done.cpu = loop_cpu(proxy) - before
             rounds.append(done)
             print(
-                f"round {number} {group}: {done.rate:.1f} requests/s, the loop's CPU {done.cpu_ms:.2f} ms a request",
+                f"round {number} {group}: {done.rate:.1f} requests/s, "
+                f"the loop's CPU {done.cpu_ms:.2f} ms a request",
                 flush=True,
             )
     return rounds
