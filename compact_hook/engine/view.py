@@ -35,7 +35,9 @@ class View:
     summary); ``spliced_prefix``: how many items the stored compaction put before the client's
     own unsummarized items (the summary and the items it keeps; 0 without a summary).
     ``normalized``: normalization has run on exactly these items (it is not run twice).
-    ``cleared``: the items tier 2 cleared (``Costs.rewritten`` counts them as written again).
+    ``built``: the items it made rather than took whole from tier 1 — cleared, shaped, the summary,
+    thinking taken out (``Costs.rewritten`` counts them as written again, as it did when every view
+    made its own).
     """
 
     items: list[Item]
@@ -45,15 +47,22 @@ class View:
     spliced_prefix: int = 0
     _pairing: Pairing | None = field(default=None, repr=False)
     normalized: bool = False
-    cleared: tuple[Item, ...] = ()
+    built: tuple[Item, ...] = ()
     _tiers: Tiers | None = field(default=None, repr=False)
     """The request's tiers that built it: they pair it from the conversation's earlier pairings."""
 
-    def rebuilt(self, items: list[Item], prints: list[Fingerprint], origins: list[int | None]) -> View:
-        """Another list of items from this view (fitted, normalized): the summary followed by identity."""
+    def rebuilt(
+        self,
+        items: list[Item],
+        prints: list[Fingerprint],
+        origins: list[int | None],
+        built: Sequence[Item] = (),
+    ) -> View:
+        """Another list of items from this view (fitted, normalized): the summary followed by identity;
+        ``built``: the items made for it."""
         summary = self.items[self.summary_at] if self.summary_at is not None else None
         summary_at = next((k for k, item in enumerate(items) if item is summary), None)
-        return View(items, prints, origins, summary_at, self.spliced_prefix, cleared=self.cleared)
+        return View(items, prints, origins, summary_at, self.spliced_prefix, built=(*self.built, *built))
 
     @property
     def pairing(self) -> Pairing:
@@ -77,7 +86,7 @@ def without_stale_thinking(view: View, spans: Sequence[tuple[int, int]], convers
     if not spans:
         return view
     wire = conversation.wire
-    items, prints, origins = [], [], []
+    items, prints, origins, built = [], [], [], []
     for item, print_, origin in zip(view.items, view.prints, view.origins, strict=True):
         thinking = [k for k, part in enumerate(item.parts) if part.kind is PartKind.THINKING]
         if thinking and origin is not None and is_stale(origin, spans):
@@ -85,12 +94,13 @@ def without_stale_thinking(view: View, spans: Sequence[tuple[int, int]], convers
             if shown is None:
                 continue
             item, print_ = shown, conversation.fingerprint(shown.raw)
+            built.append(item)
         items.append(item)
         prints.append(print_)
         origins.append(origin)
     if len(items) == len(view.items) and all(a is b for a, b in zip(items, view.items, strict=True)):
         return view
-    return view.rebuilt(items, prints, origins)
+    return view.rebuilt(items, prints, origins, built)
 
 
 def thinking_removed(view: View, spans: Sequence[tuple[int, int]], conversation: Conversation) -> int:
@@ -134,6 +144,7 @@ class Tiers:
         self.tier1 = Truncation(self, tier1.output_limit or config.tool_output_max_tokens)
         self._cleared: dict[int, tuple[Item, Fingerprint]] = {}
         self._shown: dict[int, dict[int, str]] = {}
+        self._views: dict[Entry | None, View] = {}
 
     @property
     def oversized(self) -> bool:
@@ -186,29 +197,38 @@ class Tiers:
         return [index for index, _ in self.pairing.results()]
 
     def view(self, entry: Entry | None) -> View:
-        """The client's items under ``entry`` (None: no stored state), tiers applied."""
+        """The client's items under ``entry`` (None: no stored state), tiers applied — once per entry
+        and request (a request weighs the same state at several steps)."""
+        found = self._views.get(entry)
+        if found is None:
+            found = self._views[entry] = self._view(entry)
+        return found
+
+    def _view(self, entry: Entry | None) -> View:
         if entry is None and not self.oversized:
             return View(self.items, list(self.prints), list(range(len(self.items))), _tiers=self)
         entry = entry or Entry()
         shapes = dict(entry.shapes)
-        built: list[tuple[Item, Fingerprint, int | None]] = [
+        shown: list[tuple[Item, Fingerprint, int | None]] = [
             (*(self.shaped(index, shapes[index]) if index in shapes else self.truncated(index)), index)
             for index in entry.keep
         ]
         summary_at = entry.summary_position if entry.summary is not None else None
         if entry.summary is not None:
             summary = self.conversation.wire.summary(entry.summary, self.conversation.summary_mark())
-            built.insert(entry.summary_position, (summary, self.conversation.fingerprint(summary.raw), None))
-        cleared: list[Item] = []
-        for index in range(entry.covered, len(self.items)):
-            shown = self.cleared(index) if index < entry.cleared_before else self.truncated(index)
-            if index < entry.cleared_before and shown[0] is not self.truncated(index)[0]:
-                cleared.append(shown[0])
-            built.append((*shown, index))
+            shown.insert(entry.summary_position, (summary, self.conversation.fingerprint(summary.raw), None))
+        bound = max(entry.covered, entry.cleared_before)
+        shown.extend((*self.cleared(index), index) for index in range(entry.covered, bound))
+        made = [item for item, _, origin in shown if not self._as_tier1(item, origin)]  # no tail yet
+        shown.extend((*self.truncated(index), index) for index in range(bound, len(self.items)))
         spliced = len(entry.keep) + 1 if summary_at is not None else 0
-        items, prints, origins = [b[0] for b in built], [b[1] for b in built], [b[2] for b in built]
-        view = View(items, prints, origins, summary_at, spliced, cleared=tuple(cleared), _tiers=self)
+        items, prints, origins = [s[0] for s in shown], [s[1] for s in shown], [s[2] for s in shown]
+        view = View(items, prints, origins, summary_at, spliced, built=tuple(made), _tiers=self)
         return without_stale_thinking(view, entry.stale_thinking, self.conversation)
+
+    def _as_tier1(self, item: Item, origin: int | None) -> bool:
+        """Whether ``item`` is the client's item ``origin`` as tier 1 shows it, not one made for a view."""
+        return origin is not None and item is self.truncated(origin)[0]
 
     def shaped(self, index: int, shape: Shape) -> tuple[Item, Fingerprint]:
         """A pinned item as its compaction shows it: its text cut where planned, and only its

@@ -200,11 +200,11 @@ class Costs:
 
     def rewritten(self, before: View, after: View) -> int:
         """Tokens the provider writes again when the forwarded view changes from ``before`` to
-        ``after``: everything from the first item that differs — or that either view clears (tier
-        2), even where both clear it alike: so this estimate has counted since it was written, when
-        each view built its cleared items anew. Counting only what changed is a change of behaviour,
-        for its own before and after (``bench/bench_cost.py``)."""
-        fresh = {id(item) for item in (*before.cleared, *after.cleared)}
+        ``after``: everything from the first item that differs — or that either view made (cleared,
+        shaped, the summary: ``View.built``), even where both made it alike: so this estimate has
+        counted since it was written, when each view made its own. Counting only what changed is a
+        change of behaviour, for its own before and after (``bench/bench_cost.py``)."""
+        fresh = {id(item) for item in (*before.built, *after.built)}
         first = next(
             (
                 i
