@@ -1,6 +1,7 @@
 """The hook's own time per request, in process: no HTTP, no proxy — the pre-call hook alone.
 
     .venv/bin/python bench/profile_hook.py [--requests 200] [--profile] [--only anthropic]
+    .venv/bin/python bench/profile_hook.py --load [--profile]
 
 For each wire (chat, Anthropic Messages, Responses) and workload (a short conversation, the Claude
 Code session of bench_hook_overhead.py: 288 entries, 105K tokens, under a 1M window, never
@@ -9,6 +10,11 @@ hook a new ``data`` each time, and ``CompactHook.async_pre_call_hook`` is timed 
 ``litellm.Router`` (no provider is called: nothing is summarized). Prints the median and p90 in ms;
 ``--profile`` adds cProfile's top functions by cumulative time for each row. Compare two checkouts
 side by side with ``farm-bench`` or by running this from each (a ratio, not an absolute: machines differ).
+
+``--load``: instead, ``bench/bench_load.py``'s hooked requests (40 sessions × 12 turns of the Claude
+Code history from ~20K tokens, a 32K window: cleared as they grow), once to warm the counts, then
+timed (the CPU time of each, ``time.process_time``: what the proxy's loop pays) — ``--profile`` gives
+the functions by cumulative time.
 """
 
 from __future__ import annotations
@@ -22,6 +28,7 @@ import os
 import pstats
 import statistics
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -33,6 +40,7 @@ os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
 import litellm  # noqa: E402
 
+from bench import bench_load  # noqa: E402
 from bench.bench_hook_overhead import bodies  # noqa: E402
 from compact_hook.proxy import server  # noqa: E402
 from compact_hook.proxy.hook import CompactHook  # noqa: E402
@@ -40,14 +48,16 @@ from compact_hook.settings.model import CompactConfig  # noqa: E402
 
 CALL_TYPES = {"chat": "acompletion", "anthropic": "anthropic_messages", "responses": "aresponses"}
 COMPACT = {"context_window": 1_000_000, "tool_output_policy": "none"}
+LOAD = {"context_window": bench_load.WINDOW, "archive_dir": tempfile.mkdtemp(prefix="profile-hook-")}
+"""bench_load's hooked group."""
 
 
-def router() -> Any:
+def router(compact: dict[str, Any]) -> Any:
     def group(name: str, model: str) -> dict[str, Any]:
         return {
             "model_name": name,
             "litellm_params": {"model": model, "api_base": "http://127.0.0.1:9/v1", "api_key": "none"},
-            "model_info": {"compact": COMPACT},
+            "model_info": {"compact": compact},
         }
 
     return litellm.Router(
@@ -66,15 +76,45 @@ async def timed(hook: CompactHook, raw: bytes, call_type: str, n: int) -> list[f
     return times
 
 
+async def load(hook: CompactHook, label: str, profiler: cProfile.Profile | None = None) -> list[float]:
+    """bench_load's hooked sessions, one after the other: each request's CPU time, ms."""
+    histories = bench_load.sessions("chat", 12)
+    times = []
+    for number in range(40):
+        for raw in [bench_load.body("chat", "bench", h, f"{label} session {number}") for h in histories]:
+            data = json.loads(raw)
+            data["litellm_call_id"] = f"{label}-{number}"
+            start = time.process_time()
+            if profiler is not None:
+                profiler.enable()
+            await hook.async_pre_call_hook(None, None, data, "acompletion")
+            if profiler is not None:
+                profiler.disable()
+            times.append((time.process_time() - start) * 1000)
+    return times
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--requests", type=int, default=200)
     parser.add_argument("--profile", action="store_true")
     parser.add_argument("--only", help="a wire's name: only its rows")
+    parser.add_argument("--load", action="store_true", help="bench_load's hooked requests instead")
     args = parser.parse_args()
-    spy = router()
+    spy = router(LOAD if args.load else COMPACT)
     server.proxy_router = lambda: spy  # type: ignore[assignment]
     hook = CompactHook(CompactConfig())
+    if args.load:
+        asyncio.run(load(hook, "warm"))
+        profiler = cProfile.Profile() if args.profile else None
+        times = asyncio.run(load(hook, "timed", profiler))
+        median, mean = statistics.median(times), statistics.mean(times)
+        print(f"{len(times)} requests: median {median:.3f} ms, mean {mean:.3f} ms")
+        if profiler is not None:
+            out = io.StringIO()
+            pstats.Stats(profiler, stream=out).sort_stats("cumulative").print_stats(40)
+            print(out.getvalue())
+        return
     print("| wire | workload | median ms | p90 ms |")
     print("|---|---|---|---|")
     for (wire, workload), body in bodies().items():
