@@ -148,8 +148,7 @@ class HFTokenCounter:
     def _cached(self, prints: Sequence[Fingerprint]) -> tuple[list[int | None], list[int]]:
         """Each entry's remembered count (None: not remembered), and where there is none."""
         with self._lock:
-            found = self._cache.read(prints)
-        return found, list(itertools.compress(range(len(found)), map(operator.is_, found, NONES)))
+            return self._cache.read(prints)
 
     def _fill(
         self, prints: Sequence[Fingerprint], found: list[int | None], missing: list[int], counts: list[int]
@@ -216,17 +215,21 @@ class Generations:
     def __len__(self) -> int:
         return len(self._young) + len(self._old)
 
-    def read(self, prints: Sequence[Fingerprint]) -> list[int | None]:
+    def read(self, prints: Sequence[Fingerprint]) -> tuple[list[int | None], list[int]]:
+        """Each fingerprint's count (None: none held), and the indices of those with none."""
         found: list[int | None] = list(map(self._young.get, prints))
         if None not in found:
-            return found
+            return found, []
         promoted: dict[Fingerprint, int] = {}
+        missing = []
         for index in itertools.compress(range(len(found)), map(operator.is_, found, NONES)):
             count = self._old.pop(prints[index], None)
-            if count is not None:
+            if count is None:
+                missing.append(index)
+            else:
                 found[index] = promoted[prints[index]] = count
         self.add(promoted)
-        return found
+        return found, missing
 
     def add(self, counts: dict[Fingerprint, int]) -> None:
         if len(counts) > self.half:  # more than a generation at once: its newest half

@@ -228,16 +228,16 @@ def test_counts_read_every_generation_stay_and_the_rest_go() -> None:
     cache.add(dict.fromkeys(session, 7))
     cache.add({b"once": 1})
     for turn in range(30):
-        assert cache.read(session) == [7] * 20
+        assert cache.read(session) == ([7] * 20, [])
         cache.add({f"t{turn}-{i}".encode(): i for i in range(10)})
         assert len(cache) <= 100
-    assert cache.read([b"once", b"t29-9", b"t0-0"]) == [None, 9, None]
+    assert cache.read([b"once", b"t29-9", b"t0-0"]) == ([None, 9, None], [0, 2])
 
 
 def test_a_batch_larger_than_a_generation_keeps_its_newest() -> None:
     cache = Generations(10)
     cache.add({str(i).encode(): i for i in range(50)})
-    assert len(cache) == 5 and cache.read([b"49", b"45", b"44", b"0"]) == [49, 45, None, None]
+    assert len(cache) == 5 and cache.read([b"49", b"45", b"44", b"0"]) == ([49, 45, None, None], [2, 3])
 
 
 def test_a_request_larger_than_the_cache_still_counts_every_message() -> None:
