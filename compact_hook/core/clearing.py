@@ -10,7 +10,7 @@ stable.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from compact_hook.core.digest import error_lines
@@ -79,20 +79,26 @@ class Batch:
 
 
 def next_boundary(
-    result_items: Sequence[int], savings: Mapping[int, int], boundary: int, batch: Batch
+    result_items: Sequence[int], saving: Callable[[int], int], boundary: int, batch: Batch
 ) -> int | None:
     """The new boundary if clearing every item older than the one holding the newest
     ``batch.keep`` results saves at least ``batch.at_least`` tokens beyond what ``boundary``
     already clears; else None.
 
     ``result_items``: the item index of every tool result, in order (an item may hold several).
-    ``savings[i]``: what clearing item ``i`` would save (0 or absent when it may not be cleared).
+    ``saving(i)``: what clearing item ``i`` would save (0 when it may not be cleared). Asked only
+    of the items the batch would newly clear, and only until the batch is worth it: weighing an
+    item builds its cleared copy, and a conversation holds far more results than one batch.
     """
     keep = batch.keep
     if len(result_items) <= keep:
         return None
     candidate = result_items[len(result_items) - keep] if keep else result_items[-1] + 1
-    gained = sum(
-        savings.get(index, 0) for index in sorted(set(result_items)) if boundary <= index < candidate
-    )
-    return candidate if candidate > boundary and gained >= batch.at_least else None
+    if candidate <= boundary:
+        return None
+    gained = 0
+    for index in sorted({index for index in result_items if boundary <= index < candidate}):
+        if gained >= batch.at_least:
+            break
+        gained += saving(index)
+    return candidate if gained >= batch.at_least else None

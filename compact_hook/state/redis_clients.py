@@ -155,9 +155,8 @@ def _sentinel(scheme: str, netloc: str, path: str) -> SharedRedis:
     credentials, hosts = _split_credentials(netloc)
     service, db = _service_and_db(path)
     tls = {"ssl": True} if SENTINEL_SCHEMES[scheme] else {}
-    sentinel = Sentinel(  # type: ignore[no-untyped-call]
-        _host_ports(hosts, 26379), sentinel_kwargs={**credentials, **tls}, **credentials, **tls
-    )
+    options: dict[str, Any] = {**credentials, **tls}  # Sentinel's keywords are typed from redis 8.2 on
+    sentinel = Sentinel(_host_ports(hosts, 26379), sentinel_kwargs=options, **options)
     client = sentinel.master_for(service, db=db)
     return SharedRedis(client, Topology.SENTINEL, "COMPACT_REDIS_URL", f"service {service} via {hosts}")
 

@@ -18,11 +18,10 @@ def advance_clearing(run: Run, state: Entry, at_least: int | None = None) -> Ent
     """A new state clearing one more batch of old tool results, or None if not worth it yet
     (``at_least``: the batch's smallest saving, ``clear_at_least`` unless given)."""
     results = [index for index in run.tiers.result_items if index >= state.covered]
-    savings = {index: _saving(run, index) for index in set(results)}
     config = run.config
     least = run.window.ours(config.clear_at_least) if at_least is None else at_least
     batch = Batch(config.keep_tool_results, least)
-    boundary = next_boundary(results, savings, state.cleared_before, batch)
+    boundary = next_boundary(results, lambda index: _saving(run, index), state.cleared_before, batch)
     if boundary is None:
         return None
     advanced = dataclasses.replace(state, cleared_before=boundary)
