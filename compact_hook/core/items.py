@@ -14,7 +14,7 @@ from __future__ import annotations
 import enum
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
 from compact_hook.core.fingerprint import Fingerprint, Seen
 
@@ -189,6 +189,25 @@ class Builder(Protocol):
         ...
 
 
+class Cleared(NamedTuple):
+    """An item with its old tool results shown as placeholders (tier 2), as one request built it.
+
+    ``source`` is the item it clears and ``key`` the rest it was built from (the results and their
+    tools, the settings): the conversation keeps it (``Known.cleared``), and the next request that
+    clears the same item object under the same key takes it as it is — an agent's old results are
+    cleared again on every turn, and building each anew made a request's cost grow with its history.
+    The same object, not the same fingerprint: a fingerprint ignores a moved ``cache_control``
+    marker, and an item parsed from an entry sent again unchanged is the same object
+    (``Known.items``)."""
+
+    source: Item
+    key: tuple[object, ...]
+    shown: Mapping[int, str]
+    """The placeholders, by part index."""
+    item: Item
+    print: Fingerprint
+
+
 @dataclass(frozen=True, slots=True)
 class Known:
     """A conversation's entries as its last request sent them, kept (``state.recent``): index by
@@ -205,3 +224,7 @@ class Known:
     """The conversation's latest pairings, each with the fingerprints of what it paired (a few: the
     client's items, the view forwarded): the next request pairs only what follows the items it has
     the same (``core.pairing.pair_again``)."""
+    cleared: dict[int, Cleared] = field(default_factory=dict)
+    """The items the conversation's requests cleared, by index (``engine.view.Tiers.cleared``): at
+    most one per entry, each shorter than the entry it clears. Forwarded as copies (``wires.base.
+    Conversation.as_sent``): two requests share them, and LiteLLM changes what it forwards in place."""

@@ -18,7 +18,7 @@ from compact_hook.core.chain import Entry, is_stale
 from compact_hook.core.clearing import clearable_parts, placeholders
 from compact_hook.core.counting import TokenCounter
 from compact_hook.core.fingerprint import Fingerprint
-from compact_hook.core.items import Item, PartKind
+from compact_hook.core.items import Cleared, Item, PartKind
 from compact_hook.core.pairing import Pairing, pair, pair_again
 from compact_hook.core.pinning import Shape, shown_texts
 from compact_hook.engine.tiers.truncation import Tier1, Truncation
@@ -142,8 +142,9 @@ class Tiers:
         self.config = config
         self.cache = tier1.cache
         self.tier1 = Truncation(self, tier1.output_limit or config.tool_output_max_tokens)
-        self._cleared: dict[int, tuple[Item, Fingerprint]] = {}
-        self._shown: dict[int, dict[int, str]] = {}
+        self._cleared: dict[int, Cleared | None] = {}
+        known = conversation.known
+        self._carried: dict[int, Cleared] = known.cleared if known is not None else {}
         self._views: dict[Entry | None, View] = {}
 
     @property
@@ -245,46 +246,49 @@ class Tiers:
         return shown, self.conversation.fingerprint(shown.raw)
 
     def cleared(self, index: int) -> tuple[Item, Fingerprint]:
-        """Tier 2 on top of tier 1: the item's clearable results shown as placeholders — built once
-        per request (a request weighs several views, each clearing the same old results)."""
-        found = self._cleared.get(index)
-        if found is not None:
-            return found
-        item, print_ = self.truncated(index)
-        shown = self._placeholders(index)
-        if shown:
-            item = self.conversation.wire.replace_outputs(item, shown, keep_media=False)
-            print_ = self.conversation.fingerprint(item.raw)
-        self._cleared[index] = (item, print_)
-        return item, print_
+        """Tier 2 on top of tier 1: the item's clearable results shown as placeholders."""
+        found = self._clearing(index)
+        return (found.item, found.print) if found is not None else self.truncated(index)
 
-    def _placeholders(self, index: int) -> dict[int, str]:
-        """Placeholders for item ``index``'s clearable results, made once per output (they quote
-        its error lines: reading every cleared output on every request would not be cheap), and
-        looked up once per request."""
-        found = self._shown.get(index)
-        if found is None:
-            found = self._shown[index] = self._placeholders_of(index)
-        return found
-
-    def _placeholders_of(self, index: int) -> dict[int, str]:
+    def _clearing(self, index: int) -> Cleared | None:
+        """Item ``index`` cleared (None: nothing in it to clear) — built once per request (a request
+        weighs several views, each clearing the same old results), and taken from the conversation's
+        last request where built from the same (``Known.cleared``): an agent's old results are
+        cleared again on every turn, and only the newly cleared are built."""
+        if index in self._cleared:
+            return self._cleared[index]
         item, print_ = self.truncated(index)
         tools = clearable_parts(item, index, self.pairing.tool_of, self.config.protected_tools)
-        if not tools:
-            return {}
-        recall = self.config.recall
-        key = ("cleared", print_, recall, *sorted(tools.items()))
-        found = self.cache.get(key)
-        if found is None:
-            found = placeholders(item, tools, self.conversation.item(index) if recall else None)
-            self.cache.put(key, found)
+        found = None
+        if tools:
+            key = ("cleared", print_, self.config.recall, *sorted(tools.items()))
+            carried = self._carried.get(index)
+            same = carried is not None and carried.source is item and carried.key == key
+            found = carried if same else self._clear(index, key, tools)
+        self._cleared[index] = found
+        return found
+
+    def _clear(self, index: int, key: tuple[object, ...], tools: dict[int, str]) -> Cleared | None:
+        """Placeholders for item ``index``'s clearable results (``tools``), made once per output (they
+        quote its error lines: reading every cleared output on every request would not be cheap)."""
+        item, _ = self.truncated(index)
+        shown = self.cache.get(key)
+        if shown is None:
+            shown = placeholders(item, tools, self.conversation.item(index) if self.config.recall else None)
+            self.cache.put(key, shown)
+        if not shown:
+            return None
+        cleared = self.conversation.wire.replace_outputs(item, shown, keep_media=False)
+        found = Cleared(item, key, shown, cleared, self.conversation.fingerprint(cleared.raw))
+        if cleared is not item:  # tier 1's item is this request's own
+            self._carried[index] = found
         return found
 
     def cleared_count(self, entry: Entry) -> int:
         if entry.cleared_before <= entry.covered:
             return 0
         return sum(
-            len(self._placeholders(index))
+            len(found.shown)
             for index in sorted(set(self.result_items))
-            if entry.covered <= index < entry.cleared_before
+            if entry.covered <= index < entry.cleared_before and (found := self._clearing(index)) is not None
         )

@@ -9,13 +9,15 @@ parsed (``core.items.Known``); the next request compares its entries with the co
 — Python values compared in C, ~15× cheaper than fingerprinting — and reuses all of it for each entry
 that is the same. Items parsed from the copies hold the copies: the engine maps them back to the
 request's own objects in what it forwards (``wires.base.Conversation.as_sent``). The latest pairing
-of the items is kept with them, so the next request pairs only its new turns (``core.pairing``).
+of the items is kept with them, so the next request pairs only its new turns (``core.pairing``), and
+so are the items tier 2 cleared (``core.items.Cleared``), so it builds only the newly cleared.
 
 "The same" is equality as Python values: key order aside (a fingerprint ignores it too), ``1``,
 ``1.0`` and ``true`` are alike — a client that changes one into another in an entry it sends again
 is taken at the entry's old fingerprint (its own conversation only). The copies are made by
 serializing each new entry once (no one can change them afterwards: LiteLLM transforms the request
-it forwards, in place), and counted at their JSON size (as Python objects, items included, ~3× that).
+it forwards, in place), and counted at their JSON size (as Python objects, items included, ~3× that;
+a cleared item, at most one per entry, is shorter than the entry it clears).
 
 Bounded: ``max_bytes`` in all (the least recently used conversation goes first), each tenant at
 most ``tenant_bytes`` (past it, its own least recent conversations go, never another's). Keyed by
@@ -115,7 +117,8 @@ class Recent:
                 copies.append(copy)
                 learned.append(found)
                 parsed.append(None)
-        known = Known(tuple(copies), tuple(learned), parsed, sum(map(SIZE, learned)), list(basis.paired))
+        size, cleared = sum(map(SIZE, learned)), {i: c for i, c in basis.cleared.items() if i < len(copies)}
+        known = Known(tuple(copies), tuple(learned), parsed, size, list(basis.paired), cleared)
         self._keep(comparison.key, known)
         return known
 

@@ -14,12 +14,15 @@ against a contract here, and one entry in ``wires.registry``:
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import hashlib
 import operator
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, overload
+
+import orjson
 
 from compact_hook.core.counting import Strings, item_strings
 from compact_hook.core.fingerprint import Fingerprint, fingerprint
@@ -167,11 +170,16 @@ class Conversation:
 
     def as_sent(self, raws: list[Any]) -> list[Any]:
         """``raws`` with each copy an item of ours was parsed from (``known``) replaced by the client's
-        own entry it copies: what is forwarded of the client's is the client's object, as sent."""
-        if self.known is None or not any(self.known.items):  # no item parsed from a copy
+        own entry it copies: what is forwarded of the client's is the client's object, as sent; and each
+        item the conversation keeps cleared (``Known.cleared``) by a copy of it: LiteLLM changes what it
+        forwards in place, and the next request forwards it again."""
+        known = self.known
+        if known is None or not (known.cleared or any(known.items)):  # nothing of ours is kept
             return raws
-        sent = dict(zip(map(id, self.known.copies), self.entries, strict=False))
-        return [sent.get(id(raw), raw) for raw in raws]
+        sent: dict[int, Any] = dict(zip(map(id, known.copies), self.entries, strict=False))
+        for cleared in known.cleared.values():
+            sent[id(cleared.item.raw)] = _Copy
+        return [_copy(raw) if (found := sent.get(id(raw), raw)) is _Copy else found for raw in raws]
 
     def tail_prints(self) -> list[Fingerprint]:
         seed = self.seed
@@ -180,6 +188,18 @@ class Conversation:
     def context_prints(self) -> list[Fingerprint]:
         seed = self.seed ^ 1
         return [fingerprint(part, seed) for part in self.context]
+
+
+_Copy = object()
+"""``as_sent``'s mark for a raw to forward as a copy."""
+
+
+def _copy(raw: Any) -> Any:
+    """A copy of what we built (a cleared item: a few short strings), no object of it shared."""
+    try:
+        return orjson.loads(orjson.dumps(raw))
+    except (orjson.JSONEncodeError, TypeError):  # built from an entry JSON cannot hold
+        return copy.deepcopy(raw)
 
 
 class LazyItems(Sequence[Item]):

@@ -552,3 +552,67 @@ def test_start_up_warns_of_a_model_whose_summaries_may_outlast_the_replicas_lock
         validate_model_list(models, CompactConfig(), lock_ttl=300)
     warned = [r.getMessage() for r in caplog.records if "COMPACT_LOCK_TTL_SECONDS" in r.getMessage()]
     assert len(warned) == 1 and "'patient'" in warned[0] and "(600)" in warned[0] and "(300)" in warned[0]
+
+
+CLEARING = {"context_window": 32_000, "tool_output_policy": "none"}
+"""bench_load's hooked group: the Claude Code session from ~20K tokens on is cleared, never summarized."""
+
+
+def cleared_growing(turn: int) -> list[dict[str, Any]]:
+    """The Claude Code session as its agent sends it on ``turn`` (from ~20K tokens, two entries a turn)."""
+    return json.loads(json.dumps(load_transcript("claude_code_fa812bfe_pre_compact.json")[: 130 + 2 * turn]))
+
+
+@pytest.fixture
+def clearing(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> CompactHook:
+    spy = spy_router([deployment("clearing", {**CLEARING, "archive_dir": str(tmp_path)})])
+    monkeypatch.setattr(server, "proxy_router", lambda: spy)
+    return CompactHook(CompactConfig())
+
+
+async def forwarded_turn(hook: CompactHook, turn: int, **change: Any) -> dict[str, Any]:
+    data = request("clearing", messages=cleared_growing(turn), user="session-1")
+    for index, entry in change.items():
+        data["messages"][int(index.removeprefix("at"))] = entry
+    await hook.async_pre_call_hook(None, None, data, "acompletion")
+    return data
+
+
+async def test_old_results_cleared_again_are_forwarded_as_they_were_cleared_before_litellm_changed_them(
+    clearing: CompactHook,
+) -> None:
+    """The items a request cleared are kept for the next (``Known.cleared``): what the next forwards is
+    what it forwards when nothing touched the first, though LiteLLM changed what it was handed in place."""
+    first = await forwarded_turn(clearing, 0)
+    assert first["metadata"]["compact_hook"]["cleared"] > 0
+    for message in first["messages"]:  # LiteLLM transforms what it forwards, in place
+        message["content"] = "changed by the proxy after the hook"
+    second = await forwarded_turn(clearing, 1)
+    untouched = CompactHook(CompactConfig())
+    await forwarded_turn(untouched, 0)
+    expected = await forwarded_turn(untouched, 1)
+    assert (
+        second["metadata"]["compact_hook"]["cleared"] == expected["metadata"]["compact_hook"]["cleared"] > 0
+    )
+    assert second["messages"] == expected["messages"]
+    third = await forwarded_turn(clearing, 2)
+    shared = {id(message) for message in second["messages"]}
+    assert not any(id(message) in shared for message in third["messages"])  # two requests share nothing
+
+
+async def test_a_result_sent_again_with_a_change_the_fingerprint_ignores_is_cleared_as_sent(
+    clearing: CompactHook,
+) -> None:
+    """A moved ``cache_control`` marker leaves an entry's fingerprint as it was: the item cleared from it
+    is built again from the entry as sent, not taken from the last request."""
+    first = await forwarded_turn(clearing, 0)
+    tools = [
+        k for k, m in enumerate(first["messages"]) if m["role"] == "tool" and m["content"].startswith("[")
+    ]
+    marked = {**first["messages"][tools[0]], "cache_control": {"type": "ephemeral"}}
+    original = cleared_growing(1)[tools[0]]
+    second = await forwarded_turn(
+        clearing, 1, **{f"at{tools[0]}": {**original, "cache_control": marked["cache_control"]}}
+    )
+    assert second["messages"][tools[0]]["cache_control"] == {"type": "ephemeral"}
+    assert second["messages"][tools[0]]["content"] == first["messages"][tools[0]]["content"]
