@@ -208,6 +208,20 @@ class Cleared(NamedTuple):
     print: Fingerprint
 
 
+class ClearedRun(NamedTuple):
+    """What tier 2 shows of the client's items ``start`` to ``bound`` (the old results a state clears),
+    as one request built it: each item shown, its fingerprint and index, the items built for it, and
+    how many results it shows cleared. The conversation keeps it (``Known.runs``) while its entries
+    before ``bound`` are sent again unchanged: between two clearing batches every request shows the
+    same run, and only what follows it is new."""
+
+    key: tuple[object, ...]
+    bound: int
+    shown: Sequence[tuple[Item, Fingerprint, int | None]]
+    made: Sequence[Item]
+    cleared: int
+
+
 @dataclass(frozen=True, slots=True)
 class Known:
     """A conversation's entries as its last request sent them, kept (``state.recent``): index by
@@ -224,6 +238,13 @@ class Known:
     """The conversation's latest pairings, each with the fingerprints of what it paired (a few: the
     client's items, the view forwarded): the next request pairs only what follows the items it has
     the same (``core.pairing.pair_again``)."""
+    settled: int = 0
+    """How many leading entries are the same as those the conversation's request before sent: their
+    items are the same objects, and so is everything derived from them alone (``runs``)."""
+    runs: dict[tuple[object, ...], ClearedRun] = field(default_factory=dict)
+    """The cleared runs of the conversation's last requests (``engine.view.Tiers``), by what they were
+    built from: only those of entries these copies hold unchanged — ``state.recent`` carries to the
+    next request's the runs that end before its ``settled`` (a few; forwarded as copies, as ``cleared``)."""
     cleared: dict[int, Cleared] = field(default_factory=dict)
     """The items the conversation's requests cleared, by index (``engine.view.Tiers.cleared``): at
     most one per entry, each shorter than the entry it clears. Forwarded as copies (``wires.base.

@@ -18,7 +18,7 @@ from compact_hook.core.chain import Entry, is_stale
 from compact_hook.core.clearing import clearable_parts, placeholders
 from compact_hook.core.counting import TokenCounter
 from compact_hook.core.fingerprint import Fingerprint
-from compact_hook.core.items import Cleared, Item, PartKind
+from compact_hook.core.items import Cleared, ClearedRun, Item, PartKind
 from compact_hook.core.pairing import Pairing, pair, pair_again
 from compact_hook.core.pinning import Shape, shown_texts
 from compact_hook.engine.tiers.truncation import Tier1, Truncation
@@ -118,6 +118,8 @@ def _thinking_parts(item: Item) -> int:
     return sum(part.kind is PartKind.THINKING for part in item.parts)
 
 
+RUNS_KEPT = 4
+"""A conversation's cleared runs kept (``Tiers._run``): a request weighs its state and the next batch."""
 PAIRINGS_KEPT = 2
 """A conversation's latest pairings kept (``Tiers.paired``): its items', and its forwarded view's."""
 
@@ -219,13 +221,35 @@ class Tiers:
             summary = self.conversation.wire.summary(entry.summary, self.conversation.summary_mark())
             shown.insert(entry.summary_position, (summary, self.conversation.fingerprint(summary.raw), None))
         bound = max(entry.covered, entry.cleared_before)
-        shown.extend((*self.cleared(index), index) for index in range(entry.covered, bound))
-        made = [item for item, _, origin in shown if not self._as_tier1(item, origin)]  # no tail yet
+        made = [item for item, _, origin in shown if not self._as_tier1(item, origin)]
+        run = self._run(entry.covered, bound)
+        shown.extend(run.shown)
+        made.extend(run.made)
         shown.extend((*self.truncated(index), index) for index in range(bound, len(self.items)))
         spliced = len(entry.keep) + 1 if summary_at is not None else 0
         items, prints, origins = [s[0] for s in shown], [s[1] for s in shown], [s[2] for s in shown]
         view = View(items, prints, origins, summary_at, spliced, built=tuple(made), _tiers=self)
         return without_stale_thinking(view, entry.stale_thinking, self.conversation)
+
+    def _run(self, start: int, bound: int) -> ClearedRun:
+        """The client's items ``start`` to ``bound`` with their old results cleared — the same as the
+        conversation's last request showed them where nothing before ``bound`` changed since and tier 1
+        cuts nothing (``Known.runs``): only the items after ``bound`` are looked at one by one."""
+        config = self.config
+        key = (start, bound, config.recall, tuple(config.protected_tools))
+        known = None if self.oversized else self.conversation.known  # tier 1's cuts are this request's
+        carried = None if known is None else known.runs.get(key)
+        if carried is not None:  # a conversation keeps only the runs its entries still hold
+            return carried
+        shown = [(*self.cleared(index), index) for index in range(start, bound)]
+        made = [item for item, _, origin in shown if not self._as_tier1(item, origin)]
+        cleared = sum(len(found.shown) for index in range(start, bound) if (found := self._clearing(index)))
+        run = ClearedRun(key, bound, tuple(shown), tuple(made), cleared)
+        if known is not None:
+            if len(known.runs) >= RUNS_KEPT:
+                known.runs.clear()
+            known.runs[key] = run
+        return run
 
     def _as_tier1(self, item: Item, origin: int | None) -> bool:
         """Whether ``item`` is the client's item ``origin`` as tier 1 shows it, not one made for a view."""
@@ -287,8 +311,4 @@ class Tiers:
     def cleared_count(self, entry: Entry) -> int:
         if entry.cleared_before <= entry.covered:
             return 0
-        return sum(
-            len(found.shown)
-            for index in sorted(set(self.result_items))
-            if entry.covered <= index < entry.cleared_before and (found := self._clearing(index)) is not None
-        )
+        return self._run(entry.covered, entry.cleared_before).cleared

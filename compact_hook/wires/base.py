@@ -179,6 +179,8 @@ class Conversation:
         sent: dict[int, Any] = dict(zip(map(id, known.copies), self.entries, strict=False))
         for cleared in known.cleared.values():
             sent[id(cleared.item.raw)] = _Copy
+        for run in known.runs.values():
+            sent.update((id(item.raw), _Copy) for item in run.made)
         return [_copy(raw) if (found := sent.get(id(raw), raw)) is _Copy else found for raw in raws]
 
     def tail_prints(self) -> list[Fingerprint]:

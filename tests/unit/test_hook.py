@@ -616,3 +616,22 @@ async def test_a_result_sent_again_with_a_change_the_fingerprint_ignores_is_clea
     )
     assert second["messages"][tools[0]]["cache_control"] == {"type": "ephemeral"}
     assert second["messages"][tools[0]]["content"] == first["messages"][tools[0]]["content"]
+
+
+async def test_an_old_entry_changed_before_the_cleared_results_is_forwarded_as_changed(
+    clearing: CompactHook,
+) -> None:
+    """Between two batches every request shows the same run of cleared items (``Known.runs``): an entry
+    in it the client sends changed is forwarded as now sent, and the rest as a new proxy clears it."""
+    first = await forwarded_turn(clearing, 0)
+    cleared = [
+        k for k, m in enumerate(first["messages"]) if m["role"] == "tool" and m["content"].startswith("[")
+    ]
+    asked = next(k for k in range(cleared[-1]) if first["messages"][k]["role"] == "user" and k > cleared[0])
+    changed = {"role": "user", "content": "the user's words, changed"}
+    second = await forwarded_turn(clearing, 0, **{f"at{asked}": changed})
+    assert second["messages"][asked] == changed
+    untouched = CompactHook(CompactConfig())
+    await forwarded_turn(untouched, 0)
+    expected = await forwarded_turn(untouched, 0, **{f"at{asked}": changed})
+    assert second["messages"] == expected["messages"]

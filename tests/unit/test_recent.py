@@ -164,3 +164,17 @@ def test_an_item_parsed_once_serves_the_next_request_and_what_is_forwarded_is_th
     forwarded = second.as_sent([second.item(k).raw for k in range(len(second.entries))])
     assert all(a is b for a, b in zip(forwarded, second.entries, strict=True))
     assert forwarded == SESSION[:62]
+
+
+def test_what_a_request_derived_from_its_entries_is_carried_only_while_they_are_sent_unchanged() -> None:
+    from compact_hook.core.items import ClearedRun
+
+    recent = Recent()
+    first = known(recent, key(), fresh(SESSION[:40]), fingerprint, is_command)
+    first.runs[("to 10",)] = ClearedRun(("to 10",), 10, (), (), 0)
+    first.runs[("to 30",)] = ClearedRun(("to 30",), 30, (), (), 0)
+    changed = fresh(SESSION[:42])
+    changed[20] = {**changed[20], "content": "something else"}
+    second = known(recent, key(), changed, fingerprint, is_command)
+    assert second.settled == 20 and list(second.runs) == [("to 10",)]
+    assert known(recent, key(), fresh(SESSION[:42])[:15], fingerprint, is_command).settled == 15
