@@ -238,14 +238,11 @@ class Known:
     """The conversation's latest pairings, each with the fingerprints of what it paired (a few: the
     client's items, the view forwarded): the next request pairs only what follows the items it has
     the same (``core.pairing.pair_again``)."""
-    settled: int = 0
-    """How many leading entries are the same as those the conversation's request before sent: their
-    items are the same objects, and so is everything derived from them alone (``runs``)."""
     runs: dict[tuple[object, ...], ClearedRun] = field(default_factory=dict)
     """The cleared runs of the conversation's last requests (``engine.view.Tiers``), by what they were
     built from: only those of entries these copies hold unchanged — ``state.recent`` carries to the
-    next request's the runs that end before its ``settled`` (a few; forwarded as copies, as ``cleared``)."""
+    next request's only the runs that end before its first entry not sent the same (a few)."""
     cleared: dict[int, Cleared] = field(default_factory=dict)
     """The items the conversation's requests cleared, by index (``engine.view.Tiers.cleared``): at
-    most one per entry, each shorter than the entry it clears. Forwarded as copies (``wires.base.
-    Conversation.as_sent``): two requests share them, and LiteLLM changes what it forwards in place."""
+    most one per entry, each shorter than the entry it clears. Like everything we build, forwarded
+    as a copy (``wires.base.Conversation.as_sent``): two requests share them."""

@@ -241,10 +241,10 @@ class Tiers:
         carried = None if known is None else known.runs.get(key)
         if carried is not None:  # a conversation keeps only the runs its entries still hold
             return carried
-        shown = [(*self.cleared(index), index) for index in range(start, bound)]
-        made = [item for item, _, origin in shown if not self._as_tier1(item, origin)]
-        cleared = sum(len(found.shown) for index in range(start, bound) if (found := self._clearing(index)))
-        run = ClearedRun(key, bound, tuple(shown), tuple(made), cleared)
+        found = {index: self._clearing(index) for index in range(start, bound)}
+        shown = tuple((f.item, f.print, i) if f else (*self.truncated(i), i) for i, f in found.items())
+        made = tuple(f.item for f in found.values() if f is not None and f.item is not f.source)
+        run = ClearedRun(key, bound, shown, made, sum(len(f.shown) for f in found.values() if f))
         if known is not None:
             if len(known.runs) >= RUNS_KEPT:
                 known.runs.clear()

@@ -169,19 +169,14 @@ class Conversation:
         return [fingerprint(entry, seed) for entry in self.entries]
 
     def as_sent(self, raws: list[Any]) -> list[Any]:
-        """``raws`` with each copy an item of ours was parsed from (``known``) replaced by the client's
-        own entry it copies: what is forwarded of the client's is the client's object, as sent; and each
-        item the conversation keeps cleared (``Known.cleared``) by a copy of it: LiteLLM changes what it
-        forwards in place, and the next request forwards it again."""
-        known = self.known
-        if known is None or not (known.cleared or any(known.items)):  # nothing of ours is kept
-            return raws
-        sent: dict[int, Any] = dict(zip(map(id, known.copies), self.entries, strict=False))
-        for cleared in known.cleared.values():
-            sent[id(cleared.item.raw)] = _Copy
-        for run in known.runs.values():
-            sent.update((id(item.raw), _Copy) for item in run.made)
-        return [_copy(raw) if (found := sent.get(id(raw), raw)) is _Copy else found for raw in raws]
+        """``raws`` as forwarded: the client's own object for each entry of the client's (one an item was
+        parsed from a copy of, ``known``, maps back to the entry it copies), and a copy of everything we
+        built. LiteLLM changes what it forwards in place, and what we built may be kept for the next
+        request (``Known.cleared``, ``Known.runs``) or share parts with what is."""
+        own = {id(entry): entry for entry in self.entries}
+        if self.known is not None:
+            own.update(zip(map(id, self.known.copies), self.entries, strict=False))
+        return [own[id(raw)] if id(raw) in own else _copy(raw) for raw in raws]
 
     def tail_prints(self) -> list[Fingerprint]:
         seed = self.seed
@@ -192,12 +187,8 @@ class Conversation:
         return [fingerprint(part, seed) for part in self.context]
 
 
-_Copy = object()
-"""``as_sent``'s mark for a raw to forward as a copy."""
-
-
 def _copy(raw: Any) -> Any:
-    """A copy of what we built (a cleared item: a few short strings), no object of it shared."""
+    """A copy of what we built, no object of it shared."""
     try:
         return orjson.loads(orjson.dumps(raw))
     except (orjson.JSONEncodeError, TypeError):  # built from an entry JSON cannot hold

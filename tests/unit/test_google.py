@@ -124,7 +124,7 @@ async def test_an_unanswered_parallel_call_is_answered_in_its_place_among_the_re
         "text",
     ]
     assert "error" in parts[1]["functionResponse"]["response"] and result.normalized > 0
-    assert parts[0] is data["contents"][2]["parts"][0] and parts[3] is data["contents"][2]["parts"][2]
+    assert parts[0] == data["contents"][2]["parts"][0] and parts[3] == data["contents"][2]["parts"][2]
 
 
 def test_adjacent_contents_of_one_role_are_joined_and_parts_stay_the_clients_objects() -> None:

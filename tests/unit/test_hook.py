@@ -570,12 +570,20 @@ def clearing(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> CompactHook:
     return CompactHook(CompactConfig())
 
 
-async def forwarded_turn(hook: CompactHook, turn: int, **change: Any) -> dict[str, Any]:
+async def forwarded_turn(
+    hook: CompactHook, turn: int, changed: dict[int, Any] | None = None
+) -> dict[str, Any]:
+    """The request of ``turn`` through ``hook``, its entries at the indices of ``changed`` replaced."""
     data = request("clearing", messages=cleared_growing(turn), user="session-1")
-    for index, entry in change.items():
-        data["messages"][int(index.removeprefix("at"))] = entry
+    for index, entry in (changed or {}).items():
+        data["messages"][index] = entry
     await hook.async_pre_call_hook(None, None, data, "acompletion")
     return data
+
+
+def cleared_in(messages: list[dict[str, Any]]) -> list[int]:
+    """Where the forwarded messages show a tool result cleared."""
+    return [k for k, m in enumerate(messages) if m["role"] == "tool" and m["content"].startswith("[")]
 
 
 async def test_old_results_cleared_again_are_forwarded_as_they_were_cleared_before_litellm_changed_them(
@@ -606,16 +614,11 @@ async def test_a_result_sent_again_with_a_change_the_fingerprint_ignores_is_clea
     """A moved ``cache_control`` marker leaves an entry's fingerprint as it was: the item cleared from it
     is built again from the entry as sent, not taken from the last request."""
     first = await forwarded_turn(clearing, 0)
-    tools = [
-        k for k, m in enumerate(first["messages"]) if m["role"] == "tool" and m["content"].startswith("[")
-    ]
-    marked = {**first["messages"][tools[0]], "cache_control": {"type": "ephemeral"}}
-    original = cleared_growing(1)[tools[0]]
-    second = await forwarded_turn(
-        clearing, 1, **{f"at{tools[0]}": {**original, "cache_control": marked["cache_control"]}}
-    )
-    assert second["messages"][tools[0]]["cache_control"] == {"type": "ephemeral"}
-    assert second["messages"][tools[0]]["content"] == first["messages"][tools[0]]["content"]
+    at = cleared_in(first["messages"])[0]
+    marked = {**cleared_growing(1)[at], "cache_control": {"type": "ephemeral"}}
+    second = await forwarded_turn(clearing, 1, {at: marked})
+    assert second["messages"][at]["cache_control"] == {"type": "ephemeral"}
+    assert second["messages"][at]["content"] == first["messages"][at]["content"]
 
 
 async def test_an_old_entry_changed_before_the_cleared_results_is_forwarded_as_changed(
@@ -624,14 +627,12 @@ async def test_an_old_entry_changed_before_the_cleared_results_is_forwarded_as_c
     """Between two batches every request shows the same run of cleared items (``Known.runs``): an entry
     in it the client sends changed is forwarded as now sent, and the rest as a new proxy clears it."""
     first = await forwarded_turn(clearing, 0)
-    cleared = [
-        k for k, m in enumerate(first["messages"]) if m["role"] == "tool" and m["content"].startswith("[")
-    ]
+    cleared = cleared_in(first["messages"])
     asked = next(k for k in range(cleared[-1]) if first["messages"][k]["role"] == "user" and k > cleared[0])
     changed = {"role": "user", "content": "the user's words, changed"}
-    second = await forwarded_turn(clearing, 0, **{f"at{asked}": changed})
+    second = await forwarded_turn(clearing, 0, {asked: changed})
     assert second["messages"][asked] == changed
     untouched = CompactHook(CompactConfig())
     await forwarded_turn(untouched, 0)
-    expected = await forwarded_turn(untouched, 0, **{f"at{asked}": changed})
+    expected = await forwarded_turn(untouched, 0, {asked: changed})
     assert second["messages"] == expected["messages"]

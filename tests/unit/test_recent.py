@@ -176,5 +176,7 @@ def test_what_a_request_derived_from_its_entries_is_carried_only_while_they_are_
     changed = fresh(SESSION[:42])
     changed[20] = {**changed[20], "content": "something else"}
     second = known(recent, key(), changed, fingerprint, is_command)
-    assert second.settled == 20 and list(second.runs) == [("to 10",)]
-    assert known(recent, key(), fresh(SESSION[:42])[:15], fingerprint, is_command).settled == 15
+    assert list(second.runs) == [("to 10",)]  # the entry at 20 changed: the run to 30 no longer holds
+    second.runs[("to 16",)] = ClearedRun(("to 16",), 16, (), (), 0)
+    shorter = known(recent, key(), changed[:15], fingerprint, is_command)
+    assert list(shorter.runs) == [("to 10",)]  # a request of 15 entries: the run to 16 is past its end
