@@ -15,7 +15,7 @@ from compact_hook.core.outcomes import Removal, Summarizer
 from compact_hook.engine import Compactor, CompactRequest, CompactResult
 from compact_hook.engine.library import parse_chat
 from compact_hook.engine.run import Run
-from compact_hook.engine.summary.once import Leases
+from compact_hook.engine.summary.once import FAILED, Leases
 from compact_hook.state.archive import Origin
 from compact_hook.state.store import MemoryStore
 from compact_hook.wires import Conversation
@@ -168,6 +168,45 @@ async def test_a_replica_that_takes_the_lock_after_the_holder_released_it_uses_t
         )
 
     shared.before_lock = first_replica
+    late = await compact_chat(
+        second, AT_FIRST_COMPACTION, summarizer, scope=STORE_SCOPE, archive=InMemoryArchive()
+    )
+    assert made[0].cache == "miss" and late.cache == "shared"
+    assert len(summarizer.requests) == 1 and late.messages == made[0].messages
+
+
+class HolderDoneBeforeOurLook(LockingMemoryStore):
+    """A store where another replica's whole compaction runs after ours decided to compact and
+    before it first looks at the compaction's key (its check for a recent failure comes between)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.before_look: Callable[[], Awaitable[object]] | None = None
+
+    async def get_note(self, key: bytes) -> str | None:
+        if key.startswith(FAILED):
+            run_first, self.before_look = self.before_look, None
+            if run_first is not None:
+                await run_first()
+        return await super().get_note(key)
+
+
+async def test_a_replica_whose_first_look_comes_after_the_holder_stored_it_uses_the_holders_summary() -> None:
+    """The first replica's summary is stored and its lock gone by the time the second looks: what
+    the second finds there is not what it decided from, so it is the first's (it made a second
+    summary: two for eight concurrent requests, no store trouble, on CI under load)."""
+    shared = HolderDoneBeforeOurLook()
+    first, second = Compactor(shared, Leases(lock_wait=5)), Compactor(shared, Leases(lock_wait=5))
+    summarizer = FakeSummarizer()
+    made: list[CompactResult] = []
+
+    async def first_replica() -> None:
+        archive = InMemoryArchive()
+        made.append(
+            await compact_chat(first, AT_FIRST_COMPACTION, summarizer, scope=STORE_SCOPE, archive=archive)
+        )
+
+    shared.before_look = first_replica
     late = await compact_chat(
         second, AT_FIRST_COMPACTION, summarizer, scope=STORE_SCOPE, archive=InMemoryArchive()
     )

@@ -112,13 +112,15 @@ class SummaryOnce:
 
     async def _made_or_awaited(self, run: Run, cut: Cut, making: Making) -> Made | Failed:
         """Across replicas: hold the key's lock and compute, or wait for the holder's entry. Once the
-        lock is ours the entry is looked up again: one stored since just before we asked for the lock
-        was made by a holder that let go meanwhile, and is not made twice. One stored earlier (a
-        digest where a summary is wanted, a cut made for a larger limit) is the engine's to replace."""
+        lock is ours the key is looked at: an entry there other than the state the engine decided
+        from (``cut.state``: the conversation's longest stored prefix when it looked) was stored
+        since by a holder that let go meanwhile, and is not made twice — however late in the
+        request that was (a look of our own before the lock would only narrow that window: a
+        loaded machine's plan in a thread left it open on CI). The state decided from (a digest
+        where a summary is wanted, a cut made for a larger limit) is the engine's to replace."""
         if self.store is None:
             return await make(run, cut, making)
         key = cut.key(run)
-        before = await self.store.get(key)
         token = await self.store.try_lock(key, self.leases.lock_ttl)
         if token is None:
             patience = min(self.leases.lock_wait, run.config.summary_deadline_seconds)
@@ -126,9 +128,9 @@ class SummaryOnce:
             if ready is not None:
                 return ready
             token = await self.store.try_lock(key, self.leases.lock_ttl)
-        if token is not None:  # a holder may have stored it and let go since we looked
+        if token is not None:  # a holder may have stored it and let go since the engine looked
             entry = await self.store.get(key)
-            if entry is not None and entry != before:
+            if entry is not None and entry != cut.state:
                 await self.store.unlock(key, token)
                 return Made(entry, CacheStatus.SHARED)
         try:
