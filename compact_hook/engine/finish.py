@@ -82,7 +82,7 @@ async def finish(run: Run, view: View, outcome: Forwarding) -> CompactResult:
         sent = untouched(run, outcome.reason or Reason.OVER_WINDOW, summary_calls=outcome.summary_calls)
         return dataclasses.replace(sent, summary_failure=outcome.summary_failure, archive_status=archived)
     compacted = outcome.state.summary is not None
-    entries = run.request.conversation.as_sent([item.raw for item in view.items])
+    entries = run.request.conversation.as_sent([item.raw for item in view.items], view.origins)
     rewritten = after if outcome.prefix_changed else 0
     billed = run.ratio.billed
     return CompactResult(

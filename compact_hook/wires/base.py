@@ -168,15 +168,22 @@ class Conversation:
         seed = self.seed
         return [fingerprint(entry, seed) for entry in self.entries]
 
-    def as_sent(self, raws: list[Any]) -> list[Any]:
-        """``raws`` as forwarded: the client's own object for each entry of the client's (one an item was
-        parsed from a copy of, ``known``, maps back to the entry it copies), and a copy of everything we
-        built. LiteLLM changes what it forwards in place, and what we built may be kept for the next
-        request (``Known.cleared``, ``Known.runs``) or share parts with what is."""
-        own = {id(entry): entry for entry in self.entries}
-        if self.known is not None:
-            own.update(zip(map(id, self.known.copies), self.entries, strict=False))
-        return [own[id(raw)] if id(raw) in own else _copy(raw) for raw in raws]
+    def as_sent(self, raws: Sequence[Any], origins: Sequence[int | None]) -> list[Any]:
+        """``raws`` as forwarded, each with the index of the client's entry it shows (``origins``, None:
+        none): the client's own object where it is that entry (or the copy an item of it was parsed
+        from, ``known``), and a copy of everything we built. LiteLLM changes what it forwards in place,
+        and what we built may be kept for the next request (``Known.cleared``, ``Known.runs``) or share
+        parts with what is. By origin, not by a map of every entry: this runs on every request."""
+        entries = self.entries
+        copies = self.known.copies if self.known is not None else ()
+
+        def sent(raw: Any, origin: int | None) -> Any:
+            if origin is None:
+                return _copy(raw)
+            own = entries[origin]
+            return own if raw is own or (origin < len(copies) and raw is copies[origin]) else _copy(raw)
+
+        return [sent(raw, origin) for raw, origin in zip(raws, origins, strict=True)]
 
     def tail_prints(self) -> list[Fingerprint]:
         seed = self.seed

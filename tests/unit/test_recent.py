@@ -161,7 +161,8 @@ def test_an_item_parsed_once_serves_the_next_request_and_what_is_forwarded_is_th
     assert isinstance(second, Conversation)
     second.known = known(recent, key(), second.entries, second.fingerprint, is_command)
     assert second.item(10) is parsed_once and second.item(10).raw is not second.entries[10]
-    forwarded = second.as_sent([second.item(k).raw for k in range(len(second.entries))])
+    indices = range(len(second.entries))
+    forwarded = second.as_sent([second.item(k).raw for k in indices], indices)
     assert all(a is b for a, b in zip(forwarded, second.entries, strict=True))
     assert forwarded == SESSION[:62]
 
