@@ -106,14 +106,17 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--against", type=Path, help="another checkout, counted the same way")
     parser.add_argument("--sessions", type=int, default=10)
+    parser.add_argument("--keep", type=Path, help="keep callgrind's dumps here (callgrind_annotate reads them)")
     args = parser.parse_args()
     checkouts = [ROOT, *([args.against.resolve()] if args.against else [])]
     print("| checkout | plain, instructions a request | hooked | throughput left (plain / hooked) |")
     print("|---|---|---|---|")
     hooked = []
     with tempfile.TemporaryDirectory(prefix="bench-proxy-instructions-") as temporary:
+        folder = args.keep or Path(temporary)
+        folder.mkdir(parents=True, exist_ok=True)
         for checkout in checkouts:
-            figures = count(checkout, args.sessions, Path(temporary))
+            figures = count(checkout, args.sessions, folder)
             hooked.append(figures["hooked"])
             plain, on = figures["plain"] / 1e6, figures["hooked"] / 1e6
             print(f"| `{checkout}` | {plain:.2f} M | {on:.2f} M | **{plain / on:.3f}** |", flush=True)
