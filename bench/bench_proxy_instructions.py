@@ -68,7 +68,8 @@ async def send(proxy: ProxyProcess, group: str, sessions: int, label: str) -> No
             for history in histories:
                 content = bench_load.body("chat", group, history, f"{label} session {session}")
                 headers = {**proxy.auth_headers, "content-type": "application/json"}
-                response = await client.post(f"{proxy.url}/v1/chat/completions", content=content, headers=headers)
+                route = f"{proxy.url}/v1/chat/completions"
+                response = await client.post(route, content=content, headers=headers)
                 response.raise_for_status()
 
         await asyncio.gather(*(one(s) for s in range(sessions)))
@@ -106,7 +107,7 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--against", type=Path, help="another checkout, counted the same way")
     parser.add_argument("--sessions", type=int, default=10)
-    parser.add_argument("--keep", type=Path, help="keep callgrind's dumps here (callgrind_annotate reads them)")
+    parser.add_argument("--keep", type=Path, help="keep callgrind's dumps here (for callgrind_annotate)")
     args = parser.parse_args()
     checkouts = [ROOT, *([args.against.resolve()] if args.against else [])]
     print("| checkout | plain, instructions a request | hooked | throughput left (plain / hooked) |")
