@@ -89,7 +89,8 @@ def count(checkout: Path, sessions: int, folder: Path) -> dict[str, float]:
     config = bench_load.config("chat", url, Path(tempfile.mkdtemp(prefix="archive-", dir=folder)))
     figures: dict[str, float] = {}
     try:
-        with Counted(config, out, checkout) as proxy:
+        proxy = Counted(config, out, checkout)
+        with proxy:
             for group in GROUPS:
                 asyncio.run(send(proxy, group, sessions, "warm"))
             proxy.control("--instr=on")
