@@ -118,7 +118,7 @@ class Recent:
                 learned.append(found)
                 parsed.append(None)
         size, cleared = sum(map(SIZE, learned)), {i: c for i, c in basis.cleared.items() if i < len(copies)}
-        settled = min(comparison.unseen[0], count) if comparison.unseen else count  # the same before it
+        settled = min(comparison.unseen[0], count) if comparison.unseen else count  # entries sent as before
         runs = {key: run for key, run in basis.runs.items() if run.bound <= settled}
         known = Known(tuple(copies), tuple(learned), parsed, size, list(basis.paired), runs, cleared)
         self._keep(comparison.key, known)

@@ -5,6 +5,7 @@ import dataclasses
 import json
 import logging
 from collections.abc import Awaitable, Callable
+from typing import Literal
 
 import pytest
 
@@ -136,19 +137,54 @@ async def test_a_replica_waits_for_the_lock_holders_summary() -> None:
     assert a.messages == b.messages
 
 
-class HolderDoneBeforeOurLock(LockingMemoryStore):
-    """A store where, the first time a lock is asked for, another replica's whole compaction runs
-    first: it takes the lock, stores its summary and lets go just before ours is asked for."""
+Moment = Literal["lock", "look"]
 
-    def __init__(self) -> None:
+
+class HolderDoneFirst(LockingMemoryStore):
+    """A store where another replica's whole compaction (it takes the lock, stores its summary and
+    lets go) runs at one moment of ours: just before ours asks for the lock (``"lock"``), or after
+    ours decided to compact and before it first looks at the key (``"look"``: its check for a
+    recent failure comes between)."""
+
+    def __init__(self, moment: Moment) -> None:
         super().__init__()
-        self.before_lock: Callable[[], Awaitable[object]] | None = None
+        self.moment = moment
+        self.other: Callable[[], Awaitable[object]] | None = None
+
+    async def _at(self, moment: Moment) -> None:
+        other, self.other = (self.other, None) if moment == self.moment else (None, self.other)
+        if other is not None:
+            await other()
 
     async def try_lock(self, key: bytes, ttl: float) -> str | None:
-        run_first, self.before_lock = self.before_lock, None
-        if run_first is not None:
-            await run_first()
+        await self._at("lock")
         return await super().try_lock(key, ttl)
+
+    async def get_note(self, key: bytes) -> str | None:
+        if key.startswith(FAILED):
+            await self._at("look")
+        return await super().get_note(key)
+
+
+async def _holder_done_first(moment: Moment) -> None:
+    """The replica that comes second uses the first's summary: one summary call, the same messages."""
+    shared = HolderDoneFirst(moment)
+    first, second = Compactor(shared, Leases(lock_wait=5)), Compactor(shared, Leases(lock_wait=5))
+    summarizer = FakeSummarizer()
+    made: list[CompactResult] = []
+
+    async def first_replica() -> None:
+        archive = InMemoryArchive()
+        made.append(
+            await compact_chat(first, AT_FIRST_COMPACTION, summarizer, scope=STORE_SCOPE, archive=archive)
+        )
+
+    shared.other = first_replica
+    late = await compact_chat(
+        second, AT_FIRST_COMPACTION, summarizer, scope=STORE_SCOPE, archive=InMemoryArchive()
+    )
+    assert made[0].cache == "miss" and late.cache == "shared"
+    assert len(summarizer.requests) == 1 and late.messages == made[0].messages
 
 
 async def test_a_replica_that_takes_the_lock_after_the_holder_released_it_uses_the_holders_summary() -> None:
@@ -156,62 +192,14 @@ async def test_a_replica_that_takes_the_lock_after_the_holder_released_it_uses_t
     unlocked just before the second asked for the lock. Taking the lock is not enough: the second
     looks again and finds the first's (it made a second summary: two summary calls for eight
     concurrent requests, no store trouble, on a fresh clone's CI)."""
-    shared = HolderDoneBeforeOurLock()
-    first, second = Compactor(shared, Leases(lock_wait=5)), Compactor(shared, Leases(lock_wait=5))
-    summarizer = FakeSummarizer()
-    made: list[CompactResult] = []
-
-    async def first_replica() -> None:
-        archive = InMemoryArchive()
-        made.append(
-            await compact_chat(first, AT_FIRST_COMPACTION, summarizer, scope=STORE_SCOPE, archive=archive)
-        )
-
-    shared.before_lock = first_replica
-    late = await compact_chat(
-        second, AT_FIRST_COMPACTION, summarizer, scope=STORE_SCOPE, archive=InMemoryArchive()
-    )
-    assert made[0].cache == "miss" and late.cache == "shared"
-    assert len(summarizer.requests) == 1 and late.messages == made[0].messages
-
-
-class HolderDoneBeforeOurLook(LockingMemoryStore):
-    """A store where another replica's whole compaction runs after ours decided to compact and
-    before it first looks at the compaction's key (its check for a recent failure comes between)."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.before_look: Callable[[], Awaitable[object]] | None = None
-
-    async def get_note(self, key: bytes) -> str | None:
-        if key.startswith(FAILED):
-            run_first, self.before_look = self.before_look, None
-            if run_first is not None:
-                await run_first()
-        return await super().get_note(key)
+    await _holder_done_first("lock")
 
 
 async def test_a_replica_whose_first_look_comes_after_the_holder_stored_it_uses_the_holders_summary() -> None:
     """The first replica's summary is stored and its lock gone by the time the second looks: what
     the second finds there is not what it decided from, so it is the first's (it made a second
     summary: two for eight concurrent requests, no store trouble, on CI under load)."""
-    shared = HolderDoneBeforeOurLook()
-    first, second = Compactor(shared, Leases(lock_wait=5)), Compactor(shared, Leases(lock_wait=5))
-    summarizer = FakeSummarizer()
-    made: list[CompactResult] = []
-
-    async def first_replica() -> None:
-        archive = InMemoryArchive()
-        made.append(
-            await compact_chat(first, AT_FIRST_COMPACTION, summarizer, scope=STORE_SCOPE, archive=archive)
-        )
-
-    shared.before_look = first_replica
-    late = await compact_chat(
-        second, AT_FIRST_COMPACTION, summarizer, scope=STORE_SCOPE, archive=InMemoryArchive()
-    )
-    assert made[0].cache == "miss" and late.cache == "shared"
-    assert len(summarizer.requests) == 1 and late.messages == made[0].messages
+    await _holder_done_first("look")
 
 
 async def test_a_crashed_lock_holder_does_not_block_others_forever(caplog: pytest.LogCaptureFixture) -> None:
