@@ -10,10 +10,12 @@ this counts the instructions the hook executes under valgrind's callgrind (Debia
 
 Workloads, as ``bench/profile_hook.py`` runs them in process against a real ``litellm.Router``: ``load``
 — ``bench/bench_load.py``'s hooked requests (S sessions × 12 turns of the Claude Code history from
-~20K tokens, a 32K window: cleared as they grow), after one pass that warms the count cache; and the
-Claude Code session of ``bench/bench_hook_overhead.py`` (288 entries, never compacted) on each wire.
-``--against`` counts another checkout the same way (its ``bench/profile_hook.py`` and
-``bench/bench_load.py`` are imported, so it must have them) and gives the ratio, this over that.
+~20K tokens, a 32K window: cleared as they grow), after one pass that warms the count cache, each
+through every hook the proxy calls for it (``profile_hook.served``: the pre-call hook, the response
+headers, the success log); and the Claude Code session of ``bench/bench_hook_overhead.py`` (288
+entries, never compacted) on each wire, the pre-call hook alone.
+``--against`` counts another checkout's ``compact_hook`` the same way, on this bench's requests, and
+gives the ratio, this over that.
 """
 
 from __future__ import annotations
@@ -72,17 +74,24 @@ def count(checkout: Path, workload: str, sessions: int, library: Path, folder: P
 
 
 def child(workload: str, sessions: int) -> None:
-    """Under callgrind: run the workload, counting only inside the hook."""
+    """Under callgrind: run the workload, counting only inside the hook. The checkout's
+    ``compact_hook`` is imported first; the workloads and ``served`` come from this bench's own
+    ``profile_hook`` (loaded from its file), so every checkout is counted on the same requests."""
     checkout = Path(os.environ["BENCH_CHECKOUT"])
     sys.path.insert(0, str(checkout))
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+    import importlib.util
     import logging
 
     logging.disable(logging.INFO)
-    from bench import bench_load, profile_hook
     from compact_hook.proxy import server
     from compact_hook.proxy.hook import CompactHook
     from compact_hook.settings.model import CompactConfig
+
+    spec = importlib.util.spec_from_file_location("profile_hook", ROOT / "bench" / "profile_hook.py")
+    assert spec is not None and spec.loader is not None
+    profile_hook = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(profile_hook)
 
     toggle = ctypes.CDLL(os.environ["BENCH_TOGGLE"])
     spy = profile_hook.router(profile_hook.LOAD if workload == "load" else profile_hook.COMPACT)
@@ -90,26 +99,22 @@ def child(workload: str, sessions: int) -> None:
     hook = CompactHook(CompactConfig())
 
     async def send(raws: list[tuple[bytes, str]], counted: bool) -> None:
+        switch = toggle.toggle if counted else None
         for number, (raw, call_type) in enumerate(raws):
             data = json.loads(raw)
             data["litellm_call_id"] = f"bench-{number}"
-            if counted:
-                toggle.toggle()
+            if workload == "load":  # every hook the proxy calls for the request
+                await profile_hook.served(hook, data, call_type, switch)
+                continue
+            if switch is not None:
+                switch()
             await hook.async_pre_call_hook(None, None, data, call_type)
-            if counted:
-                toggle.toggle()
+            if switch is not None:
+                switch()
 
     if workload == "load":
-        histories = bench_load.sessions("chat", 12)
-
-        def requests(label: str) -> list[tuple[bytes, str]]:
-            return [
-                (bench_load.body("chat", "bench", history, f"{label} session {s}"), "acompletion")
-                for s in range(sessions)
-                for history in histories
-            ]
-
-        warm, counted = requests("warm"), requests("counted")
+        warm = [(raw, "acompletion") for raw in profile_hook.load_requests("warm", sessions)]
+        counted = [(raw, "acompletion") for raw in profile_hook.load_requests("counted", sessions)]
     else:
         body = profile_hook.bodies()[(workload, "Claude Code session")]
         raw = (json.dumps(body).encode(), profile_hook.CALL_TYPES[workload])

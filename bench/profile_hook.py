@@ -14,7 +14,9 @@ side by side with ``farm-bench`` or by running this from each (a ratio, not an a
 ``--load``: instead, ``bench/bench_load.py``'s hooked requests (40 sessions × 12 turns of the Claude
 Code history from ~20K tokens, a 32K window: cleared as they grow), once to warm the counts, then
 timed (the CPU time of each, ``time.process_time``: what the proxy's loop pays) — ``--profile`` gives
-the functions by cumulative time.
+the functions by cumulative time. Each request goes through every hook the proxy calls for it
+(``served``): the pre-call hook, the response headers, and the success log with the usage the
+stand-in bills (what a saturated proxy pays the hook a request).
 """
 
 from __future__ import annotations
@@ -35,10 +37,12 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+sys.path.append(str(ROOT / "tools"))
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
 import litellm  # noqa: E402
+from standin_upstream import CHAT, billed_input  # noqa: E402
 
 from bench import bench_load  # noqa: E402
 from bench.bench_hook_overhead import bodies  # noqa: E402
@@ -76,21 +80,73 @@ async def timed(hook: CompactHook, raw: bytes, call_type: str, n: int) -> list[f
     return times
 
 
-async def load(hook: CompactHook, label: str, profiler: cProfile.Profile | None = None) -> list[float]:
-    """bench_load's hooked sessions, one after the other: each request's CPU time, ms."""
+def load_requests(label: str, sessions: int = 40) -> list[bytes]:
+    """bench_load's hooked sessions, one after the other (the chat wire)."""
     histories = bench_load.sessions("chat", 12)
+    return [
+        bench_load.body("chat", "bench", history, f"{label} session {number}")
+        for number in range(sessions)
+        for history in histories
+    ]
+
+
+def usage_logged(data: dict[str, Any]) -> dict[str, Any]:
+    """What LiteLLM's success log hands the hook for a forwarded chat request: the request's
+    metadata, and the usage the stand-in bills it (a quarter of its characters)."""
+    billed = billed_input(CHAT, {"model": "standin-quarter-hooked", "messages": data["messages"]})
+    usage = {"prompt_tokens": billed, "completion_tokens": 20}
+    return {
+        "litellm_params": {"metadata": data.get("metadata", {}), "model": "openai/standin"},
+        "standard_logging_object": {"metadata": {"usage_object": usage}},
+    }
+
+
+async def served(hook: CompactHook, data: dict[str, Any], call_type: str, between: Any = None) -> None:
+    """One request through every hook the proxy calls for it: the pre-call hook, the response
+    headers, the success log. ``between``: called before and after each call (a profiler's switch,
+    callgrind's), so what is built here in the provider's place is not counted."""
+    switch = between or (lambda: None)
+    data.setdefault("metadata", {})["model_group"] = data["model"]
+    switch()
+    await hook.async_pre_call_hook(None, None, data, call_type)
+    await hook.async_post_call_response_headers_hook(data, None, None)
+    switch()
+    logged = usage_logged(data)
+    switch()
+    await hook.async_log_success_event(logged, None, None, None)
+    switch()
+
+
+class Stopwatch:
+    """CPU time (``time.process_time``) summed between pairs of ``toggle`` calls, and a profiler
+    switched with it."""
+
+    def __init__(self, profiler: cProfile.Profile | None = None) -> None:
+        self.profiler, self.total, self._since = profiler, 0.0, None
+
+    def toggle(self) -> None:
+        now = time.process_time()
+        if self._since is None:
+            self._since = now
+            if self.profiler is not None:
+                self.profiler.enable()
+            return
+        if self.profiler is not None:
+            self.profiler.disable()
+        self.total += now - self._since
+        self._since = None
+
+
+async def load(hook: CompactHook, label: str, profiler: cProfile.Profile | None = None) -> list[float]:
+    """bench_load's hooked sessions, one after the other, each request served whole: its CPU
+    time, ms (the usage built for the success log not counted)."""
     times = []
-    for number in range(40):
-        for raw in [bench_load.body("chat", "bench", h, f"{label} session {number}") for h in histories]:
-            data = json.loads(raw)
-            data["litellm_call_id"] = f"{label}-{number}"
-            start = time.process_time()
-            if profiler is not None:
-                profiler.enable()
-            await hook.async_pre_call_hook(None, None, data, "acompletion")
-            if profiler is not None:
-                profiler.disable()
-            times.append((time.process_time() - start) * 1000)
+    for number, raw in enumerate(load_requests(label)):
+        data = json.loads(raw)
+        data["litellm_call_id"] = f"{label}-{number}"
+        watch = Stopwatch(profiler)
+        await served(hook, data, "acompletion", watch.toggle)
+        times.append(watch.total * 1000)
     return times
 
 

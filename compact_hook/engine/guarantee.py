@@ -6,6 +6,7 @@ Both only touch requests we change (or that must be fitted); what they take out 
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
@@ -80,13 +81,11 @@ async def normalized(run: Run, view: View, force: bool = False) -> Normalized:
     """
     if view.normalized:
         return Normalized(view)
-    original = run.tiers.items
-    unchanged = view.items is original or [id(item) for item in view.items] == [id(item) for item in original]
-    if unchanged and not force and run.config.normalize != "always":
+    if same_items(view.items, run.tiers.items) and not force and run.config.normalize != "always":
         return Normalized(view)
     wire = run.request.conversation.wire
     fixed = normalize(view.items, wire, view.pairing, wire.placement)
-    if [id(item) for item in fixed] == [id(item) for item in view.items]:
+    if same_items(fixed, view.items):
         view.normalized = True
         return Normalized(view)
     before, after = {id(item) for item in view.items}, {id(item) for item in fixed}
@@ -95,6 +94,11 @@ async def normalized(run: Run, view: View, force: bool = False) -> Normalized:
     done = _rebuilt(run, view, fixed)
     done.normalized = True
     return Normalized(done, len(after - before) + len(before - after), kept)
+
+
+def same_items(items: Sequence[Item], others: Sequence[Item]) -> bool:
+    """The same item objects in the same order (compared in C: this runs on every changed request)."""
+    return items is others or (len(items) == len(others) and all(map(operator.is_, items, others)))
 
 
 class _ViewSizing:

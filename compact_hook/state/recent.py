@@ -36,7 +36,7 @@ from typing import Any
 import orjson
 
 from compact_hook.core.fingerprint import Fingerprint, Seen
-from compact_hook.core.items import Known
+from compact_hook.core.items import Cleared, Known
 from compact_hook.state.quota import TenantLedger
 
 RECENT_MAX_BYTES = 64 * 1024 * 1024
@@ -117,7 +117,7 @@ class Recent:
                 copies.append(copy)
                 learned.append(found)
                 parsed.append(None)
-        size, cleared = sum(map(SIZE, learned)), {i: c for i, c in basis.cleared.items() if i < len(copies)}
+        size, cleared = sum(map(SIZE, learned)), _within(basis.cleared, len(copies), len(basis.copies))
         settled = min(comparison.unseen[0], count) if comparison.unseen else count  # entries sent as before
         runs = {key: run for key, run in basis.runs.items() if run.bound <= settled}
         known = Known(tuple(copies), tuple(learned), parsed, size, list(basis.paired), runs, cleared)
@@ -152,6 +152,12 @@ class Recent:
         name = _name(key)
         self._names.pop(name, None)
         self._tenants.release(name)
+
+
+def _within(cleared: dict[int, Cleared], length: int, before: int) -> dict[int, Cleared]:
+    """The cleared items of the entries a conversation of ``length`` still has (each is of an entry
+    of its last request, of ``before``): copied in C where it has them all — it grew."""
+    return dict(cleared) if length >= before else {i: c for i, c in cleared.items() if i < length}
 
 
 def _name(key: Key) -> bytes:

@@ -16,6 +16,7 @@ from __future__ import annotations
 import enum
 import logging
 from dataclasses import dataclass
+from typing import Any
 
 from prometheus_client import REGISTRY, CollectorRegistry, Counter, Gauge, Histogram, start_http_server
 
@@ -88,6 +89,16 @@ class Metrics:
         registry.register(self.engine)
         self._groups: set[str] = set()
         self._started: set[Labels] = set()
+        self._children: dict[tuple[object, ...], Any] = {}
+
+    def _of(self, metric: Counter | Gauge | Histogram, *values: str) -> Any:
+        """``metric.labels(*values)``, looked up once: ``labels`` checks and locks on every call, and
+        each request records several. Bounded as the labels are (configured groups, wires, outcomes)."""
+        key = (metric, *values)
+        child = self._children.get(key)
+        if child is None:
+            child = self._children[key] = metric.labels(*values)
+        return child
 
     def _counting(self, registry: CollectorRegistry) -> None:
         """What each request did, by model group and wire (and outcome where it has one)."""
@@ -208,52 +219,52 @@ class Metrics:
     def observe(self, result: CompactResult, where: Labels) -> None:
         """One request the engine handled."""
         group, wire = where.model_group, where.wire
-        self.requests.labels(group, wire, outcome_of(result)).inc()
-        self.tokens_before.labels(group, wire).inc(result.input_tokens)
-        self.tokens_after.labels(group, wire).inc(result.output_tokens)
-        self.tokens_saved.labels(group, wire).inc(max(0, result.input_tokens - result.output_tokens))
+        self._of(self.requests, group, wire, outcome_of(result)).inc()
+        self._of(self.tokens_before, group, wire).inc(result.input_tokens)
+        self._of(self.tokens_after, group, wire).inc(result.output_tokens)
+        self._of(self.tokens_saved, group, wire).inc(max(0, result.input_tokens - result.output_tokens))
         if result.summary_calls:
-            self.summary_calls.labels(group, wire).inc(result.summary_calls)
+            self._of(self.summary_calls, group, wire).inc(result.summary_calls)
         if result.reason is Reason.SUMMARY_FAILED:
             kind = result.summary_failure or SummaryFailure.UNAVAILABLE
-            self.summary_failures.labels(group, wire, kind.value).inc()
+            self._of(self.summary_failures, group, wire, kind.value).inc()
         if result.compacted and result.cache in APPLIED:
-            self.compactions.labels(group, wire, result.cache.value).inc()
+            self._of(self.compactions, group, wire, result.cache.value).inc()
         if result.cache in (CacheStatus.HIT, CacheStatus.MISS):
-            self.store.labels(group, wire, result.cache.value).inc()
+            self._of(self.store, group, wire, result.cache.value).inc()
         if result.archive_status is not None:
-            self.archive.labels(group, wire, result.archive_status.value).inc()
+            self._of(self.archive, group, wire, result.archive_status.value).inc()
         if result.cost_saved is not None:  # a counter only grows: what a change cost shows in the spend
-            self.cost_saved.labels(group, wire).inc(max(0.0, result.cost_saved))
+            self._of(self.cost_saved, group, wire).inc(max(0.0, result.cost_saved))
 
     def recalled(self, found: int, missing: int, returned: int, where: Labels) -> None:
         """One reply's recall calls, answered by the proxy (``proxy.recall``)."""
         for outcome, count in zip(RECALL_OUTCOMES, (found, missing), strict=True):
             if count:
-                self.recalls.labels(where.model_group, where.wire, outcome).inc(count)
+                self._of(self.recalls, where.model_group, where.wire, outcome).inc(count)
         if returned:
-            self.recall_bytes.labels(where.model_group, where.wire).inc(returned)
+            self._of(self.recall_bytes, where.model_group, where.wire).inc(returned)
 
     def spent(self, amount: float, where: Labels) -> None:
         """A summary call's cost (on a request's path or in the background)."""
         if amount > 0:
-            self.summary_cost.labels(where.model_group, where.wire).inc(amount)
+            self._of(self.summary_cost, where.model_group, where.wire).inc(amount)
 
     def outcome(self, outcome: Outcome | Reason, where: Labels) -> None:
         """A request that ended without an engine result (failed open, passed through, answered)."""
-        self.requests.labels(where.model_group, where.wire, outcome.value).inc()
+        self._of(self.requests, where.model_group, where.wire, outcome.value).inc()
 
     def held(self, seconds: float, where: Labels) -> None:
-        self.latency.labels(where.model_group, where.wire).observe(seconds)
+        self._of(self.latency, where.model_group, where.wire).observe(seconds)
 
     def count_sample(self, model_group: str, learned: Learned) -> None:
         """One response's usage against our count: what it was (``core.evidence.Verdict``), and the
         group's estimate after it (``proxy.feedback.learned``)."""
         group = self.group(model_group)
-        self.count_samples.labels(group, learned.verdict.value).inc()
+        self._of(self.count_samples, group, learned.verdict.value).inc()
         if learned.group_ratio is not None:
-            self.count_ratio.labels(group).set(learned.group_ratio)
-            self.count_spread.labels(group).set(learned.spread)
+            self._of(self.count_ratio, group).set(learned.group_ratio)
+            self._of(self.count_spread, group).set(learned.spread)
 
 
 _default: Metrics | None = None

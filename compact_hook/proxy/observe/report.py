@@ -50,6 +50,8 @@ HEADER_FIELDS = (
     "count_source",
     "recalls",
 )
+HEADER_NAMES = tuple((name, HEADER_PREFIX + name.replace("_", "-")) for name in HEADER_FIELDS)
+"""Each field with its header's name, worked out once (headers are built for every response)."""
 SAVINGS_KEY = "compression_savings"
 """Where LiteLLM's spend accounting reads a request's prompt-compression savings
 (``proxy/spend_tracking/compression_savings.py``): its spend reports then show ours."""
@@ -178,17 +180,20 @@ def rejected_report(rejected: Rejected, wire: str) -> Report:
 
 def response_headers(report: Mapping[str, Any]) -> dict[str, str]:
     headers = {}
-    for name in HEADER_FIELDS:
+    for name, header in HEADER_NAMES:
         value = report.get(name)
         if value is not None:
             text = str(value).lower() if isinstance(value, bool) else str(value)
-            headers[HEADER_PREFIX + name.replace("_", "-")] = header_safe(text)
+            headers[header] = header_safe(text)
     return headers
 
 
 def header_safe(text: str) -> str:
-    """Printable ASCII only, and short: h11 drops the connection on CR/LF, non-ASCII gives a 500."""
-    return "".join(ch for ch in text if " " <= ch <= "~")[:MAX_HEADER_CHARS]
+    """Printable ASCII only, and short: h11 drops the connection on CR/LF, non-ASCII gives a 500.
+    (ASCII's printable characters are space to ``~``: most values are, and are checked in C.)"""
+    if not (text.isascii() and text.isprintable()):
+        text = "".join(ch for ch in text if " " <= ch <= "~")
+    return text[:MAX_HEADER_CHARS]
 
 
 def scrub(data: dict[str, Any], marker: str) -> None:
