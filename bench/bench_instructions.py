@@ -128,6 +128,7 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--against", type=Path, help="another checkout, counted the same way")
     parser.add_argument("--sessions", type=int, default=10, help="the load workload's sessions")
+    parser.add_argument("--only", choices=WORKLOADS, action="append", help="these workloads alone")
     parser.add_argument("--child", choices=WORKLOADS, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
@@ -140,7 +141,7 @@ def main() -> None:
         print("| workload | " + " | ".join(f"`{c}` instructions a request" for c in checkouts), end="")
         print(" | ratio |" if args.against else " |")
         print("|---" * (len(checkouts) + 1 + bool(args.against)) + "|")
-        for workload in WORKLOADS:
+        for workload in args.only or WORKLOADS:
             figures = []
             for checkout in checkouts:
                 instructions, requests = count(checkout, workload, args.sessions, library, folder)

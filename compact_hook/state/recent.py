@@ -14,10 +14,10 @@ so are the items tier 2 cleared (``core.items.Cleared``), so it builds only the 
 
 "The same" is equality as Python values: key order aside (a fingerprint ignores it too), ``1``,
 ``1.0`` and ``true`` are alike — a client that changes one into another in an entry it sends again
-is taken at the entry's old fingerprint (its own conversation only). The copies are made by
-serializing each new entry once (no one can change them afterwards: LiteLLM transforms the request
-it forwards, in place), and counted at their JSON size (as Python objects, items included, ~3× that;
-a cleared item, at most one per entry, is shorter than the entry it clears).
+is taken at the entry's old fingerprint (its own conversation only). The copies are made once
+for each new entry, their containers anew (no one can change them afterwards: LiteLLM transforms the
+request it forwards, in place), and counted at about their JSON size (as Python objects, items
+included, ~3× that; a cleared item, at most one per entry, is shorter than the entry it clears).
 
 Bounded: ``max_bytes`` in all (the least recently used conversation goes first), each tenant at
 most ``tenant_bytes`` (past it, its own least recent conversations go, never another's). Keyed by
@@ -32,8 +32,6 @@ from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
-
-import orjson
 
 from compact_hook.core.fingerprint import Fingerprint, Seen
 from compact_hook.core.items import Cleared, Known
@@ -70,13 +68,46 @@ class Comparison:
     """The indices of the entries that are not: the ones to check, read and learn."""
 
 
+class Unheld(Exception):
+    """A value no JSON request holds (an object, a key that is not a string, a cycle)."""
+
+
 def copied(entry: Any) -> tuple[Any, int]:
-    """A copy no one else holds, and its JSON size; (None, 0) for what JSON cannot hold."""
+    """A copy no one else holds, and about its JSON size; (None, 0) for what JSON cannot hold.
+
+    Its containers are new and its strings and numbers are the entry's own: LiteLLM changes the
+    dicts and lists of what it forwards, never a string (none can be changed). Walked, not
+    serialized and parsed again, which would make every string of a new entry anew (its tool
+    outputs: most of its bytes)."""
     try:
-        data = orjson.dumps(entry)
-    except (orjson.JSONEncodeError, TypeError):
+        return _tree(entry)
+    except (Unheld, RecursionError):
         return None, 0
-    return orjson.loads(data), len(data)
+
+
+def _tree(value: Any) -> tuple[Any, int]:
+    """``value``'s containers copied, and its size as compact JSON would have it (ASCII text)."""
+    kind = type(value)
+    if kind is str:
+        return value, len(value) + 2
+    if kind is dict:
+        copy, size = {}, 2
+        for key, item in value.items():
+            if type(key) is not str:
+                raise Unheld(key)
+            copy[key], length = _tree(item)
+            size += len(key) + length + 4
+        return copy, size
+    if kind is list:
+        items, size = [], 2
+        for item in value:
+            held, length = _tree(item)
+            items.append(held)
+            size += length + 1
+        return items, size
+    if kind is int or kind is float or kind is bool or value is None:
+        return value, 8
+    raise Unheld(kind)
 
 
 class Recent:

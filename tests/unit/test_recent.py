@@ -90,11 +90,41 @@ def test_another_tenants_conversation_is_never_compared() -> None:
 
 def test_an_entry_json_cannot_hold_is_worked_out_every_time() -> None:
     recent, counting = Recent(), Counting()
-    odd = [{"role": "user", "content": "a lone surrogate \ud800"}, {"role": "assistant", "content": "ok"}]
+    odd = [{"role": "user", "content": {"a", "set"}}, {"role": "assistant", "content": "ok"}]
     known(recent, key(), odd, counting, is_command)
     counting.asked.clear()
     known(recent, key(), [dict(entry) for entry in odd], counting, is_command)
     assert counting.asked == [odd[0]]
+
+
+def test_an_entry_only_orjson_refuses_is_kept_and_compared() -> None:
+    """A lone surrogate (valid in a JSON string) is kept as the client sent it: the next request
+    that sends it again learns it from the last."""
+    recent, counting = Recent(), Counting()
+    odd = [{"role": "user", "content": "a lone surrogate \ud800"}, {"role": "assistant", "content": "ok"}]
+    known(recent, key(), odd, counting, is_command)
+    counting.asked.clear()
+    seen = known(recent, key(), [dict(entry) for entry in odd], counting, is_command).seen
+    assert counting.asked == [] and seen[0].fingerprint == fingerprint(odd[0])
+
+
+def test_the_copies_share_no_container_with_the_request_and_are_sized_as_json() -> None:
+    recent = Recent()
+    sent = fresh(SESSION[:40])
+    kept = known(recent, key(), sent, fingerprint, is_command)
+    containers = {id(value) for entry in sent for value in _containers(entry)}
+    assert not containers & {id(value) for entry in kept.copies for value in _containers(entry)}
+    assert list(kept.copies) == sent
+    size = len(json.dumps(sent, ensure_ascii=False, separators=(",", ":")))
+    assert 0.9 * size <= kept.size <= size
+
+
+def _containers(value: Any) -> list[Any]:
+    if isinstance(value, dict):
+        return [value, *(inner for item in value.values() for inner in _containers(item))]
+    if isinstance(value, list):
+        return [value, *(inner for item in value for inner in _containers(item))]
+    return []
 
 
 def test_a_compact_command_is_remembered_with_its_entry() -> None:
