@@ -63,6 +63,10 @@ class ProcessMemory:
     notices: Notices = field(default_factory=Notices)
 
 
+UNCHANGED_BY_CALIBRATION = ("root_span", "root", "chain")
+"""What a run works out once (``cached_property``) that the ratio and limits do not change."""
+
+
 @dataclass(frozen=True)
 class Run:
     """The request, its fingerprints and counts (computed once), its limits and tiers."""
@@ -138,10 +142,19 @@ class Run:
             found = conversation_ratio(last, first)
             taught = self.trust.ratio(found, self.total) if found is not None else None
         if taught is None:
-            return dataclasses.replace(self, note=note)
+            return self._with(note=note)
         conversation = self.request.conversation
         limits = Limits.of(self.config, conversation.reserve, self.context_tokens, taught)
-        return dataclasses.replace(self, limits=limits, ratio=taught, note=note)
+        return self._with(limits=limits, ratio=taught, note=note)
+
+    def _with(self, **changes: object) -> Run:
+        """This run with ``changes``, and what it already worked out that they do not touch (the
+        conversation's start and key: looking the note up needed them)."""
+        changed = dataclasses.replace(self, **changes)  # type: ignore[arg-type]
+        for name in UNCHANGED_BY_CALIBRATION:
+            if name in self.__dict__:
+                changed.__dict__[name] = self.__dict__[name]
+        return changed
 
     @property
     def looks_up(self) -> bool:
@@ -263,10 +276,13 @@ class Run:
 def fixed_tokens(conversation: Conversation, counter: TokenCounter) -> int:
     """What the model reads besides the entries we may change: the context (system, tools, schemas),
     what the provider adds with it, and the client's last turn (``Conversation.tail``)."""
-    context = conversation.context
-    context_counts = counter.count(conversation.context_prints(), lambda i: context_strings(context[i]))
-    tail_counts = counter.count(conversation.tail_prints(), conversation.tail_strings)
-    return sum(context_counts) + (conversation.overhead if context else 0) + sum(tail_counts)
+    context, fixed = conversation.context, 0
+    if context:
+        counts = counter.count(conversation.context_prints(), lambda i: context_strings(context[i]))
+        fixed += sum(counts) + conversation.overhead
+    if conversation.tail:
+        fixed += sum(counter.count(conversation.tail_prints(), conversation.tail_strings))
+    return fixed
 
 
 class Sizes:

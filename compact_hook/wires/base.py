@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import functools
 import hashlib
 import operator
 from collections.abc import Callable, Mapping, Sequence
@@ -150,8 +151,7 @@ class Conversation:
         return item_strings(self.wire.item(self.tail[index]))
 
     def for_tenant(self, tenant: str) -> None:
-        digest = hashlib.blake2b(tenant.encode("utf-8", "surrogatepass"), digest_size=8).digest()
-        self.tenant_seed = int.from_bytes(digest, "big") & ~0xF  # low bits stay the formats'
+        self.tenant_seed = tenant_seed(tenant)
 
     @property
     def seed(self) -> int:
@@ -192,6 +192,13 @@ class Conversation:
     def context_prints(self) -> list[Fingerprint]:
         seed = self.seed ^ 1
         return [fingerprint(part, seed) for part in self.context]
+
+
+@functools.lru_cache(maxsize=4096)
+def tenant_seed(tenant: str) -> int:
+    """What a tenant's fingerprints are mixed with (worked out once per tenant: every request asks)."""
+    digest = hashlib.blake2b(tenant.encode("utf-8", "surrogatepass"), digest_size=8).digest()
+    return int.from_bytes(digest, "big") & ~0xF  # low bits stay the formats'
 
 
 def _copy(raw: Any) -> Any:
