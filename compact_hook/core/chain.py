@@ -76,11 +76,15 @@ def scope_of(config: CompactConfig, owner: Owner, prompt_version: str) -> bytes:
     return hashlib.blake2b(label.encode("utf-8", "surrogatepass"), digest_size=16).digest()
 
 
-def prefix_chain(scope: bytes, prints: Sequence[Fingerprint]) -> list[bytes]:
-    """``chain[k]`` for k = 0..len(prints): one short hash per message, O(messages)."""
-    chain = [scope]
-    current = scope
-    for print_ in prints:
+def prefix_chain(scope: bytes, prints: Sequence[Fingerprint], carried: Sequence[bytes] = ()) -> list[bytes]:
+    """``chain[k]`` for k = 0..len(prints): one short hash per message, O(messages).
+
+    ``carried``: a chain worked out before (its ``[0]`` the scope it was worked out under) from
+    fingerprints the same as the first ``len(carried) - 1`` of ``prints`` — the conversation's last
+    request's, as far as it sent its entries the same (``state.recent``): only the rest is hashed."""
+    chain = list(carried[: len(prints) + 1]) if carried and carried[0] == scope else [scope]
+    current = chain[-1]
+    for print_ in prints[len(chain) - 1 :]:
         current = hashlib.blake2b(current + print_, digest_size=16).digest()
         chain.append(current)
     return chain

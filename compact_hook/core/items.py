@@ -246,3 +246,7 @@ class Known:
     """The items the conversation's requests cleared, by index (``engine.view.Tiers.cleared``): at
     most one per entry, each shorter than the entry it clears. Like everything we build, forwarded
     as a copy (``wires.base.Conversation.as_sent``): two requests share them."""
+    chain: list[bytes] = field(default_factory=list)
+    """The prefix chain of the conversation's last request (``core.chain.prefix_chain``: its scope
+    first), as far as these copies hold its entries unchanged: the next request hashes only what
+    follows."""

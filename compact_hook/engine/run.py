@@ -202,7 +202,14 @@ class Run:
 
     @cached_property
     def chain(self) -> list[bytes]:
-        return prefix_chain(self.request.scope, self.prints)
+        """The request's prefix chain: hashed from where the conversation's last request's stops
+        holding (``Known.chain``), and kept there for the next."""
+        known = self.request.conversation.known
+        if known is None:
+            return prefix_chain(self.request.scope, self.prints)
+        chain = prefix_chain(self.request.scope, self.prints, known.chain)
+        known.chain[:] = chain
+        return chain
 
     @cached_property
     def root_span(self) -> int:
@@ -216,7 +223,10 @@ class Run:
         position = self.root_span
         if "chain" in self.__dict__:
             return self.chain[position]
-        return prefix_chain(self.request.scope, self.prints[:position])[position]
+        known = self.request.conversation.known
+        return prefix_chain(self.request.scope, self.prints[:position], known.chain if known else ())[
+            position
+        ]
 
     @cached_property
     def pins(self) -> dict[int, Pin]:

@@ -151,7 +151,8 @@ class Recent:
         size, cleared = sum(map(SIZE, learned)), _within(basis.cleared, len(copies), len(basis.copies))
         settled = min(comparison.unseen[0], count) if comparison.unseen else count  # entries sent as before
         runs = {key: run for key, run in basis.runs.items() if run.bound <= settled}
-        known = Known(tuple(copies), tuple(learned), parsed, size, list(basis.paired), runs, cleared)
+        chain = basis.chain[: settled + 1]
+        known = Known(tuple(copies), tuple(learned), parsed, size, list(basis.paired), runs, cleared, chain)
         self._keep(comparison.key, known)
         return known
 

@@ -1,5 +1,8 @@
 import dataclasses
 
+from hypothesis import given
+from hypothesis import strategies as st
+
 from compact_hook.core.chain import Entry, Owner, entry_is_usable, prefix_chain, root_position, scope_of
 from compact_hook.core.counting import item_strings
 from compact_hook.core.fingerprint import Fingerprint, fingerprint
@@ -62,6 +65,18 @@ def test_the_chain_names_each_prefix_and_depends_on_order() -> None:
     swapped = prefix_chain(b"scope", fingerprints([assistant("b"), user("a"), user("c")]))
     assert swapped[2] != chain[2]
     assert prefix_chain(b"other", fingerprints(messages))[3] != chain[3]
+
+
+@given(st.lists(st.binary(min_size=1, max_size=4), max_size=12), st.integers(0, 13), st.integers(0, 13))
+def test_a_chain_carried_from_a_shared_start_is_the_chain_worked_out_anew(
+    prints: list[bytes], shared: int, cut: int
+) -> None:
+    """A request hashes on from where the conversation's last request's chain stops holding: the
+    chain is the same as one worked out from nothing, whatever the last one covered."""
+    earlier = prefix_chain(b"scope", [*prints[:shared], b"else"] if shared < len(prints) else prints)
+    carried = earlier[: min(shared, len(prints)) + 1][: cut + 1]
+    assert prefix_chain(b"scope", prints, carried) == prefix_chain(b"scope", prints)
+    assert prefix_chain(b"other", prints, carried) == prefix_chain(b"other", prints)
 
 
 def test_root_is_the_head_plus_the_first_other_message() -> None:

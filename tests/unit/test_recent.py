@@ -211,3 +211,17 @@ def test_what_a_request_derived_from_its_entries_is_carried_only_while_they_are_
     second.runs[("to 16",)] = ClearedRun(("to 16",), 16, (), (), 0)
     shorter = known(recent, key(), changed[:15], fingerprint, is_command)
     assert list(shorter.runs) == [("to 10",)]  # a request of 15 entries: the run to 16 is past its end
+
+
+def test_a_conversations_chain_is_carried_as_far_as_its_entries_are_sent_unchanged() -> None:
+    from compact_hook.core.chain import prefix_chain
+
+    recent = Recent()
+    first = known(recent, key(), fresh(SESSION[:40]), fingerprint, is_command)
+    first.chain[:] = prefix_chain(b"scope", [seen.fingerprint for seen in first.seen])
+    changed = fresh(SESSION[:42])
+    changed[20] = {**changed[20], "content": "something else"}
+    second = known(recent, key(), changed, fingerprint, is_command)
+    assert second.chain == first.chain[:21]  # the scope and the 20 entries before the changed one
+    prints = [seen.fingerprint for seen in second.seen]
+    assert prefix_chain(b"scope", prints, second.chain) == prefix_chain(b"scope", prints)
