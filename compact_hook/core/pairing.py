@@ -16,14 +16,20 @@ digest, normalization and partitioning all read this one pairing.
 from __future__ import annotations
 
 import bisect
+import operator
 from collections import deque
-from collections.abc import Collection, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 from compact_hook.core.items import Item, PartKind, Role
 
 PartRef = tuple[int, int]
 """``(item index, part index)``."""
+K = TypeVar("K")
+V = TypeVar("V")
+FIRST = operator.itemgetter(0)
+"""A ``PartRef``'s item index."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,6 +38,9 @@ class Unit:
 
     start: int
     end: int
+
+
+END = operator.attrgetter("end")
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,18 +105,33 @@ def pair_again(items: Sequence[Item], earlier: Pairing, same: int) -> Pairing:
     of the conversation's last request): its units that end before ``same`` are kept, the rest is
     paired anew. A unit's pairing reads only its own items, and where it ends only the item after
     it: an agent's request pairs its new turns, not its whole history again."""
-    kept = bisect.bisect_left([unit.end for unit in earlier.units], same)  # the units ending before
+    kept = bisect.bisect_left(earlier.units, same, key=END)  # the units ending before
     restart = earlier.units[kept - 1].end if kept else 0
+    orphans = earlier.orphans
+    cut = len(orphans)
+    while cut and orphans[cut - 1][0] >= restart:
+        cut -= 1
     pairing = Pairing(
         [*earlier.units[:kept], *group_units(items, restart)],
-        {ref: tool for ref, tool in earlier.tool_of.items() if ref[0] < restart},
-        {ref: call for ref, call in earlier.call_of.items() if ref[0] < restart},
-        {start: calls for start, calls in earlier.unanswered.items() if start < restart},
-        [ref for ref in earlier.orphans if ref[0] < restart],
+        _before(earlier.tool_of, restart, FIRST),
+        _before(earlier.call_of, restart, FIRST),
+        _before(earlier.unanswered, restart, int),
+        orphans[:cut],
     )
     for unit in pairing.units[kept:]:
         _pair_unit(items, unit, pairing)
     return pairing
+
+
+def _before(paired: dict[K, V], restart: int, index: Callable[[K], int]) -> dict[K, V]:
+    """What ``paired`` holds of the items before ``restart`` (a unit's start): copied in C, the
+    rest taken off its end — units are paired in order, so what they add comes in order."""
+    kept = dict(paired)
+    for key in reversed(paired):
+        if index(key) < restart:
+            break
+        del kept[key]
+    return kept
 
 
 def _pair_unit(items: Sequence[Item], unit: Unit, pairing: Pairing) -> None:
