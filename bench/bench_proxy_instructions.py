@@ -43,15 +43,18 @@ TURNS = 12
 
 
 class Counted(ProxyProcess):
-    """The proxy under callgrind, counting nothing until told (``callgrind_control``)."""
+    """The proxy under callgrind, counting nothing until told (``callgrind_control``); ``cache``:
+    with callgrind's cache simulation (its misses too)."""
 
-    def __init__(self, config: dict[str, object], out: Path, checkout: Path) -> None:
+    def __init__(self, config: dict[str, object], out: Path, checkout: Path, cache: bool = False) -> None:
         env = {"PYTHONPATH": str(checkout), "PYTHONHASHSEED": "0"}
         super().__init__(config, env=env, fork=False, startup_timeout=900)
-        self.out = out
+        self.out, self.cache = out, cache
 
     def _command(self) -> list[str]:
         valgrind = ["valgrind", "--tool=callgrind", "--instr-atstart=no", f"--callgrind-out-file={self.out}"]
+        if self.cache:
+            valgrind.append("--cache-sim=yes")
         return [*valgrind, sys.executable, str(litellm_executable()), *super()._command()[1:]]
 
     def control(self, *command: str) -> None:
@@ -75,21 +78,30 @@ async def send(proxy: ProxyProcess, group: str, sessions: int, label: str) -> No
         await asyncio.gather(*(one(s) for s in range(sessions)))
 
 
-def instructions(dump: Path) -> int:
-    found = re.search(r"^totals: (\d+)", dump.read_text(), re.MULTILINE)
-    if found is None:
+def cost(dump: Path) -> tuple[int, int]:
+    """The dump's instructions, and its estimated cycles where it simulated the caches: callgrind's
+    own estimate, an instruction plus 10 for each first-level miss and 100 for each last-level one
+    (without the simulation, the instructions again)."""
+    text = dump.read_text()
+    events = re.search(r"^events: (.+)$", text, re.MULTILINE)
+    totals = re.search(r"^totals: (.+)$", text, re.MULTILINE)
+    if events is None or totals is None:
         raise RuntimeError(f"no totals in {dump}")
-    return int(found[1])
+    found = dict(zip(events[1].split(), map(int, totals[1].split()), strict=False))
+    first = sum(found.get(name, 0) for name in ("I1mr", "D1mr", "D1mw"))
+    last = sum(found.get(name, 0) for name in ("ILmr", "DLmr", "DLmw"))
+    return found["Ir"], found["Ir"] + 10 * first + 100 * last
 
 
-def count(checkout: Path, sessions: int, folder: Path) -> dict[str, float]:
-    """Instructions a request the proxy spends on each group, with ``checkout``'s hook."""
+def count(checkout: Path, sessions: int, folder: Path, cache: bool = False) -> dict[str, float]:
+    """Instructions a request the proxy spends on each group, with ``checkout``'s hook (``cache``: its
+    estimated cycles instead)."""
     standin, url = bench_load.start_standin()
     out = folder / f"callgrind-{checkout.name}.out"
     config = bench_load.config("chat", url, Path(tempfile.mkdtemp(prefix="archive-", dir=folder)))
     figures: dict[str, float] = {}
     try:
-        proxy = Counted(config, out, checkout)
+        proxy = Counted(config, out, checkout, cache)
         with proxy:
             for group in GROUPS:
                 asyncio.run(send(proxy, group, sessions, "warm"))
@@ -98,7 +110,7 @@ def count(checkout: Path, sessions: int, folder: Path) -> dict[str, float]:
                 proxy.control("--zero")
                 asyncio.run(send(proxy, group, sessions, "counted"))
                 proxy.control("--dump")
-                figures[group] = instructions(Path(f"{out}.{number}")) / (sessions * TURNS)
+                figures[group] = cost(Path(f"{out}.{number}"))[cache] / (sessions * TURNS)
     finally:
         standin.terminate()
     return figures
@@ -109,16 +121,20 @@ def main() -> None:
     parser.add_argument("--against", type=Path, help="another checkout, counted the same way")
     parser.add_argument("--sessions", type=int, default=10)
     parser.add_argument("--keep", type=Path, help="keep callgrind's dumps here (for callgrind_annotate)")
+    parser.add_argument(
+        "--cache", action="store_true", help="simulate the caches: estimated cycles, not instructions"
+    )
     args = parser.parse_args()
     checkouts = [ROOT, *([args.against.resolve()] if args.against else [])]
-    print("| checkout | plain, instructions a request | hooked | throughput left (plain / hooked) |")
+    unit = "estimated cycles" if args.cache else "instructions"
+    print(f"| checkout | plain, {unit} a request | hooked | throughput left (plain / hooked) |")
     print("|---|---|---|---|")
     hooked = []
     with tempfile.TemporaryDirectory(prefix="bench-proxy-instructions-") as temporary:
         folder = args.keep or Path(temporary)
         folder.mkdir(parents=True, exist_ok=True)
         for checkout in checkouts:
-            figures = count(checkout, args.sessions, folder)
+            figures = count(checkout, args.sessions, folder, args.cache)
             hooked.append(figures["hooked"])
             plain, on = figures["plain"] / 1e6, figures["hooked"] / 1e6
             print(f"| `{checkout}` | {plain:.2f} M | {on:.2f} M | **{plain / on:.3f}** |", flush=True)

@@ -55,18 +55,29 @@ class _Said:
 
 
 def control_of(data: Mapping[str, Any], metadata_key: str, user_api_key_dict: Any) -> Control:
-    """The request's control, the first source to say each thing winning."""
-    sources = [
-        _parse(_header(data), operator=False),
-        _parse(_metadata_value(data.get(metadata_key)), operator=False),
-        _parse(_metadata_value(getattr(user_api_key_dict, "metadata", None)), operator=True),
-        _parse(_metadata_value(getattr(user_api_key_dict, "team_metadata", None)), operator=True),
-    ]
+    """The request's control, the first source to say each thing winning (nothing said, the most
+    common case: the default, made once)."""
+    said = (
+        _header(data),
+        _metadata_value(data.get(metadata_key)),
+        _metadata_value(getattr(user_api_key_dict, "metadata", None)),
+        _metadata_value(getattr(user_api_key_dict, "team_metadata", None)),
+    )
+    if said == UNSAID:
+        return DEFAULT
+    sources = [_parse(value, operator=index >= OPERATORS) for index, value in enumerate(said)]
     mode = next((s.mode for s in sources if s.mode is not None), Mode.AUTO)
     focus = next((s.focus for s in sources if s.focus is not None), "")
     # the team's overrides first, the key's over them
     overrides = {key: value for source in reversed(sources) for key, value in source.overrides.items()}
     return Control(mode, focus, overrides)
+
+
+DEFAULT = Control()
+UNSAID = (None, None, None, None)
+"""Nothing said by the header, the request's metadata, the key or the team (in that order)."""
+OPERATORS = 2
+"""Where the sources operators set begin (the key's, the team's): only they may override settings."""
 
 
 def with_command(control: Control, focus: str) -> Control:
