@@ -144,6 +144,34 @@ def test_cycles_are_freed_with_the_automatic_collector_off() -> None:
     assert gc.isenabled()  # given back on stop
 
 
+def test_what_the_process_held_when_the_loop_began_collecting_is_frozen_until_it_stops() -> None:
+    """A collection of the oldest generation walks only what came after (LiteLLM's start-up heap
+    is never walked again); garbage there is collected before it is frozen."""
+
+    async def main() -> tuple[int, int, bool]:
+        stream = Stream()
+        gone = weakref.ref(stream)
+        del stream
+        held = [[] for _ in range(1_000)]
+        collector = LoopGC(tick_seconds=0)
+        collector.start(asyncio.get_running_loop())
+        try:
+            await asyncio.sleep(0)
+            await asyncio.sleep(0)
+            frozen = gc.get_freeze_count()
+            return frozen, len(held), gone() is None
+        finally:
+            collector.stop()
+
+    Stream.sets = False
+    try:
+        frozen, held, collected = asyncio.run(main())
+    finally:
+        Stream.sets = True
+    assert frozen >= held and collected  # the cycle went before the rest was frozen
+    assert gc.get_freeze_count() == 0  # given back on stop
+
+
 def test_the_oldest_generation_waits_until_a_quarter_of_what_it_kept_has_joined() -> None:
     collector = LoopGC()
     gc.disable()
