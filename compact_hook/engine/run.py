@@ -63,10 +63,6 @@ class ProcessMemory:
     notices: Notices = field(default_factory=Notices)
 
 
-UNCHANGED_BY_CALIBRATION = ("root_span", "root", "chain")
-"""What a run works out once (``cached_property``) that the ratio and limits do not change."""
-
-
 @dataclass(frozen=True)
 class Run:
     """The request, its fingerprints and counts (computed once), its limits and tiers."""
@@ -93,7 +89,7 @@ class Run:
         cls, request: CompactRequest, memory: ProcessMemory, ledger: CacheLedger | None = None
     ) -> Run:
         """Count everything the model reads (only entries never seen before are tokenized), then put
-        the limits in our tokens at the request's ratio (``calibrated``)."""
+        the limits in our tokens at the request's ratio (``_calibrate``)."""
         conversation, config = request.conversation, request.config
         counter = request.counter or await acounter_for(config.tokenizer or DEFAULT_TOKENIZER)
         conversation.for_tenant(request.tenant)
@@ -127,34 +123,31 @@ class Run:
             ratio,
             estimated=estimated.any_of(prints),
         )
-        return await run.calibrated(ledger) if ledger is not None else run
+        if ledger is not None:
+            await run._calibrate(ledger)
+        return run
 
-    async def calibrated(self, ledger: CacheLedger) -> Run:
-        """This run at its conversation's own ratio, where its last billed request teaches one (never
-        below ``Trust``'s floor, and not while the conversation's usage is set aside); from half the
-        total at which anything can change (below, the group's ratio does: no lookup)."""
+    async def _calibrate(self, ledger: CacheLedger) -> None:
+        """This run put at its conversation's own ratio, where its last billed request teaches one
+        (never below ``Trust``'s floor, and not while the conversation's usage is set aside); from half
+        the total at which anything can change (below, the group's ratio does: no lookup). Part of
+        measuring it: nothing holds the run yet, so its fields are set, not a copy made."""
         if not self.looks_up:
-            return self
+            return
         note = await ledger.note(self.root)
-        taught = None
-        if note is not None and note.describes and self.ratio.source is not RatioSource.REFUSAL:
-            last, first = Billed(note.billed, note.forwarded), Billed(note.first_billed, note.first_forwarded)
-            found = conversation_ratio(last, first)
-            taught = self.trust.ratio(found, self.total) if found is not None else None
-        if taught is None:
-            return self._with(note=note)
+        object.__setattr__(self, "note", note)
+        if note is None or not note.describes or self.ratio.source is RatioSource.REFUSAL:
+            return
+        last, first = Billed(note.billed, note.forwarded), Billed(note.first_billed, note.first_forwarded)
+        found = conversation_ratio(last, first)
+        if found is None:
+            return
+        taught = self.trust.ratio(found, self.total)
         conversation = self.request.conversation
-        limits = Limits.of(self.config, conversation.reserve, self.context_tokens, taught)
-        return self._with(limits=limits, ratio=taught, note=note)
-
-    def _with(self, **changes: object) -> Run:
-        """This run with ``changes``, and what it already worked out that they do not touch (the
-        conversation's start and key: looking the note up needed them)."""
-        changed = dataclasses.replace(self, **changes)  # type: ignore[arg-type]
-        for name in UNCHANGED_BY_CALIBRATION:
-            if name in self.__dict__:
-                changed.__dict__[name] = self.__dict__[name]
-        return changed
+        object.__setattr__(
+            self, "limits", Limits.of(self.config, conversation.reserve, self.context_tokens, taught)
+        )
+        object.__setattr__(self, "ratio", taught)
 
     @property
     def looks_up(self) -> bool:

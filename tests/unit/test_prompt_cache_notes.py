@@ -56,7 +56,7 @@ async def test_a_stored_note_outlives_the_cache_it_describes_by_a_few_lifetimes(
 
 
 async def test_a_note_already_read_is_used_as_given_not_read_again() -> None:
-    """``known``: the request looked the note up before (``Run.calibrated``). ``None`` given means
+    """``known``: the request looked the note up before (``Run._calibrate``). ``None`` given means
     it was read and not found, so the report starts a new note even if one was stored since."""
     store = MemoryStore(100, 60)
     ledger = CacheLedger(store)
