@@ -241,6 +241,43 @@ def test_a_flood_of_the_same_warning_is_rate_limited() -> None:
     assert limit.filter(late) and "995 similar lines suppressed" in late.getMessage()
 
 
+def test_a_line_said_on_every_request_is_not_made_past_its_limit(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """``say`` asks the limit before it makes the line (a line walks the stack to be made): past the
+    burst nothing is made, and what was dropped is said with the next line after the window."""
+    import logging
+
+    from compact_hook.proxy.lifecycle import logs
+
+    now = [0.0]
+    monkeypatch.setattr(logs, "LIMIT", [logs.RateLimit(burst=2, window=60, clock=lambda: now[0])])
+    target = logging.getLogger("compact_hook.test_say")
+    made = []
+    monkeypatch.setattr(target, "makeRecord", _counting(target.makeRecord, made))
+    caplog.set_level(logging.INFO, logger="compact_hook")
+    for number in range(10):
+        logs.say(target, logging.INFO, "request %s reshaped", number)
+    assert len(made) == 2 and [r.getMessage() for r in caplog.records] == [
+        "request 0 reshaped",
+        "request 1 reshaped",
+    ]
+    now[0] = 61.0
+    logs.say(target, logging.INFO, "request %s reshaped", 10)
+    assert (
+        caplog.records[-1].getMessage() == "request 10 reshaped [8 similar lines suppressed in the last 61 s]"
+    )
+    assert caplog.records[-1].funcName == "test_a_line_said_on_every_request_is_not_made_past_its_limit"
+
+
+def _counting(make: Any, made: list[object]) -> Any:
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        made.append(args)
+        return make(*args, **kwargs)
+
+    return counted
+
+
 def test_one_busy_model_group_cannot_silence_anothers_lines_and_what_was_suppressed_is_said(
     caplog: pytest.LogCaptureFixture,
 ) -> None:

@@ -49,25 +49,33 @@ class RateLimit(logging.Filter):
         self._state.clear()
 
     def filter(self, record: logging.LogRecord) -> bool:
-        if getattr(record, "compact_flush", False):
+        if getattr(record, "compact_flush", False) or getattr(record, "compact_admitted", False):
             return True
-        key = (record.levelno, str(record.msg)[:200], MODEL_GROUP.get())
+        admitted = self.admit(record.levelno, str(record.msg))
+        if admitted is None:
+            return False
+        record.msg = admitted
+        return True
+
+    def admit(self, level: int, template: str) -> str | None:
+        """A line of ``template`` counted against its limit: the template to log (it says how many
+        were suppressed, the first time after a quiet window), or None when over the limit."""
+        key = (level, template[:200], MODEL_GROUP.get())
         now = self.clock()
         start, count, suppressed = self._state.get(key, (now, 0, 0))
+        said = template
         if now - start >= self.window:
             if suppressed:
-                record.msg = (
-                    f"{record.msg} [{suppressed} similar lines suppressed in the last {now - start:.0f} s]"
-                )
+                said = f"{template} [{suppressed} similar lines suppressed in the last {now - start:.0f} s]"
             start, count, suppressed = now, 0, 0
         if len(self._state) >= MAX_TEMPLATES and key not in self._state:
             self.flush()
             self._state.clear()
         if count >= self.burst:
             self._state[key] = (start, count, suppressed + 1)
-            return False
+            return None
         self._state[key] = (start, count + 1, suppressed)
-        return True
+        return said
 
     def flush(self) -> None:
         """Say how many lines each limit suppressed that no later line has said yet."""
@@ -84,6 +92,21 @@ class RateLimit(logging.Filter):
                 self._state[(level, template, group)] = (start, count, 0)
 
 
+def say(target: logging.Logger, level: int, template: str, *args: object) -> None:
+    """``target.log(level, template, *args)`` for a line said on every request: its limit is asked
+    before the line is made (making a line walks the stack, and a busy group's are mostly dropped)."""
+    if not target.isEnabledFor(level):
+        return
+    limit = LIMIT[0] if LIMIT else None
+    admitted = limit.admit(level, template) if limit is not None else template
+    if admitted is not None:
+        target.log(level, admitted, *args, extra={"compact_admitted": True}, stacklevel=2)
+
+
+LIMIT: list[RateLimit] = []
+"""The process's limit, once ``configure_logging`` made it."""
+
+
 def configure_logging(level: str) -> RateLimit:
     """Our lines (one per summary call, one per compaction) reach the proxy's stderr, rate-limited."""
     package_logger = logging.getLogger(PACKAGE)
@@ -96,6 +119,7 @@ def configure_logging(level: str) -> RateLimit:
         (f for f in package_logger.filters if isinstance(f, RateLimit)),
         RateLimit(),
     )
+    LIMIT[:] = [limit]
     for name in [PACKAGE, *logging.Logger.manager.loggerDict]:
         if name == PACKAGE or name.startswith(PACKAGE + "."):
             child = logging.getLogger(name)

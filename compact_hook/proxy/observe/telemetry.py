@@ -17,6 +17,7 @@ from compact_hook.core.outcomes import Reason
 from compact_hook.engine.notices import Notices
 from compact_hook.engine.result import CompactResult
 from compact_hook.proxy.answers.codex import MAX_EXPANDED, MAX_EXPANDED_CHARS, Expansion
+from compact_hook.proxy.lifecycle.logs import say
 from compact_hook.proxy.observe.metrics import Labels, Metrics, Outcome
 from compact_hook.proxy.observe.report import (
     Report,
@@ -105,7 +106,9 @@ class Telemetry:
                 rejected.reason.value,
                 rejected.detail,
             )
-        logger.info(
+        say(
+            logger,
+            logging.INFO,
             "compact_hook: request %s passed through: %s %s",
             data.get("litellm_call_id"),
             rejected.reason.value,
@@ -158,7 +161,9 @@ class Telemetry:
 
 
 def log_reshaped(data: Mapping[str, Any], wire: WireFormat, model: str, result: CompactResult) -> None:
-    logger.info(
+    say(
+        logger,
+        logging.INFO,
         "compact_hook: request %s (%s, %s) reshaped, cache %s: %d -> %d tokens, %d messages summarized, "
         "%d outputs truncated, %d results cleared, %d messages dropped, %d summary calls, archive %s",
         data.get("litellm_call_id"),
