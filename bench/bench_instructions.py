@@ -75,15 +75,14 @@ def count(checkout: Path, workload: str, sessions: int, library: Path, folder: P
 
 def child(workload: str, sessions: int) -> None:
     """Under callgrind: run the workload, counting only inside the hook. The checkout's
-    ``compact_hook`` is imported first; the workloads and ``served`` come from this bench's own
-    ``profile_hook`` (loaded from its file), so every checkout is counted on the same requests."""
+        ``compact_hook`` is imported first; the workloads and ``served`` come from this bench's own
+        ``profile_hook`` (loaded from its file), so every checkout is counted on the same requests. Our
+    log lines are made as in the proxy (INFO, rate-limited): a line made and dropped costs too."""
     checkout = Path(os.environ["BENCH_CHECKOUT"])
     sys.path.insert(0, str(checkout))
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
     import importlib.util
-    import logging
 
-    logging.disable(logging.INFO)
     from compact_hook.proxy import server
     from compact_hook.proxy.hook import CompactHook
     from compact_hook.settings.model import CompactConfig
