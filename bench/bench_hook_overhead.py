@@ -1,6 +1,6 @@
 """Hook overhead under the threshold, per wire format: the same proxy with and without compact_hook.
 
-    .venv/bin/python bench/bench_hook_overhead.py [--requests 150]
+    .venv/bin/python bench/bench_hook_overhead.py [--requests 150] [--against ../other-checkout]
 
 Starts the stand-in upstream and two real LiteLLM proxies side by side (identical configs but for the
 callback), then sends the same requests to both, interleaved, and compares client-side latency medians.
@@ -10,11 +10,14 @@ two workloads: a short 10-message conversation, and the Claude Code session (105
 warm from the count cache as in a real session. Truncation is off so both proxies forward the same
 bytes: the figure is the hook's cost alone. Every request carries an agent's tool (``bash``), as an
 agent's do: with ``recall`` on (the default) the hook's proxy offers its recall tool beside it.
+``--against``: a third proxy with another checkout's hook (its ``PYTHONPATH``), in the same rounds:
+both hooks side by side on the same machine at the same moment.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import statistics
 import sys
@@ -105,43 +108,61 @@ def timed_post(
 
 
 def compare(wire: str, workload: str, data: dict[str, Any], proxies: dict[str, ProxyProcess], n: int) -> str:
+    """One row: the workload sent to every proxy in turn, ``n`` times; each hooked proxy's median
+    latency, what it adds over the proxy without the hook, and the hook's own time."""
     body = json.dumps(data).encode()
     route = ROUTES[wire]
     samples: dict[str, list[float]] = {label: [] for label in proxies}
-    hook_ms: list[float] = []
+    hook_ms: dict[str, list[float]] = {label: [] for label in proxies}
     with httpx.Client(timeout=60) as client:
         for proxy in proxies.values():  # warm-up: imports, connection pools, count cache
             for _ in range(5):
                 timed_post(client, proxy, route, body)
         for _ in range(n):
             for label, proxy in proxies.items():
-                samples[label].append(timed_post(client, proxy, route, body, hook_ms))
-    without, with_hook = (statistics.median(samples[k]) for k in ("without hook", "with hook"))
-    p90 = {k: statistics.quantiles(v, n=10)[-1] for k, v in samples.items()}
+                samples[label].append(timed_post(client, proxy, route, body, hook_ms[label]))
+    without = statistics.median(samples[WITHOUT])
+    cells = [f"{without:.2f}"]
+    for label in list(proxies)[1:]:
+        median = statistics.median(samples[label])
+        cells += [f"{median:.2f}", f"{median - without:+.2f}", f"{statistics.median(hook_ms[label]):.3f}"]
     entries = len(data.get("messages") or data.get("input") or [])
-    return (
-        f"| {wire} | {workload} | {entries} | {without:.2f} | {with_hook:.2f} | {with_hook - without:+.2f} "
-        f"| {p90['without hook']:.2f} | {p90['with hook']:.2f} | {statistics.median(hook_ms):.3f} |"
-    )
+    return f"| {wire} | {workload} | {entries} | " + " | ".join(cells) + " |"
+
+
+WITHOUT = "without hook"
 
 
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--requests", type=int, default=150)
-    args = parser.parse_args()
-    with StandinUpstream() as upstream:
-        with ProxyProcess(config(upstream, False)) as plain, ProxyProcess(config(upstream, True)) as hooked:
-            proxies = {"without hook": plain, "with hook": hooked}
-            rows = [
-                compare(wire, workload, data, proxies, args.requests)
-                for (wire, workload), data in bodies().items()
-            ]
-    print(f"{args.requests} interleaved requests per proxy and workload; latency in ms, client side")
-    print(
-        "| format | workload | entries | median without | median with | added | p90 without | p90 with "
-        "| hook's own time (median, x-compact-duration-ms) |"
+    parser.add_argument(
+        "--against",
+        type=Path,
+        help="another checkout's hook, in a third proxy between the two (side by side)",
     )
-    print("|---|---|---|---|---|---|---|---|---|")
+    args = parser.parse_args()
+    with StandinUpstream() as upstream, contextlib.ExitStack() as stack:
+        proxies = {
+            WITHOUT: stack.enter_context(ProxyProcess(config(upstream, False))),
+            "with hook": stack.enter_context(ProxyProcess(config(upstream, True))),
+        }
+        if args.against is not None:
+            other = {"PYTHONPATH": str(args.against.resolve())}
+            proxies[f"`{args.against}`"] = stack.enter_context(
+                ProxyProcess(config(upstream, True), env=other)
+            )
+        rows = [
+            compare(wire, workload, data, proxies, args.requests)
+            for (wire, workload), data in bodies().items()
+        ]
+    print(f"{args.requests} interleaved requests per proxy and workload; latency in ms, client side")
+    hooked = list(proxies)[1:]
+    head = ["median without"] + [
+        f"{h} {what}" for h in hooked for what in ("median", "added", "hook's own time")
+    ]
+    print("| format | workload | entries | " + " | ".join(head) + " |")
+    print("|---" * (3 + len(head)) + "|")
     print("\n".join(rows))
 
 
