@@ -128,20 +128,12 @@ class CacheNote:
         )
 
     def to_text(self) -> str:
-        fields = (
-            self.seen_at,
-            self.read,
-            self.written,
-            self.uncached,
-            self.requests,
-            int(self.cached_ever),
-            self.forwarded,
-            round(self.growth, 1),
-            self.first_billed,
-            self.first_forwarded,
-            int(self.describes),
+        """The note as the store keeps it (``from_text`` reads it back): written on every response."""
+        return (
+            f"{self.seen_at},{self.read},{self.written},{self.uncached},{self.requests},"
+            f"{int(self.cached_ever)},{self.forwarded},{round(self.growth, 1)},{self.first_billed},"
+            f"{self.first_forwarded},{int(self.describes)}"
         )
-        return ",".join(str(value) for value in fields)
 
     @classmethod
     def from_text(cls, text: str) -> CacheNote | None:
