@@ -136,11 +136,7 @@ WITHOUT = "without hook"
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--requests", type=int, default=150)
-    parser.add_argument(
-        "--against",
-        type=Path,
-        help="another checkout's hook, in a third proxy between the two (side by side)",
-    )
+    parser.add_argument("--against", type=Path, help="another checkout's hook, in a third proxy")
     args = parser.parse_args()
     with StandinUpstream() as upstream, contextlib.ExitStack() as stack:
         proxies = {
@@ -148,14 +144,11 @@ def main() -> None:
             "with hook": stack.enter_context(ProxyProcess(config(upstream, True))),
         }
         if args.against is not None:
-            other = {"PYTHONPATH": str(args.against.resolve())}
-            proxies[f"`{args.against}`"] = stack.enter_context(
-                ProxyProcess(config(upstream, True), env=other)
-            )
-        rows = [
-            compare(wire, workload, data, proxies, args.requests)
-            for (wire, workload), data in bodies().items()
-        ]
+            checkout = {"PYTHONPATH": str(args.against.resolve())}  # started anew: a fork has ours imported
+            other = ProxyProcess(config(upstream, True), env=checkout, fork=False)
+            proxies[f"`{args.against}`"] = stack.enter_context(other)
+        workloads = bodies().items()
+        rows = [compare(wire, workload, data, proxies, args.requests) for (wire, workload), data in workloads]
     print(f"{args.requests} interleaved requests per proxy and workload; latency in ms, client side")
     hooked = list(proxies)[1:]
     head = ["median without"] + [
