@@ -133,11 +133,15 @@ class HFTokenCounter:
     def count(self, prints: Sequence[Fingerprint], strings: StringsOf) -> list[int]:
         """Tokens of each entry (framing included); only entries not seen before are tokenized."""
         found, missing = self._cached(prints)
+        if not missing:  # every count remembered: most requests
+            return cast(list[int], found)
         return self._fill(prints, found, missing, self._count_now(strings, missing))
 
     async def acount(self, prints: Sequence[Fingerprint], strings: StringsOf) -> list[int]:
         """As ``count``, but a large batch of new text is tokenized off the event loop."""
         found, missing = self._cached(prints)
+        if not missing:
+            return cast(list[int], found)
         texts, owners, counts = _collect(strings, missing)
         if sum(map(len, texts)) > OFFLOAD_CHARS:
             lengths = await asyncio.to_thread(self._encode_trimmed, texts)
