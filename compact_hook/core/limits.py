@@ -14,6 +14,7 @@ provider's count with its window.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 from compact_hook.core.calibration import IDENTITY, CountRatio
@@ -49,7 +50,12 @@ class Limits:
         cls, config: CompactConfig, reserve: int | None, fixed: int, ratio: CountRatio = IDENTITY
     ) -> Limits | None:
         """None when the context window is unknown (then we never compact). ``fixed``: our count
-        of what the model reads besides the items."""
+        of what the model reads besides the items. Remembered: every request asks, a conversation's
+        the same way until something in it changes (the settings resolve their defaults each time)."""
+        return _limits(config, reserve, fixed, ratio)
+
+    @classmethod
+    def _of(cls, config: CompactConfig, reserve: int | None, fixed: int, ratio: CountRatio) -> Limits | None:
         if config.context_window is None:
             return None
         provider = config.context_window
@@ -101,6 +107,12 @@ class Limits:
         return self.ratio.ours_of(tokens) if tokens > 0 else 0
 
 
+@functools.lru_cache(maxsize=4096)
+def _limits(config: CompactConfig, reserve: int | None, fixed: int, ratio: CountRatio) -> Limits | None:
+    return Limits._of(config, reserve, fixed, ratio)
+
+
+@functools.lru_cache(maxsize=4096)
 def output_limit(config: CompactConfig, reserve: int | None, fixed: int) -> int | None:
     """Tokens (ours) one tool output may keep: ``tool_output_max_tokens``, but never more than the
     tail's budget — in a small window one 5,000-token output would otherwise fill the tail alone,
