@@ -18,25 +18,12 @@ so an entry must keep its fingerprint whether it carries one or not.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
 from typing import Any
 
 import orjson
 import xxhash
 
 Fingerprint = bytes
-
-
-@dataclass(frozen=True, slots=True)
-class Seen:
-    """What an entry the conversation's last request sent taught (``state.recent``): the same entry
-    sent again needs none of it worked out anew."""
-
-    fingerprint: Fingerprint
-    command: bool
-    """A user's ``/compact`` (``wires.command``)."""
-    size: int
-    """Its JSON size, as kept."""
 
 
 IGNORED_KEY = "cache_control"

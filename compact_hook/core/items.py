@@ -16,7 +16,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
-from compact_hook.core.fingerprint import Fingerprint, Seen
+from compact_hook.core.fingerprint import Fingerprint
 
 if TYPE_CHECKING:
     from compact_hook.core.pairing import Pairing
@@ -225,12 +225,17 @@ class ClearedRun(NamedTuple):
 @dataclass(frozen=True, slots=True)
 class Known:
     """A conversation's entries as its last request sent them, kept (``state.recent``): index by
-    index, a copy of each (None: JSON cannot hold it), what was learned of it, and its item once
-    parsed — from the copy, which nothing else holds, so an item parsed once serves every request
-    that sends the entry again."""
+    index, a copy of each (None: JSON cannot hold it), what was learned of it — its fingerprint, its
+    size — and its item once parsed — from the copy, which nothing else holds, so an item parsed once
+    serves every request that sends the entry again. Side by side, not an object an entry: a request
+    reads every entry's fingerprint, and one object an entry was one more to fetch each."""
 
     copies: tuple[Any, ...]
-    seen: tuple[Seen, ...]
+    prints: tuple[Fingerprint, ...]
+    sizes: tuple[int, ...]
+    """Each copy's JSON size (about: ``state.recent.copied``)."""
+    commands: tuple[int, ...]
+    """Where the entries that are a user's ``/compact`` are (``wires.command``): mostly nowhere."""
     items: list[Item | None]
     size: int
     """The copies' JSON size."""

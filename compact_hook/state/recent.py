@@ -4,13 +4,14 @@ An agent re-sends its whole history every turn: 288 entries and 430 KB for a Cla
 of which one or two entries are new. Fingerprinting every entry again (serializing and hashing it),
 reading every one for a ``/compact`` and parsing every one into an item cost a session-size request
 more than everything else the hook does. So the proxy keeps, per conversation, a copy of the entries
-its last request sent, with what it learned of each (``core.fingerprint.Seen``) and its item once
-parsed (``core.items.Known``); the next request compares its entries with the copies, index by index
-— Python values compared in C, ~15× cheaper than fingerprinting — and reuses all of it for each entry
-that is the same. Items parsed from the copies hold the copies: the engine maps them back to the
-request's own objects in what it forwards (``wires.base.Conversation.as_sent``). The latest pairing
-of the items is kept with them, so the next request pairs only its new turns (``core.pairing``), and
-so are the items tier 2 cleared (``core.items.Cleared``), so it builds only the newly cleared.
+its last request sent, with what it learned of each (its fingerprint, its size, whether it is a
+``/compact``) and its item once parsed (``core.items.Known``); the next request compares its entries
+with the copies, index by index — Python values compared in C, ~15× cheaper than fingerprinting —
+and reuses all of it for each entry that is the same. Items parsed from the copies hold the copies:
+the engine maps them back to the request's own objects in what it forwards
+(``wires.base.Conversation.as_sent``). The latest pairing of the items is kept with them, so the next
+request pairs only its new turns (``core.pairing``), and so are the items tier 2 cleared
+(``core.items.Cleared``), so it builds only the newly cleared.
 
 "The same" is equality as Python values: key order aside (a fingerprint ignores it too), ``1``,
 ``1.0`` and ``true`` are alike — a client that changes one into another in an entry it sends again
@@ -31,9 +32,9 @@ import operator
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
-from compact_hook.core.fingerprint import Fingerprint, Seen
+from compact_hook.core.fingerprint import Fingerprint
 from compact_hook.core.items import Cleared, Known
 from compact_hook.state.quota import TenantLedger
 
@@ -42,16 +43,16 @@ RECENT_MAX_BYTES = 64 * 1024 * 1024
 RECENT_TENANT_BYTES = 16 * 1024 * 1024
 """One tenant's conversations' copies together: a quarter of the whole."""
 
+T = TypeVar("T")
 Key = tuple[str, str, str, str]
 """(tenant, wire, model group, session): one conversation."""
 SESSION = 3
 """Where a ``Key`` holds the session."""
-SIZE = operator.attrgetter("size")
 Command = Callable[[Any], bool]
 """Whether an entry is a user's ``/compact`` (``wires.command``)."""
 
 
-NOTHING = Known((), (), [], 0)
+NOTHING = Known((), (), (), (), [], 0)
 """A conversation with no last request kept."""
 
 
@@ -138,21 +139,26 @@ class Recent:
         if not comparison.unseen and count == len(basis.copies) and self._copies.get(comparison.key) is basis:
             self._refresh(comparison.key)  # the same request again: nothing to learn
             return basis
-        copies, learned, parsed = list(basis.copies[:count]), list(basis.seen[:count]), basis.items[:count]
-        for index in comparison.unseen:
-            copy, size = copied(entries[index])
-            found = Seen(fingerprint(entries[index]), command(entries[index]), size)
-            if index < count:
-                copies[index], learned[index], parsed[index] = copy, found, None
-            else:
-                copies.append(copy)
-                learned.append(found)
-                parsed.append(None)
-        size, cleared = sum(map(SIZE, learned)), _within(basis.cleared, len(copies), len(basis.copies))
+        length = len(entries)
+        copies, prints = (
+            _resized(basis.copies, count, length, None),
+            _resized(basis.prints, count, length, b""),
+        )
+        sizes, parsed = _resized(basis.sizes, count, length, 0), _resized(basis.items, count, length, None)
+        commands = _still(basis.commands, count, comparison.unseen)
+        for index in comparison.unseen:  # ``count`` on: every one, in order
+            entry = entries[index]
+            copies[index], sizes[index] = copied(entry)
+            prints[index], parsed[index] = fingerprint(entry), None
+            if command(entry):
+                commands.append(index)
+        cleared = _within(basis.cleared, length, len(basis.copies))
         settled = min(comparison.unseen[0], count) if comparison.unseen else count  # entries sent as before
         runs = {key: run for key, run in basis.runs.items() if run.bound <= settled}
-        chain = basis.chain[: settled + 1]
-        known = Known(tuple(copies), tuple(learned), parsed, size, list(basis.paired), runs, cleared, chain)
+        kept = tuple(copies), tuple(prints), tuple(sizes), tuple(sorted(commands))
+        known = Known(
+            *kept, parsed, sum(sizes), list(basis.paired), runs, cleared, basis.chain[: settled + 1]
+        )
         self._keep(comparison.key, known)
         return known
 
@@ -184,6 +190,19 @@ class Recent:
         name = _name(key)
         self._names.pop(name, None)
         self._tenants.release(name)
+
+
+def _resized(kept: Sequence[T], count: int, length: int, fill: T) -> list[T]:
+    """``kept``'s first ``count``, then ``fill`` up to ``length``."""
+    return [*kept[:count], *[fill] * (length - count)]
+
+
+def _still(commands: tuple[int, ...], count: int, unseen: Sequence[int]) -> list[int]:
+    """Where the last request's ``/compact`` entries are that this one sends the same (mostly none)."""
+    if not commands:
+        return []
+    changed = set(unseen)
+    return [index for index in commands if index < count and index not in changed]
 
 
 def _within(cleared: dict[int, Cleared], length: int, before: int) -> dict[int, Cleared]:

@@ -18,7 +18,6 @@ import copy
 import dataclasses
 import functools
 import hashlib
-import operator
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, overload
@@ -29,8 +28,6 @@ from compact_hook.core.counting import Strings, item_strings
 from compact_hook.core.fingerprint import Fingerprint, fingerprint
 from compact_hook.core.items import Builder, Item, Known, Placement, Role
 from compact_hook.core.outcomes import Reason
-
-FINGERPRINT = operator.attrgetter("fingerprint")
 
 
 class WireFormat(Builder, Protocol):
@@ -164,7 +161,7 @@ class Conversation:
     def prints(self) -> list[Fingerprint]:
         """Each entry's fingerprint (``known``, or worked out)."""
         if self.known is not None:
-            return list(map(FINGERPRINT, self.known.seen[: len(self.entries)]))
+            return list(self.known.prints[: len(self.entries)])
         seed = self.seed
         return [fingerprint(entry, seed) for entry in self.entries]
 

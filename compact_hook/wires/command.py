@@ -6,14 +6,10 @@ the four formats (a Responses string ``input`` too) — never in tool output.
 
 from __future__ import annotations
 
-import operator
 import re
 from collections.abc import Sequence
 from typing import Any
 
-from compact_hook.core.fingerprint import Seen
-
-COMMAND = operator.attrgetter("command")
 PATTERN = re.compile(r"\s*/compact(?=\s|$)")
 """``/compact`` alone or followed by whitespace: ``/compaction`` is not ours."""
 
@@ -25,11 +21,12 @@ def command_in(entry: Any) -> str | None:
     return text[match.end() :].strip() if text is not None and match is not None else None
 
 
-def ran_command(entries: Sequence[Any], seen: Sequence[Seen] = ()) -> bool:
+def ran_command(entries: Sequence[Any], commands: Sequence[int] | None = None) -> bool:
     """The conversation ran ``/compact`` earlier (so it has a compaction stored to continue from);
-    ``seen``: what is known of every entry (``state.recent``), read in C instead of every entry."""
-    if seen:
-        return any(map(COMMAND, seen[: len(entries) - 1]))
+    ``commands``: where its entries that are one are, as known (``Known.commands``), instead of
+    reading every entry."""
+    if commands is not None:
+        return any(index < len(entries) - 1 for index in commands)
     return any(command_in(entry) is not None for entry in entries[:-1])
 
 

@@ -47,14 +47,12 @@ def key(tenant: str = "team:a") -> tuple[str, str, str, str]:
 
 def test_a_growing_conversation_fingerprints_only_its_new_entries() -> None:
     recent, counting = Recent(), Counting()
-    first = known(recent, key(), fresh(SESSION[:100]), counting, is_command).seen
+    first = known(recent, key(), fresh(SESSION[:100]), counting, is_command).prints
     assert len(counting.asked) == 100
     counting.asked.clear()
-    second = known(recent, key(), fresh(SESSION[:103]), counting, is_command).seen
+    second = known(recent, key(), fresh(SESSION[:103]), counting, is_command).prints
     assert counting.asked == SESSION[100:103]
-    assert second[:100] == first and [s.fingerprint for s in second] == [
-        fingerprint(e) for e in SESSION[:103]
-    ]
+    assert second[:100] == first and list(second) == [fingerprint(e) for e in SESSION[:103]]
 
 
 def test_a_changed_entry_is_worked_out_again_and_the_rest_is_not() -> None:
@@ -63,8 +61,8 @@ def test_a_changed_entry_is_worked_out_again_and_the_rest_is_not() -> None:
     counting.asked.clear()
     changed = fresh(SESSION[:50])
     changed[10] = {**changed[10], "content": "something else"}
-    seen = known(recent, key(), changed, counting, is_command).seen
-    assert counting.asked == [changed[10]] and seen[10].fingerprint == fingerprint(changed[10])
+    prints = known(recent, key(), changed, counting, is_command).prints
+    assert counting.asked == [changed[10]] and prints[10] == fingerprint(changed[10])
 
 
 def test_what_is_kept_is_a_copy_a_later_change_of_the_request_cannot_reach() -> None:
@@ -76,8 +74,8 @@ def test_what_is_kept_is_a_copy_a_later_change_of_the_request_cannot_reach() -> 
     counting.asked.clear()
     again = fresh(SESSION[:20])
     again[5]["content"] = "changed after the hook ran"
-    seen = known(recent, key(), again, counting, is_command).seen
-    assert counting.asked == [again[5]] and seen[5].fingerprint == fingerprint(again[5])
+    prints = known(recent, key(), again, counting, is_command).prints
+    assert counting.asked == [again[5]] and prints[5] == fingerprint(again[5])
 
 
 def test_another_tenants_conversation_is_never_compared() -> None:
@@ -104,8 +102,8 @@ def test_an_entry_only_orjson_refuses_is_kept_and_compared() -> None:
     odd = [{"role": "user", "content": "a lone surrogate \ud800"}, {"role": "assistant", "content": "ok"}]
     known(recent, key(), odd, counting, is_command)
     counting.asked.clear()
-    seen = known(recent, key(), [dict(entry) for entry in odd], counting, is_command).seen
-    assert counting.asked == [] and seen[0].fingerprint == fingerprint(odd[0])
+    prints = known(recent, key(), [dict(entry) for entry in odd], counting, is_command).prints
+    assert counting.asked == [] and prints[0] == fingerprint(odd[0])
 
 
 def test_the_copies_share_no_container_with_the_request_and_are_sized_as_json() -> None:
@@ -132,8 +130,16 @@ def test_a_compact_command_is_remembered_with_its_entry() -> None:
     entries = [{"role": "user", "content": "/compact the tests"}, {"role": "assistant", "content": "ok"}]
     entries.append({"role": "user", "content": "go on"})
     known(recent, key(), fresh(entries), fingerprint, is_command)
-    seen = known(recent, key(), fresh(entries), Counting(), is_command).seen
-    assert ran_command(entries, seen) and ran_command(entries) and not ran_command(entries[1:], seen[1:])
+    commands = known(recent, key(), fresh(entries), Counting(), is_command).commands
+    assert commands == (0,) and ran_command(entries, commands) and ran_command(entries)
+    assert not ran_command(entries[1:]) and not ran_command(entries[:1], commands)
+    changed = fresh(entries)
+    changed[0] = {"role": "user", "content": "no longer a command"}
+    assert known(recent, key(), changed, Counting(), is_command).commands == ()
+    again = known(
+        recent, key(), [*fresh(entries), {"role": "user", "content": "/compact"}], Counting(), is_command
+    )
+    assert again.commands == (0, 3)
 
 
 def test_the_bytes_kept_are_bounded_in_all_and_per_tenant() -> None:
@@ -218,10 +224,10 @@ def test_a_conversations_chain_is_carried_as_far_as_its_entries_are_sent_unchang
 
     recent = Recent()
     first = known(recent, key(), fresh(SESSION[:40]), fingerprint, is_command)
-    first.chain[:] = prefix_chain(b"scope", [seen.fingerprint for seen in first.seen])
+    first.chain[:] = prefix_chain(b"scope", first.prints)
     changed = fresh(SESSION[:42])
     changed[20] = {**changed[20], "content": "something else"}
     second = known(recent, key(), changed, fingerprint, is_command)
     assert second.chain == first.chain[:21]  # the scope and the 20 entries before the changed one
-    prints = [seen.fingerprint for seen in second.seen]
+    prints = second.prints
     assert prefix_chain(b"scope", prints, second.chain) == prefix_chain(b"scope", prints)

@@ -92,7 +92,7 @@ def engine_request(
         tenant=who.tenant,
         mode=who.control.mode,
         focus=who.control.focus,
-        restore=ran_command(parsed.entries, parsed.known.seen if parsed.known is not None else ()),
+        restore=ran_command(parsed.entries, parsed.known.commands if parsed.known is not None else None),
         summary_model=summary_model,
         origin=Origin(who.model, wire.name, str(data.get("litellm_call_id") or "")),
         prices=pricing.model,
