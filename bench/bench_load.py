@@ -1,6 +1,6 @@
 """The hook under load: one real proxy, two model groups on one stand-in — compacting and not.
 
-    .venv/bin/python bench/bench_load.py [--sessions 40] [--turns 12] [--rounds 3] [--wire chat]
+    .venv/bin/python bench/bench_load.py [--sessions 40] [--turns 12] [--rounds 3] [--wire chat] [--bare]
 
 One LiteLLM proxy with compact_hook in its callbacks serves two model groups on the same stand-in
 provider: ``hooked`` (a ``compact`` block, ``context_window`` 32K) and ``plain`` (none: the hook's
@@ -12,6 +12,10 @@ and the proxy's two cores are saturated throughout. Reported per group: requests
 the round's wall time), p50 and p99 of the client's latency, and for the hooked group the turns
 that compact apart from those that do not — set against the plain group's same (session, turn).
 
+``--bare``: the plain group's rounds go to a second proxy with no compact_hook in its callbacks at
+all — what an operator runs without us: the hook's proxy-wide effects (its garbage collector, its
+hooks on every request) are then counted too. One proxy works at a time, as with the groups.
+
 The stand-in runs in its own process (``tools/standin_upstream.py``) billing a quarter of the
 characters, so neither it nor the load generator takes the GIL from the other. Results:
 ``bench/results/load.md`` (appended) and printed.
@@ -21,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import os
 import signal
@@ -130,7 +135,7 @@ def sessions(wire: str, turns: int) -> list[list[dict[str, Any]]]:
     return [claude[: min(ends, key=lambda e, c=cut: abs(e - c * scale))] for cut in cuts]  # type: ignore[misc]
 
 
-def config(wire: str, standin: str, archive: Path, window: int = WINDOW) -> dict[str, Any]:
+def config(wire: str, standin: str, archive: Path, window: int = WINDOW, hook: bool = True) -> dict[str, Any]:
     compact = {"compact": {"context_window": window, "archive_dir": str(archive)}}
     if wire == "anthropic":
         root = standin.removesuffix("/v1")
@@ -143,11 +148,10 @@ def config(wire: str, standin: str, archive: Path, window: int = WINDOW) -> dict
             standin_deployment("hooked", standin, "standin-quarter-hooked", **compact),
             standin_deployment("plain", standin, "standin-quarter-plain"),
         ]
-    return {
-        "model_list": deployments,
-        "router_settings": {"num_retries": 0},
-        "litellm_settings": {"callbacks": "compact_hook.proxy_handler_instance"},
-    }
+    found: dict[str, Any] = {"model_list": deployments, "router_settings": {"num_retries": 0}}
+    if hook:  # ``--bare``'s second proxy has none: what an operator runs without us
+        found["litellm_settings"] = {"callbacks": "compact_hook.proxy_handler_instance"}
+    return found
 
 
 async def session(
@@ -219,7 +223,7 @@ def table(rounds: list[Round], args: argparse.Namespace) -> str:
         "",
         "| | requests | requests/s | p50 ms | p99 ms |",
         "|---|---|---|---|---|",
-        f"| plain (no `compact` block) | {len(all_ms['plain'])} | {rate['plain']:.1f} | "
+        f"| plain ({PLAIN[args.bare]}) | {len(all_ms['plain'])} | {rate['plain']:.1f} | "
         f"{p(all_ms['plain'], 0.5):.0f} | {p(all_ms['plain'], 0.99):.0f} |",
         f"| hooked, all turns | {len(all_ms['hooked'])} | {rate['hooked']:.1f} "
         f"(**{rate['hooked'] / rate['plain']:.3f}**) | {p(all_ms['hooked'], 0.5):.0f} | "
@@ -238,12 +242,15 @@ def table(rounds: list[Round], args: argparse.Namespace) -> str:
         f"Hooked against plain round by round (the two groups back to back: what drifts over a run "
         f"cancels): {', '.join(f'{r:.3f}' for r in paired)}; median **{statistics.median(paired):.3f}**.",
         "",
-        f"The proxy's event loop (its main thread, the one a saturated proxy is bound by), CPU per request: "
+        f"The event loop (the proxy's main thread, the one a saturated proxy is bound by), CPU per request: "
         f"plain {cpu[0]:.2f} ms, hooked {cpu[1]:.2f} ms — the throughput the loop allows, hooked over plain: "
         f"**{cpu[0] / cpu[1]:.3f}**.",
         "",
     ]
     return "\n".join(lines)
+
+
+PLAIN = {False: "no `compact` block", True: "a proxy without compact_hook, `--bare`"}
 
 
 def per_round(by: dict[str, list[Round]]) -> list[float]:
@@ -299,12 +306,14 @@ def loop_cpu(proxy: ProxyProcess) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-async def run(args: argparse.Namespace, proxy: ProxyProcess) -> list[Round]:
+async def run(args: argparse.Namespace, proxies: dict[str, ProxyProcess]) -> list[Round]:
+    """The rounds, each group's sent to its proxy (``--bare``: plain's to a proxy without the hook)."""
     rounds = []
     for number in range(args.rounds):
         order: tuple[str, ...] = ("plain", "hooked") if number % 2 == 0 else ("hooked", "plain")
         order = tuple(group for group in order if args.only in (None, group))
         for group in order:
+            proxy = proxies[group]
             before = loop_cpu(proxy)
             done = await one_round(args, proxy, group, number)
             done.cpu = loop_cpu(proxy) - before
@@ -331,17 +340,23 @@ def main() -> None:
     parser.add_argument(
         "--only", choices=("plain", "hooked"), help="one group's rounds (a profile of it alone), no table"
     )
+    parser.add_argument(
+        "--bare", action="store_true", help="plain's rounds to a second proxy, without compact_hook at all"
+    )
     args = parser.parse_args()
     standin, url = start_standin()
     try:
-        with (
-            tempfile.TemporaryDirectory() as archive,
-            ProxyProcess(config(args.wire, url, Path(archive), args.window)) as proxy,
-        ):
-            asyncio.run(one_round(argparse.Namespace(**{**vars(args), "sessions": 4}), proxy, "hooked", -1))
-            asyncio.run(one_round(argparse.Namespace(**{**vars(args), "sessions": 4}), proxy, "plain", -1))
+        with tempfile.TemporaryDirectory() as archive, contextlib.ExitStack() as stack:
+            proxy = stack.enter_context(ProxyProcess(config(args.wire, url, Path(archive), args.window)))
+            proxies = {"hooked": proxy, "plain": proxy}
+            if args.bare:
+                bare = config(args.wire, url, Path(archive), args.window, hook=False)
+                proxies["plain"] = stack.enter_context(ProxyProcess(bare))
+            warm = argparse.Namespace(**{**vars(args), "sessions": 4})
+            for group, target in proxies.items():
+                asyncio.run(one_round(warm, target, group, -1))
             spy = profiler(proxy, args.profile) if args.profile else None
-            rounds = asyncio.run(run(args, proxy))
+            rounds = asyncio.run(run(args, proxies))
             if spy is not None:
                 spy.send_signal(signal.SIGINT)
                 spy.wait()
