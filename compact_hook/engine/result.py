@@ -130,6 +130,8 @@ class CompactResult:
         """Whether the entries to forward differ from ``sent`` (by identity: every entry we kept
         is the client's own object, so an unchanged request is rendered nowhere)."""
         forwarded = self.messages
+        if forwarded is sent:  # forwarded as sent, the list itself
+            return False
         return len(forwarded) != len(sent) or any(map(operator.is_not, forwarded, sent))
 
     def followed_by(self, tail: list[Any]) -> CompactResult:

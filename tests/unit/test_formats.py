@@ -500,3 +500,21 @@ def test_every_cut_of_every_transcript_keeps_calls_with_their_results(wire: str,
         assert problems <= before, (budget, problems)
         if wire == "anthropic":
             assert out[0]["role"] == "user"
+
+
+def test_a_compaction_item_among_the_items_sent_again_is_found_where_the_last_request_held_one() -> None:
+    """Only the items not sent the same before are looked over one by one (``unseen``): the last
+    request the wire accepted held a compaction item only last, so that place is looked at too —
+    where the new items begin, or the input's end."""
+    said = [{"type": "message", "role": "user", "content": f"turn {n}"} for n in range(30)]
+    trigger = {"type": "compaction_trigger"}
+    first = RESPONSES.parse({"input": [*said, trigger]})
+    assert not isinstance(first, Rejected)  # last: the gate serves it
+    again = RESPONSES.parse({"input": [*said, trigger, said[0]]}, unseen=[31])
+    assert isinstance(again, Rejected) and again.reason is Reason.CLIENT_MANAGED
+    resent = RESPONSES.parse({"input": [*said, trigger]}, unseen=[])
+    assert not isinstance(resent, Rejected)  # the same request again: still last
+    grown = RESPONSES.parse({"input": [*said, said[1], said[2]]}, unseen=[30, 31])
+    assert not isinstance(grown, Rejected)
+    changed = RESPONSES.parse({"input": [*said[:5], trigger, *said[6:], said[1]]}, unseen=[5, 30])
+    assert isinstance(changed, Rejected) and changed.reason is Reason.CLIENT_MANAGED

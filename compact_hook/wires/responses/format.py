@@ -67,6 +67,8 @@ MANAGED_ITEMS = frozenset({"compaction", "compaction_summary", "compaction_trigg
 """Items of the compaction protocol: a compacted history (the provider's: ours are expanded before
 parsing, see ``proxy.answers.codex``), or the client asking for one — read only as the last item,
 where the gate serves it."""
+LOOKED_ONE_BY_ONE = 16
+"""More unseen items than this (a conversation's first request, say): all are looked over in C."""
 REASONING_BYTES_PER_TOKEN = 4
 REASONING_ENVELOPE_BYTES = 650
 """Encrypted reasoning costs about its decoded size, less a fixed envelope, at ~4 bytes a
@@ -89,7 +91,7 @@ class ResponsesFormat:
             problem = problem_in(raw_input, _item_problem, unseen)
             if problem is not None:
                 return Rejected(Reason.MALFORMED, f"input{problem}")
-            managed = _managed(raw_input)
+            managed = _managed(raw_input, unseen)
             if managed and managed != [len(raw_input) - 1] or raw_input and _is_provider_item(raw_input[-1]):
                 return Rejected(Reason.CLIENT_MANAGED, "compaction items")
             entries = raw_input
@@ -169,13 +171,32 @@ def _is_provider_item(item: Any) -> bool:
     return isinstance(item, dict) and item.get("type") in ("compaction", "compaction_summary")
 
 
-def _managed(items: list[dict[str, Any]]) -> list[int]:
+def _managed(items: list[dict[str, Any]], unseen: Sequence[int] | None = None) -> list[int]:
     """Where the compaction items are (``items`` passed ``_item_problem``). Every request asks, of
-    hundreds of items in a Codex session and none managed most of the time: the types are gathered
-    and looked up in C first."""
-    if MANAGED_ITEMS.isdisjoint(map(dict.get, items, repeat("type"))):
-        return []
-    return [index for index, item in enumerate(items) if item.get("type") in MANAGED_ITEMS]
+    hundreds of items in a Codex session and none managed most of the time. ``unseen``: the items
+    not sent the same by the conversation's last request this wire accepted (``state.recent``) —
+    that one held a compaction item, if any, only last (else it was refused), so of the items it
+    sent the same only the one at its end can be one: where the new items begin, or the end."""
+    if unseen is None or len(unseen) > LOOKED_ONE_BY_ONE:  # the types gathered and looked up in C first
+        if MANAGED_ITEMS.isdisjoint(map(dict.get, items, repeat("type"))):
+            return []
+        return [index for index, item in enumerate(items) if item.get("type") in MANAGED_ITEMS]
+    looked = {*unseen, len(items) - 1, _appended_from(unseen, len(items)) - 1}
+    return sorted(index for index in looked if 0 <= index < len(items) and _is_managed(items[index]))
+
+
+def _appended_from(unseen: Sequence[int], length: int) -> int:
+    """Where the run of unseen items that ends the input begins (``length``: none)."""
+    start = length
+    for index in reversed(unseen):
+        if index != start - 1:
+            break
+        start = index
+    return start
+
+
+def _is_managed(item: dict[str, Any]) -> bool:
+    return item.get("type") in MANAGED_ITEMS
 
 
 def _item_problem(item: object) -> str | None:
