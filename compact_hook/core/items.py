@@ -210,14 +210,17 @@ class Cleared(NamedTuple):
 
 class ClearedRun(NamedTuple):
     """What tier 2 shows of the client's items ``start`` to ``bound`` (the old results a state clears),
-    as one request built it: each item shown, its fingerprint and index, the items built for it, and
-    how many results it shows cleared. The conversation keeps it (``Known.runs``) while its entries
-    before ``bound`` are sent again unchanged: between two clearing batches every request shows the
-    same run, and only what follows it is new."""
+    as one request built it: the items shown, their fingerprints and indices (side by side, as a view
+    holds them: no tuple an item for the collector to walk), the items built for it, and how many
+    results it shows cleared. The conversation keeps it (``Known.runs``) while its entries before
+    ``bound`` are sent again unchanged: between two clearing batches every request shows the same run,
+    and only what follows it is new."""
 
     key: tuple[object, ...]
     bound: int
-    shown: Sequence[tuple[Item, Fingerprint, int | None]]
+    items: Sequence[Item]
+    prints: Sequence[Fingerprint]
+    origins: Sequence[int | None]
     made: Sequence[Item]
     cleared: int
 

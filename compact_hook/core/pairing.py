@@ -20,7 +20,7 @@ import operator
 from collections import deque
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
-from typing import TypeVar
+from typing import NamedTuple, TypeVar
 
 from compact_hook.core.items import Item, PartKind, Role
 
@@ -32,9 +32,9 @@ FIRST = operator.itemgetter(0)
 """A ``PartRef``'s item index."""
 
 
-@dataclass(frozen=True, slots=True)
-class Unit:
-    """``items[start:end]``."""
+class Unit(NamedTuple):
+    """``items[start:end]`` (a tuple of two integers: the collector stops walking it once it has seen
+    it, and a conversation keeps its pairings' units)."""
 
     start: int
     end: int

@@ -223,11 +223,12 @@ class Tiers:
         bound = max(entry.covered, entry.cleared_before)
         made = [item for item, _, origin in shown if not self._as_tier1(item, origin)]
         run = self._run(entry.covered, bound)
-        shown.extend(run.shown)
         made.extend(run.made)
+        cut = len(shown)  # the kept items and the summary, then the run, then the items after it
         shown.extend((*self.truncated(index), index) for index in range(bound, len(self.items)))
-        spliced = len(entry.keep) + 1 if summary_at is not None else 0
         items, prints, origins = [s[0] for s in shown], [s[1] for s in shown], [s[2] for s in shown]
+        items[cut:cut], prints[cut:cut], origins[cut:cut] = run.items, run.prints, run.origins
+        spliced = len(entry.keep) + 1 if summary_at is not None else 0
         view = View(items, prints, origins, summary_at, spliced, built=tuple(made), _tiers=self)
         return without_stale_thinking(view, entry.stale_thinking, self.conversation)
 
@@ -242,9 +243,11 @@ class Tiers:
         if carried is not None:  # a conversation keeps only the runs its entries still hold
             return carried
         found = {index: self._clearing(index) for index in range(start, bound)}
-        shown = tuple((f.item, f.print, i) if f else (*self.truncated(i), i) for i, f in found.items())
+        shown = [(f.item, f.print) if f else self.truncated(i) for i, f in found.items()]
         made = tuple(f.item for f in found.values() if f is not None and f.item is not f.source)
-        run = ClearedRun(key, bound, shown, made, sum(len(f.shown) for f in found.values() if f))
+        items, prints = tuple(item for item, _ in shown), tuple(print_ for _, print_ in shown)
+        cleared = sum(len(f.shown) for f in found.values() if f)
+        run = ClearedRun(key, bound, items, prints, tuple(found), made, cleared)
         if known is not None:
             if len(known.runs) >= RUNS_KEPT:
                 known.runs.clear()

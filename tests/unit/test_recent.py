@@ -208,13 +208,13 @@ def test_what_a_request_derived_from_its_entries_is_carried_only_while_they_are_
 
     recent = Recent()
     first = known(recent, key(), fresh(SESSION[:40]), fingerprint, is_command)
-    first.runs[("to 10",)] = ClearedRun(("to 10",), 10, (), (), 0)
-    first.runs[("to 30",)] = ClearedRun(("to 30",), 30, (), (), 0)
+    first.runs[("to 10",)] = ClearedRun(("to 10",), 10, (), (), (), (), 0)
+    first.runs[("to 30",)] = ClearedRun(("to 30",), 30, (), (), (), (), 0)
     changed = fresh(SESSION[:42])
     changed[20] = {**changed[20], "content": "something else"}
     second = known(recent, key(), changed, fingerprint, is_command)
     assert list(second.runs) == [("to 10",)]  # the entry at 20 changed: the run to 30 no longer holds
-    second.runs[("to 16",)] = ClearedRun(("to 16",), 16, (), (), 0)
+    second.runs[("to 16",)] = ClearedRun(("to 16",), 16, (), (), (), (), 0)
     shorter = known(recent, key(), changed[:15], fingerprint, is_command)
     assert list(shorter.runs) == [("to 10",)]  # a request of 15 entries: the run to 16 is past its end
 
