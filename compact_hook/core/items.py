@@ -258,3 +258,7 @@ class Known:
     """The prefix chain of the conversation's last request (``core.chain.prefix_chain``: its scope
     first), as far as these copies hold its entries unchanged: the next request hashes only what
     follows."""
+    context: list[tuple[tuple[Any, ...], tuple[Fingerprint, ...]]] = field(default_factory=list)
+    """What the model reads besides the entries (system, tools: tens of KB an agent's request) as the
+    conversation's last request sent it, a copy, and its fingerprints: the next request that sends it
+    the same (compared in C) does not serialize and hash it again. One slot."""

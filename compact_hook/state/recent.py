@@ -34,6 +34,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
+from compact_hook.core.copying import copied
 from compact_hook.core.fingerprint import Fingerprint
 from compact_hook.core.items import Cleared, Known
 from compact_hook.state.quota import TenantLedger
@@ -67,48 +68,6 @@ class Comparison:
     """How many entries both requests have (the shorter's length): those set side by side."""
     unseen: list[int]
     """The indices of the entries that are not: the ones to check, read and learn."""
-
-
-class Unheld(Exception):
-    """A value no JSON request holds (an object, a key that is not a string, a cycle)."""
-
-
-def copied(entry: Any) -> tuple[Any, int]:
-    """A copy no one else holds, and about its JSON size; (None, 0) for what JSON cannot hold.
-
-    Its containers are new and its strings and numbers are the entry's own: LiteLLM changes the
-    dicts and lists of what it forwards, never a string (none can be changed). Walked, not
-    serialized and parsed again, which would make every string of a new entry anew (its tool
-    outputs: most of its bytes)."""
-    try:
-        return _tree(entry)
-    except (Unheld, RecursionError):
-        return None, 0
-
-
-def _tree(value: Any) -> tuple[Any, int]:
-    """``value``'s containers copied, and its size as compact JSON would have it (ASCII text)."""
-    kind = type(value)
-    if kind is str:
-        return value, len(value) + 2
-    if kind is dict:
-        copy, size = {}, 2
-        for key, item in value.items():
-            if type(key) is not str:
-                raise Unheld(key)
-            copy[key], length = _tree(item)
-            size += len(key) + length + 4
-        return copy, size
-    if kind is list:
-        items, size = [], 2
-        for item in value:
-            held, length = _tree(item)
-            items.append(held)
-            size += length + 1
-        return items, size
-    if kind is int or kind is float or kind is bool or value is None:
-        return value, 8
-    raise Unheld(kind)
 
 
 class Recent:
@@ -155,10 +114,9 @@ class Recent:
         cleared = _within(basis.cleared, length, len(basis.copies))
         settled = min(comparison.unseen[0], count) if comparison.unseen else count  # entries sent as before
         runs = {key: run for key, run in basis.runs.items() if run.bound <= settled}
-        kept = tuple(copies), tuple(prints), tuple(sizes), tuple(sorted(commands))
-        known = Known(
-            *kept, parsed, sum(sizes), list(basis.paired), runs, cleared, basis.chain[: settled + 1]
-        )
+        kept = tuple(copies), tuple(prints), tuple(sizes), tuple(sorted(commands)), parsed, sum(sizes)
+        carried = list(basis.paired), runs, cleared, basis.chain[: settled + 1], list(basis.context)
+        known = Known(*kept, *carried)
         self._keep(comparison.key, known)
         return known
 

@@ -14,7 +14,6 @@ against a contract here, and one entry in ``wires.registry``:
 
 from __future__ import annotations
 
-import copy
 import dataclasses
 import functools
 import hashlib
@@ -22,8 +21,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, overload
 
-import orjson
-
+from compact_hook.core.copying import copied, copy_of
 from compact_hook.core.counting import Strings, item_strings
 from compact_hook.core.fingerprint import Fingerprint, fingerprint
 from compact_hook.core.items import Builder, Item, Known, Placement, Role
@@ -176,9 +174,9 @@ class Conversation:
 
         def sent(raw: Any, origin: int | None) -> Any:
             if origin is None:
-                return _copy(raw)
+                return copy_of(raw)
             own = entries[origin]
-            return own if raw is own or (origin < len(copies) and raw is copies[origin]) else _copy(raw)
+            return own if raw is own or (origin < len(copies) and raw is copies[origin]) else copy_of(raw)
 
         return [sent(raw, origin) for raw, origin in zip(raws, origins, strict=True)]
 
@@ -187,8 +185,19 @@ class Conversation:
         return [fingerprint(entry, seed) for entry in self.tail]
 
     def context_prints(self) -> list[Fingerprint]:
+        """The fingerprints of what the model reads besides the entries: the conversation's last
+        request's where it sent the same (``Known.context``), else worked out and kept for the next."""
+        known, context = self.known, self.context
+        if known is not None and known.context:
+            kept, prints = known.context[0]
+            if kept == context:
+                return list(prints)
         seed = self.seed ^ 1
-        return [fingerprint(part, seed) for part in self.context]
+        found = [fingerprint(part, seed) for part in context]
+        copies = tuple(copied(part)[0] for part in context)
+        if known is not None and None not in copies:
+            known.context[:] = [(copies, tuple(found))]
+        return found
 
 
 @functools.lru_cache(maxsize=4096)
@@ -196,14 +205,6 @@ def tenant_seed(tenant: str) -> int:
     """What a tenant's fingerprints are mixed with (worked out once per tenant: every request asks)."""
     digest = hashlib.blake2b(tenant.encode("utf-8", "surrogatepass"), digest_size=8).digest()
     return int.from_bytes(digest, "big") & ~0xF  # low bits stay the formats'
-
-
-def _copy(raw: Any) -> Any:
-    """A copy of what we built, no object of it shared."""
-    try:
-        return orjson.loads(orjson.dumps(raw))
-    except (orjson.JSONEncodeError, TypeError):  # built from an entry JSON cannot hold
-        return copy.deepcopy(raw)
 
 
 class LazyItems(Sequence[Item]):

@@ -231,3 +231,33 @@ def test_a_conversations_chain_is_carried_as_far_as_its_entries_are_sent_unchang
     assert second.chain == first.chain[:21]  # the scope and the 20 entries before the changed one
     prints = second.prints
     assert prefix_chain(b"scope", prints, second.chain) == prefix_chain(b"scope", prints)
+
+
+def test_what_the_model_reads_besides_the_entries_is_hashed_again_only_when_it_changed(
+    monkeypatch: Any,
+) -> None:
+    """An agent sends the same tools and system (tens of KB) on every request: the conversation's
+    last request's fingerprints of them serve while they are the same; a change, or LiteLLM changing
+    what was forwarded, does not reach them."""
+    from compact_hook.wires import ANTHROPIC, base
+
+    tools = [
+        {"name": f"tool{n}", "description": "does things " * 50, "input_schema": {"type": "object"}}
+        for n in range(5)
+    ]
+    hashed: list[Any] = []
+    monkeypatch.setattr(
+        base, "fingerprint", lambda value, seed=0: hashed.append(value) or fingerprint(value, seed)
+    )
+    recent, prints = Recent(), []
+    for turn, system in enumerate(["be brief", "be brief", "be brief", "be thorough"]):
+        said = [{"role": ("user", "assistant")[k % 2], "content": f"turn {k}"} for k in range(11 + 2 * turn)]
+        body = {"system": system, "tools": fresh(tools), "messages": said, "max_tokens": 9}
+        parsed = ANTHROPIC.parse(body)
+        assert isinstance(parsed, Conversation)
+        parsed.known = known(recent, key(), parsed.entries, parsed.fingerprint, is_command)
+        hashed.clear()
+        prints.append(parsed.context_prints())
+        assert bool(hashed) == (turn in (0, 3))  # the first request, and the one whose system changed
+        body["tools"][0]["description"] = "changed by LiteLLM after the hook"
+    assert prints[1] == prints[0] and prints[3] != prints[2]
