@@ -1,6 +1,6 @@
-"""Copies no one else holds, of what a request brings or we build: LiteLLM changes the dicts and lists
-of what it forwards, in place, and a conversation keeps what its last request sent (``state.recent``)
-and what we built for it (``core.items.Known``).
+"""Copies no one else holds of what a request brings: LiteLLM changes the dicts and lists of what it
+forwards, in place, and a conversation keeps what its last request sent (``state.recent``, and
+``Known.context``).
 
 A copy's containers are new and its strings and numbers are the original's own: no one can change
 those. Walked, not serialized and parsed again, which would make every string anew (an agent's tool
@@ -9,7 +9,6 @@ outputs: most of its bytes).
 
 from __future__ import annotations
 
-import copy
 from typing import Any
 
 
@@ -53,9 +52,3 @@ def _tree(value: Any) -> tuple[Any, int]:
     if kind is int or kind is float or kind is bool or value is None:
         return value, 8
     raise Unheld(kind)
-
-
-def copy_of(built: Any) -> Any:
-    """A copy of something we built, no container of it shared (anything JSON cannot hold: a deep copy)."""
-    found, _ = copied(built)
-    return found if found is not None or built is None else copy.deepcopy(built)

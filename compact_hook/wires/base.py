@@ -14,6 +14,7 @@ against a contract here, and one entry in ``wires.registry``:
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import functools
 import hashlib
@@ -21,7 +22,9 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, overload
 
-from compact_hook.core.copying import copied, copy_of
+import orjson
+
+from compact_hook.core.copying import copied
 from compact_hook.core.counting import Strings, item_strings
 from compact_hook.core.fingerprint import Fingerprint, fingerprint
 from compact_hook.core.items import Builder, Item, Known, Placement, Role
@@ -174,9 +177,9 @@ class Conversation:
 
         def sent(raw: Any, origin: int | None) -> Any:
             if origin is None:
-                return copy_of(raw)
+                return _copy(raw)
             own = entries[origin]
-            return own if raw is own or (origin < len(copies) and raw is copies[origin]) else copy_of(raw)
+            return own if raw is own or (origin < len(copies) and raw is copies[origin]) else _copy(raw)
 
         return [sent(raw, origin) for raw, origin in zip(raws, origins, strict=True)]
 
@@ -198,6 +201,15 @@ class Conversation:
         if known is not None and None not in copies:
             known.context[:] = [(copies, tuple(found))]
         return found
+
+
+def _copy(raw: Any) -> Any:
+    """A copy of what we built, no object of it shared: a JSON round trip (in C: what we build is
+    small, where a walk in Python costs more than making its few strings anew)."""
+    try:
+        return orjson.loads(orjson.dumps(raw))
+    except (orjson.JSONEncodeError, TypeError):  # built from an entry JSON cannot hold
+        return copy.deepcopy(raw)
 
 
 @functools.lru_cache(maxsize=4096)
