@@ -1,6 +1,7 @@
 """The hook under load: one real proxy, two model groups on one stand-in — compacting and not.
 
-    .venv/bin/python bench/bench_load.py [--sessions 40] [--turns 12] [--rounds 3] [--wire chat] [--bare]
+    .venv/bin/python bench/bench_load.py [--sessions 40] [--turns 12] [--rounds 3] [--wire chat]
+                                         [--bare | --noise]
 
 One LiteLLM proxy with compact_hook in its callbacks serves two model groups on the same stand-in
 provider: ``hooked`` (a ``compact`` block, ``context_window`` 32K) and ``plain`` (none: the hook's
@@ -11,6 +12,9 @@ round sends all sessions to one group, then to the other (the order alternating 
 and the proxy's two cores are saturated throughout. Reported per group: requests/s (requests over
 the round's wall time), p50 and p99 of the client's latency, and for the hooked group the turns
 that compact apart from those that do not — set against the plain group's same (session, turn).
+
+``--noise``: neither group has a ``compact`` block — two plain groups: the ratios this bench gives
+when nothing differs between them, its noise, to read the others against.
 
 ``--bare``: the plain group's rounds go to a second proxy with no compact_hook in its callbacks at
 all — what an operator runs without us: the hook's proxy-wide effects (its garbage collector, its
@@ -27,6 +31,7 @@ import argparse
 import asyncio
 import contextlib
 import json
+import math
 import os
 import signal
 import statistics
@@ -135,8 +140,10 @@ def sessions(wire: str, turns: int) -> list[list[dict[str, Any]]]:
     return [claude[: min(ends, key=lambda e, c=cut: abs(e - c * scale))] for cut in cuts]  # type: ignore[misc]
 
 
-def config(wire: str, standin: str, archive: Path, window: int = WINDOW, hook: bool = True) -> dict[str, Any]:
-    compact = {"compact": {"context_window": window, "archive_dir": str(archive)}}
+def config(
+    wire: str, standin: str, archive: Path, window: int = WINDOW, hook: bool = True, noise: bool = False
+) -> dict[str, Any]:
+    compact = {} if noise else {"compact": {"context_window": window, "archive_dir": str(archive)}}
     if wire == "anthropic":
         root = standin.removesuffix("/v1")
         deployments = [
@@ -219,7 +226,7 @@ def table(rounds: list[Round], args: argparse.Namespace) -> str:
     lines = [
         f"### {time.strftime('%Y-%m-%d %H:%M')} — {args.wire}, "
         f"{args.sessions} sessions × {args.turns} turns, {args.rounds} rounds per group (alternating), "
-        f"window {args.window:,}, {os.cpu_count()} cores",
+        f"window {args.window:,}, {os.cpu_count()} cores" + NOISE[args.noise],
         "",
         "| | requests | requests/s | p50 ms | p99 ms |",
         "|---|---|---|---|---|",
@@ -235,9 +242,10 @@ def table(rounds: list[Round], args: argparse.Namespace) -> str:
         f"| {len(summary_ms)} | | {p(summary_ms, 0.5):.0f} | {p(summary_ms, 0.99):.0f} |",
         "",
         f"The hook's own time (`x-compact-duration-ms`, hooked): median "
-        f"{statistics.median(hook_own):.2f} ms, p99 {p(hook_own, 0.99):.2f} ms. Compacted turns keep less of "
-        "the history, so the upstream reads less. Summaries prepared ahead (a summary call each, in the "
-        f"background): {sum(s.prepare == 'started' for s in hooked)}.",
+        f"{statistics.median(hook_own or [math.nan]):.2f} ms, p99 {p(hook_own, 0.99):.2f} ms. "
+        "Compacted turns keep less of the history, so the upstream reads less. "
+        "Summaries prepared ahead (a summary call each, in the background): "
+        f"{sum(s.prepare == 'started' for s in hooked)}.",
         "",
         f"Hooked against plain round by round (the two groups back to back: what drifts over a run "
         f"cancels): {', '.join(f'{r:.3f}' for r in paired)}; median **{statistics.median(paired):.3f}**.",
@@ -250,6 +258,7 @@ def table(rounds: list[Round], args: argparse.Namespace) -> str:
     return "\n".join(lines)
 
 
+NOISE = {False: "", True: " — `--noise`: neither group compacts (what the ratios are when nothing differs)"}
 PLAIN = {False: "no `compact` block", True: "a proxy without compact_hook, `--bare`"}
 
 
@@ -343,11 +352,16 @@ def main() -> None:
     parser.add_argument(
         "--bare", action="store_true", help="plain's rounds to a second proxy, without compact_hook at all"
     )
+    parser.add_argument(
+        "--noise", action="store_true", help="no `compact` block on either group: the ratios of no difference"
+    )
     args = parser.parse_args()
     standin, url = start_standin()
     try:
         with tempfile.TemporaryDirectory() as archive, contextlib.ExitStack() as stack:
-            proxy = stack.enter_context(ProxyProcess(config(args.wire, url, Path(archive), args.window)))
+            proxy = stack.enter_context(
+                ProxyProcess(config(args.wire, url, Path(archive), args.window, noise=args.noise))
+            )
             proxies = {"hooked": proxy, "plain": proxy}
             if args.bare:
                 bare = config(args.wire, url, Path(archive), args.window, hook=False)
