@@ -12,8 +12,9 @@ so what differs between the groups is what the hooked request made the loop do: 
 and anything it makes LiteLLM or the collector do. Requests/s under load follow the loop's CPU a
 request (``bench_load.py`` prints both); here the two groups' CPU a request comes without the ±5% a
 shared machine moves a saturated run by, though each request starts colder than under load (a whole
-request of LiteLLM's between two of ours). Compare what a stage costs by switching it off in the
-proxies (a ``sitecustomize`` on their ``PYTHONPATH``). Prints; saves nothing.
+request of LiteLLM's between two of ours). What a stage costs: switch it off in the proxies
+(``PYTHONPATH=bench/ablation ABLATE=engine``, see ``bench/ablation/sitecustomize.py``). Prints; saves
+nothing.
 """
 
 from __future__ import annotations
