@@ -197,9 +197,10 @@ class Conversation:
                 return list(prints)
         seed = self.seed ^ 1
         found = [fingerprint(part, seed) for part in context]
-        copies = tuple(copied(part)[0] for part in context)
-        if known is not None and None not in copies:
-            known.context[:] = [(copies, tuple(found))]
+        if known is not None:  # kept for the conversation's next request
+            copies = tuple(copied(part)[0] for part in context)
+            if None not in copies:
+                known.context[:] = [(copies, tuple(found))]
         return found
 
 

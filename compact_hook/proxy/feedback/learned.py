@@ -57,7 +57,6 @@ tenant's first count only so far (its own responses then count it)."""
 
 
 @functools.lru_cache(maxsize=LOCAL_TENANTS)
-@functools.lru_cache(maxsize=LOCAL_TENANTS)
 def tenant_key(tenant: str) -> str:
     """A tenant's name as the store keeps it: a hash, never a key (worked out once per tenant)."""
     return hashlib.blake2b(tenant.encode("utf-8", "surrogatepass"), digest_size=8).hexdigest()
