@@ -8,6 +8,10 @@ that start proxies (``bench_sequential_cpu.py``, ``bench_load.py``). Python impo
 - ``engine``: ``Compactor.compact`` returns the request as sent: the gate, the copies, the report,
   the headers and the usage learning still run; nothing is cleared.
 - ``metrics``: the Prometheus updates of a request are skipped.
+- ``replay``: the engine's work is free and its output kept — for ``bench_load.py`` only, whose
+  sessions send the same history (the first entry labelled apart): the first request of each length
+  is compacted, and every later one of that length forwards the entries it did (the first its own),
+  with its result. What the hook would cost under load with an engine that cost nothing.
 
 For measuring only: a proxy started so serves requests it does not compact.
 """
@@ -41,6 +45,21 @@ if STAGES:
             return CompactResult(request.conversation.entries, False)
 
         Compactor.compact = _as_sent  # type: ignore[method-assign]
+
+    if "replay" in STAGES:
+        import dataclasses
+
+        _compact = Compactor.compact
+        _made: dict[int, CompactResult] = {}
+
+        async def _replayed(self: Compactor, request: CompactRequest) -> CompactResult:
+            entries = request.conversation.entries
+            made = _made.get(len(entries))
+            if made is None:
+                made = _made[len(entries)] = await _compact(self, request)
+            return dataclasses.replace(made, messages=[entries[0], *made.messages[1:]])
+
+        Compactor.compact = _replayed  # type: ignore[method-assign]
 
     if "metrics" in STAGES:
         for name in ("observe", "held", "count_sample", "outcome", "spent"):
