@@ -39,16 +39,9 @@ AFTER_SECONDS = 0.015
 """After each response: LiteLLM's success log (ours in it) runs once the client has its answer."""
 
 
-def loop_ns(proxy: ProxyProcess) -> int:
-    """The CPU time of the proxy's main thread (its event loop), in nanoseconds."""
-    pid = proxy.pid
-    assert pid is not None, "the proxy is running"
-    return int(Path(f"/proc/{pid}/task/{pid}/schedstat").read_text().split()[0])
-
-
 def spent(client: httpx.Client, proxy: ProxyProcess, body: bytes) -> float:
     """The loop's CPU over one request and what runs after its response, ms."""
-    before = loop_ns(proxy)
+    before = bench_load.loop_cpu(proxy)
     response = client.post(
         f"{proxy.url}/v1/chat/completions",
         content=body,
@@ -56,7 +49,7 @@ def spent(client: httpx.Client, proxy: ProxyProcess, body: bytes) -> float:
     )
     response.raise_for_status()
     time.sleep(AFTER_SECONDS)
-    return (loop_ns(proxy) - before) / 1e6
+    return (bench_load.loop_cpu(proxy) - before) * 1000
 
 
 def measured(proxy: ProxyProcess, rounds: int, sessions: int) -> dict[str, dict[int, list[float]]]:

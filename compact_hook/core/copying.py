@@ -17,12 +17,8 @@ class Unheld(Exception):
 
 
 def copied(entry: Any) -> tuple[Any, int]:
-    """A copy no one else holds, and about its JSON size; (None, 0) for what JSON cannot hold.
-
-    Its containers are new and its strings and numbers are the entry's own: LiteLLM changes the
-    dicts and lists of what it forwards, never a string (none can be changed). Walked, not
-    serialized and parsed again, which would make every string of a new entry anew (its tool
-    outputs: most of its bytes)."""
+    """A copy no one else holds (see the module), and about its JSON size; (None, 0) for what JSON
+    cannot hold."""
     try:
         return _tree(entry)
     except (Unheld, RecursionError):
