@@ -53,6 +53,9 @@ class CompactRequest:
     prices: Prices | None = None
     summary_prices: Prices | None = None
     count_ratio: CountRatio = IDENTITY
+    learned_window: int | None = None
+    """A window below ``config.context_window`` a provider taught (``core.limits``: used only where it
+    leaves the conversation room, never to forward more)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cached_property
 
@@ -94,37 +95,27 @@ class Run:
         counter = request.counter or await acounter_for(config.tokenizer or DEFAULT_TOKENIZER)
         conversation.for_tenant(request.tenant)
         prints = conversation.prints()
-        estimated = memory.estimated
-
-        def strings(index: int) -> Strings:  # only entries never counted before: each noted once
-            item = conversation.item(index)
-            if is_estimated(item):
-                estimated.note(prints[index])
-            return item_strings(item)
-
-        counts = await counter.acount(prints, strings)
-        context_tokens = fixed_tokens(conversation, counter)
+        counts = await counter.acount(prints, _strings_noted(conversation, prints, memory.estimated))
+        fixed = fixed_tokens(conversation, counter)
+        tier1 = Tier1(memory.truncations, output_limit(config, conversation.reserve, fixed))
+        tiers = Tiers(conversation, Counted(prints, counts, counter), config, tier1)
         ratio = request.count_ratio
-        limits = Limits.of(config, conversation.reserve, context_tokens, ratio)
-        counted = Counted(prints, counts, counter)
-        tier1 = Tier1(memory.truncations, output_limit(config, conversation.reserve, context_tokens))
-        tiers = Tiers(conversation, counted, config, tier1)
-        total = request_total(context_tokens, counts)
         run = cls(
             request,
             counter,
             prints,
             counts,
-            context_tokens,
-            total,
-            limits,
+            fixed,
+            request_total(fixed, counts),
+            _limits_of(request, fixed, ratio),
             tiers,
             memory,
             ratio,
-            estimated=estimated.any_of(prints),
+            estimated=memory.estimated.any_of(prints),
         )
         if ledger is not None:
             await run._calibrate(ledger)
+        run._say_unused()
         return run
 
     async def _calibrate(self, ledger: CacheLedger) -> None:
@@ -143,11 +134,29 @@ class Run:
         if found is None:
             return
         taught = self.trust.ratio(found, self.total)
-        conversation = self.request.conversation
-        object.__setattr__(
-            self, "limits", Limits.of(self.config, conversation.reserve, self.context_tokens, taught)
-        )
+        object.__setattr__(self, "limits", _limits_of(self.request, self.context_tokens, taught))
         object.__setattr__(self, "ratio", taught)
+
+    def _say_unused(self) -> None:
+        """Once per model group and what: a learned window or count left the conversation no room, so
+        the configured window (at the prior, for a count) stands (``core.limits``)."""
+        limits, origin = self.limits, self.request.origin
+        if limits is None or limits.unused is None:
+            return
+        if self.memory.notices.first(("unused", origin.model_group, limits.unused)):
+            logger.warning(
+                "compact_hook: model group %s: a learned %s (window %s, %.3f tokens per one of ours) "
+                "leaves no room for the conversation beside %d tokens of system and tools and the reply's "
+                "reserve of %s; not used: the configured window of %s at the prior counts it. Said once "
+                "per model group",
+                origin.model_group or "?",
+                limits.unused.value,
+                self.request.learned_window,
+                self.request.count_ratio.effective(max(1, self.total)),
+                self.context_tokens,
+                self.request.conversation.reserve,
+                self.config.context_window,
+            )
 
     @property
     def looks_up(self) -> bool:
@@ -274,6 +283,25 @@ class Run:
         """A compaction as this request applies it: every thinking block kept after the summary
         was produced before it, so each is stale (earlier ranges are summarized or covered)."""
         return self.unbound(dataclasses.replace(compaction, stale_thinking=()), compaction.covered)
+
+
+def _limits_of(request: CompactRequest, fixed: int, ratio: CountRatio) -> Limits | None:
+    return Limits.of(request.config, request.conversation.reserve, fixed, ratio, request.learned_window)
+
+
+def _strings_noted(
+    conversation: Conversation, prints: list[Fingerprint], estimated: Estimated
+) -> Callable[[int], Strings]:
+    """What the model reads of an entry, for the entries never counted before: each one whose count is
+    only an estimate (media, documents) noted once, so its conversation's usage teaches nothing."""
+
+    def strings(index: int) -> Strings:
+        item = conversation.item(index)
+        if is_estimated(item):
+            estimated.note(prints[index])
+        return item_strings(item)
+
+    return strings
 
 
 def fixed_tokens(conversation: Conversation, counter: TokenCounter) -> int:

@@ -3,6 +3,8 @@ a group's estimate, a conversation's affine ratio, and the engine's windows and 
 
 from __future__ import annotations
 
+import dataclasses
+
 import math
 
 import pytest
@@ -25,7 +27,7 @@ from compact_hook.core.calibration import (
     sample,
 )
 from compact_hook.core.economics import CacheNote, Heard
-from compact_hook.core.limits import Limits
+from compact_hook.core.limits import Limits, Unused
 from compact_hook.engine.compactor import Compactor
 from compact_hook.settings.model import CompactConfig
 from compact_hook.state.store import MemoryStore
@@ -139,8 +141,45 @@ def test_limits_are_the_providers_window_in_our_tokens() -> None:
     assert claude.window == int((32_000 - 300) / 1.4) and claude.compact == claude.window  # the reserve binds
     assert claude.room == claude.window - 5_000
     assert claude.ours(config.user_message_budget) == int(20_000 / 1.4)
-    crowded = Limits.of(config, 30_000, 7_000, CountRatio(1.5))
-    assert crowded is not None and crowded.no_room  # 30,000 + 1.5 × 7,000 fill the 40,000
+    crowded = Limits.of(dataclasses.replace(config, count_ratio=1.5), 30_000, 7_000, CountRatio(1.5))
+    assert crowded is not None and crowded.no_room  # 30,000 + 1.5 × 7,000 fill the 40,000 at the prior
+
+
+def test_a_learned_count_that_leaves_no_room_is_not_used_and_no_room_is_never_learned() -> None:
+    """A count learned at 1.5 where the prior is 1 would fill the window with the reserve and the fixed
+    part: the hook would forward every request as sent. It is evidence against itself: the prior counts."""
+    config = CompactConfig(context_window=40_000)
+    learned = Limits.of(config, 30_000, 7_000, CountRatio(1.5, RatioSource.MODEL_GROUP))
+    unlearned = Limits.of(config, 30_000, 7_000)
+    assert learned is not None and not learned.no_room and learned.unused is Unused.COUNT
+    assert dataclasses.replace(learned, unused=None) == unlearned
+
+
+def test_a_learned_window_that_leaves_no_room_is_not_used() -> None:
+    """Claude Code's 9,426 tokens of system and tools and its 4,000-token reserve in a 24,000 window: a
+    window of 13,705 learned from a bill of the fixed part plus what was new leaves nothing."""
+    config = CompactConfig(context_window=24_000, count_ratio=1.1)
+    prior = CountRatio(1.1)
+    taught = Limits.of(config, 4_000, 9_426, prior, learned=13_705)
+    configured = Limits.of(config, 4_000, 9_426, prior)
+    assert taught is not None and taught.unused is Unused.WINDOW and not taught.no_room
+    assert dataclasses.replace(taught, unused=None) == configured
+    roomy = Limits.of(config, 4_000, 9_426, prior, learned=20_000)
+    assert roomy is not None and roomy.unused is None and roomy.window == prior.ours(16_000)
+
+
+def test_what_is_learned_only_ever_lowers_the_limits() -> None:
+    """A count learned below the prior shows in the figures, never in what we forward: every limit
+    is at most its value with nothing learned."""
+    config = CompactConfig(context_window=32_000, count_ratio=1.0)
+    low = Limits.of(config, 4_000, 3_000, CountRatio(0.8, RatioSource.MODEL_GROUP))
+    high = Limits.of(config, 4_000, 3_000, CountRatio(1.25, RatioSource.MODEL_GROUP))
+    unlearned = Limits.of(config, 4_000, 3_000, CountRatio(1.0))
+    assert low is not None and high is not None and unlearned is not None
+    for name in ("clear", "compact", "window", "room", "prepare"):
+        assert getattr(low, name) == getattr(unlearned, name)
+        assert getattr(high, name) < getattr(unlearned, name)
+    assert low.ratio.value == 0.8  # the budgets within a request and the figures follow the bills
 
 
 TURN = [Said(w(40, "task"))] + [Tools((Call(f"t{i}", w(300, f"o{i}")),)) for i in range(20)]

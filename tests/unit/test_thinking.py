@@ -334,12 +334,12 @@ async def test_after_a_fitted_request_no_thinking_is_sent_back_until_the_next_co
 async def test_a_fitted_request_the_providers_count_then_lets_through_sends_no_thinking_bound_to_the_fit() -> (
     None
 ):
-    """The group's ratio (a prior) counted a resumed session's first request over the window, so it
-    was fitted (its tool output shrunk); the provider's bill then taught a lower one, and the next
-    request goes through as sent. The block the model produced for the fitted request saw the shrunk
-    output: sent back beside the whole one, it would be refused. The fitted request left a state at
-    the conversation's start, so it is not."""
-    loop = Loop(config(), ratio=CountRatio(2.0))
+    """The group's ratio (learned from other conversations, above the prior) counted a resumed
+    session's first request over the window, so it was fitted (its tool output shrunk); the
+    conversation's own bill then taught the prior's, and the next request goes through as sent. The
+    block the model produced for the fitted request saw the shrunk output: sent back beside the whole
+    one, it would be refused. The fitted request left a state at the conversation's start, so it is not."""
+    loop = Loop(config(), ratio=CountRatio(1.5, RatioSource.MODEL_GROUP))
     loop.history = [
         {"role": "user", "content": [{"type": "text", "text": "task: read the log " + w(20)}]},
         {"role": "assistant", "content": [{"type": "tool_use", "id": "t0", "name": "Bash", "input": {}}]},

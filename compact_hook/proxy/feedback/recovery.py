@@ -145,9 +145,8 @@ class Recovery:
         session_id = str(previous.get("session_id") or session_id_of(kwargs, parsed.entries))
         control = dataclasses.replace(previous.control, mode=Mode.FORCE)
         who = Engaged(group, session_id, previous.tenant, control)
-        config = dataclasses.replace(settled.config, context_window=refusal.window)
         ratio = refusal.retry_ratio(settled.ratio, previous.counted)
-        retried = dataclasses.replace(settled, config=config, ratio=ratio)
+        retried = dataclasses.replace(settled, ratio=ratio, window=refusal.window)
         result = await self.services.compactor.compact(engine_request(kwargs, parsed, who, retried))
         previous.follow(report_of(result, session_id, wire.name))  # what the headers hook reads
         record_savings(kwargs, wire.metadata_key, result)

@@ -58,12 +58,14 @@ class Engaged:
 @dataclass(frozen=True, slots=True)
 class Settled:
     """What a request to a compacting model group is compacted under: its settings (the key's and
-    team's overrides applied, the learned window), its prices and how the group's provider counts
-    against us (``proxy.request.settings.settle``)."""
+    team's overrides applied), its prices, how the group's provider counts against us and the window
+    it taught, if any (``proxy.request.settings.settle``)."""
 
     config: CompactConfig
     pricing: Pricing = Pricing()
     ratio: CountRatio = IDENTITY
+    window: int | None = None
+    """A window below the configured one that a provider taught (``core.limits`` decides its use)."""
 
 
 def engine_request(
@@ -98,6 +100,7 @@ def engine_request(
         prices=pricing.model,
         summary_prices=pricing.summary,
         count_ratio=settled.ratio,
+        learned_window=settled.window,
     )
 
 

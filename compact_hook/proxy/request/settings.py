@@ -21,27 +21,32 @@ from compact_hook.settings.model import CompactConfig, revised
 async def settle(
     services: Services, router: Any, group: str, who: Caller, resolved: CompactConfig | None = None
 ) -> Settled | None:
-    """The group's settings with the key's and team's overrides, the learned window, the prices and
-    the count ratio the tenant's requests start from; None when the group does not compact.
-    ``resolved``: the group's settings where the caller has looked them up already."""
+    """The group's settings with the key's and team's overrides, the prices, the count ratio the
+    tenant's requests start from and the window a provider taught (apart); None when the group does
+    not compact. ``resolved``: the group's settings where the caller has looked them up already."""
     resolved = resolved or services.models.resolve(router, group)
     if resolved is None:
         return None
     config = who.control.settings(resolved)
     learned = await services.learned.get(group, who.tenant) if config.recover else None
-    if learned is not None:
-        config = revised(config, context_window=learned_window(config, learned))
+    window = learned_window(config, learned) if learned is not None else None
+    if window is not None and config.summary_context_window is None:  # the group writes its summaries
+        config = revised(config, summary_context_window=window)
     ratio = await services.ratios.ratio(group, who.tenant, trust_of(config))
-    return Settled(config, _pricing(services, router, group, config), ratio)
+    return Settled(config, _pricing(services, router, group, config), ratio, window)
 
 
-def learned_window(config: CompactConfig, learned: int) -> int:
+def learned_window(config: CompactConfig, learned: int) -> int | None:
     """The window a provider taught, where it is below the configured one (if any), but never below
-    ``learned_window_floor`` of it (a refusal that teaches less says the configuration is wrong)."""
+    ``learned_window_floor`` of it (a refusal that teaches less says the configuration is wrong);
+    None where it is not below. Kept apart from the settings: the engine's limits use it only where
+    it leaves the conversation room (``core.limits``)."""
     configured = config.context_window
     if configured is None:
         return learned
-    return max(min(learned, configured), math.ceil(config.learned_window_floor * configured))
+    if learned >= configured:
+        return None
+    return max(learned, math.ceil(config.learned_window_floor * configured))
 
 
 def _pricing(services: Services, router: Any, group: str, config: CompactConfig) -> Pricing:
