@@ -4,7 +4,6 @@ a group's estimate, a conversation's affine ratio, and the engine's windows and 
 from __future__ import annotations
 
 import dataclasses
-
 import math
 
 import pytest
