@@ -33,6 +33,7 @@ import math
 from dataclasses import dataclass
 from enum import Enum
 
+from compact_hook.core.notes import Warmth
 from compact_hook.core.pricing import Prices
 
 MIN_HORIZON = 4
@@ -43,151 +44,8 @@ saving further off is too uncertain to pay a summary for now (replayed sessions 
 after such a compaction paid more than they saved)."""
 PREPARE_TURNS = 2.0
 """A summary is prepared when the conversation is this many turns (at its growth) from compacting."""
-GROWTH_WEIGHT = 0.25
-"""How much the latest request's growth counts in the smoothed growth per request."""
 SUMMARY_PROMPT_TOKENS = 600
 """The summary request's own instructions, beside the transcript it summarizes."""
-
-
-class Warmth(Enum):
-    """What the provider's prompt cache holds of a conversation, as its reports tell us."""
-
-    WARM = "warm"
-    """It cached the prefix and the last request was within its lifetime: the next one reads it."""
-    COLD = "cold"
-    """It cached it, but the lifetime has run out: the next request writes it all again anyway."""
-    UNCACHED = "uncached"
-    """It reports no caching for this conversation: every turn pays full input price."""
-    UNKNOWN = "unknown"
-    """Nothing reported yet."""
-
-
-PREVIOUS_NOTE_FIELDS = 10
-
-
-@dataclass(frozen=True, slots=True)
-class CacheNote:
-    """The provider's report of a conversation's last request — when, its input by cache kind —
-    with what we forwarded for it (our count) and how fast that has been growing per request."""
-
-    seen_at: float
-    read: int = 0
-    written: int = 0
-    uncached: int = 0
-    requests: int = 1
-    cached_ever: bool = False
-    """The provider has cached this conversation (this report, or an earlier one, says so)."""
-    forwarded: int = 0
-    growth: float = 0.0
-    """Tokens the forwarded request grows by per request, smoothed; 0 until two were heard."""
-    first_billed: int = 0
-    first_forwarded: int = 0
-    """The conversation's first request heard: the provider's count of it and ours. Set against the
-    last, what the conversation grew by cost at the provider (``core.calibration``), and whether its
-    bill grows from below its fixed part (``core.evidence.leaves_out_fixed``)."""
-    describes: bool = True
-    """The last report's usage described the prompt (``core.evidence``): its bill counts the
-    conversation. False: it was set aside, and the group's (or the prior's) ratio counts it."""
-
-    def __post_init__(self) -> None:
-        if self.read > 0 or self.written > 0:
-            object.__setattr__(self, "cached_ever", True)
-
-    @property
-    def billed(self) -> int:
-        """The provider's count of the request's input (``forwarded`` is ours)."""
-        return self.read + self.written + self.uncached
-
-    def warmth(self, now: float, ttl: float) -> Warmth:
-        if self.cached_ever and now - self.seen_at > ttl:
-            return Warmth.COLD
-        if self.cached_ever:
-            return Warmth.WARM
-        return Warmth.UNCACHED if self.requests >= 2 else Warmth.UNKNOWN
-
-    def after(self, seen_at: float, heard: Heard) -> CacheNote:
-        """This note updated by the next report. A request smaller than the last (we changed its
-        prefix) says nothing of growth; a larger one is averaged in."""
-        delta = heard.forwarded - self.forwarded
-        growth = self.growth
-        if delta >= 0:
-            growth = float(delta) if growth == 0 else GROWTH_WEIGHT * delta + (1 - GROWTH_WEIGHT) * growth
-        cached = self.cached_ever or heard.read > 0 or heard.written > 0
-        return CacheNote(
-            seen_at,
-            heard.read,
-            heard.written,
-            heard.uncached,
-            self.requests + 1,
-            cached,
-            heard.forwarded,
-            growth,
-            self.first_billed,
-            self.first_forwarded,
-            heard.describes,
-        )
-
-    def to_text(self) -> str:
-        """The note as the store keeps it (``from_text`` reads it back): written on every response."""
-        return (
-            f"{self.seen_at},{self.read},{self.written},{self.uncached},{self.requests},"
-            f"{int(self.cached_ever)},{self.forwarded},{round(self.growth, 1)},{self.first_billed},"
-            f"{self.first_forwarded},{int(self.describes)}"
-        )
-
-    @classmethod
-    def from_text(cls, text: str) -> CacheNote | None:
-        """None for anything that is not a note we wrote."""
-        parts = text.split(",")
-        if len(parts) == PREVIOUS_NOTE_FIELDS:
-            parts.append("1")  # written before usage was judged: it was taken as describing the prompt
-        try:
-            seen_at, read, written, uncached, requests, cached, forwarded, growth, first, first_ours, says = (
-                parts
-            )
-            return cls(
-                float(seen_at),
-                int(read),
-                int(written),
-                int(uncached),
-                int(requests),
-                cached == "1",
-                int(forwarded),
-                float(growth),
-                int(first),
-                int(first_ours),
-                says == "1",
-            )
-        except ValueError:
-            return None
-
-
-@dataclass(frozen=True, slots=True)
-class Heard:
-    """One request's report: its input by cache kind (the provider's), and what we forwarded (ours)."""
-
-    read: int
-    written: int
-    uncached: int
-    forwarded: int
-    describes: bool = True
-    """Its usage describes the prompt (``core.evidence``)."""
-
-    @property
-    def billed(self) -> int:
-        return self.read + self.written + self.uncached
-
-    def first(self, seen_at: float) -> CacheNote:
-        return CacheNote(
-            seen_at,
-            self.read,
-            self.written,
-            self.uncached,
-            forwarded=self.forwarded,
-            first_billed=self.billed,
-            first_forwarded=self.forwarded,
-            describes=self.describes,
-        )
 
 
 @dataclass(frozen=True, slots=True)

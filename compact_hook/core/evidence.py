@@ -39,6 +39,7 @@ import enum
 from dataclasses import dataclass
 
 from compact_hook.core.calibration import HIGHEST, MIN_COUNTED, MIN_SPAN, Billed, CountRatio
+from compact_hook.core.limits import least_room
 from compact_hook.settings.model import CompactConfig
 
 MIN_STEP = 256
@@ -60,6 +61,9 @@ cannot have counted it."""
 FIXED_KEPT = 0.25
 """A conversation's growth that leaves less than this share of its fixed part billed (the bill's
 intercept against our count) was billed without it."""
+VARIES = 64
+"""Two turns that grew by amounts this far apart (our tokens) tell a ceiling (the same bill whatever
+was new) from a left-out cache (a bill of what was new, which moves with it)."""
 
 
 class Verdict(enum.StrEnum):
@@ -114,6 +118,8 @@ class Forwarded:
     """It holds content we count at a fixed estimate (media, documents, server-side tools' results)."""
     reserve: int = 0
     """The reply it asked room for (``max_tokens`` and its kin), in the provider's tokens."""
+    window: int | None = None
+    """The configured window it was forwarded under (the provider's tokens; None: unknown)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -139,11 +145,13 @@ class Trust:
 
 @dataclass(frozen=True, slots=True)
 class Earlier:
-    """The same conversation's responses heard before this one (its bill and our count): the
-    previous one and the first, where they were heard."""
+    """The same conversation's responses heard before this one (its bill and our count), along
+    what we forwarded (``core.notes``): the previous one, the first, and the one before the previous,
+    where they were heard."""
 
     previous: Billed | None = None
     first: Billed | None = None
+    before: Billed | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -200,7 +208,7 @@ def judge(billed: int, forwarded: Forwarded, earlier: Earlier, trust: Trust) -> 
     since = earlier.first or earlier.previous
     if since is not None and leaves_out_fixed(Billed(billed, forwarded.counted), since, fixed, trust):
         return Verdict.FIXED_LEFT_OUT
-    stepped = _step(billed, forwarded, earlier.previous, trust)
+    stepped = _step(billed, forwarded, earlier, trust)
     if stepped is not None:
         return stepped
     if fixed >= MIN_COUNTED and billed < FIXED_SHARE * lowest * fixed:
@@ -211,22 +219,42 @@ def judge(billed: int, forwarded: Forwarded, earlier: Earlier, trust: Trust) -> 
     return Verdict.LEARNED if ratio <= HIGHEST else Verdict.UNUSABLE
 
 
-def _step(billed: int, forwarded: Forwarded, previous: Billed | None, trust: Trust) -> Verdict | None:
+def _step(billed: int, forwarded: Forwarded, earlier: Earlier, trust: Trust) -> Verdict | None:
     """The fault a turn over turn comparison shows, if any: the bill pinned, stalled, or about only
     what was new, while what we forward grew."""
+    previous = earlier.previous
     if previous is None or previous.billed <= 0:
         return None
     grown, grew = forwarded.counted - previous.counted, billed - previous.billed
-    if grown >= PIN_STEP and abs(grew) <= PIN_EXACT and billed < trust.prior * forwarded.counted:
-        return Verdict.CAPPED  # the same bill for more than it counts: a ceiling, however small the step
+    below = billed < trust.lowest * forwarded.counted
+    pinned = grown >= PIN_STEP and abs(grew) <= PIN_EXACT and billed < trust.prior * forwarded.counted
+    if not pinned and grown >= MIN_STEP:
+        pinned = abs(grew) <= PINNED * billed and (below or grew < STALL * trust.lowest * grown)
+    if pinned:  # a ceiling, or a cache left out whose new parts happen to be alike
+        return Verdict.CAPPED if _a_ceiling(billed, forwarded, earlier, trust) else Verdict.CACHED_LEFT_OUT
     if grown < MIN_STEP:
         return None
-    below = billed < trust.lowest * forwarded.counted
-    if abs(grew) <= PINNED * billed and (below or grew < STALL * trust.lowest * grown):
-        return Verdict.CAPPED
     if grew < STALL * trust.lowest * grown or (below and billed <= TAIL * trust.prior * grown):
         return Verdict.CACHED_LEFT_OUT
     return None
+
+
+def _a_ceiling(billed: int, forwarded: Forwarded, earlier: Earlier, trust: Trust) -> bool:
+    """A pinned bill read as a server's context (which loses the head: a window to compact under)
+    rather than as a cache left out (the fixed part, or nothing, plus what was new): where the two
+    cannot be told apart, the reading that compacts more — but never a context that leaves the
+    conversation no room beside the fixed part (``core.limits``: such a window would not be used,
+    and the cache reading sets the usage aside instead), and not where the bill moved with what was
+    new while the turns' growth differed (``VARIES``): a ceiling bills the same whatever was new."""
+    fixed = trust.prior * forwarded.fixed
+    if billed - fixed < least_room(forwarded.window, forwarded.reserve, round(fixed)):
+        return False
+    previous, before = earlier.previous, earlier.before
+    if previous is None or before is None:
+        return True
+    varied = (forwarded.counted - previous.counted) - (previous.counted - before.counted)
+    moved = billed - previous.billed
+    return abs(varied) < VARIES or moved * varied <= 0 or abs(moved) < STALL * trust.lowest * abs(varied)
 
 
 def _stepped(forwarded: Forwarded, earlier: Earlier) -> bool:

@@ -106,7 +106,7 @@ class Limits:
         bound = cls._at(config, configured, reserve, fixed, CountRatio(config.count_ratio or 1.0))
         if bound.no_room:  # the configured window cannot hold the fixed part: forwarded as sent
             return bound
-        least = min(MIN_CONVERSATION, _room(configured, reserve, bound.ratio.billed(fixed)) // 2)
+        least = least_room(configured, reserve, bound.ratio.billed(fixed))
         window, unused = min(learned or configured, configured), None
         if _room(window, reserve, ratio.billed(fixed)) < least:
             window, unused = configured, Unused.WINDOW
@@ -184,6 +184,14 @@ def _limits(
     config: CompactConfig, reserve: int | None, fixed: int, ratio: CountRatio, learned: int | None
 ) -> Limits | None:
     return Limits._of(config, reserve, fixed, ratio, learned)
+
+
+def least_room(configured: int | None, reserve: int | None, fixed: int) -> int:
+    """The least room (the provider's tokens) what was learned must leave the conversation beside
+    ``reserve`` and the ``fixed`` part in a ``configured`` window (``MIN_CONVERSATION``; None: unknown)."""
+    if configured is None:
+        return MIN_CONVERSATION
+    return min(MIN_CONVERSATION, _room(configured, reserve, fixed) // 2)
 
 
 def _room(window: int, reserve: int | None, fixed: int) -> int:

@@ -12,6 +12,7 @@ from compact_hook.core.chain import Entry
 from compact_hook.core.economics import Economy
 from compact_hook.core.evidence import Forwarded
 from compact_hook.core.failures import SummaryFailure
+from compact_hook.core.notes import Lineage
 from compact_hook.core.outcomes import ArchiveStatus, CacheStatus, Preparation, Reason, Summarizer
 from compact_hook.engine.decision import Decision
 from compact_hook.engine.economy.costs import Costs
@@ -109,6 +110,7 @@ async def finish(run: Run, view: View, outcome: Forwarding) -> CompactResult:
         thinking_removed=thinking_removed(view, outcome.state.stale_thinking, run.request.conversation),
         conversation=watched(run),
         cost_saved=Costs(run, outcome.economy).saving(run.total - after, rewritten),
+        lineage=Lineage(run.prints, view.prints),
     )
 
 
@@ -127,6 +129,7 @@ def untouched(run: Run, reason: Reason | None, summary_calls: int = 0) -> Compac
         summary_calls=summary_calls,
         conversation=watched(run),
         cost_saved=Costs(run).saving(0, 0),
+        lineage=Lineage(run.prints, run.prints),
     )
 
 
@@ -145,10 +148,11 @@ def _stats(run: Run, entries: Sequence[object], after: int) -> CompactStats:
 
 def forwarded(run: Run, counted: int) -> Forwarded:
     """Our count of what is forwarded, as its usage is judged (``core.evidence``)."""
-    return Forwarded(counted, run.context_tokens, run.estimated, run.request.conversation.reserve or 0)
+    reserve = run.request.conversation.reserve or 0
+    return Forwarded(counted, run.context_tokens, run.estimated, reserve, run.config.context_window)
 
 
 def watched(run: Run) -> bytes:
     """The key the provider's reports of this conversation are kept under (empty: not kept, see
     ``Run.watched``)."""
-    return run.root if run.watched else b""
+    return run.conversation_key if run.watched else b""

@@ -12,6 +12,7 @@ from compact_hook.core.calibration import IDENTITY, CountRatio
 from compact_hook.core.counting import TokenCounter
 from compact_hook.core.evidence import Forwarded
 from compact_hook.core.failures import SummaryFailure
+from compact_hook.core.notes import Lineage
 from compact_hook.core.outcomes import ArchiveStatus, CacheStatus, Mode, Preparation, Reason, Summarizer
 from compact_hook.core.pricing import Prices
 from compact_hook.engine.summary.summarize import Summarize
@@ -123,6 +124,9 @@ class CompactResult:
     cost_saved: float | None = None
     forwarded: Forwarded = Forwarded()
     count_ratio: CountRatio = IDENTITY
+    lineage: Lineage = Lineage()
+    """Where it stands in its conversation: the provider's report of it is judged against the
+    conversation's earlier reports only along it (``core.notes``)."""
 
     @property
     def counted(self) -> int:

@@ -16,12 +16,13 @@ the total at which anything can change, where a conversation's last billed reque
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cached_property
 
-from compact_hook.core.calibration import Billed, CountRatio, RatioSource, conversation_ratio
+from compact_hook.core.calibration import CountRatio, RatioSource, conversation_ratio
 from compact_hook.core.chain import Entry, prefix_chain, root_position, unbind
 from compact_hook.core.counting import (
     Estimated,
@@ -31,11 +32,11 @@ from compact_hook.core.counting import (
     item_strings,
     request_total,
 )
-from compact_hook.core.economics import CacheNote
 from compact_hook.core.evidence import Trust, trust_of
 from compact_hook.core.fingerprint import Fingerprint
 from compact_hook.core.items import PartKind, Role
 from compact_hook.core.limits import Limits, output_limit
+from compact_hook.core.notes import CacheNote
 from compact_hook.core.pinning import Pin, find_pins
 from compact_hook.engine.economy.prompt_cache import CacheLedger
 from compact_hook.engine.notices import Notices
@@ -125,12 +126,11 @@ class Run:
         measuring it: nothing holds the run yet, so its fields are set, not a copy made."""
         if not self.looks_up:
             return
-        note = await ledger.note(self.root)
+        note = await ledger.note(self.conversation_key, self.prints)
         object.__setattr__(self, "note", note)
         if note is None or not note.describes or self.ratio.source is RatioSource.REFUSAL:
             return
-        last, first = Billed(note.billed, note.forwarded), Billed(note.first_billed, note.first_forwarded)
-        found = conversation_ratio(last, first)
+        found = conversation_ratio(note.last, note.first or note.last)
         if found is None:
             return
         taught = self.trust.ratio(found, self.total)
@@ -229,6 +229,15 @@ class Run:
         return prefix_chain(self.request.scope, self.prints[:position], known.chain if known else ())[
             position
         ]
+
+    @cached_property
+    def conversation_key(self) -> bytes:
+        """The key the provider's reports of this conversation are kept under (``core.notes``): its
+        root (tenant and settings included), and the client's session id where it sends one — two
+        sessions that begin alike (every Codex session of a repository) never share a note; what
+        still does (sub-agents of one prompt) is told apart by what each extends."""
+        session = (self.request.session_id or "").encode("utf-8", "surrogatepass")
+        return hashlib.blake2b(self.root + session, digest_size=16).digest()
 
     @cached_property
     def pins(self) -> dict[int, Pin]:

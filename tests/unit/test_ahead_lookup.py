@@ -11,7 +11,8 @@ from __future__ import annotations
 from typing import Any
 
 from compact_hook.core.chain import Entry
-from compact_hook.core.economics import Economy, Warmth
+from compact_hook.core.economics import Economy
+from compact_hook.core.notes import Warmth
 from compact_hook.core.outcomes import Preparation
 from compact_hook.core.pricing import Prices
 from compact_hook.engine.ahead.lookup import Ahead

@@ -13,7 +13,8 @@ from typing import Any
 import pytest
 
 from compact_hook.core.chain import Entry
-from compact_hook.core.economics import Heard, Way
+from compact_hook.core.economics import Way
+from compact_hook.core.notes import Heard, Lineage
 from compact_hook.core.outcomes import Mode, Reason
 from compact_hook.core.pricing import Prices
 from compact_hook.engine import Compactor
@@ -134,8 +135,18 @@ async def test_past_prepare_ratio_clearing_all_at_once_goes_first_only_where_a_s
         assert run.window.prepare <= run.total < run.window.compact
         if priced:  # warm, and growing by 5 tokens a request: the trigger is dozens of turns off
             total, ledger = run.total, node.compactor.ledger
-            await ledger.heard(run.root, Heard(total - 60, 50, 5, total - 5), 300)
-            await ledger.heard(run.root, Heard(total - 55, 50, 5, total), 300)  # billed as we count
+            await ledger.heard(
+                run.conversation_key,
+                Heard(total - 60, 50, 5, total - 5),
+                Lineage(run.prints, run.prints),
+                (300, ""),
+            )
+            await ledger.heard(
+                run.conversation_key,
+                Heard(total - 55, 50, 5, total),
+                Lineage(run.prints, run.prints),
+                (300, ""),
+            )  # billed as we count
             run = await Run.measure(request, node.compactor.memory, ledger)
             assert run.note is not None and run.ratio.value == 1.0
         decisions[priced] = await node.compactor.decide(run)
@@ -182,7 +193,7 @@ async def test_past_prepare_ratio_with_a_summary_due_the_cheaper_way_under_the_t
     for forwarded in (total - 100, total):  # 100 tokens a request: the trigger a turn or two off
         cached = warmth != "uncached"
         heard = Heard(forwarded - 55, 50, 5, forwarded) if cached else Heard(0, 0, forwarded, forwarded)
-        await ledger.heard(run.root, heard, 300)
+        await ledger.heard(run.conversation_key, heard, Lineage(run.prints, run.prints), (300, ""))
     ledger.clock = clock
     run = await Run.measure(request, node.compactor.memory, ledger)
     assert run.note is not None and run.ratio.value == 1.0  # billed as we count

@@ -14,16 +14,14 @@ from hypothesis import strategies as st
 
 from compact_hook.core.economics import (
     PREPARE_TURNS,
-    CacheNote,
     Economy,
-    Heard,
-    Warmth,
     clearing_batch,
     clearing_pays,
     compacts_early,
     estimated_saving,
     worth_preparing,
 )
+from compact_hook.core.notes import CacheNote, Heard, Lineage, Warmth
 from compact_hook.core.outcomes import Reason
 from compact_hook.core.pricing import Prices, Usage
 from tests.compaction import priced_request
@@ -58,18 +56,20 @@ def test_a_note_says_warm_cold_or_uncached_and_survives_the_store() -> None:
     assert first.warmth(now=401.0, ttl=300) is Warmth.COLD
     silent = CacheNote(seen_at=100.0)
     assert silent.warmth(200.0, 300) is Warmth.UNKNOWN  # one report without caching: maybe the first write
-    assert silent.after(150.0, Heard(0, 0, 900, 900)).warmth(200.0, 300) is Warmth.UNCACHED
-    later = first.after(250.0, Heard(read=5_000, written=300, uncached=20, forwarded=5_400))
+    assert silent.after(150.0, Heard(0, 0, 900, 900), Lineage()).warmth(200.0, 300) is Warmth.UNCACHED
+    later = first.after(250.0, Heard(read=5_000, written=300, uncached=20, forwarded=5_400), Lineage())
     assert CacheNote.from_text(later.to_text()) == later
 
 
 def test_growth_per_request_is_smoothed_and_a_shrunk_request_says_nothing_of_it() -> None:
     note = Heard(0, 1_000, 0, forwarded=10_000).first(0.0)
-    note = note.after(1.0, Heard(1_000, 500, 0, forwarded=12_000))
+    note = note.after(1.0, Heard(1_000, 500, 0, forwarded=12_000), Lineage())
     assert note.growth == 2_000
-    note = note.after(2.0, Heard(1_500, 100, 0, forwarded=12_400))
+    note = note.after(2.0, Heard(1_500, 100, 0, forwarded=12_400), Lineage())
     assert note.growth == 1_600  # a quarter of the last request's, three quarters of what was known
-    assert note.after(3.0, Heard(0, 5_000, 0, forwarded=6_000)).growth == 1_600  # compacted: no news
+    assert (
+        note.after(3.0, Heard(0, 5_000, 0, forwarded=6_000), Lineage()).growth == 1_600
+    )  # compacted: no news
     assert CacheNote.from_text("not,a,note") is None and CacheNote.from_text("") is None
 
 
@@ -214,25 +214,26 @@ async def _turns_keep_the_limits(
         if result.output_tokens >= compact_at:
             assert result.reason in PAST_TRIGGER, (index, result.reason, result.output_tokens)
         if result.conversation:  # what the provider would report for it: the state under test
-            await _report(compactor.ledger, result.conversation, warmth)
+            await _report(compactor.ledger, result, warmth)
     assert len(checked) == len(turns)
 
 
 PAST_TRIGGER = {Reason.OVER_TRIGGER, Reason.NOTHING_TO_SUMMARIZE, Reason.CANNOT_FIT, Reason.FITTED}
 
 
-async def _report(ledger: Any, conversation: bytes, warmth: Warmth) -> None:
-    """Make the ledger hold a note in ``warmth`` for the conversation."""
+async def _report(ledger: Any, result: Any, warmth: Warmth) -> None:
+    """Make the ledger hold a note in ``warmth`` for the result's conversation."""
     if warmth is Warmth.UNKNOWN:
         return
+    conversation, lineage, keep = result.conversation, result.lineage, (300, "")
     if warmth is Warmth.UNCACHED:
-        await ledger.heard(conversation, Heard(0, 0, 500, 500), 300)
-        await ledger.heard(conversation, Heard(0, 0, 500, 500), 300)
+        await ledger.heard(conversation, Heard(0, 0, 500, 500), lineage, keep)
+        await ledger.heard(conversation, Heard(0, 0, 500, 500), lineage, keep)
         return
     clock = ledger.clock
     if warmth is Warmth.COLD:  # heard long ago: the provider's cache has expired since
         ledger.clock = lambda: time.time() - 10_000
-    await ledger.heard(conversation, Heard(400, 100, 5, 505), 300)
+    await ledger.heard(conversation, Heard(400, 100, 5, 505), lineage, keep)
     ledger.clock = clock
 
 
@@ -260,7 +261,7 @@ async def _compare_targets() -> None:
             result = await compactor.compact(request)
             if result.conversation:
                 await compactor.ledger.heard(
-                    result.conversation, Heard(500, 50, 5, result.output_tokens), 300
+                    result.conversation, Heard(500, 50, 5, result.output_tokens), result.lineage, (300, "")
                 )
             if result.compacted and result.cache.value == "miss":
                 assert pairing_problems(result.messages) == []
@@ -325,7 +326,7 @@ async def _large_result_cleared(price: Prices | None, warmth: Warmth) -> bool:
         result = await compactor.compact(request)
         results.append(result)
         if result.conversation:
-            await _report(compactor.ledger, result.conversation, warmth)
+            await _report(compactor.ledger, result, warmth)
     first, *later = results
     assert first.cleared > 0 and first.output_tokens < 700 <= first.input_tokens  # the first batch
     assert all(result.output_tokens < 700 for result in later)

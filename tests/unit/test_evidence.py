@@ -61,6 +61,48 @@ def test_usage_pinned_at_a_servers_context_is_set_aside_once_we_forward_more() -
     assert set(verdicts[5:]) == {Verdict.CAPPED}
 
 
+def along(bills: list[tuple[int, int]], fixed: int, trust: Trust, reserve: int = 4_000) -> list[Verdict]:
+    """``(billed, ours)`` pairs of one conversation, judged as the proxy judges them: against the
+    previous response, the one before it and the first, in a 24,000-token window."""
+    verdicts: list[Verdict] = []
+    first = previous = before = None
+    for billed, ours in bills:
+        forwarded = Forwarded(ours, fixed, reserve=reserve, window=24_000)
+        verdicts.append(judge(billed, forwarded, Earlier(previous, first, before), trust))
+        before, previous = previous, Billed(billed, ours)
+        first = first or previous
+    return verdicts
+
+
+def test_a_bill_of_the_fixed_part_plus_what_was_new_is_a_cache_left_out_not_a_ceiling() -> None:
+    """Issue 60's Claude Code run: a server caching the messages but billing system and tools (9,426
+    tokens of ours) and what is new. Its bills stall near the fixed part while the prompt grows by
+    ~300 a turn: read as a ceiling, the window they teach (13,705 with the 4,000 reserve) leaves the
+    conversation no room, and every request was forwarded as sent."""
+    claude = Trust(1.10, 0.75)
+    ours = [15_000 + 300 * turn for turn in range(6)]
+    bills = [(16_500, ours[0]), *((10_369 + 280 + turn % 3 * 7, o) for turn, o in enumerate(ours[1:]))]
+    verdicts = along(bills, 9_426, claude)
+    assert Verdict.CAPPED not in verdicts
+    assert Verdict.CACHED_LEFT_OUT in verdicts
+
+
+def test_a_bill_pinned_where_it_leaves_room_is_a_ceiling_and_one_that_moves_with_what_was_new_is_not() -> (
+    None
+):
+    """The same figure turn after turn (within 1%), well above the fixed part: a server's context —
+    while the turns grow alike, the reading that compacts more. But where they grew by amounts
+    apart and the bill moved with them, the server bills what was new: its cache was left out."""
+    steps = [300, 300, 390, 300, 390]
+    ours = [12_000 + sum(steps[:k]) for k in range(len(steps) + 1)]
+    ceiling = along([(min(o, 12_500), o) for o in ours], 2_000, TRUST)
+    assert ceiling[-3:] == [Verdict.CAPPED] * 3
+    new = [(12_000, ours[0])] + [(9_000 + step, o) for step, o in zip(steps, ours[1:], strict=True)]
+    moving = along(new, 2_000, TRUST)
+    assert moving[2] is Verdict.CAPPED  # 300 then 300: no telling, the ceiling compacts more
+    assert moving[3:] == [Verdict.CACHED_LEFT_OUT] * 3  # moved by what was new, within 1%
+
+
 def test_usage_of_the_messages_only_is_set_aside_early_and_late() -> None:
     """A gateway that leaves system and tools out: far below the fixed part while the messages are few,
     and, once they outgrow it, a bill that grows with the messages from well below it."""

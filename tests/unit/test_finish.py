@@ -53,7 +53,7 @@ async def test_untouched_forwards_the_clients_own_entries_counted_as_received() 
     assert (sent.input_tokens, sent.output_tokens, sent.counted) == (2 * run.total, 2 * run.total, run.total)
     assert (sent.reason, sent.summary_calls, sent.count_ratio) == (Reason.BELOW_THRESHOLD, 2, ratio)
     assert sent.stats == CompactStats() and sent.cost_saved is None  # unpriced: no money reported
-    assert run.watched and sent.conversation == run.root
+    assert run.watched and sent.conversation == run.conversation_key
     short = untouched(await measured([user("hi")]), None)
     assert short.conversation == b"" and short.counted == word_total([user("hi")])
 

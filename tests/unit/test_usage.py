@@ -10,6 +10,7 @@ from prometheus_client import CollectorRegistry
 
 from compact_hook.core.calibration import CountRatio, RatioSource
 from compact_hook.core.evidence import Forwarded, Trust
+from compact_hook.core.notes import Notes
 from compact_hook.proxy.feedback.usage import Bills
 from compact_hook.proxy.marks import INTERNAL_MARKER, INTERNAL_TOKEN
 from compact_hook.proxy.observe.metrics import Metrics
@@ -46,7 +47,7 @@ async def test_a_bill_teaches_the_conversation_and_its_group_and_another_groups_
     # Anthropic's split, as LiteLLM logs it: prompt_tokens is all the input, reads and writes included
     usage = {"prompt_tokens": 12_500, "cache_read_input_tokens": 9_000, "cache_creation_input_tokens": 500}
     await bills.heard(success("agent", counted(10_000), usage))
-    note = await services.compactor.ledger.note(b"conversation-1")
+    note = await services.compactor.ledger.note(b"conversation-1", ())
     assert note is not None and (note.billed, note.forwarded, note.read, note.written) == (
         12_500,
         10_000,
@@ -59,7 +60,7 @@ async def test_a_bill_teaches_the_conversation_and_its_group_and_another_groups_
     assert registry.get_sample_value("compact_hook_count_samples_total", learned) == 1
     # served by a fallback group: not what we counted for
     await bills.heard(success("plain", counted(10_000, b"conversation-2"), {"prompt_tokens": 30_000}))
-    assert await services.compactor.ledger.note(b"conversation-2") is None
+    assert await services.compactor.ledger.notes(b"conversation-2") == Notes()
     assert registry.get_sample_value("compact_hook_count_samples_total", learned) == 1
     # another tenant's request too small to tell: nothing is learned
     await bills.heard(success("agent", counted(200, b"conversation-3", "team:b"), {"prompt_tokens": 2_000}))
@@ -120,4 +121,4 @@ async def test_a_request_the_proxy_answered_itself_teaches_nothing(router: SpyRo
         )
         is None
     )
-    assert await services.compactor.ledger.note(b"conversation-1") is None
+    assert await services.compactor.ledger.notes(b"conversation-1") == Notes()

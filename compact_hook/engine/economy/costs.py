@@ -19,7 +19,6 @@ from compact_hook.core.counting import item_strings
 from compact_hook.core.economics import (
     PREPARE_TURNS,
     Economy,
-    Warmth,
     Way,
     change_pays,
     cheaper_way,
@@ -30,6 +29,7 @@ from compact_hook.core.economics import (
 )
 from compact_hook.core.fingerprint import Fingerprint
 from compact_hook.core.items import Role
+from compact_hook.core.notes import Warmth
 from compact_hook.core.partition import Partition
 from compact_hook.core.transcript import read_tokens
 from compact_hook.engine.run import Run

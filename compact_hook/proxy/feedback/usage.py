@@ -32,9 +32,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from compact_hook.core import evidence
-from compact_hook.core.calibration import Billed
-from compact_hook.core.economics import CacheNote, Heard
 from compact_hook.core.evidence import Earlier, trust_of
+from compact_hook.core.notes import CacheNote, Heard, Lineage, Notes
 from compact_hook.core.pricing import Usage
 from compact_hook.proxy import server
 from compact_hook.proxy.marks import is_internal_call
@@ -97,13 +96,15 @@ class Bills:
         its tenant's estimate; the metrics say what it was. A bill pinned at a server's context teaches
         the tenant that context as its window (``proxy.feedback.learned``)."""
         trust, ledger = trust_of(config), self.services.compactor.ledger
-        note = await ledger.note(report.conversation) if report.conversation else None
-        judged = evidence.judged(usage.input, report.forwarded, earlier_of(note), trust)
+        notes = await ledger.notes(report.conversation) if report.conversation else Notes()
+        earlier = earlier_of(notes.of(report.lineage.client), report.lineage)
+        judged = evidence.judged(usage.input, report.forwarded, earlier, trust)
         if report.conversation:
             heard = Heard(
                 usage.cache_read, usage.cache_write, usage.uncached, report.counted, judged.verdict.usable
             )
-            await ledger.heard(report.conversation, heard, config.cache_ttl_seconds, known=note)
+            keep = (config.cache_ttl_seconds, report.tenant)
+            await ledger.heard(report.conversation, heard, report.lineage, keep, known=notes)
         ttl = config.learned_window_ttl_seconds
         learned = await self.services.ratios.heard(report.group, report.tenant, judged, trust, ttl)
         self.services.metrics.count_sample(report.group, learned)
@@ -112,9 +113,9 @@ class Bills:
             await self.services.learned.learn(report.group, context, ttl, report.tenant)
 
 
-def earlier_of(note: CacheNote | None) -> Earlier:
-    """The conversation's previous response and its first, as its note keeps them."""
-    if note is None:
+def earlier_of(note: CacheNote | None, lineage: Lineage) -> Earlier:
+    """The conversation's earlier responses as its note keeps them, where what was billed last is a
+    prefix of what this request forwarded (else there is nothing to set its bill against)."""
+    if note is None or not note.sent.begins(lineage.sent):
         return Earlier()
-    first = Billed(note.first_billed, note.first_forwarded) if note.first_billed > 0 else None
-    return Earlier(Billed(note.billed, note.forwarded), first)
+    return Earlier(note.last, note.first, note.before)

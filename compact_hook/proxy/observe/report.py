@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from compact_hook.core.evidence import Forwarded
+from compact_hook.core.notes import Lineage
 from compact_hook.engine.result import CompactResult
 from compact_hook.proxy.answers.codex import CompactionAnswer
 from compact_hook.proxy.marks import METADATA_KEYS, metadata_of
@@ -76,6 +77,8 @@ class Report(dict[str, Any]):
     group: str = ""
     conversation: bytes = b""
     forwarded: Forwarded = Forwarded()
+    lineage: Lineage = Lineage()
+    """Where the request stands in its conversation (``core.notes``)."""
     compaction: CompactionAnswer | None = None
     """Our answer to Codex's compaction trigger, for the response hooks to deliver."""
     recall: Pending | None = None
@@ -98,6 +101,7 @@ class Report(dict[str, Any]):
         """This request was retried (``proxy.feedback.recovery``): its report is now the retry's."""
         self.update(retried, recovered=True)
         self.conversation, self.forwarded = retried.conversation, retried.forwarded  # ``recall`` stays
+        self.lineage = retried.lineage
 
     @property
     def counted(self) -> int:
@@ -124,7 +128,11 @@ def report_of(result: CompactResult, session_id: str, wire: str) -> Report:
         }
     )
     report.update(_when_known(result))
-    report.conversation, report.forwarded = result.conversation, result.forwarded
+    report.conversation, report.forwarded, report.lineage = (
+        result.conversation,
+        result.forwarded,
+        result.lineage,
+    )
     return report
 
 
