@@ -13,6 +13,9 @@ sees whether the hook's decisions and figures follow what is billed:
   nothing else;
 * ``media<N>``: as compact_hook counts, but each image or document N tokens (a provider billing media
   by their size, where we count a fixed estimate: ``media50`` is a 1×1 image);
+* ``dense<NNN>``: as compact_hook counts, but each entry holding ``DENSE`` ``NNN / 100`` times that
+  (a provider whose tokenizer differs from ours more on some content than on other: code against
+  prose, one conversation of a tenant against another);
 * ``ctok30`` / ``ctok47`` / ``ctok48``: as Claude counts, by ctok (an offline reconstruction of
   Claude's ``count_tokens``, exact on its held-out sets; family 3.0 is Claude 3 to Opus 4.6, 4.7 Opus
   4.7, 4.8 Opus 4.8, Sonnet 5 and Fable 5): each text's tokens, the request's frame once, 3 tokens a
@@ -24,7 +27,12 @@ And a model name can ask for usage that does not describe what was billed, as se
 point a proxy at report it (``reported``; the refusal of ``limit<N>`` still judges what is billed):
 
 * ``usage-tail``: only the input after the prefix the server holds from the model's previous request
-  (Ollama 0.30's llama-server backend: the newly evaluated tokens, its KV cache left out);
+  (Ollama 0.30's llama-server backend: the newly evaluated tokens, its KV cache left out): a cache
+  over everything before the new tail, system and tools included;
+* ``usage-msgtail``: the system prompt, instructions and tool definitions, and the messages after
+  the prefix of them the server holds from the model's previous request (a cache over the messages
+  only, reported without its reads: a gateway passing on Anthropic's ``input_tokens`` alone, with
+  breakpoints on the messages and none on system and tools);
 * ``usage-zero``: 0 when that prefix is there (older Ollama releases);
 * ``usage-cap<N>``: at most N (a server that truncates silently to an N-token context and reports
   what it kept: Ollama with a small ``num_ctx``);
@@ -59,8 +67,11 @@ its content."""
 MEMO_CHARS = 64 * 1024 * 1024
 
 _RATIO = re.compile(r"bill(\d{2,3})")
-_USAGE = re.compile(r"usage-(tail|zero|msgs|cap(\d+))")
+_USAGE = re.compile(r"usage-(tail|msgtail|zero|msgs|cap(\d+))")
 _MEDIA = re.compile(r"media(\d+)")
+_DENSE = re.compile(r"dense(\d{2,3})")
+DENSE = "[dense]"
+"""In an entry's text: a ``dense<NNN>`` model bills the entry ``NNN / 100`` times our count of it."""
 _CLAUDE = re.compile(r"ctok(30|47|48)")
 
 
@@ -128,13 +139,24 @@ def billing_for(model: str) -> Bill | None:
     if media is not None:
         each = int(media.group(1))
         return lambda surface, body, texts, tools: _ours(surface, body, media=each)
+    dense = _DENSE.search(model)
+    if dense is not None:
+        factor = int(dense.group(1)) / 100
+        return lambda surface, body, texts, tools: _ours(surface, body, dense=factor)
     return lambda surface, body, texts, tools: _ours(surface, body)
 
 
-def _ours(surface: str, body: dict[str, Any], messages_only: bool = False, media: int | None = None) -> int:
+def _ours(
+    surface: str,
+    body: dict[str, Any],
+    messages_only: bool = False,
+    media: int | None = None,
+    dense: float = 1.0,
+) -> int:
     """What compact_hook counts of the request: its own adapter and the tokenizer it picks by name
     (``messages_only``: its messages, system and developer ones and the rest it reads left out;
-    ``media``: each image or document billed that many tokens, not our fixed estimate)."""
+    ``media``: each image or document billed that many tokens, not our fixed estimate; ``dense``:
+    each entry holding ``DENSE`` billed that many times our count)."""
     from compact_hook.core.counting import item_strings, request_total
     from compact_hook.core.items import Role
     from compact_hook.state.tokenizers import counter_for, tokenizer_name_for_model
@@ -149,6 +171,10 @@ def _ours(surface: str, body: dict[str, Any], messages_only: bool = False, media
     counts = counter.count(parsed.prints(), lambda i: item_strings(parsed.item(i)))
     if media is not None:
         counts = [n + _media_difference(parsed.item(i), media) for i, n in enumerate(counts)]
+    if dense != 1.0:
+        counts = [
+            round(n * dense) if DENSE in json.dumps(parsed.entries[i]) else n for i, n in enumerate(counts)
+        ]
     if messages_only:
         kept = [n for i, n in enumerate(counts) if parsed.item(i).role is not Role.SYSTEM]
         return request_total(0, kept)
@@ -207,7 +233,7 @@ def lies(model: str) -> bool:
 
 def reported(surface: str, body: dict[str, Any], texts: list[str], billed: int) -> int:
     """The input a request's usage reports, billed ``billed``: as billed, or as the model's name asks
-    (``usage-tail``, ``usage-zero``, ``usage-cap<N>``, ``usage-msgs``)."""
+    (``usage-tail``, ``usage-msgtail``, ``usage-zero``, ``usage-cap<N>``, ``usage-msgs``)."""
     found = _USAGE.search(str(body.get("model", "")))
     if found is None:
         return billed
@@ -216,10 +242,34 @@ def reported(surface: str, body: dict[str, Any], texts: list[str], billed: int) 
         return min(billed, int(found.group(2)))
     if mode == "msgs":
         return _ours(surface, body, messages_only=True)
+    if mode == "msgtail":
+        held = SERVER_PREFIX.held(f"{body.get('model')}#messages", _message_texts(surface, body))
+        return max(1, billed - round(held * _ours(surface, body, messages_only=True)))
     held = SERVER_PREFIX.held(str(body.get("model", "")), texts)
     if mode == "zero":
         return 0 if held > 0 else billed
     return max(1, round(billed * (1 - held)))
+
+
+def _message_texts(surface: str, body: dict[str, Any]) -> list[str]:
+    """The request's conversation entries as JSON, system and developer ones left out: what a cache
+    over the messages only holds."""
+    key = {"chat": "messages", "messages": "messages", "responses": "input", "google": "contents"}[surface]
+    entries = body.get(key)
+    if not isinstance(entries, list):
+        return [str(entries or "")]
+    kept = (e for e in entries if not (isinstance(e, dict) and e.get("role") in ("system", "developer")))
+    return [json.dumps(_unmarked(entry), sort_keys=True) for entry in kept]
+
+
+def _unmarked(value: Any) -> Any:
+    """``value`` without its prompt-cache breakpoints (Claude Code moves one every turn: a cache is
+    not broken by where the client marks it)."""
+    if isinstance(value, dict):
+        return {key: _unmarked(item) for key, item in value.items() if key != "cache_control"}
+    if isinstance(value, list):
+        return [_unmarked(item) for item in value]
+    return value
 
 
 def scaled_cache(result: Any, billed: int) -> Any:

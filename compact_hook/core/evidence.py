@@ -61,6 +61,12 @@ cannot have counted it."""
 FIXED_KEPT = 0.25
 """A conversation's growth that leaves less than this share of its fixed part billed (the bill's
 intercept against our count) was billed without it."""
+CEILING_ROOM = 0.25
+"""A server's context read from pinned bills must leave the conversation at least this share of the
+room the configured window leaves it (beside the fixed part and the reply's reserve). Less, and every
+compaction to it lands over the trigger — the summary and the newest turns alone fill it: read so, a
+bill of the fixed part plus what was new (a cache over the messages, left out) had Claude Code
+summarized on 26 of 31 turns. Such bills are read as the cache left out."""
 VARIES = 64
 """Two turns that grew by amounts this far apart (our tokens) tell a ceiling (the same bill whatever
 was new) from a left-out cache (a bill of what was new, which moves with it)."""
@@ -243,11 +249,14 @@ def _a_ceiling(billed: int, forwarded: Forwarded, earlier: Earlier, trust: Trust
     """A pinned bill read as a server's context (which loses the head: a window to compact under)
     rather than as a cache left out (the fixed part, or nothing, plus what was new): where the two
     cannot be told apart, the reading that compacts more — but never a context that leaves the
-    conversation no room beside the fixed part (``core.limits``: such a window would not be used,
-    and the cache reading sets the usage aside instead), and not where the bill moved with what was
-    new while the turns' growth differed (``VARIES``): a ceiling bills the same whatever was new."""
+    conversation too little room beside the fixed part to compact into (``CEILING_ROOM``; the cache
+    reading sets the usage aside instead), and not where the bill moved with what was new while the
+    turns' growth differed (``VARIES``): a ceiling bills the same whatever was new."""
     fixed = trust.prior * forwarded.fixed
-    if billed - fixed < least_room(forwarded.window, forwarded.reserve, round(fixed)):
+    room = (forwarded.window or 0) - forwarded.reserve - fixed
+    if billed - fixed < max(
+        least_room(forwarded.window, forwarded.reserve, round(fixed)), CEILING_ROOM * room
+    ):
         return False
     previous, before = earlier.previous, earlier.before
     if previous is None or before is None:

@@ -15,7 +15,8 @@ from compact_hook.engine.run import ProcessMemory
 from compact_hook.engine.summary.once import Leases
 from compact_hook.proxy import server
 from compact_hook.proxy.answers.codex import Mementos
-from compact_hook.proxy.feedback.learned import LearnedRatios, LearnedWindows
+from compact_hook.proxy.feedback.ratios import LearnedRatios
+from compact_hook.proxy.feedback.windows import LearnedWindows
 from compact_hook.proxy.lifecycle.shutdown import on_shutdown, shutting_down
 from compact_hook.proxy.observe.metrics import Metrics
 from compact_hook.proxy.recall.offer import RecallBudget

@@ -29,6 +29,7 @@ from typing import Any, Protocol
 
 from compact_hook.core.fingerprint import combine, fingerprint
 from compact_hook.core.outcomes import Removal, Summarizer
+from compact_hook.core.tenancy import tenant_tag
 
 logger = logging.getLogger(__name__)
 
@@ -97,7 +98,7 @@ def conversation_session_id(entries: Sequence[Any]) -> str:
 
 def tenant_folder(tenant: str) -> str:
     """A tenant's own folder under the archive root: a hash, so no key or team id shows on disk."""
-    return "t-" + combine([tenant.encode("utf-8", "surrogatepass")]).hex()[:16]
+    return "t-" + tenant_tag(tenant)
 
 
 def safe_session_name(session_id: str) -> str:

@@ -18,10 +18,11 @@ keys expire with the tenant's newest record. The number of tenants is not bounde
 
 from __future__ import annotations
 
-import hashlib
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from typing import Any
+
+from compact_hook.core.tenancy import tenant_tag
 
 RECORD_OVERHEAD = 256
 """What a record costs beyond its text (its key, expiry and place in its tenant's account): a
@@ -60,11 +61,6 @@ def fits(value: str, tenant: str | None, quota: int, largest: int) -> bool:
     """Whether a store may keep the record at all: at most ``largest`` characters, and, for a
     tenant, within its quota alone."""
     return len(value) <= largest and (tenant is None or charge(value) <= quota)
-
-
-def tenant_tag(tenant: str) -> str:
-    """A tenant's Redis hash tag: short, fixed length, and no key or team name in Redis's keys."""
-    return hashlib.blake2b(tenant.encode("utf-8", "surrogatepass"), digest_size=8).hexdigest()
 
 
 class TenantLedger:

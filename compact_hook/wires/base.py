@@ -16,8 +16,6 @@ from __future__ import annotations
 
 import copy
 import dataclasses
-import functools
-import hashlib
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, overload
@@ -29,6 +27,7 @@ from compact_hook.core.counting import Strings, item_strings
 from compact_hook.core.fingerprint import Fingerprint, fingerprint
 from compact_hook.core.items import Builder, Item, Known, Placement, Role
 from compact_hook.core.outcomes import Reason
+from compact_hook.core.tenancy import tenant_seed
 
 
 class WireFormat(Builder, Protocol):
@@ -211,13 +210,6 @@ def _copy(raw: Any) -> Any:
         return orjson.loads(orjson.dumps(raw))
     except (orjson.JSONEncodeError, TypeError):  # built from an entry JSON cannot hold
         return copy.deepcopy(raw)
-
-
-@functools.lru_cache(maxsize=4096)
-def tenant_seed(tenant: str) -> int:
-    """What a tenant's fingerprints are mixed with (worked out once per tenant: every request asks)."""
-    digest = hashlib.blake2b(tenant.encode("utf-8", "surrogatepass"), digest_size=8).digest()
-    return int.from_bytes(digest, "big") & ~0xF  # low bits stay the formats'
 
 
 class LazyItems(Sequence[Item]):

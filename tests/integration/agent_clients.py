@@ -172,6 +172,8 @@ class AgentClient:
     bridged: Wire | None = None
     """The wire the provider gets, when LiteLLM bridges the client's to another (a chat-only or an
     Anthropic deployment serving a Responses client)."""
+    env: tuple[tuple[str, str], ...] = ()
+    """What its users set in its environment besides pointing it at the proxy."""
 
     @property
     def upstream_wire(self) -> Wire:
@@ -407,6 +409,18 @@ CLAUDE_CODE = AgentClient(
     reserve=32_000,
     launch=Launch(_claude_code),
 )
+CLAUDE_CODE_24K = dataclasses.replace(
+    CLAUDE_CODE,
+    name="Claude Code, 24K",
+    group="cc-24k",
+    upstream_model=f"claude-fable-5-1-standin-strict-script{TOOL_TURNS}-24k",
+    summary_model="standin-summarizer-cc-24k",
+    window=24_000,
+    reserve=4_000,
+    env=(("CLAUDE_CODE_MAX_OUTPUT_TOKENS", "4000"),),
+)
+"""Claude Code asking for a 4,000-token reply in a 24,000-token window: its ~9,400 tokens of system
+and tools are then a large share of what the window holds (issue 60's run)."""
 CODEX = AgentClient(
     name="Codex CLI",
     package="@openai/codex",
@@ -528,11 +542,12 @@ CLIENTS = (CLAUDE_CODE, CODEX, CODEX_BUILTIN, GEMINI_CLI, QWEN_CODE, OPENCODE, P
 built-in one (Codex compacts remotely, we serve it)."""
 CODEX_COMPACTING = (CODEX_BUILTIN, CODEX_V2)
 
-USAGE_MODES = ("tail", "zero", "cap", "msgs")
+USAGE_MODES = ("tail", "msgtail", "zero", "cap", "msgs")
 """Usage as servers LiteLLM users point a proxy at report it (``tools/billing.py``, ``usage-<mode>``):
-only the input after the prefix the server holds (Ollama 0.30), 0 when it holds one (older Ollama),
-at most the server's context while it truncates the rest silently (a small ``num_ctx``), the
-messages only (gateways)."""
+only the input after the prefix the server holds (Ollama 0.30: a cache over everything before the
+new tail), the system prompt and tools and the messages after the prefix of them it holds (a cache
+over the messages only), 0 when it holds one (older Ollama), at most the server's context while it
+truncates the rest silently (a small ``num_ctx``), the messages only (gateways)."""
 SERVER_CONTEXT = 0.5
 """``cap``: where the server's context lies between the CLI's first request and the window."""
 CAPTURES = REPO_ROOT / "tests" / "data" / "clients"
@@ -622,6 +637,7 @@ def run_client(client: AgentClient, base_url: str, key: str) -> Completed:
         env = {k: v for k, v in os.environ.items() if not k.startswith(AMBIENT)}
         env.update({"HOME": str(home), "NO_PROXY": "127.0.0.1,localhost", "no_proxy": "127.0.0.1,localhost"})
         env["PWD"] = str(work)  # opencode takes its project folder from PWD, not from its working directory
+        env.update(client.env)
         command = client.launch.command(client, home, env, base_url, key)
         started = time.monotonic()
         done = subprocess.run(
@@ -863,7 +879,13 @@ def problems(facts: ClientFacts) -> list[str]:
     return found
 
 
-SET_ASIDE = {"tail": "cached_left_out", "zero": "missing", "cap": "capped", "msgs": "fixed_left_out"}
+SET_ASIDE = {
+    "tail": "cached_left_out",
+    "msgtail": "cached_left_out",
+    "zero": "missing",
+    "cap": "capped",
+    "msgs": "fixed_left_out",
+}
 """What each lying mode's usage must be said to be (as well as, for some of its responses, others)."""
 TRUNCATED_AT_MOST = 2
 """``cap``: requests the server may cut before its context is learned (the second one past it shows

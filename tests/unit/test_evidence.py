@@ -1,5 +1,5 @@
 """What a response's usage is worth (``core/evidence.py``) and what it teaches a tenant and a group
-(``proxy/feedback/learned.py``): usage that cannot describe the prompt is set aside, what is learned lowers a
+(``proxy/feedback/ratios.py``): usage that cannot describe the prompt is set aside, what is learned lowers a
 count only down to the floor, and no tenant moves another's count."""
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from compact_hook.core.evidence import (
     judged,
 )
 from compact_hook.core.failures import is_context_error
-from compact_hook.proxy.feedback.learned import GROUP_CEILING, LearnedRatios
+from compact_hook.proxy.feedback.ratios import GROUP_CEILING, LearnedRatios
 from compact_hook.state.store import MemoryStore
 
 TRUST = Trust(1.0, 0.75)
@@ -184,7 +184,7 @@ async def test_a_tenants_estimate_counts_its_requests_and_the_groups_median_coun
     store = MemoryStore(100, 60)
     one = LearnedRatios(store)
     assert await one.ratio("agent", "team:a", TRUST) == CountRatio(1.0)
-    with caplog.at_level(logging.WARNING, "compact_hook.proxy.feedback.learned"):
+    with caplog.at_level(logging.WARNING, "compact_hook.proxy.feedback.ratios"):
         await teach(one, "team:a", 1.52)
     assert "counts 1.520 tokens per one of ours (was 1.000" in caplog.text
     assert await one.ratio("agent", "team:a", TRUST) == CountRatio(
@@ -225,7 +225,7 @@ async def test_usage_set_aside_comes_back_only_when_it_grows_with_what_we_forwar
     ratios = LearnedRatios(MemoryStore(100, 60))
     await teach(ratios, "team:a", 0.9)
     capped = judged(20_000, Forwarded(24_000), Earlier(Billed(20_000, 22_000)), TRUST)
-    with caplog.at_level(logging.WARNING, "compact_hook.proxy.feedback.learned"):
+    with caplog.at_level(logging.WARNING, "compact_hook.proxy.feedback.ratios"):
         learned = await ratios.heard("agent", "team:a", capped, TRUST, 60)
         await ratios.heard("agent", "team:a", capped, TRUST, 60)
     assert (

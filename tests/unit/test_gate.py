@@ -11,6 +11,7 @@ from prometheus_client import CollectorRegistry
 
 from compact_hook.proxy.answers.compact import ANSWERED
 from compact_hook.proxy.feedback.recovery import RETRY_KEY
+from compact_hook.proxy.feedback.windows import Taught
 from compact_hook.proxy.observe.metrics import Metrics
 from compact_hook.proxy.observe.report import report_in
 from compact_hook.proxy.observe.telemetry import Telemetry
@@ -156,7 +157,7 @@ async def test_a_window_a_provider_taught_is_the_window_of_the_next_requests(
     before = report_in(untaught)
     assert before is not None and before["compacted"] is False  # under the 20K window's trigger
     window = before["tokens_before"] * 4 // 5
-    await the_gate.services.learned.learn("agent", window, 60)
+    await the_gate.services.learned.learn("agent", window, 60, "team:any", Taught.STATED)
     taught = request(messages=turns(8, 200))
     await the_gate.handle(Key(), taught, "acompletion")
     after = report_in(taught)

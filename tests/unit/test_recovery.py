@@ -14,8 +14,8 @@ from compact_hook.core.outcomes import CacheStatus, Mode, Reason
 from compact_hook.engine import Compactor, CompactRequest
 from compact_hook.engine.library import parse_chat
 from compact_hook.engine.summary.breaker import Breaker, Circuit
-from compact_hook.proxy.feedback.learned import LearnedWindows
 from compact_hook.proxy.feedback.recovery import is_retry
+from compact_hook.proxy.feedback.windows import LearnedWindows, Taught
 from compact_hook.proxy.marks import INTERNAL_TOKEN, RETRY_KEY
 from compact_hook.proxy.request.control import Control, control_of, with_command
 from compact_hook.proxy.request.gate import attach_fallbacks
@@ -85,8 +85,8 @@ async def test_a_learned_window_is_shared_through_the_store_and_only_ever_shrink
     store = MemoryStore(100, 60)
     one, other = LearnedWindows(store), LearnedWindows(store)
     assert await one.get("agent", "team:a") is None
-    assert await one.learn("agent", 9000, 60) == 9000
-    assert await one.learn("agent", 12000, 60) == 9000
+    assert await one.learn("agent", 9000, 60, "team:a", Taught.STATED) == 9000
+    assert await one.learn("agent", 12000, 60, "team:a", Taught.STATED) == 9000
     assert await other.get("agent", "team:b") == 9000  # another replica (no memo yet) reads it from the store
 
 
@@ -95,11 +95,11 @@ async def test_a_window_guessed_from_what_was_sent_serves_only_the_tenant_whose_
     must not cut every tenant's window."""
     store = MemoryStore(100, 60)
     windows = LearnedWindows(store)
-    assert await windows.learn("agent", 6000, 60, tenant="team:a") == 6000
+    assert await windows.learn("agent", 6000, 60, "team:a", Taught.GUESSED) == 6000
     assert await windows.get("agent", "team:a") == 6000
     assert await LearnedWindows(store).get("agent", "team:a") == 6000  # replicas share it
     assert await windows.get("agent", "team:b") is None
-    await windows.learn("agent", 9000, 60)  # a stated limit: the group's
+    await windows.learn("agent", 9000, 60, "team:a", Taught.STATED)  # a stated limit: the group's
     assert (await windows.get("agent", "team:a"), await windows.get("agent", "team:b")) == (6000, 9000)
 
 

@@ -122,3 +122,18 @@ async def test_a_request_the_proxy_answered_itself_teaches_nothing(router: SpyRo
         is None
     )
     assert await services.compactor.ledger.notes(b"conversation-1") == Notes()
+
+
+async def test_a_ceiling_a_later_bill_under_it_refutes_is_forgotten(router: SpyRouter) -> None:
+    """Bills pinned at 12,000 read as a server's context (the reading that compacts more). A server
+    truncating to it bills all of a request that fits it; a later bill of 5,000 for a request we count
+    12,000 is a cache left out, not a ceiling: the window taken from it goes."""
+    services = Services(CompactConfig(context_window=20_000), ProcessConfig(), Metrics(CollectorRegistry()))
+    bills = Bills(services)
+    for ours, billed in ((11_000, 11_000), (14_000, 12_000), (17_000, 12_000), (12_000, 5_000)):
+        report = counted(ours, b"conversation-9")
+        report.forwarded = Forwarded(ours, 3_000, reserve=1_000)
+        await bills.heard(success("agent", report, {"prompt_tokens": billed}))
+        if ours == 17_000:
+            assert await services.learned.get("agent", "team:a") == 13_000
+    assert await services.learned.get("agent", "team:a") is None

@@ -14,7 +14,6 @@ failures per cooldown, which is still bounded).
 from __future__ import annotations
 
 import enum
-import hashlib
 import json
 import logging
 import time
@@ -22,6 +21,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from compact_hook.core.failures import SummaryFailure
+from compact_hook.core.tenancy import tenant_scoped
 from compact_hook.engine.result import CompactRequest
 from compact_hook.settings.model import CompactConfig
 from compact_hook.state.store import CompactionStore
@@ -82,7 +82,7 @@ class Breaker:
     @staticmethod
     def key(summary_model: str, tenant: str) -> bytes:
         """The breaker a request's summaries go through: its summary model's, for its tenant."""
-        return NOTE_PREFIX + hashlib.sha256(f"{summary_model}\n{tenant}".encode()).digest()[:16]
+        return NOTE_PREFIX + tenant_scoped(tenant, f"breaker\n{summary_model}")
 
     async def gate(self, key: bytes, config: CompactConfig) -> Circuit:
         state = await self._state(key)

@@ -24,7 +24,6 @@ handle the store no longer holds becomes a short notice, and is reported.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 import secrets
@@ -33,6 +32,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from compact_hook.core.items import Role
+from compact_hook.core.tenancy import tenant_scoped
 from compact_hook.engine.result import CompactResult
 from compact_hook.settings.model import CompactConfig, revised
 from compact_hook.state.store import MAX_RECORD_CHARS, CompactionStore
@@ -188,4 +188,4 @@ def memento_of(result: CompactResult, wire: WireFormat) -> list[Any]:
 
 
 def _key(tenant: str, handle: str) -> bytes:
-    return hashlib.blake2b(f"{tenant}\0{handle}".encode("utf-8", "surrogatepass"), digest_size=16).digest()
+    return tenant_scoped(tenant, handle)

@@ -10,8 +10,8 @@ the mark rides in ``fallbacks`` and a retry of any other error re-raises that er
 
 A refusal teaches two things. Where the error says what the provider counted ("prompt is too
 long: 52000 tokens > 40000 maximum"), its count over ours is this very request's ratio: the retry is
-counted at it, and the model group learns it (``proxy.feedback.learned.LearnedRatios``). A limit below the
-configured window is remembered per model group (``proxy.feedback.learned.LearnedWindows``), and later
+counted at it, and the model group learns it (``proxy.feedback.ratios.LearnedRatios``). A limit below the
+configured window is remembered per model group (``proxy.feedback.windows.LearnedWindows``), and later
 requests to the group use it as their window.
 """
 
@@ -31,6 +31,7 @@ from compact_hook.core.evidence import Earlier, trust_of
 from compact_hook.core.failures import Overflow, is_context_error
 from compact_hook.core.outcomes import Mode
 from compact_hook.proxy import server
+from compact_hook.proxy.feedback.windows import Taught
 from compact_hook.proxy.lifecycle.logs import for_model_group
 from compact_hook.proxy.marks import INTERNAL_TOKEN, RETRY_KEY, metadata_of
 from compact_hook.proxy.observe.report import record_savings, report_in, report_of
@@ -183,7 +184,8 @@ class Recovery:
             return Refusal(config.context_window, ratio)  # the window was right: the count was not
         stated = overflow.limit is not None
         ttl = config.learned_window_ttl_seconds
-        learned = await self.services.learned.learn(group, window, ttl, None if stated else report.tenant)
+        taught = Taught.STATED if stated else Taught.GUESSED
+        learned = await self.services.learned.learn(group, window, ttl, report.tenant, taught)
         self._say_below_floor(group, learned, config)
         return Refusal(learned, ratio)
 

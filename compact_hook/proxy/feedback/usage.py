@@ -10,7 +10,7 @@ forwarded. The two teach:
 
 - the conversation (``engine.economy.prompt_cache``): its prompt cache, for cost-aware timing, and what its
   next request is counted at (the billed input over our count);
-- the tenant's estimate in its model group (``proxy.feedback.learned.LearnedRatios``): what a conversation's
+- the tenant's estimate in its model group (``proxy.feedback.ratios.LearnedRatios``): what a conversation's
   first requests are counted at, and the ``compact_hook_count_ratio`` metrics.
 
 Only a response from the group we counted for teaches (a fallback to another group was not what
@@ -32,10 +32,11 @@ from collections.abc import Mapping
 from typing import Any
 
 from compact_hook.core import evidence
-from compact_hook.core.evidence import Earlier, trust_of
+from compact_hook.core.evidence import Earlier, Judged, trust_of
 from compact_hook.core.notes import CacheNote, Heard, Lineage, Notes
 from compact_hook.core.pricing import Usage
 from compact_hook.proxy import server
+from compact_hook.proxy.feedback.windows import Taught
 from compact_hook.proxy.marks import is_internal_call
 from compact_hook.proxy.observe.report import ANSWERED, Report, report_in
 from compact_hook.proxy.request.caller import group_of
@@ -94,7 +95,7 @@ class Bills:
         """The response's usage judged against what we forwarded and the conversation's previous
         response (``core.evidence``), kept with the conversation's prompt-cache report, and taught to
         its tenant's estimate; the metrics say what it was. A bill pinned at a server's context teaches
-        the tenant that context as its window (``proxy.feedback.learned``)."""
+        the tenant that context as its window (``proxy.feedback.windows``)."""
         trust, ledger = trust_of(config), self.services.compactor.ledger
         notes = await ledger.notes(report.conversation) if report.conversation else Notes()
         earlier = earlier_of(notes.of(report.lineage.client), report.lineage)
@@ -108,9 +109,17 @@ class Bills:
         ttl = config.learned_window_ttl_seconds
         learned = await self.services.ratios.heard(report.group, report.tenant, judged, trust, ttl)
         self.services.metrics.count_sample(report.group, learned)
-        context = judged.context  # a server truncating to a smaller context: the tenant's window
-        if context is not None and config.recover and context < (config.context_window or context + 1):
-            await self.services.learned.learn(report.group, context, ttl, report.tenant)
+        if config.recover:
+            await self._window(report, judged, config)
+
+    async def _window(self, report: Report, judged: Judged, config: CompactConfig) -> None:
+        """A server truncating to a smaller context: its context is the tenant's window; a later bill
+        under it that cannot have been truncated refutes it (``proxy.feedback.windows``)."""
+        windows, ttl, context = self.services.learned, config.learned_window_ttl_seconds, judged.context
+        if context is not None and context < (config.context_window or context + 1):
+            await windows.learn(report.group, context, ttl, report.tenant, Taught.CEILING)
+        elif judged.verdict.sets_aside:
+            await windows.refuted(report.group, report.tenant, judged, ttl)
 
 
 def earlier_of(note: CacheNote | None, lineage: Lineage) -> Earlier:

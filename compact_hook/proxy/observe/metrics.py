@@ -141,7 +141,7 @@ class Metrics:
         self.recall_bytes = counter("recall_bytes", "Bytes the recall answers gave back to the model")
 
     def _counts_against_ours(self, registry: CollectorRegistry) -> None:
-        """How the providers' counts compare with ours, per model group (``proxy.feedback.learned``)."""
+        """How the providers' counts compare with ours, per model group (``proxy.feedback.ratios``)."""
         self.count_ratio = Gauge(
             f"{PREFIX}_count_ratio",
             "The provider's input tokens per token we count, per model group (its estimate from usage)",
@@ -259,7 +259,7 @@ class Metrics:
 
     def count_sample(self, model_group: str, learned: Learned) -> None:
         """One response's usage against our count: what it was (``core.evidence.Verdict``), and the
-        group's estimate after it (``proxy.feedback.learned``)."""
+        group's estimate after it (``proxy.feedback.ratios``)."""
         group = self.group(model_group)
         self._of(self.count_samples, group, learned.verdict.value).inc()
         if learned.group_ratio is not None:

@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import dataclasses
 import enum
-import hashlib
 import logging
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -38,6 +37,7 @@ from typing import Any
 
 from compact_hook.core.pairing import pair
 from compact_hook.core.recall import Originals, tool_name
+from compact_hook.core.tenancy import tenant_scoped
 from compact_hook.core.truncate import BYTES_PER_TOKEN, Truncating, truncate_text
 from compact_hook.engine.result import CompactResult
 from compact_hook.settings.model import CompactConfig
@@ -217,8 +217,7 @@ class RecallBudget:
 
     @classmethod
     def of(cls, store: CompactionStore, tenant: str, session: str, limit: int, ttl: float) -> RecallBudget:
-        named = hashlib.blake2b(f"{tenant}\x00{session}".encode("utf-8", "surrogatepass"), digest_size=16)
-        return cls(store, PREFIX + named.digest(), limit, ttl)
+        return cls(store, PREFIX + tenant_scoped(tenant, session), limit, ttl)
 
     async def left(self) -> int:
         """The bytes the conversation's answers may still give back (the whole limit if the store

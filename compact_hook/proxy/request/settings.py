@@ -3,7 +3,7 @@
 The pre-call path and the retry after a provider's "too long" (``proxy.feedback.recovery``) must compact
 under the same settings: the model group's, the key's and team's overrides (``Control``), a
 window a provider taught us, the model's and summary model's prices, and how the group's provider
-counts against us (``proxy.feedback.learned``). Both resolve them here, so a retry cannot drift from its
+counts against us (``proxy.feedback.ratios``). Both resolve them here, so a retry cannot drift from its
 first attempt.
 """
 

@@ -1,14 +1,7 @@
-"""What providers teach us per model group and tenant: a real window, and how its count compares with ours.
+"""How a model group's provider counts against us, per tenant: evidence, not truth.
 
-What is learned here reaches every tenant of a group and every replica, so it is evidence, not truth:
-
-- **Windows.** A provider's "too long" is parsed for its limit (each provider words it its own
-  way). A limit the error states, below the configured window, is remembered for the model group;
-  a shrink with no stated limit (our guess from what was sent) only for the tenant whose request it
-  was (a throttle worded like "too many tokens" must never cut another tenant's window). Both for
-  ``learned_window_ttl_seconds``, in the store (replicas share them), and read never below
-  ``learned_window_floor`` of the configured window (``proxy.request.settings``).
-- **Count ratios.** Every response's usage is judged (``core.evidence``) and, where it describes the
+What is learned here reaches every tenant of a group and every replica (the windows providers teach:
+``proxy.feedback.windows``). Every response's usage is judged (``core.evidence``) and, where it describes the
   prompt, teaches the estimate of the tenant that sent it (``core.calibration.RatioStats``); where it
   does not, that tenant's usage is set aside — its counts fall back to the prior, said once per group
   and reason — until a response grows with what we forward again. A conversation's first requests
@@ -23,8 +16,6 @@ What is learned here reaches every tenant of a group and every replica, so it is
 from __future__ import annotations
 
 import dataclasses
-import functools
-import hashlib
 import logging
 import math
 import time
@@ -34,12 +25,12 @@ from dataclasses import dataclass
 
 from compact_hook.core.calibration import MIN_SAMPLES, CountRatio, RatioSource, RatioStats
 from compact_hook.core.evidence import Judged, Learned, Trust, Verdict
+from compact_hook.core.tenancy import tenant_tag
 from compact_hook.engine.notices import Notices
 from compact_hook.state.store import CompactionStore
 
 logger = logging.getLogger(__name__)
 
-NOTE_PREFIX = b"window:"
 RATIO_PREFIX = b"ratios:"
 REFRESH_SECONDS = 5.0
 """How long a replica reads what the store says before asking it again."""
@@ -54,69 +45,6 @@ LOCAL_TENANTS = 1_024
 GROUP_CEILING = 2.0
 """The group's median is kept under this many times the prior: other tenants' estimates raise a new
 tenant's first count only so far (its own responses then count it)."""
-
-
-@functools.lru_cache(maxsize=LOCAL_TENANTS)
-def tenant_key(tenant: str) -> str:
-    """A tenant's name as the store keeps it: a hash, never a key (worked out once per tenant)."""
-    return hashlib.blake2b(tenant.encode("utf-8", "surrogatepass"), digest_size=8).hexdigest()
-
-
-class LearnedWindows:
-    """Per model group (a stated limit) and per tenant in it (an unstated shrink), the window a
-    provider taught us; read through a short in-process memo."""
-
-    def __init__(self, store: CompactionStore | None) -> None:
-        self.store = store
-        self._memo: OrderedDict[bytes, tuple[float, int | None]] = OrderedDict()
-
-    async def get(self, group: str, tenant: str) -> int | None:
-        """The smaller of the group's learned window and the tenant's own, if any."""
-        found = [await self._read(key) for key in (_window_key(group, None), _window_key(group, tenant))]
-        known = [window for window in found if window is not None]
-        return min(known) if known else None
-
-    async def learn(self, group: str, window: int, ttl: float, tenant: str | None = None) -> int:
-        """Remember ``window`` (or a smaller one already known) for ``ttl`` seconds: for the group
-        (``tenant`` None: the provider stated it), else for the tenant only (our guess from what was
-        sent, or a bill pinned at a server's context)."""
-        key = _window_key(group, tenant)
-        known = await self._read(key)
-        if known is not None and known <= window:
-            return known
-        self._remember(key, window)
-        if self.store is not None:
-            await self.store.set_note(key, str(window), ttl)
-        logger.warning(
-            "compact_hook: model %r: window now %d tokens%s",
-            group,
-            window,
-            " (the provider stated its limit)"
-            if tenant is None
-            else " for that key or team (guessed: no limit stated)",
-        )
-        return window
-
-    async def _read(self, key: bytes) -> int | None:
-        found = self._memo.get(key)
-        if found is not None and time.monotonic() - found[0] < REFRESH_SECONDS:
-            return found[1]
-        note = await self.store.get_note(key) if self.store is not None else None
-        window = int(note) if note is not None and note.isdigit() else None
-        self._remember(key, window)
-        return window
-
-    def _remember(self, key: bytes, window: int | None) -> None:
-        self._memo[key] = (time.monotonic(), window)
-        self._memo.move_to_end(key)
-        while len(self._memo) > LOCAL_TENANTS:
-            self._memo.popitem(last=False)
-
-
-@functools.lru_cache(maxsize=LOCAL_TENANTS)
-def _window_key(group: str, tenant: str | None) -> bytes:
-    scope = group if tenant is None else f"{group}\n{tenant_key(tenant)}"
-    return NOTE_PREFIX + scope.encode("utf-8", "surrogatepass")
 
 
 @dataclass(frozen=True, slots=True)
@@ -171,7 +99,7 @@ class LearnedRatios:
     async def ratio(self, group: str, tenant: str, trust: Trust) -> CountRatio:
         """How a request of ``tenant`` is counted before its conversation has its own bills: the
         tenant's estimate, else the group's median, else the prior; a tenant set aside, the prior."""
-        own = await self._known(group, tenant_key(tenant))
+        own = await self._known(group, tenant_tag(tenant))
         if own is not None and own.aside is not None:
             return CountRatio(trust.prior)
         if own is not None and own.stats.samples > 0:
@@ -184,7 +112,7 @@ class LearnedRatios:
 
     async def heard(self, group: str, tenant: str, judged: Judged, trust: Trust, ttl: float) -> Learned:
         """One judged response (``core.evidence.judged``) into its tenant's estimate."""
-        key = tenant_key(tenant)
+        key = tenant_tag(tenant)
         known = await self._known(group, key) or TenantCount()
         verdict = judged.verdict
         if verdict.sets_aside:
