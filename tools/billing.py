@@ -244,7 +244,8 @@ def reported(surface: str, body: dict[str, Any], texts: list[str], billed: int) 
         return _ours(surface, body, messages_only=True)
     if mode == "msgtail":
         held = SERVER_PREFIX.held(f"{body.get('model')}#messages", _message_texts(surface, body))
-        return max(1, billed - round(held * _ours(surface, body, messages_only=True)))
+        messages, whole = _ours(surface, body, messages_only=True), _ours(surface, body)
+        return max(1, billed - round(held * messages * billed / max(1, whole)))  # in what is billed
     held = SERVER_PREFIX.held(str(body.get("model", "")), texts)
     if mode == "zero":
         return 0 if held > 0 else billed

@@ -118,8 +118,9 @@ class Forwarded:
 
     counted: int = 0
     fixed: int = 0
-    """Of it, what the model reads besides the entries: tool definitions, an Anthropic ``system``,
-    Responses ``instructions``, schemas."""
+    """Of it, what stays the same turn after turn: what the model reads besides the entries (tool
+    definitions, an Anthropic ``system``, Responses ``instructions``, schemas) and the leading system
+    and developer entries (Codex's AGENTS.md and permissions)."""
     estimated: bool = False
     """It holds content we count at a fixed estimate (media, documents, server-side tools' results)."""
     reserve: int = 0
@@ -185,7 +186,7 @@ class Judged:
         """What was seen, in words for an operator."""
         said = f"billed {self.billed:,} input tokens for a request we count {self.forwarded.counted:,}"
         if self.forwarded.fixed:
-            said += f" ({self.forwarded.fixed:,} of them system and tools)"
+            said += f" ({self.forwarded.fixed:,} of them system, tools and leading instructions)"
         previous = self.earlier.previous
         if previous is not None:
             said += f"; its conversation's previous: {previous.billed:,} for {previous.counted:,}"
@@ -233,6 +234,8 @@ def _step(billed: int, forwarded: Forwarded, earlier: Earlier, trust: Trust) -> 
         return None
     grown, grew = forwarded.counted - previous.counted, billed - previous.billed
     below = billed < trust.lowest * forwarded.counted
+    if grown >= MIN_STEP and below and billed - trust.prior * forwarded.fixed <= TAIL * trust.prior * grown:
+        return Verdict.CACHED_LEFT_OUT  # the fixed part plus about what was new: the messages' cache left out
     pinned = grown >= PIN_STEP and abs(grew) <= PIN_EXACT and billed < trust.prior * forwarded.counted
     if not pinned and grown >= MIN_STEP:
         pinned = abs(grew) <= PINNED * billed and (below or grew < STALL * trust.lowest * grown)

@@ -149,7 +149,8 @@ def _stats(run: Run, entries: Sequence[object], after: int) -> CompactStats:
 def forwarded(run: Run, counted: int) -> Forwarded:
     """Our count of what is forwarded, as its usage is judged (``core.evidence``)."""
     reserve = run.request.conversation.reserve or 0
-    return Forwarded(counted, run.context_tokens, run.estimated, reserve, run.config.context_window)
+    fixed = run.context_tokens + sum(run.counts[: run.root_span - 1])  # the head: never changed
+    return Forwarded(counted, fixed, run.estimated, reserve, run.config.context_window)
 
 
 def watched(run: Run) -> bytes:

@@ -174,6 +174,9 @@ class AgentClient:
     Anthropic deployment serving a Responses client)."""
     env: tuple[tuple[str, str], ...] = ()
     """What its users set in its environment besides pointing it at the proxy."""
+    prior: bool = False
+    """The stand-in bills as the model's provider counts (``ctok48``): the family's measured prior
+    counts its requests, not ``count_ratio: 1``."""
 
     @property
     def upstream_wire(self) -> Wire:
@@ -205,7 +208,7 @@ class AgentClient:
             "summary_max_tokens": 1000,
             # the stand-in bills what we count (tools/billing.py), whatever its model's name says; a
             # Claude name's measured prior is for Claude's own count: the operator's setting says so
-            "count_ratio": 1.0,
+            **({} if self.prior else {"count_ratio": 1.0}),
             "tokenizer": self.tokenizer,  # what the checks count with, whichever provider serves the group
             "recall": True,
         }
@@ -413,14 +416,18 @@ CLAUDE_CODE_24K = dataclasses.replace(
     CLAUDE_CODE,
     name="Claude Code, 24K",
     group="cc-24k",
-    upstream_model=f"claude-fable-5-1-standin-strict-script{TOOL_TURNS}-24k",
+    upstream_model=f"claude-sonnet-4-5-standin-strict-script{TOOL_TURNS}-24k",
     summary_model="standin-summarizer-cc-24k",
     window=24_000,
     reserve=4_000,
     env=(("CLAUDE_CODE_MAX_OUTPUT_TOKENS", "4000"),),
+    prior=True,
+    as_sent=("system", "tools", "context_management", "max_tokens"),  # LiteLLM rewrites
+    # ``thinking`` and ``output_config`` for a Claude 4.5 name (its adaptive mode), with or without us
 )
-"""Claude Code asking for a 4,000-token reply in a 24,000-token window: its ~9,400 tokens of system
-and tools are then a large share of what the window holds (issue 60's run)."""
+"""Claude Code asking for a 4,000-token reply in a 24,000-token window of a Claude 4.5 name (its
+prior, 1.10, counts it: the stand-in bills what we count): its ~9,400 tokens of system and tools are
+then a large share of what the window holds (issue 60's run)."""
 CODEX = AgentClient(
     name="Codex CLI",
     package="@openai/codex",
@@ -690,6 +697,8 @@ class ClientFacts:
     """Requests of the CLI's that carry a recall call: it was shown one (it must never be)."""
     truncated: int = 0
     """Forwarded requests a server with a smaller context than the window cut (``usage-cap``)."""
+    largest_billed: int = 0
+    """The largest forwarded request as the stand-in billed it, with its reply reserve."""
     samples: dict[str, float] = field(default_factory=dict)
     """``compact_hook_count_samples_total`` of the client's model group, by outcome."""
     said: list[str] = field(default_factory=list)
@@ -734,6 +743,14 @@ def facts_of(
         if lies_as(client) == "cap"
         and any(r["body"] is body for body in forwarded)
         and r.get("reported", r.get("billed", 0)) < r.get("billed", 0)
+    )
+    facts.largest_billed = max(
+        (
+            r.get("billed", 0) + up.reserve(r["body"])
+            for r in recorded
+            if any(r["body"] is b for b in forwarded)
+        ),
+        default=0,
     )
     facts.recalls = len(followups)
     facts.recalls_shown = sum(_recalls_in(sent.get(wire.entries)) for sent in facts.sent)
