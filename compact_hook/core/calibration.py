@@ -159,8 +159,9 @@ def _off(ratio: float, around: float) -> bool:
 
 @dataclass(frozen=True, slots=True)
 class RatioStats:
-    """A model group's ratio over its recent responses: a running mean and spread of the log ratio,
-    each response weighing ``1 / n`` for the first ten and ``WEIGHT`` after."""
+    """A tenant's ratio over its recent responses: a running mean and spread of the log ratio, each
+    response weighing ``1 / n`` for the first ten and ``WEIGHT`` after — but never under the latest
+    response that counted more (``after``)."""
 
     samples: int = 0
     mean: float = 0.0
@@ -180,18 +181,26 @@ class RatioStats:
         return math.exp(math.sqrt(self.variance)) - 1
 
     def after(self, ratio: float) -> tuple[RatioStats, bool]:
-        """The estimate with one more response, and whether it counted (an outlier does not, until
-        ``RESET_AFTER`` in a row: then the estimate starts over from it)."""
+        """The estimate with one more response, and whether it counted. A higher count is taken at
+        once (a provider that starts counting more — a group moved to a newer model — must not be
+        under-counted while an average catches up); a lower one is averaged in, and one far below is
+        an outlier, until ``RESET_AFTER`` in a row: then the estimate starts over from it."""
+        if self.samples > 0 and ratio > self.ratio:
+            raised = self._averaged(ratio)
+            return RatioStats(raised.samples, math.log(ratio), raised.variance), True
         if self.samples >= MIN_SAMPLES and _off(ratio, self.ratio):
             if self.outliers + 1 < RESET_AFTER:
                 return RatioStats(self.samples, self.mean, self.variance, self.outliers + 1), False
             return RatioStats(1, math.log(ratio)), True
+        return self._averaged(ratio), True
+
+    def _averaged(self, ratio: float) -> RatioStats:
         value = math.log(ratio)
         weight = max(1 / (self.samples + 1), WEIGHT)
         delta = value - self.mean
         mean = self.mean + weight * delta
         variance = (1 - weight) * (self.variance + weight * delta * delta)
-        return RatioStats(self.samples + 1, mean, variance), True
+        return RatioStats(self.samples + 1, mean, variance)
 
     def to_text(self) -> str:
         return f"{self.samples},{self.mean:.6f},{self.variance:.8f},{self.outliers}"

@@ -84,21 +84,34 @@ def test_a_window_in_our_tokens_holds_what_the_provider_counts_within_it(
 
 def test_a_groups_estimate_averages_then_rejects_an_outlier_until_it_persists() -> None:
     stats = RatioStats()
-    for ratio in (1.30, 1.40, 1.35):
+    for ratio in (1.40, 1.35, 1.30):
         stats, counted = stats.after(ratio)
         assert counted
     assert stats.samples == MIN_SAMPLES and stats.ratio == pytest.approx(
         math.exp(sum(map(math.log, (1.3, 1.4, 1.35))) / 3)
     )
-    outlier, counted = stats.after(3.0)
+    outlier, counted = stats.after(0.6)  # far lower (a higher count is taken at once)
     assert not counted and outlier.ratio == stats.ratio and outlier.outliers == 1
     for _ in range(RESET_AFTER - 1):
-        outlier, counted = outlier.after(3.0)
-    assert counted and outlier.samples == 1 and outlier.ratio == pytest.approx(3.0)  # the deployment changed
+        outlier, counted = outlier.after(0.6)
+    assert counted and outlier.samples == 1 and outlier.ratio == pytest.approx(0.6)  # the deployment changed
     assert RatioStats.from_text(stats.to_text()) == RatioStats(
         stats.samples, round(stats.mean, 6), round(stats.variance, 8), 0
     )
     assert RatioStats.from_text("a,b") is None and RatioStats.from_text("1,9.0,0,0") is None  # e^9: absurd
+
+
+def test_a_provider_that_starts_counting_more_is_followed_at_once_and_one_counting_less_gradually() -> None:
+    """Issue 60: after 20 bills at 1.10, a group moved from Opus 4.6 to 4.7 bills 1.44. Averaged in, the
+    estimate was 1.31 after 10 more and 1.40 after 21: counted low all along. Raising our count is the
+    safe direction: one response does it. Back at 1.10, it comes down as an average does."""
+    stats = RatioStats()
+    for _ in range(20):
+        stats, _ = stats.after(1.10)
+    raised, counted = stats.after(1.44)
+    assert counted and raised.ratio == pytest.approx(1.44)
+    lowered, _ = raised.after(1.10)
+    assert 1.10 < lowered.ratio < 1.44 and lowered.ratio > 1.40
 
 
 def test_a_conversation_counts_what_is_new_at_its_margin_and_keeps_its_fixed_part() -> None:

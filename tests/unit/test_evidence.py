@@ -4,6 +4,7 @@ count only down to the floor, and no tenant moves another's count."""
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 
 import pytest
@@ -21,7 +22,7 @@ from compact_hook.core.evidence import (
     judged,
 )
 from compact_hook.core.failures import is_context_error
-from compact_hook.proxy.feedback.ratios import GROUP_CEILING, LearnedRatios
+from compact_hook.proxy.feedback.ratios import ASIDE_SECONDS, GROUP_CEILING, LearnedRatios
 from compact_hook.state.store import MemoryStore
 
 TRUST = Trust(1.0, 0.75)
@@ -184,13 +185,16 @@ async def test_a_tenants_estimate_counts_its_requests_and_the_groups_median_coun
     store = MemoryStore(100, 60)
     one = LearnedRatios(store)
     assert await one.ratio("agent", "team:a", TRUST) == CountRatio(1.0)
-    with caplog.at_level(logging.WARNING, "compact_hook.proxy.feedback.ratios"):
-        await teach(one, "team:a", 1.52)
-    assert "counts 1.520 tokens per one of ours (was 1.000" in caplog.text
+    await teach(one, "team:a", 1.52)
     assert await one.ratio("agent", "team:a", TRUST) == CountRatio(
         pytest.approx(1.52), RatioSource.MODEL_GROUP
     )
-    assert (await one.ratio("agent", "team:new", TRUST)).value == pytest.approx(1.52)  # the median
+    assert await one.ratio("agent", "team:new", TRUST) == CountRatio(1.0)  # one tenant is no group's say
+    with caplog.at_level(logging.WARNING, "compact_hook.proxy.feedback.ratios"):
+        for tenant, ratio in (("team:b", 1.5), ("team:c", 1.55)):
+            await teach(one, tenant, ratio)
+    assert "counts 1.520 tokens per one of ours (was 1.000" in caplog.text
+    assert (await one.ratio("agent", "team:new", TRUST)).value == pytest.approx(1.52)  # the median of three
     other = LearnedRatios(store)  # another replica reads what this one published
     assert (await other.ratio("agent", "team:a", TRUST)).value == pytest.approx(1.52)
 
@@ -239,3 +243,41 @@ async def test_usage_set_aside_comes_back_only_when_it_grows_with_what_we_forwar
     grown = judged(round(0.9 * 12_000), Forwarded(12_000), Earlier(Billed(9_000, 10_000)), TRUST)
     assert (await ratios.heard("agent", "team:a", grown, TRUST, 60)).verdict is Verdict.LEARNED
     assert (await ratios.ratio("agent", "team:a", TRUST)).value == pytest.approx(0.9)
+
+
+async def test_one_odd_bill_sets_a_tenant_aside_for_a_while_not_for_good() -> None:
+    """Before issue 60 the set-aside lasted until the process restarted: a one-off caller never sends
+    the coherent response that brings it back."""
+    now = [1_000.0]
+    ratios = LearnedRatios(MemoryStore(100, 60), wall=lambda: now[0])
+    await teach(ratios, "team:a", 1.3)
+    odd = judged(0, Forwarded(20_000), Earlier(), TRUST)
+    assert (await ratios.heard("agent", "team:a", odd, TRUST, 3_600)).verdict is Verdict.MISSING
+    assert await ratios.ratio("agent", "team:a", TRUST) == CountRatio(1.0)  # set aside: the prior
+    now[0] += ASIDE_SECONDS + 1
+    assert (await ratios.ratio("agent", "team:a", TRUST)).value == pytest.approx(1.3)
+    assert (await ratios.heard("agent", "team:a", judged_at(1.3), TRUST, 3_600)).verdict is Verdict.LEARNED
+
+
+async def test_a_refusal_that_states_the_providers_count_ends_a_set_aside_and_raises_the_count() -> None:
+    """An unrecognised Claude name counted at 1.0 where the provider counts 1.44: refusals say so.
+    What a refusal states (``proxy.feedback.recovery``: judged, and coherent by its nature) is taken."""
+    ratios = LearnedRatios(MemoryStore(100, 60))
+    await ratios.heard("agent", "team:a", judged(0, Forwarded(20_000), Earlier(), TRUST), TRUST, 60)
+    stated = dataclasses.replace(judged_at(1.44), coherent=True)  # type: ignore[type-var]
+    assert (await ratios.heard("agent", "team:a", stated, TRUST, 60)).verdict is Verdict.LEARNED
+    assert (await ratios.ratio("agent", "team:a", TRUST)).value == pytest.approx(1.44)
+
+
+async def test_the_groups_median_is_a_fixed_sample_of_its_tenants_not_its_busiest() -> None:
+    """Busy keys are as many votes as quiet ones, and the store keeps a sample by the hash of their
+    names: 32 keys heard last no longer own every other replica's median (the store kept the 32 most
+    recently heard tenants, and another replica's median was theirs)."""
+    store, ticks = MemoryStore(100, 60), iter(range(0, 10**9, 10))
+    ratios = LearnedRatios(store, clock=lambda: float(next(ticks)))  # every response published
+    for n in range(60):
+        await teach(ratios, f"team:{n}", 1.0)
+    for n in range(32):  # 32 more keys, each busy, heard last
+        await teach(ratios, f"key:flood-{n}", 1.9, times=10)
+    other = LearnedRatios(store)
+    assert (await other.ratio("agent", "team:new", TRUST)).value == pytest.approx(1.0)

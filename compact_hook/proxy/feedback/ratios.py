@@ -1,16 +1,18 @@
 """How a model group's provider counts against us, per tenant: evidence, not truth.
 
 What is learned here reaches every tenant of a group and every replica (the windows providers teach:
-``proxy.feedback.windows``). Every response's usage is judged (``core.evidence``) and, where it describes the
-  prompt, teaches the estimate of the tenant that sent it (``core.calibration.RatioStats``); where it
-  does not, that tenant's usage is set aside — its counts fall back to the prior, said once per group
-  and reason — until a response grows with what we forward again. A conversation's first requests
-  are counted at its tenant's estimate, or, for a tenant with none, at the group's: the median of
-  the tenants' estimates (each one vote, over ``MIN_SAMPLES`` responses), kept between the trusted
-  floor and ``GROUP_CEILING`` times the prior. No tenant moves another's count: one whose requests
-  are odd teaches only its own estimate, and is one vote of the median. Published to the store every
-  few seconds (the most recently heard ``TENANTS_KEPT`` tenants per group, by a hash of their name)
-  for the other replicas and a restart.
+``proxy.feedback.windows``). Every response's usage is judged (``core.evidence``) and, where it
+describes the prompt, teaches the estimate of the tenant that sent it (``core.calibration.RatioStats``:
+a higher count at once, a lower one only gradually and down to the floor); where it does not, that
+tenant's usage is set aside — its counts fall back to the prior, said once per group and reason —
+for ``ASIDE_SECONDS``, or until a response grows with what we forward again, or a refusal states
+what the provider counted. A conversation's first requests are counted at its tenant's estimate,
+or, for a tenant with none, at the group's: the median of a fixed sample of the tenants' estimates
+(each one vote, over ``MIN_SAMPLES`` responses, at least ``MIN_TENANTS`` of them), kept between the
+trusted floor and ``GROUP_CEILING`` times the prior. No tenant moves another's count: one whose
+requests are odd teaches only its own estimate, and is one vote of the median. Published to the
+store every few seconds (``TENANTS_KEPT`` tenants per group, by a hash of their name) for the other
+replicas and a restart. Nothing here makes us forward more than the prior would (``core.limits``).
 """
 
 from __future__ import annotations
@@ -38,43 +40,66 @@ PUBLISH_SECONDS = 5.0
 """How often a replica writes its tenants' estimates of a group to the store (at most)."""
 SAY_MOVE = 0.03
 """A group's ratio moving by more than this (3%) since it was last logged is logged."""
-TENANTS_KEPT = 32
-"""Per group, the tenants whose estimates the store keeps (the most recently heard)."""
+TENANTS_KEPT = 256
+"""Per group, the tenants whose estimates the store keeps: of those heard within the record's
+lifetime, the first by a hash of their name — a fixed sample of tenants, not the busiest: many busy
+keys do not push the others out."""
+MEDIAN_TENANTS = 32
+"""The group's median is taken over the first this many eligible tenants by that hash (one vote each)."""
+MIN_TENANTS = 3
+"""The group's median needs this many tenants' estimates, else a new tenant starts from the prior: the
+fewest for which no one tenant decides it (a median of three lies between the other two's)."""
 LOCAL_TENANTS = 1_024
 """Per group, the tenants whose estimates a replica holds (the most recently heard)."""
 GROUP_CEILING = 2.0
 """The group's median is kept under this many times the prior: other tenants' estimates raise a new
 tenant's first count only so far (its own responses then count it)."""
+ASIDE_SECONDS = 600.0
+"""How long one response whose usage could not describe the prompt sets its tenant's usage aside (its
+counts at the prior). A server that lies does so on every response and is set aside again by its next
+one; a one-off caller whose odd bill was an accident is not held at the prior for good."""
 
 
 @dataclass(frozen=True, slots=True)
 class TenantCount:
-    """One tenant's estimate in a group, and whether its usage is set aside (and why)."""
+    """One tenant's estimate in a group, and whether its usage is set aside (why, and until when)."""
 
     stats: RatioStats = RatioStats()
     aside: Verdict | None = None
+    until: float = 0.0
+    """When the set-aside ends (wall clock)."""
     seen: float = 0.0
-    """When it was last heard (wall clock): the store keeps the most recent."""
+    """When it was last heard (wall clock): the store keeps those heard within its record's lifetime."""
+
+    def set_aside(self, now: float) -> bool:
+        return self.aside is not None and now < self.until
 
     def to_text(self) -> str:
-        return f"{self.stats.to_text()},{self.aside.value if self.aside else ''},{self.seen:.0f}"
+        aside = self.aside.value if self.aside else ""
+        return f"{self.stats.to_text()},{aside},{self.until:.0f},{self.seen:.0f}"
 
     @classmethod
     def from_text(cls, text: str) -> TenantCount | None:
-        """None for anything that is not an estimate we wrote."""
-        estimate, _, rest = text.rpartition(",")
-        stats_text, _, aside = estimate.rpartition(",")
-        stats = RatioStats.from_text(stats_text) if stats_text.count(",") == 3 else None
+        """None for anything that is not an estimate we wrote (one of an earlier release, without
+        ``until``, is set aside for ``ASIDE_SECONDS`` from when it was heard)."""
+        fields = text.split(",")
+        if len(fields) == 6:
+            fields.insert(5, "")
+        if len(fields) != 7:
+            return None
+        stats_text, (aside, until, seen) = ",".join(fields[:4]), fields[4:]
+        stats = RatioStats.from_text(stats_text)
         if stats is None and stats_text != RatioStats().to_text():
             return None
         try:
             verdict = Verdict(aside) if aside else None
-            seen = float(rest)
+            heard = float(seen)
+            ends = float(until) if until else heard + ASIDE_SECONDS
         except ValueError:
             return None
         if verdict is not None and not verdict.sets_aside:
             return None
-        return cls(stats or RatioStats(), verdict, seen)
+        return cls(stats or RatioStats(), verdict, ends, heard)
 
 
 class LearnedRatios:
@@ -100,7 +125,7 @@ class LearnedRatios:
         """How a request of ``tenant`` is counted before its conversation has its own bills: the
         tenant's estimate, else the group's median, else the prior; a tenant set aside, the prior."""
         own = await self._known(group, tenant_tag(tenant))
-        if own is not None and own.aside is not None:
+        if own is not None and own.set_aside(self.wall()):
             return CountRatio(trust.prior)
         if own is not None and own.stats.samples > 0:
             return trust.ratio(CountRatio(own.stats.ratio, RatioSource.MODEL_GROUP), 1)
@@ -112,22 +137,23 @@ class LearnedRatios:
 
     async def heard(self, group: str, tenant: str, judged: Judged, trust: Trust, ttl: float) -> Learned:
         """One judged response (``core.evidence.judged``) into its tenant's estimate."""
-        key = tenant_tag(tenant)
+        key, now = tenant_tag(tenant), self.wall()
         known = await self._known(group, key) or TenantCount()
         verdict = judged.verdict
         if verdict.sets_aside:
-            self._keep(group, key, dataclasses.replace(known, aside=verdict, seen=self.wall()))
+            aside = dataclasses.replace(known, aside=verdict, until=now + ASIDE_SECONDS, seen=now)
+            self._keep(group, key, aside)
             self._say_aside(group, judged, trust)
             await self._publish(group, ttl)
             return Learned(verdict)
         if verdict is not Verdict.LEARNED:
             return Learned(verdict)
         if known.aside is not None:
-            if not judged.coherent:
+            if known.set_aside(now) and not judged.coherent:
                 return Learned(Verdict.UNCONFIRMED)
             self._say_back(group, known.aside)
         stats, counted = known.stats.after(judged.ratio)
-        self._keep(group, key, TenantCount(stats, None, self.wall()))
+        self._keep(group, key, TenantCount(stats, seen=now))
         median = await self._median(group)
         if counted and median is not None:
             self._say_move(group, median, trust.prior)
@@ -149,12 +175,13 @@ class LearnedRatios:
 
     async def _median(self, group: str) -> float | None:
         """The tenants' estimates' median (the upper middle of an even number: a count too high is
-        the safe side), over tenants with ``MIN_SAMPLES`` responses whose usage is not set aside."""
+        the safe side), over a fixed sample of the tenants with ``MIN_SAMPLES`` responses whose
+        usage is not set aside (``MEDIAN_TENANTS``, by their hash); None under ``MIN_TENANTS``."""
         shared = await self._from_store(group)
         taken = self._medians.get(group)
         if taken is not None and taken[0] >= self._shared[group][0]:
             return taken[1]
-        median = _median_of({**shared, **self._local.get(group, {})})
+        median = _median_of({**shared, **self._local.get(group, {})}, self.wall())
         self._medians[group] = (self.clock(), median)
         return median
 
@@ -168,15 +195,16 @@ class LearnedRatios:
         return tenants
 
     async def _publish(self, group: str, ttl: float) -> None:
-        """This replica's tenants of ``group`` into the store's, the most recent ``TENANTS_KEPT``
-        kept (at most every ``PUBLISH_SECONDS``)."""
+        """This replica's tenants of ``group`` into the store's: of those heard within ``ttl``, the
+        first ``TENANTS_KEPT`` by their hash (at most every ``PUBLISH_SECONDS``)."""
         now = self.clock()
         if self.store is None or now - self._published.get(group, -PUBLISH_SECONDS) < PUBLISH_SECONDS:
             return
         self._published[group] = now
         self._shared.pop(group, None)  # read it afresh: other replicas wrote since
         merged = {**await self._from_store(group), **self._local.get(group, {})}
-        kept = sorted(merged.items(), key=lambda item: item[1].seen, reverse=True)[:TENANTS_KEPT]
+        recent = self.wall() - ttl
+        kept = sorted((k, c) for k, c in merged.items() if c.seen >= recent)[:TENANTS_KEPT]
         await self.store.put_record(_ratios_key(group), "\n".join(f"{k}:{c.to_text()}" for k, c in kept), ttl)
 
     def _say_aside(self, group: str, judged: Judged, trust: Trust) -> None:
@@ -210,22 +238,30 @@ class LearnedRatios:
         if abs(math.log(ratio / said)) <= math.log1p(SAY_MOVE):
             return
         self._said[group] = ratio
+        below = (
+            f"; below the prior ({prior:.2f}), its windows stay where the prior puts them: set count_ratio "
+            f"to {ratio:.2f} to use them whole"
+            if ratio < prior
+            else ""
+        )
         logger.warning(
             "compact_hook: model group %r: the provider counts %.3f tokens per one of ours (was %.3f: the "
-            "median of its keys' and teams' estimates); its windows and figures follow",
+            "median of its keys' and teams' estimates); its figures follow%s",
             group,
             ratio,
             said,
+            below,
         )
 
 
-def _median_of(tenants: dict[str, TenantCount]) -> float | None:
-    ratios = sorted(
-        count.stats.ratio
-        for count in tenants.values()
-        if count.aside is None and count.stats.samples >= MIN_SAMPLES
-    )
-    return ratios[len(ratios) // 2] if ratios else None
+def _median_of(tenants: dict[str, TenantCount], now: float) -> float | None:
+    voters = sorted(
+        (key, count.stats.ratio)
+        for key, count in tenants.items()
+        if not count.set_aside(now) and count.stats.samples >= MIN_SAMPLES
+    )[:MEDIAN_TENANTS]
+    ratios = sorted(ratio for _, ratio in voters)
+    return ratios[len(ratios) // 2] if len(ratios) >= MIN_TENANTS else None
 
 
 def _ratios_key(group: str) -> bytes:

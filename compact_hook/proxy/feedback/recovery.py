@@ -206,13 +206,16 @@ class Recovery:
 
     async def _teach(self, request: Mapping[str, Any], ratio: CountRatio) -> None:
         """The refused request's count, judged as a response's usage is (``core.evidence``), into its
-        tenant's estimate (once per refusal: here, after the failure, not again on the retry)."""
+        tenant's estimate (once per refusal: here, after the failure, not again on the retry). The
+        provider stated it of this very request: where it is usable, it ends a set-aside as a
+        coherent bill does."""
         report, router = report_in(request), server.proxy_router()
         config = self.services.models.resolve(router, report.group) if report and router is not None else None
         if report is None or config is None:
             return
         trust = trust_of(config)
         judged = evidence.judged(ratio.billed(report.counted), report.forwarded, Earlier(), trust)
+        judged = dataclasses.replace(judged, coherent=judged.verdict.usable)  # the provider's own count
         ttl = config.learned_window_ttl_seconds
         learned = await self.services.ratios.heard(report.group, report.tenant, judged, trust, ttl)
         self.services.metrics.count_sample(report.group, learned)
