@@ -13,13 +13,13 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
 from compact_hook.core.fingerprint import Fingerprint
 
 if TYPE_CHECKING:
-    from compact_hook.core.pairing import Pairing
+    pass
 
 SUMMARY_PREFIX = "[compact_hook summary] The earlier part of this conversation was compacted. Summary:"
 """Every summary starts with this, so later passes recognise (and merge) it."""
@@ -193,12 +193,12 @@ class Cleared(NamedTuple):
     """An item with its old tool results shown as placeholders (tier 2), as one request built it.
 
     ``source`` is the item it clears and ``key`` the rest it was built from (the results and their
-    tools, the settings): the conversation keeps it (``Known.cleared``), and the next request that
+    tools, the settings): the conversation keeps it (``core.known.Known``), and the next request that
     clears the same item object under the same key takes it as it is — an agent's old results are
     cleared again on every turn, and building each anew made a request's cost grow with its history.
     The same object, not the same fingerprint: a fingerprint ignores a moved ``cache_control``
     marker, and an item parsed from an entry sent again unchanged is the same object
-    (``Known.items``)."""
+    (``core.known``)."""
 
     source: Item
     key: tuple[object, ...]
@@ -212,7 +212,7 @@ class ClearedRun(NamedTuple):
     """What tier 2 shows of the client's items ``start`` to ``bound`` (the old results a state clears),
     as one request built it: the items shown, their fingerprints and indices (side by side, as a view
     holds them: no tuple an item for the collector to walk), the items built for it, and how many
-    results it shows cleared. The conversation keeps it (``Known.runs``) while its entries before
+    results it shows cleared. The conversation keeps it (``core.known``) while its entries before
     ``bound`` are sent again unchanged: between two clearing batches every request shows the same run,
     and only what follows it is new."""
 
@@ -223,42 +223,3 @@ class ClearedRun(NamedTuple):
     origins: Sequence[int | None]
     made: Sequence[Item]
     cleared: int
-
-
-@dataclass(frozen=True, slots=True)
-class Known:
-    """A conversation's entries as its last request sent them, kept (``state.recent``): index by
-    index, a copy of each (None: JSON cannot hold it), what was learned of it — its fingerprint, its
-    size — and its item once parsed — from the copy, which nothing else holds, so an item parsed once
-    serves every request that sends the entry again. Side by side, not an object an entry: a request
-    reads every entry's fingerprint, and one object an entry was one more to fetch each."""
-
-    copies: tuple[Any, ...]
-    prints: tuple[Fingerprint, ...]
-    sizes: tuple[int, ...]
-    """Each copy's JSON size (about: ``state.recent.copied``)."""
-    commands: tuple[int, ...]
-    """Where the entries that are a user's ``/compact`` are (``wires.command``): mostly nowhere."""
-    items: list[Item | None]
-    size: int
-    """The copies' JSON size."""
-    paired: list[tuple[tuple[Fingerprint, ...], Pairing]] = field(default_factory=list)
-    """The conversation's latest pairings, each with the fingerprints of what it paired (a few: the
-    client's items, the view forwarded): the next request pairs only what follows the items it has
-    the same (``core.pairing.pair_again``)."""
-    runs: dict[tuple[object, ...], ClearedRun] = field(default_factory=dict)
-    """The cleared runs of the conversation's last requests (``engine.view.Tiers``), by what they were
-    built from: only those of entries these copies hold unchanged — ``state.recent`` carries to the
-    next request's only the runs that end before its first entry not sent the same (a few)."""
-    cleared: dict[int, Cleared] = field(default_factory=dict)
-    """The items the conversation's requests cleared, by index (``engine.view.Tiers.cleared``): at
-    most one per entry, each shorter than the entry it clears. Like everything we build, forwarded
-    as a copy (``wires.base.Conversation.as_sent``): two requests share them."""
-    chain: list[bytes] = field(default_factory=list)
-    """The prefix chain of the conversation's last request (``core.chain.prefix_chain``: its scope
-    first), as far as these copies hold its entries unchanged: the next request hashes only what
-    follows."""
-    context: list[tuple[tuple[Any, ...], tuple[Fingerprint, ...]]] = field(default_factory=list)
-    """What the model reads besides the entries (system, tools: tens of KB an agent's request) as the
-    conversation's last request sent it, a copy, and its fingerprints: the next request that sends it
-    the same (compared in C) does not serialize and hash it again. One slot."""

@@ -210,7 +210,7 @@ class Run:
         if known is None:
             return prefix_chain(self.request.scope, self.prints)
         chain = prefix_chain(self.request.scope, self.prints, known.chain)
-        known.chain[:] = chain
+        known.keep_chain(chain)
         return chain
 
     @cached_property

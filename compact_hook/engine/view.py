@@ -118,12 +118,6 @@ def _thinking_parts(item: Item) -> int:
     return sum(part.kind is PartKind.THINKING for part in item.parts)
 
 
-RUNS_KEPT = 4
-"""A conversation's cleared runs kept (``Tiers._run``): a request weighs its state and the next batch."""
-PAIRINGS_KEPT = 2
-"""A conversation's latest pairings kept (``Tiers.paired``): its items', and its forwarded view's."""
-
-
 class Counted(NamedTuple):
     """The client's entries as measured: their fingerprints and token counts, and the counter
     (a tuple: made on every request, on the path every request takes)."""
@@ -145,8 +139,6 @@ class Tiers:
         self.cache = tier1.cache
         self.tier1 = Truncation(self, tier1.output_limit or config.tool_output_max_tokens)
         self._cleared: dict[int, Cleared | None] = {}
-        known = conversation.known
-        self._carried: dict[int, Cleared] = known.cleared if known is not None else {}
         self._views: dict[Entry | None, View] = {}
 
     @property
@@ -184,14 +176,13 @@ class Tiers:
         prints = tuple(prints)
         best: Pairing | None = None
         most = 0
-        for earlier_prints, earlier in known.paired:
+        for earlier_prints, earlier in known.pairings:
             same = list(map(operator.eq, earlier_prints, prints))  # in C
             length = same.index(False) if False in same else len(same)
             if best is None or length > most:
                 best, most = earlier, length
         found = pair(items) if best is None else pair_again(items, best, most)
-        others = [kept for kept in known.paired if kept[0] != prints]
-        known.paired[:] = [(prints, found), *others][:PAIRINGS_KEPT]
+        known.keep_pairing(prints, found)
         return found
 
     @cached_property
@@ -239,7 +230,7 @@ class Tiers:
         config = self.config
         key = (start, bound, config.recall, tuple(config.protected_tools))
         known = None if self.oversized else self.conversation.known  # tier 1's cuts are this request's
-        carried = None if known is None else known.runs.get(key)
+        carried = None if known is None else known.run(key)
         if carried is not None:  # a conversation keeps only the runs its entries still hold
             return carried
         found = {index: self._clearing(index) for index in range(start, bound)}
@@ -249,9 +240,7 @@ class Tiers:
         cleared = sum(len(f.shown) for f in found.values() if f)
         run = ClearedRun(key, bound, items, prints, tuple(found), made, cleared)
         if known is not None:
-            if len(known.runs) >= RUNS_KEPT:
-                known.runs.clear()
-            known.runs[key] = run
+            known.keep_run(key, run)
         return run
 
     def _as_tier1(self, item: Item, origin: int | None) -> bool:
@@ -289,7 +278,8 @@ class Tiers:
         found = None
         if tools:
             key = ("cleared", print_, self.config.recall, *sorted(tools.items()))
-            carried = self._carried.get(index)
+            known = self.conversation.known
+            carried = known.cleared(index) if known is not None else None
             same = carried is not None and carried.source is item and carried.key == key
             found = carried if same else self._clear(index, key, tools)
         self._cleared[index] = found
@@ -307,8 +297,9 @@ class Tiers:
             return None
         cleared = self.conversation.wire.replace_outputs(item, shown, keep_media=False)
         found = Cleared(item, key, shown, cleared, self.conversation.fingerprint(cleared.raw))
-        if cleared is not item:  # tier 1's item is this request's own
-            self._carried[index] = found
+        known = self.conversation.known
+        if cleared is not item and known is not None:  # tier 1's item is this request's own
+            known.keep_cleared(index, found)
         return found
 
     def cleared_count(self, entry: Entry) -> int:

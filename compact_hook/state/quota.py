@@ -67,8 +67,9 @@ class TenantLedger:
     """Which records each tenant holds in an in-process store, in the order written, and their
     sizes; every entry is a record the store holds (released when the store drops it)."""
 
-    def __init__(self, quota: int) -> None:
-        self.quota = quota
+    def __init__(self, quota: int, most: int | None = None) -> None:
+        """``quota``: the bytes a tenant may hold; ``most``: how many records (None: any number)."""
+        self.quota, self.most = quota, most
         self._held: dict[str, OrderedDict[bytes, int]] = {}
         self._totals: dict[str, int] = {}
         self._owners: dict[bytes, str] = {}
@@ -84,12 +85,12 @@ class TenantLedger:
         self._owners[key] = tenant
         self._totals[tenant] = self.total(tenant) + size
         gone: list[bytes] = []
-        total = self._totals[tenant]
+        total, count = self._totals[tenant], len(self._held[tenant])
         for older, held in self._held[tenant].items():  # oldest first
-            if total <= self.quota:
+            if total <= self.quota and (self.most is None or count <= self.most):
                 break
             gone.append(older)
-            total -= held
+            total, count = total - held, count - 1
         return gone
 
     def refresh(self, key: bytes) -> None:

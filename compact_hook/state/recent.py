@@ -17,16 +17,21 @@ request pairs only its new turns (``core.pairing``), and so are the items tier 2
 ``1.0`` and ``true`` are alike — a client that changes one into another in an entry it sends again
 is taken at the entry's old fingerprint (its own conversation only). The copies are made once
 for each new entry, their containers anew (no one can change them afterwards: LiteLLM transforms the
-request it forwards, in place), and counted at about their JSON size (as Python objects, items
-included, ~3× that; a cleared item, at most one per entry, is shorter than the entry it clears).
+request it forwards, in place).
 
-Bounded: ``max_bytes`` in all (the least recently used conversation goes first), each tenant at
-most ``tenant_bytes`` (past it, its own least recent conversations go, never another's). Keyed by
-the tenant: no tenant's request is compared with another's, or is faster for what another sent.
+Bounded on every path: each conversation is charged what its knowledge weighs (``core.known``: a
+fixed part, each entry, its copy, and whatever the stages add for the next request — items parsed,
+pairings, cleared items, runs, the copy of its system and tools — as they add it), ``max_bytes`` in
+all (the least recently used conversation goes first), each tenant at most ``tenant_bytes`` and
+``tenant_conversations`` (past either, its own least recent conversations go, never another's).
+Keyed by the tenant: no tenant's request is compared with another's, or is faster for what another
+sent. The session is the client's to choose: a key holder inventing one per request fills only its
+own share.
 """
 
 from __future__ import annotations
 
+import functools
 import itertools
 import operator
 from collections import OrderedDict
@@ -36,13 +41,15 @@ from typing import Any, TypeVar
 
 from compact_hook.core.copying import copied
 from compact_hook.core.fingerprint import Fingerprint
-from compact_hook.core.items import Cleared, Known
+from compact_hook.core.known import NOTHING, Known
 from compact_hook.state.quota import TenantLedger
 
 RECENT_MAX_BYTES = 64 * 1024 * 1024
-"""All conversations' copies together, as JSON."""
+"""All conversations' knowledge together (``core.known``'s estimate of what it holds)."""
 RECENT_TENANT_BYTES = 16 * 1024 * 1024
-"""One tenant's conversations' copies together: a quarter of the whole."""
+"""One tenant's conversations together: a quarter of the whole."""
+RECENT_TENANT_CONVERSATIONS = 1_024
+"""One tenant's conversations kept, whatever their size: agents a key runs at once, with room."""
 
 T = TypeVar("T")
 Key = tuple[str, str, str, str]
@@ -51,10 +58,6 @@ SESSION = 3
 """Where a ``Key`` holds the session."""
 Command = Callable[[Any], bool]
 """Whether an entry is a user's ``/compact`` (``wires.command``)."""
-
-
-NOTHING = Known((), (), (), (), [], 0)
-"""A conversation with no last request kept."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,11 +76,23 @@ class Comparison:
 class Recent:
     """The last request of each conversation (see the module), within its byte bounds."""
 
-    def __init__(self, max_bytes: int = RECENT_MAX_BYTES, tenant_bytes: int = RECENT_TENANT_BYTES) -> None:
+    def __init__(
+        self,
+        max_bytes: int = RECENT_MAX_BYTES,
+        tenant_bytes: int = RECENT_TENANT_BYTES,
+        tenant_conversations: int = RECENT_TENANT_CONVERSATIONS,
+    ) -> None:
         self.max_bytes, self.bytes = max_bytes, 0
         self._copies: OrderedDict[Key, Known] = OrderedDict()
         self._names: dict[bytes, Key] = {}
-        self._tenants = TenantLedger(tenant_bytes)
+        self._tenants = TenantLedger(tenant_bytes, tenant_conversations)
+
+    def __len__(self) -> int:
+        return len(self._copies)
+
+    def held(self, tenant: str) -> int:
+        """What ``tenant``'s conversations are charged (bytes)."""
+        return self._tenants.total(tenant)
 
     def compare(self, key: Key, entries: Sequence[Any]) -> Comparison:
         """Which of ``entries`` the conversation's last request sent the same, at the same place: those
@@ -111,28 +126,39 @@ class Recent:
             prints[index], parsed[index] = fingerprint(entry), None
             if command(entry):
                 commands.append(index)
-        cleared = _within(basis.cleared, length, len(basis.copies))
         settled = min(comparison.unseen[0], count) if comparison.unseen else count  # entries sent as before
-        runs = {key: run for key, run in basis.runs.items() if run.bound <= settled}
-        kept = tuple(copies), tuple(prints), tuple(sizes), tuple(sorted(commands)), parsed, sum(sizes)
-        carried = list(basis.paired), runs, cleared, basis.chain[: settled + 1], list(basis.context)
-        known = Known(*kept, *carried)
+        kept = (tuple(copies), tuple(prints), tuple(sizes))
+        known = Known(kept, tuple(sorted(commands)), parsed, basis, settled)
         self._keep(comparison.key, known)
         return known
 
     def _keep(self, key: Key, known: Known) -> None:
         self._drop(key)
-        if known.size <= min(self._tenants.quota, self.max_bytes):  # else every request works on all
+        if known.weight <= min(self._tenants.quota, self.max_bytes):  # else every request works on all
             self._put(key, known)
 
     def _put(self, key: Key, known: Known) -> None:
         self._copies[key] = known
-        self.bytes += known.size
         name = _name(key)
         self._names[name] = key
-        for gone in self._tenants.charge(key[0], name, known.size):
+        known.charged_to(functools.partial(self._grew, key))
+        self.bytes += known.weight
+        self._settle(key, known)
+
+    def _grew(self, key: Key, size: int) -> None:
+        """What ``key``'s conversation knows grew by ``size`` (a stage kept something for its next
+        request): charged, and what that pushes past the bounds goes."""
+        known = self._copies.get(key)
+        if known is not None:
+            self.bytes += size
+            self._settle(key, known)
+
+    def _settle(self, key: Key, known: Known) -> None:
+        """``key``'s conversation charged what it weighs now; the least recent of its tenant's, then of
+        all, go while over the bounds."""
+        for gone in self._tenants.charge(key[0], _name(key), known.weight):
             self._drop(self._names[gone])
-        while self.bytes > self.max_bytes:
+        while self.bytes > self.max_bytes and self._copies:
             self._drop(next(iter(self._copies)))
 
     def _refresh(self, key: Key) -> None:
@@ -144,7 +170,8 @@ class Recent:
         known = self._copies.pop(key, None)
         if known is None:
             return
-        self.bytes -= known.size
+        known.charged_to(None)
+        self.bytes -= known.weight
         name = _name(key)
         self._names.pop(name, None)
         self._tenants.release(name)
@@ -161,12 +188,6 @@ def _still(commands: tuple[int, ...], count: int, unseen: Sequence[int]) -> list
         return []
     changed = set(unseen)
     return [index for index in commands if index < count and index not in changed]
-
-
-def _within(cleared: dict[int, Cleared], length: int, before: int) -> dict[int, Cleared]:
-    """The cleared items of the entries a conversation of ``length`` still has (each is of an entry
-    of its last request, of ``before``): copied in C where it has them all — it grew."""
-    return dict(cleared) if length >= before else {i: c for i, c in cleared.items() if i < length}
 
 
 def _name(key: Key) -> bytes:

@@ -25,7 +25,8 @@ import orjson
 from compact_hook.core.copying import copied
 from compact_hook.core.counting import Strings, item_strings
 from compact_hook.core.fingerprint import Fingerprint, fingerprint
-from compact_hook.core.items import Builder, Item, Known, Placement, Role
+from compact_hook.core.items import Builder, Item, Placement, Role
+from compact_hook.core.known import Known
 from compact_hook.core.outcomes import Reason
 from compact_hook.core.tenancy import tenant_seed
 
@@ -108,10 +109,7 @@ class Conversation:
     def item(self, index: int) -> Item:
         known = self.known
         if known is not None and known.copies[index] is not None:  # parsed once for every request
-            found = known.items[index]
-            if found is None:
-                found = known.items[index] = self.wire.item(known.copies[index])
-            return found
+            return known.item(index, self.wire.item)
         if not self._items:
             self._items = [None] * len(self.entries)
         found = self._items[index]
@@ -190,16 +188,15 @@ class Conversation:
         """The fingerprints of what the model reads besides the entries: the conversation's last
         request's where it sent the same (``Known.context``), else worked out and kept for the next."""
         known, context = self.known, self.context
-        if known is not None and known.context:
-            kept, prints = known.context[0]
-            if kept == context:
-                return list(prints)
+        kept = known.context_prints(context) if known is not None else None
+        if kept is not None:
+            return list(kept)
         seed = self.seed ^ 1
         found = [fingerprint(part, seed) for part in context]
         if known is not None:  # kept for the conversation's next request
-            copies = tuple(copied(part)[0] for part in context)
-            if None not in copies:
-                known.context[:] = [(copies, tuple(found))]
+            copies = [copied(part) for part in context]
+            if all(copy is not None for copy, _ in copies):
+                known.keep_context(tuple(c for c, _ in copies), tuple(found), sum(s for _, s in copies))
         return found
 
 

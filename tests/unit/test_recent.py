@@ -7,7 +7,7 @@ import json
 from typing import Any
 
 from compact_hook.core.fingerprint import fingerprint
-from compact_hook.core.items import Known
+from compact_hook.core.known import ITEM_BYTES, Known
 from compact_hook.state.recent import Key, Recent
 from compact_hook.wires import CHAT, Conversation
 from compact_hook.wires.command import command_in, ran_command
@@ -142,8 +142,13 @@ def test_a_compact_command_is_remembered_with_its_entry() -> None:
     assert again.commands == (0, 3)
 
 
+def weight_of(entries: list[Any]) -> int:
+    """What a conversation of ``entries`` is charged, kept alone."""
+    return known(Recent(), key(), fresh(entries), fingerprint, is_command).weight
+
+
 def test_the_bytes_kept_are_bounded_in_all_and_per_tenant() -> None:
-    size = len(json.dumps(SESSION[:40]).encode())
+    size = weight_of(SESSION[:40])
     recent = Recent(max_bytes=3 * size, tenant_bytes=2 * size)
     for session in range(3):
         known(
@@ -163,7 +168,7 @@ def test_the_bytes_kept_are_bounded_in_all_and_per_tenant() -> None:
 
 def test_a_request_sent_again_as_it_was_is_the_most_recent_in_all_and_of_its_tenant() -> None:
     """Nothing new to learn, but its conversation gives way last: the one not sent again goes."""
-    size = len(json.dumps(SESSION[:40]).encode())
+    size = weight_of(SESSION[:40])
     for bounds in ({"max_bytes": 2 * size}, {"tenant_bytes": 2 * size}):
         recent = Recent(**bounds)
         first, second, third = (("team:a", "chat", "agent", f"s{n}") for n in range(3))
@@ -174,6 +179,46 @@ def test_a_request_sent_again_as_it_was_is_the_most_recent_in_all_and_of_its_ten
         assert counting.asked == [], bounds  # kept: it was sent again after the second
         known(recent, second, fresh(SESSION[:40]), counting, is_command)
         assert len(counting.asked) == 40, bounds  # the second went for the third
+
+
+def test_a_flood_of_empty_and_one_entry_conversations_from_one_key_stays_in_its_bounds() -> None:
+    """Issue 60: a conversation of ``messages: []`` cost 0 bytes and was never evicted (20,000 kept
+    under a 1,000-byte cap); one-entry conversations cost their few bytes of JSON (~560,000 fitted a
+    tenant's 16 MiB). The session is the client's to choose. Now each is charged what it holds, a tenant
+    keeps at most ``tenant_conversations`` of them, and another tenant's conversation stays."""
+    recent = Recent(max_bytes=1_000_000, tenant_bytes=400_000, tenant_conversations=100)
+    other = ("team:b", "chat", "agent", "s0")
+    known(recent, other, fresh(SESSION[:40]), fingerprint, is_command)
+    for n in range(20_000):
+        entries = [] if n % 2 else [{"role": "user", "content": f"hello {n}"}]
+        known(recent, ("team:a", "chat", "agent", f"flood-{n}"), entries, fingerprint, is_command)
+        assert recent.held("team:a") <= 400_000
+    assert len(recent) <= 101 and recent.bytes <= 1_000_000
+    counting = Counting()
+    known(recent, other, fresh(SESSION[:40]), counting, is_command)
+    assert counting.asked == []  # the other tenant's conversation was kept
+
+
+def test_what_the_stages_keep_for_the_next_request_is_charged_as_they_keep_it() -> None:
+    """Items parsed, the copy of system and tools, pairings, cleared items and runs were charged
+    nothing: a conversation's share grew past its bound unseen."""
+    from compact_hook.core.items import ClearedRun
+
+    recent = Recent()
+    parsed = CHAT.parse(
+        {"messages": fresh(SESSION[:60]), "tools": [{"type": "function", "function": {"name": "x" * 5_000}}]}
+    )
+    assert isinstance(parsed, Conversation)
+    parsed.known = known(recent, key(), parsed.entries, parsed.fingerprint, is_command)
+    before = recent.bytes
+    assert before == parsed.known.weight == recent.held("team:a")
+    parsed.items()
+    parsed.context_prints()
+    parsed.known.keep_run(("run",), ClearedRun(("run",), 10, (None,) * 10, (), (), (), 0))  # type: ignore[arg-type]
+    grown = recent.bytes - before
+    assert (
+        grown >= 60 * ITEM_BYTES + 3 * 5_000 and recent.held("team:a") == recent.bytes == parsed.known.weight
+    )
 
 
 def test_the_proxys_fingerprints_are_those_of_a_conversation_worked_out_alone() -> None:
@@ -208,15 +253,15 @@ def test_what_a_request_derived_from_its_entries_is_carried_only_while_they_are_
 
     recent = Recent()
     first = known(recent, key(), fresh(SESSION[:40]), fingerprint, is_command)
-    first.runs[("to 10",)] = ClearedRun(("to 10",), 10, (), (), (), (), 0)
-    first.runs[("to 30",)] = ClearedRun(("to 30",), 30, (), (), (), (), 0)
+    first.keep_run(("to 10",), ClearedRun(("to 10",), 10, (), (), (), (), 0))
+    first.keep_run(("to 30",), ClearedRun(("to 30",), 30, (), (), (), (), 0))
     changed = fresh(SESSION[:42])
     changed[20] = {**changed[20], "content": "something else"}
     second = known(recent, key(), changed, fingerprint, is_command)
-    assert list(second.runs) == [("to 10",)]  # the entry at 20 changed: the run to 30 no longer holds
-    second.runs[("to 16",)] = ClearedRun(("to 16",), 16, (), (), (), (), 0)
+    assert second.run(("to 10",)) and not second.run(("to 30",))  # the entry at 20 changed: no longer holds
+    second.keep_run(("to 16",), ClearedRun(("to 16",), 16, (), (), (), (), 0))
     shorter = known(recent, key(), changed[:15], fingerprint, is_command)
-    assert list(shorter.runs) == [("to 10",)]  # a request of 15 entries: the run to 16 is past its end
+    assert shorter.run(("to 10",)) and not shorter.run(("to 16",))  # the run to 16 is past its end
 
 
 def test_a_conversations_chain_is_carried_as_far_as_its_entries_are_sent_unchanged() -> None:
@@ -224,7 +269,7 @@ def test_a_conversations_chain_is_carried_as_far_as_its_entries_are_sent_unchang
 
     recent = Recent()
     first = known(recent, key(), fresh(SESSION[:40]), fingerprint, is_command)
-    first.chain[:] = prefix_chain(b"scope", first.prints)
+    first.keep_chain(prefix_chain(b"scope", first.prints))
     changed = fresh(SESSION[:42])
     changed[20] = {**changed[20], "content": "something else"}
     second = known(recent, key(), changed, fingerprint, is_command)
