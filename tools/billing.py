@@ -10,7 +10,8 @@ sees whether the hook's decisions and figures follow what is billed:
 * ``bill125`` / ``bill080`` (any ``bill<NNN>``): ``NNN / 100`` times what compact_hook counts of the
   request it received (its own format adapter and tokenizer for the model's name): a provider whose
   count is ours times a constant, so a test sees every window, threshold and figure converted, and
-  nothing else;
+  nothing else; ``bill<NNN>then<MMM>after<K>``: ``NNN`` for the model's first ``K`` requests, ``MMM``
+  after (a group moved to a model that counts otherwise);
 * ``media<N>``: as compact_hook counts, but each image or document N tokens (a provider billing media
   by their size, where we count a fixed estimate: ``media50`` is a 1×1 image);
 * ``dense<NNN>``: as compact_hook counts, but each entry holding ``DENSE`` ``NNN / 100`` times that
@@ -39,7 +40,8 @@ point a proxy at report it (``reported``; the refusal of ``limit<N>`` still judg
 * ``usage-msgs``: the messages only, what the system prompt, instructions and tool definitions
   would cost left out (gateways that count the messages).
 
-With each, the usage's cache fields are left out (such servers report none).
+With each, the usage's cache fields are left out (such servers report none). With ``marked`` in the
+name as well, only a request holding ``MARKED`` is reported so (one odd bill among truthful ones).
 
 Each text's count is kept (by the text) so an agent's growing history is counted once per new text.
 ctok and compact_hook are imported only when a model asks for them: the stand-in itself needs
@@ -66,7 +68,9 @@ CLAUDE_FRAME = {"3.0": 7, "4.7": 7, "4.8": 6}
 its content."""
 MEMO_CHARS = 64 * 1024 * 1024
 
-_RATIO = re.compile(r"bill(\d{2,3})")
+_RATIO = re.compile(r"bill(\d{2,3})(?:then(\d{2,3})after(\d+))?")
+MARKED = "[odd-usage]"
+"""In a request's text: a ``marked`` model's usage lies for this request only."""
 _USAGE = re.compile(r"usage-(tail|msgtail|zero|msgs|cap(\d+))")
 _MEDIA = re.compile(r"media(\d+)")
 _DENSE = re.compile(r"dense(\d{2,3})")
@@ -130,7 +134,12 @@ def billing_for(model: str) -> Bill | None:
     ratio = _RATIO.search(model)
     if ratio is not None:
         factor = int(ratio.group(1)) / 100
-        return lambda surface, body, texts, tools: round(factor * _ours(surface, body))
+        if ratio.group(2) is None:
+            return lambda surface, body, texts, tools: round(factor * _ours(surface, body))
+        later, after = int(ratio.group(2)) / 100, int(ratio.group(3))
+        return lambda surface, body, texts, tools: round(
+            (factor if REQUESTS.next(model) <= after else later) * _ours(surface, body)
+        )
     claude = _CLAUDE.search(model)
     if claude is not None:
         family = {"30": "3.0", "47": "4.7", "48": "4.8"}[claude.group(1)]
@@ -226,9 +235,28 @@ class ServerPrefix:
 SERVER_PREFIX = ServerPrefix()
 
 
-def lies(model: str) -> bool:
-    """The model's name asks for usage that does not describe what is billed (``reported``)."""
-    return _USAGE.search(model) is not None
+class Requests:
+    """How many requests each model has been billed (for ``bill<NNN>then<MMM>after<K>``)."""
+
+    def __init__(self) -> None:
+        self._counts: dict[str, int] = {}
+        self._lock = threading.Lock()
+
+    def next(self, model: str) -> int:
+        with self._lock:
+            self._counts[model] = self._counts.get(model, 0) + 1
+            return self._counts[model]
+
+
+REQUESTS = Requests()
+
+
+def lies(model: str, texts: list[str] | None = None) -> bool:
+    """The model's name asks for usage that does not describe what is billed (``reported``): for every
+    request, or with ``marked``, for those whose ``texts`` hold ``MARKED``."""
+    if _USAGE.search(model) is None:
+        return False
+    return "marked" not in model or any(MARKED in text for text in texts or ())
 
 
 def reported(surface: str, body: dict[str, Any], texts: list[str], billed: int) -> int:

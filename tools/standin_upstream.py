@@ -1326,7 +1326,7 @@ class _Handler(BaseHTTPRequestHandler):
     def _usage(self, payload: Any, surface: Surface, req: dict[str, Any], tokens: int) -> Any:
         """``payload``'s usage billed ``tokens``, or reported as the model's name asks (``billing.reported``:
         then recorded as ``"reported"``, once per request)."""
-        if not billing.lies(str(req.get("model", ""))):
+        if not billing.lies(str(req.get("model", "")), surface.texts(req)):
             return billing.billed_usage(payload, surface.name, tokens)
         if "reported" not in self._recorded:
             self._recorded["reported"] = billing.reported(surface.name, req, surface.texts(req), tokens)

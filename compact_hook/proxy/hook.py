@@ -69,6 +69,7 @@ class CompactHook(CustomLogger):
             metrics or default_metrics(),
         )
         self.services.metrics.engine.source = lambda: self.services.built
+        self.services.metrics.recent.source = lambda: self.services.recent
         self.telemetry = Telemetry(self.services.metrics, lambda: self.compactor.memory.notices)
         self.gate = RequestGate(self.services, self.telemetry)
         self.recovery = Recovery(self.services)

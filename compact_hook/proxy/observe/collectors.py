@@ -1,5 +1,6 @@
 """What the engine counts by itself — prepared compactions, the summary breakers, Redis errors,
-fallbacks and outages — read at scrape time from the hook's compactor, so nothing is counted twice."""
+fallbacks and outages — read at scrape time from the hook's compactor, so nothing is counted twice;
+and what the conversations kept for their next request hold."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Histo
 from prometheus_client.registry import Collector
 
 from compact_hook.engine.compactor import Compactor
+from compact_hook.state.recent import Recent
 from compact_hook.state.tiered import TieredStore
 
 PREFIX = "compact_hook"
@@ -39,6 +41,21 @@ class EngineCollector(Collector):
             )
             info.add_metric([str(topology)], 1)
             yield info
+
+
+class RecentCollector(Collector):
+    """What the conversations kept for their next request hold (``state.recent``), at scrape time."""
+
+    def __init__(self) -> None:
+        self.source: Callable[[], Recent | None] = lambda: None
+
+    def collect(self) -> Iterator[Metric]:
+        recent = self.source()
+        if recent is None:
+            return
+        meaning = "Bytes the conversations kept for their next request are charged (their bound: 64 MiB)"
+        yield _gauge("recent_bytes", meaning, recent.bytes)
+        yield _gauge("recent_conversations", "Conversations kept for their next request", len(recent))
 
 
 def _prepared(compactor: Compactor) -> Iterator[Metric]:

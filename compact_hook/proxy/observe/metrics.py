@@ -24,7 +24,7 @@ from compact_hook.core.evidence import Learned, Verdict
 from compact_hook.core.failures import SummaryFailure
 from compact_hook.core.outcomes import ArchiveStatus, CacheStatus, Reason
 from compact_hook.engine.result import CompactResult
-from compact_hook.proxy.observe.collectors import PREFIX, EngineCollector
+from compact_hook.proxy.observe.collectors import PREFIX, EngineCollector, RecentCollector
 
 logger = logging.getLogger(__name__)
 
@@ -87,6 +87,8 @@ class Metrics:
         self._counts_against_ours(registry)
         self.engine = EngineCollector()
         registry.register(self.engine)
+        self.recent = RecentCollector()
+        registry.register(self.recent)
         self._groups: set[str] = set()
         self._started: set[Labels] = set()
         self._children: dict[tuple[object, ...], Any] = {}
