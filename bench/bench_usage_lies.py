@@ -4,8 +4,10 @@
 
 Claude Code, Codex CLI and Gemini CLI (30 tool turns each, ``tests/integration/agent_clients.py``),
 with truthful usage and with each mode of ``tools/billing.py`` (``usage-tail``: the tokens after the
-cached prefix, Ollama 0.30; ``usage-zero``: 0 when cached; ``usage-cap``: at most a context smaller
-than the window, the rest cut silently; ``usage-msgs``: the messages only). Per run: the largest
+cached prefix, Ollama 0.30; ``usage-msgtail``: system and tools and the messages after the cached
+prefix of them; ``usage-zero``: 0 when cached; ``usage-cap``: at most a context smaller than the window,
+the rest cut silently; ``usage-msgs``: the messages only); and Claude Code at a 24K window with a
+4,000-token reserve (its system and tools ~40% of it) against both cache shapes. Per run: the largest
 forwarded request over the window (our tokenizer's count, the reply reserve included), summaries
 applied and summary calls, requests the capped server cut, and what the hook said of the usage
 (``compact_hook_count_samples_total``).
@@ -25,6 +27,7 @@ sys.path.insert(0, str(ROOT))
 
 from tests.integration.agent_clients import (  # noqa: E402
     CLAUDE_CODE,
+    CLAUDE_CODE_24K,
     CODEX,
     GEMINI_CLI,
     USAGE_MODES,
@@ -39,8 +42,9 @@ CLIS = (CLAUDE_CODE, CODEX, GEMINI_CLI)
 
 def row(mode: str, facts: ClientFacts) -> str:
     said = ", ".join(f"{int(n)} {outcome}" for outcome, n in sorted(facts.samples.items()) if n)
+    name = facts.client.name.rsplit(", usage", 1)[0]
     return (
-        f"| {mode} | {facts.client.name.split(',')[0]} | {facts.largest / facts.client.window:.2f} | "
+        f"| {mode} | {name} | {facts.largest / facts.client.window:.2f} | "
         f"{facts.applied} / {facts.summary_calls} | {facts.truncated if mode == 'cap' else '—'} | "
         f"{'ok' if not problems(facts) else 'FAILED'} | {said} |"
     )
@@ -48,6 +52,7 @@ def row(mode: str, facts: ClientFacts) -> str:
 
 def main() -> None:
     chosen = (*CLIS, *(lying(client, mode) for mode in USAGE_MODES for client in CLIS))
+    chosen += (CLAUDE_CODE_24K, *(lying(CLAUDE_CODE_24K, mode) for mode in ("tail", "msgtail")))
     columns = ("usage", "client", "largest forwarded / window", "summaries applied / calls")
     columns += ("cut by the server", "checks", "usage said")
     print("| " + " | ".join(columns) + " |")

@@ -215,8 +215,9 @@ class CompactConfig(SummarySettings):
     learned_window_floor: float = setting(
         0.5,
         (
-            "the smallest window a refusal may teach, as a share of `context_window`: a stated limit below "
-            "it is kept at it (and logged: set `context_window` instead)"
+            "the smallest window a refusal or a server's ceiling may teach, as a share of `context_window`: "
+            "a stated limit below it is kept at it (and logged: set `context_window` instead); one that "
+            "leaves the conversation no room beside system, tools and the reply is not used"
         ),
         fraction=Fraction.CLOSED,
     )

@@ -132,10 +132,10 @@ class SummarySettings:
     count_floor: float = setting(
         0.75,
         (
-            "what the provider's usage may lower our count to, as a share of `count_ratio`: a provider "
-            "counting more than our tokenizer is followed as it reports, one counting less only down to "
-            "this (and only while its usage grows with what we forward: see *Counts the provider agrees "
-            "with*)"
+            "what the provider's usage may lower our count to in the figures we report, as a share of "
+            "`count_ratio`: a provider counting more than our tokenizer is followed at once, one counting "
+            "less only gradually and down to this — and never in what we forward, which stays within the "
+            "window at `count_ratio` (see *Counts the provider agrees with*)"
         ),
         at_least=0.1,
         at_most=1.0,

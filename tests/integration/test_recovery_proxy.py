@@ -163,11 +163,12 @@ def summary_requests_since(standin: Any, since: int) -> list[dict[str, Any]]:
 
 @pytest.mark.parametrize("counts", ["as we do", "less than we do"])
 @pytest.mark.parametrize("wire", ["chat", "anthropic", "responses", "google"])
-def test_a_provider_with_a_lower_real_limit_refuses_once_and_answers_every_turn(
+def test_a_provider_with_a_lower_real_limit_refuses_at_most_once_and_answers_every_turn(
     standin: Any, recovery_proxy: ProxyProcess, wire: str, counts: str
 ) -> None:
-    """Once: the retry fits (a provider that counts less than we do is not followed down on it), and the
-    limit is learned — the group's where the error states it, the key's where it does not (Responses)."""
+    """At most once: the retry fits (a provider that counts less than we do is not followed down on
+    it), and the limit is learned — the group's where the error states it, the key's where it does not
+    (Responses)."""
     entries, points = REPLAYS[wire][0], REPLAYS[wire][1][:RECOVERY_TURNS]
     model = LIMITED[wire] if counts == "as we do" else f"{LIMITED[wire]}-less"
     since = len(standin.requests)
@@ -186,7 +187,9 @@ def test_a_provider_with_a_lower_real_limit_refuses_once_and_answers_every_turn(
     upstream = [r["body"] for r in records]
     refused = [r["billed"] for r in records if r["billed"] > LIMIT]  # what the provider counted
     assert len(headers) == len(points)  # every turn answered (the SDK raises on a 400)
-    assert len(refused) == 1, refused  # once: the limit is learned from it
+    assert len(refused) <= 1, refused  # at most once: the limit is learned from it
+    # (a provider counting less than we do may refuse none: the windows stay where the prior puts them)
+    assert len(refused) == 1 or counts == "less than we do", refused
     assert sum(1 for h in headers if h.get("x-compact-recovered") == "true") == len(refused)
     assert all(pairing_problems(body[ENTRIES[wire]], FORMATS[wire]) == [] for body in upstream)
     assert all(

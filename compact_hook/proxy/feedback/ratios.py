@@ -117,8 +117,8 @@ class LearnedRatios:
         self._shared: dict[str, tuple[float, dict[str, TenantCount]]] = {}
         self._published: dict[str, float] = {}
         self._said: dict[str, float] = {}
-        self._medians: dict[str, tuple[float, float | None]] = {}
-        """Per group, the median and when it was taken: taken again when this replica learns or the
+        self._medians: dict[str, tuple[float, list[float]]] = {}
+        """Per group, the estimates the median is taken over and when they were: taken again when this replica learns or the
         store's tenants are read again, not on every request."""
 
     async def ratio(self, group: str, tenant: str, trust: Trust) -> CountRatio:
@@ -154,7 +154,7 @@ class LearnedRatios:
             self._say_back(group, known.aside)
         stats, counted = known.stats.after(judged.ratio)
         self._keep(group, key, TenantCount(stats, seen=now))
-        median = await self._median(group)
+        median = await self._median(group, least=1)
         if counted and median is not None:
             self._say_move(group, median, trust.prior)
         await self._publish(group, ttl)
@@ -173,17 +173,18 @@ class LearnedRatios:
         while len(local) > LOCAL_TENANTS:
             local.popitem(last=False)
 
-    async def _median(self, group: str) -> float | None:
+    async def _median(self, group: str, least: int = MIN_TENANTS) -> float | None:
         """The tenants' estimates' median (the upper middle of an even number: a count too high is
         the safe side), over a fixed sample of the tenants with ``MIN_SAMPLES`` responses whose
-        usage is not set aside (``MEDIAN_TENANTS``, by their hash); None under ``MIN_TENANTS``."""
+        usage is not set aside (``MEDIAN_TENANTS``, by their hash); None under ``least`` of them
+        (``MIN_TENANTS`` where it counts a new tenant; one, for what the metric and the log show)."""
         shared = await self._from_store(group)
         taken = self._medians.get(group)
-        if taken is not None and taken[0] >= self._shared[group][0]:
-            return taken[1]
-        median = _median_of({**shared, **self._local.get(group, {})}, self.wall())
-        self._medians[group] = (self.clock(), median)
-        return median
+        if taken is None or taken[0] < self._shared[group][0]:
+            taken = (self.clock(), _voters(({**shared, **self._local.get(group, {})}), self.wall()))
+            self._medians[group] = taken
+        ratios = taken[1]
+        return ratios[len(ratios) // 2] if len(ratios) >= max(1, least) else None
 
     async def _from_store(self, group: str) -> dict[str, TenantCount]:
         found = self._shared.get(group)
@@ -254,14 +255,14 @@ class LearnedRatios:
         )
 
 
-def _median_of(tenants: dict[str, TenantCount], now: float) -> float | None:
+def _voters(tenants: dict[str, TenantCount], now: float) -> list[float]:
+    """The estimates the group's median is taken over, in order (see ``LearnedRatios._median``)."""
     voters = sorted(
         (key, count.stats.ratio)
         for key, count in tenants.items()
         if not count.set_aside(now) and count.stats.samples >= MIN_SAMPLES
     )[:MEDIAN_TENANTS]
-    ratios = sorted(ratio for _, ratio in voters)
-    return ratios[len(ratios) // 2] if len(ratios) >= MIN_TENANTS else None
+    return sorted(ratio for _, ratio in voters)
 
 
 def _ratios_key(group: str) -> bytes:
