@@ -118,8 +118,8 @@ class LearnedRatios:
         self._published: dict[str, float] = {}
         self._said: dict[str, float] = {}
         self._medians: dict[str, tuple[float, list[float]]] = {}
-        """Per group, the estimates the median is taken over and when they were: taken again when this replica learns or the
-        store's tenants are read again, not on every request."""
+        """Per group, the estimates the median is taken over and when they were: taken again when this
+        replica learns or the store's tenants are read again, not on every request."""
 
     async def ratio(self, group: str, tenant: str, trust: Trust) -> CountRatio:
         """How a request of ``tenant`` is counted before its conversation has its own bills: the
