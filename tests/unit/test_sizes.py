@@ -12,7 +12,7 @@ from typing import Any
 from compact_hook.core.counting import REPLY_PRIMING, StringsOf
 from compact_hook.core.fingerprint import Fingerprint
 from compact_hook.engine.library import parse_chat
-from compact_hook.engine.run import Sizes
+from compact_hook.engine.sizes import Sizes
 from compact_hook.engine.view import View
 from compact_hook.wires import Conversation
 from tests.conversations import w
