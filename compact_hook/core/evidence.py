@@ -256,12 +256,14 @@ def _a_ceiling(billed: int, forwarded: Forwarded, earlier: Earlier, trust: Trust
     reading sets the usage aside instead), and not where the bill moved with what was new while the
     turns' growth differed (``VARIES``): a ceiling bills the same whatever was new."""
     fixed = trust.prior * forwarded.fixed
+    previous, before = earlier.previous, earlier.before
+    if previous is not None and billed - fixed <= TAIL * trust.prior * (forwarded.counted - previous.counted):
+        return False  # the fixed part plus about what was new: a context that holds no more is none
     room = (forwarded.window or 0) - forwarded.reserve - fixed
     if billed - fixed < max(
         least_room(forwarded.window, forwarded.reserve, round(fixed)), CEILING_ROOM * room
     ):
         return False
-    previous, before = earlier.previous, earlier.before
     if previous is None or before is None:
         return True
     varied = (forwarded.counted - previous.counted) - (previous.counted - before.counted)
