@@ -9,8 +9,9 @@ fingerprint, and one object an entry was one more to fetch each.
 The stages that work on a request add what they worked out for the next one — its items parsed
 (``wires.base``), its prefix chain (``engine.run``), its pairings, cleared items and runs
 (``engine.view``), the copy of its system and tools (``wires.base``) — only through the methods here,
-each of which charges what it keeps (``weight``) to the conversation's account (``state.recent``:
-the bounds are in bytes, per tenant and in all). The charges are estimates of the memory a Python
+and what they keep is charged (``weight``) to the conversation's account (``state.recent``: the
+bounds are in bytes, per tenant and in all): the items and the chain with the entries, up front; the
+rest as it is kept. The charges are estimates of the memory a Python
 object of that kind holds, measured with ``tracemalloc`` (``bench/bench_recent_memory.py``: what they
 charge a Claude Code session against what it holds).
 """
@@ -97,16 +98,15 @@ class Known:
         self._context = earlier._context
 
     def _worked_out(self) -> int:
-        """What this knowledge weighs (see the constants)."""
-        parsed = sum(1 for item in self._items if item is not None)
+        """What this knowledge weighs (see the constants): each entry's item as if parsed (most are,
+        and one charge per item parsed would cost a first request as much as parsing)."""
         paired = sum(len(prints) for prints, _ in self._paired)
         runs = sum(len(run.items) for run in self._runs.values())
         context = self._context[2] if self._context is not None else 0
         return (
             CONVERSATION_BYTES
-            + ENTRY_BYTES * len(self.copies)
+            + (ENTRY_BYTES + ITEM_BYTES) * len(self.copies)
             + COPY_FACTOR * (self.size + context)
-            + ITEM_BYTES * parsed
             + PAIRED_BYTES * paired
             + RUN_ITEM_BYTES * runs
             + CLEARED_BYTES * len(self._cleared)
@@ -133,7 +133,6 @@ class Known:
         found = self._items[index]
         if found is None:
             found = self._items[index] = parse(self.copies[index])
-            self._add(ITEM_BYTES)
         return found
 
     @property
