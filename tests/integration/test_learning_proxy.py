@@ -11,7 +11,6 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from prometheus_client.parser import text_string_to_metric_families
 
 from tests.integration.agent_clients import count_samples
 from tests.integration.harness import (
@@ -22,6 +21,7 @@ from tests.integration.harness import (
     standin_deployment,
 )
 from tests.integration.wire_clients import call
+from tests.support import metric_samples
 
 pytestmark = pytest.mark.integration
 
@@ -156,10 +156,5 @@ def test_a_flood_of_conversations_from_one_key_stays_within_the_memory_bounds(pr
 def gauges(proxy: ProxyProcess) -> dict[str, float]:
     port = proxy.extra_env["COMPACT_METRICS_PORT"]
     with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as answer:
-        text = answer.read().decode()
-    return {
-        sample.name: sample.value
-        for family in text_string_to_metric_families(text)
-        for sample in family.samples
-        if sample.name.startswith("compact_hook_recent_")
-    }
+        samples = metric_samples(answer.read().decode())
+    return {name: value for (name, _), value in samples.items() if name.startswith("compact_hook_recent_")}
