@@ -29,6 +29,7 @@ def tenant_tag(tenant: str) -> str:
     return tenant_digest(tenant).hex()
 
 
+@functools.lru_cache(maxsize=TENANTS_REMEMBERED)
 def tenant_seed(tenant: str) -> int:
     """What a tenant's fingerprints are mixed with, so no tenant can tell by timing what another
     sent (the low four bits stay the wire formats')."""
