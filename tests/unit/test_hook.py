@@ -16,6 +16,7 @@ from compact_hook.proxy.observe.report import Report, response_headers
 from compact_hook.proxy.request.caller import session_id_of
 from compact_hook.proxy.request.models import validate_model_list
 from compact_hook.settings.model import CompactConfig
+from compact_hook.settings.summary import summary_tokens_for
 from tests.routers import SUMMARY, UPSTREAM, SpyRouter, deployment, request, spy_router
 from tests.support import (
     ANTHROPIC,
@@ -61,7 +62,7 @@ async def test_a_long_request_is_compacted_through_the_router(
     assert summary_calls[0]["metadata"]["compact_hook_internal"] == INTERNAL_TOKEN
     assert "other" not in summary_calls[0]["metadata"]
     sent = json.loads(mocked_upstream.calls[0].request.content)
-    assert sent["max_tokens"] == CompactConfig().summary_max_tokens
+    assert sent["max_tokens"] == summary_tokens_for(20_000) == 2_500  # an eighth of the group's window
     assert "<compact_hook:summary-request>" in sent["messages"][0]["content"]
 
 

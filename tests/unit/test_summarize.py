@@ -10,6 +10,7 @@ from compact_hook.core.failures import SummaryFailure, failure_of
 from compact_hook.core.recall import mention
 from compact_hook.core.transcript import read_tokens, transcript_entries
 from compact_hook.engine.summary.summarize import (
+    MIN_CHUNK_TOKENS,
     PROMPT_VERSION,
     Budget,
     Summarizing,
@@ -166,6 +167,26 @@ async def test_a_single_chunk_request_has_the_system_prompt_and_the_transcript()
     [request] = summarizer.requests
     assert request[0] == {"role": "system", "content": summary_prompt()}
     assert "<transcript>\n### user\nhello\n\n### assistant\nhi\n</transcript>" in request[1]["content"]
+
+
+@pytest.mark.parametrize(
+    ("window", "tokens"), [(2_048, 256), (4_096, 512), (8_192, 1_024), (32_768, 4_096), (200_000, 4_096)]
+)
+def test_unset_the_summarys_length_is_derived_from_the_summary_models_window_and_leaves_room(
+    window: int, tokens: int
+) -> None:
+    """Issue 61: a fixed 4,096 reserved twice left a 4K summary model -4,599 tokens for the transcript,
+    and no summary was ever made. Derived from the window, every window from 2K on keeps a transcript
+    of several times the smallest chunk, counted with a real tokenizer."""
+    from compact_hook.state.tokenizers import counter_for
+
+    config = CompactConfig(context_window=window)
+    assert config.summary_max_tokens is None and config.summary_tokens == tokens
+    assert input_budget(config, counter_for("o200k_base")) >= MIN_CHUNK_TOKENS
+    set_by_hand = CompactConfig(context_window=window, summary_max_tokens=300)
+    assert set_by_hand.summary_tokens == 300
+    apart = CompactConfig(context_window=200_000, summary_context_window=window)
+    assert apart.summary_tokens == tokens  # the summary model's own window, where it has one
 
 
 def test_a_window_too_small_for_prompt_and_summary_is_an_error() -> None:

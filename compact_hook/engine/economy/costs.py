@@ -67,9 +67,7 @@ class Costs:
         turns = sum(1 for item in run.tiers.items if item.role is Role.ASSISTANT)
         growth = note.growth if note is not None and note.growth > 0 else run.total / max(1, turns)
         summary_tokens = (
-            run.counter.count_text(state.summary)
-            if state.summary
-            else run.window.ours(config.summary_max_tokens)
+            run.counter.count_text(state.summary) if state.summary else run.window.ours(config.summary_tokens)
         )
         prices = request.prices.scaled(ratio)
         summary = (request.summary_prices or request.prices).scaled(ratio)

@@ -139,7 +139,7 @@ def _estimate(run: Run, part: Partition, counts: Sequence[int], pins: Mapping[in
     pinned = sum(
         (shape.limit or pins[i].tokens) - (0 if i in middle else counts[i]) for i, shape in part.shapes
     )
-    return request_total(run.context_tokens, kept) + pinned + run.window.ours(run.config.summary_max_tokens)
+    return request_total(run.context_tokens, kept) + pinned + run.window.ours(run.config.summary_tokens)
 
 
 async def make(run: Run, cut: Cut, making: Making) -> Made | Failed:
@@ -150,7 +150,7 @@ async def make(run: Run, cut: Cut, making: Making) -> Made | Failed:
     if making.probe:
         budget.retries_left = 0
     if making.model is None:
-        limit = config.summary_max_tokens * DIGEST_CHARS_PER_TOKEN
+        limit = config.summary_tokens * DIGEST_CHARS_PER_TOKEN
         text, summarizer = await asyncio.to_thread(digest, middle, limit, config.recall), Summarizer.DIGEST
     else:
         try:

@@ -101,12 +101,12 @@ def input_budget(config: CompactConfig, counter: TokenCounter, ratio: CountRatio
     window = config.summary_context_window or config.context_window
     if window is None:
         raise SummarizerError("summary model context window unknown", SummaryFailure.TOO_LONG)
-    reserved = counter.count_text(summary_prompt()) + ratio.ours_of(2 * config.summary_max_tokens)
+    reserved = counter.count_text(summary_prompt()) + ratio.ours_of(2 * config.summary_tokens)
     budget = ratio.ours_of(window * (1 - SAFETY_MARGIN)) - reserved - 64
     if budget < MIN_CHUNK_TOKENS:
         raise SummarizerError(
             f"summary model window ({window} tokens) leaves only {budget} tokens for the transcript "
-            f"beside the prompt and summary_max_tokens={config.summary_max_tokens}",
+            f"beside the prompt and summary_max_tokens={config.summary_tokens}",
             SummaryFailure.TOO_LONG,
         )
     return budget
@@ -235,7 +235,7 @@ async def summarize_middle(middle: Sequence[Item], how: Summarizing, budget: Bud
     (one retry each time; never resent unchanged)."""
     config = how.config
     start, chunks = await asyncio.to_thread(_plan, middle, how)
-    limit = config.summary_max_tokens * DIGEST_CHARS_PER_TOKEN
+    limit = config.summary_tokens * DIGEST_CHARS_PER_TOKEN
     running = digest(middle[:start], limit, config.recall) if start else None
     if start:
         logger.warning(

@@ -25,6 +25,7 @@ from compact_hook.core.calibration import claude_version, family_prior
 from compact_hook.core.pricing import Prices
 from compact_hook.proxy import server
 from compact_hook.settings.model import CompactConfig
+from compact_hook.settings.summary import summary_tokens_for
 from compact_hook.state.tokenizers import tokenizer_name_for_model
 
 logger = logging.getLogger(__name__)
@@ -132,10 +133,12 @@ class ModelSettings:
                 group,
             )
         tokenizer = config.tokenizer or tokenizer_name_for_model(_provider_model(deployments[0], group))
+        summary_window = config.summary_context_window or self._summary_window(router, config)
         return dataclasses.replace(
             config,
             context_window=window,
-            summary_context_window=config.summary_context_window or self._summary_window(router, config),
+            summary_context_window=summary_window,
+            summary_max_tokens=config.summary_max_tokens or summary_tokens_for(summary_window or window),
             tokenizer=tokenizer,
             count_ratio=config.count_ratio or _prior(tokenizer, group, deployments),
             thinking_prefix_check=_prefix_check(config, group, deployments),

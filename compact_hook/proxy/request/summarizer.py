@@ -55,7 +55,7 @@ class RouterSummarizer:
         ``summary_timeout_seconds``, carrying ``metadata`` (``marks.own_call_metadata``)."""
         self.router = router
         self.model = model
-        self.max_tokens = config.summary_max_tokens
+        self.max_tokens = config.summary_tokens
         self.timeout = config.summary_timeout_seconds
         self.metadata = metadata
         self.prices: Prices | None = None
