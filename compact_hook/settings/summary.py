@@ -12,15 +12,19 @@ DEFAULT_ARCHIVE_DIR = str(Path("~/.local/state/compact_hook/archive").expanduser
 SUMMARY_TOKENS = (256, 4_096)
 """The least and the most ``summary_max_tokens`` is derived as: a summary needs a few hundred tokens
 to hold its sections, and a longer one than 4,096 is more to read on every turn that follows."""
-SUMMARY_SHARE = 8
-"""Unset, ``summary_max_tokens`` is this fraction of the summary model's window: the running summary
-and the answer, twice it, leave three quarters for the prompt and the transcript."""
+SUMMARY_PROMPT_ALLOWANCE = 664
+"""What a summary call's own instructions take of its window (ours are ~400 tokens), with a margin."""
 
 
-def summary_tokens_for(window: int | None) -> int:
-    """``summary_max_tokens`` where the operator set none: derived from the summary model's window."""
+def summary_tokens_for(window: int | None, digest: bool = False) -> int:
+    """``summary_max_tokens`` where the operator set none. The summary model's window, less a
+    twentieth and the prompt, is shared in four: the running summary a chunk carries and the answer
+    take one each, the transcript two — a 4K summary model gets 806, and ~1,800 for the transcript;
+    from an 18K window on, 4,096. The digest, which calls no model, is capped at 4,096."""
     least, most = SUMMARY_TOKENS
-    return most if window is None else max(least, min(most, window // SUMMARY_SHARE))
+    if window is None or digest:
+        return most
+    return max(least, min(most, int(0.95 * window - SUMMARY_PROMPT_ALLOWANCE) // 4))
 
 
 @dataclass(frozen=True)
@@ -78,9 +82,10 @@ class SummarySettings:
         at_least=1,
         scope=True,
         unset=Unset(
-            "an eighth of the summary model's window, at least 256 and at most 4,096 (4,096 where the "
-            "window is unknown): a 4K summary model keeps room for the transcript",
-            lambda c: summary_tokens_for(c.summary_context_window or c.context_window),
+            "a quarter of what the summary model's window leaves beside its prompt, at least 256 and at "
+            "most 4,096 (4,096 where the window is unknown, or with the `digest`): a 4K summary model "
+            "keeps half for the transcript",
+            lambda c: c.summary_tokens,
         ),
     )
     summary_tool_output_tokens: int = setting(
@@ -169,6 +174,5 @@ class SummarySettings:
     @property
     def summary_tokens(self) -> int:
         """``summary_max_tokens``, or what it is derived as where unset (``summary_tokens_for``)."""
-        return self.summary_max_tokens or summary_tokens_for(
-            self.summary_context_window or self.context_window
-        )
+        window = self.summary_context_window or self.context_window
+        return self.summary_max_tokens or summary_tokens_for(window, self.summary_model == "digest")

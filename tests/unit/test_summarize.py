@@ -170,7 +170,7 @@ async def test_a_single_chunk_request_has_the_system_prompt_and_the_transcript()
 
 
 @pytest.mark.parametrize(
-    ("window", "tokens"), [(2_048, 256), (4_096, 512), (8_192, 1_024), (32_768, 4_096), (200_000, 4_096)]
+    ("window", "tokens"), [(2_048, 320), (4_096, 806), (8_192, 1_779), (32_768, 4_096), (200_000, 4_096)]
 )
 def test_unset_the_summarys_length_is_derived_from_the_summary_models_window_and_leaves_room(
     window: int, tokens: int
@@ -187,6 +187,7 @@ def test_unset_the_summarys_length_is_derived_from_the_summary_models_window_and
     assert set_by_hand.summary_tokens == 300
     apart = CompactConfig(context_window=200_000, summary_context_window=window)
     assert apart.summary_tokens == tokens  # the summary model's own window, where it has one
+    assert CompactConfig(context_window=window, summary_model="digest").summary_tokens == 4_096
 
 
 def test_a_window_too_small_for_prompt_and_summary_is_an_error() -> None:

@@ -138,7 +138,8 @@ class ModelSettings:
             config,
             context_window=window,
             summary_context_window=summary_window,
-            summary_max_tokens=config.summary_max_tokens or summary_tokens_for(summary_window or window),
+            summary_max_tokens=config.summary_max_tokens
+            or summary_tokens_for(summary_window or window, config.uses_digest),
             tokenizer=tokenizer,
             count_ratio=config.count_ratio or _prior(tokenizer, group, deployments),
             thinking_prefix_check=_prefix_check(config, group, deployments),
