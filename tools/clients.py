@@ -3,6 +3,7 @@ real proxy with compact_hook, one table.
 
     .venv/bin/python tools/clients.py [--client NAME ...] [--capture DIR] [--window N] [--usage MODE ...]
 
+Claude Code runs twice: npm's and the newer one the Agent SDK's Linux package ships (its `claude` binary).
 Each CLI (installed by `make clients-install` at the versions pinned in clients/package.json) runs 30
 tool turns against the stand-in's scripted agent through a proxy whose windows are small enough to
 compact several times; the table says what reached the provider: compaction events (distinct summaries

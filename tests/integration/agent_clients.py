@@ -10,7 +10,8 @@ with them. The test suite (``test_clients_proxy.py``) asserts there is nothing; 
 the table.
 
 The CLIs are installed by ``npm install --prefix clients`` at the exact versions of ``clients/package.json``
-(``make clients-install``).
+(``make clients-install``); Claude Code twice: npm's ``@anthropic-ai/claude-code`` and the newer build the
+Agent SDK's Linux package ships as its ``claude`` binary.
 """
 
 from __future__ import annotations
@@ -177,6 +178,11 @@ class AgentClient:
     prior: bool = False
     """The stand-in bills as the model's provider counts (``ctok48``): the family's measured prior
     counts its requests, not ``count_ratio: 1``."""
+    folder: str = ".bin"
+    """Where ``binary`` is under ``clients/node_modules``: npm links the binaries a package declares into
+    ``.bin``; a package that declares none has it in its own folder."""
+    cli_version: str | None = None
+    """The CLI's own version (``--version``), when it is not its package's."""
 
     @property
     def upstream_wire(self) -> Wire:
@@ -184,12 +190,14 @@ class AgentClient:
 
     @property
     def version(self) -> str:
+        if self.cli_version is not None:
+            return self.cli_version
         manifest = json.loads((CLIENTS_DIR / "package.json").read_text())
         return str(manifest["dependencies"][self.package])
 
     @property
     def executable(self) -> Path:
-        return CLIENTS_DIR / "node_modules" / ".bin" / self.binary
+        return CLIENTS_DIR / "node_modules" / self.folder / self.binary
 
     @property
     def path(self) -> str:
@@ -428,6 +436,20 @@ CLAUDE_CODE_24K = dataclasses.replace(
 """Claude Code asking for a 4,000-token reply in a 24,000-token window of a Claude 4.5 name (its
 prior, 1.10, counts it: the stand-in bills what we count): its ~9,400 tokens of system and tools are
 then a large share of what the window holds (issue 60's run)."""
+CLAUDE_AGENT_SDK = "@anthropic-ai/claude-agent-sdk-linux-x64"
+CLAUDE_CODE_SDK = dataclasses.replace(
+    CLAUDE_CODE,
+    name="Claude Code, Agent SDK",
+    package=CLAUDE_AGENT_SDK,
+    folder=CLAUDE_AGENT_SDK,
+    cli_version="2.1.337",
+    group="cc-sdk-agent",
+    upstream_model=f"{CLAUDE_CODE.upstream_model}-sdk",
+    summary_model="standin-summarizer-cc-sdk",
+)
+"""Claude Code as the Agent SDK ships it, newer than npm's ``@anthropic-ai/claude-code``: the SDK's
+Linux package 0.3.337 holds Claude Code 2.1.337 as its ``claude`` binary (no ``bin`` declared), which
+runs as the CLI. Run as ``CLAUDE_CODE`` is, on a model group and stand-in models of its own."""
 CODEX = AgentClient(
     name="Codex CLI",
     package="@openai/codex",
@@ -544,9 +566,10 @@ def on_deployment(client: AgentClient, deployment: str) -> AgentClient:
     )
 
 
-CLIENTS = (CLAUDE_CODE, CODEX, CODEX_BUILTIN, GEMINI_CLI, QWEN_CODE, OPENCODE, PI)
-"""Every CLI as ``make clients`` runs it; Codex twice: on a custom provider (we compact) and on the
-built-in one (Codex compacts remotely, we serve it)."""
+CLIENTS = (CLAUDE_CODE, CLAUDE_CODE_SDK, CODEX, CODEX_BUILTIN, GEMINI_CLI, QWEN_CODE, OPENCODE, PI)
+"""Every CLI as ``make clients`` runs it; Claude Code twice: npm's and the Agent SDK's newer build;
+Codex twice: on a custom provider (we compact) and on the built-in one (Codex compacts remotely, we
+serve it)."""
 CODEX_COMPACTING = (CODEX_BUILTIN, CODEX_V2)
 
 USAGE_MODES = ("tail", "msgtail", "zero", "cap", "msgs")

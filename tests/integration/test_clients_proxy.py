@@ -1,5 +1,5 @@
-"""The real agent CLIs — Claude Code, Codex CLI, Gemini CLI, Qwen Code, opencode, pi — through a real
-proxy, 30 tool turns each, as a user runs them.
+"""The real agent CLIs — Claude Code (npm's, and the newer one the Agent SDK ships), Codex CLI, Gemini CLI,
+Qwen Code, opencode, pi — through a real proxy, 30 tool turns each, as a user runs them.
 
 What each CLI sends is whatever its pinned version sends today (mid-conversation ``system`` entries,
 ``context_management``, thinking, signed Gemini calls, a dozen tools): nothing here is a shape we wrote.
@@ -10,10 +10,13 @@ calls no more than summaries applied + 1; ``make clients`` prints the same as a 
 
 from __future__ import annotations
 
+import subprocess
+
 import pytest
 
 from tests.integration.agent_clients import (
     CLAUDE_CODE,
+    CLAUDE_CODE_SDK,
     CLIENTS,
     CODEX,
     CODEX_BUILTIN,
@@ -48,10 +51,12 @@ def _explained(facts: ClientFacts) -> str:
     return f"{problems(facts)}\nstdout: {facts.completed.stdout[-2000:]}\nstderr: {facts.completed.stderr[-2000:]}"
 
 
+@pytest.mark.parametrize("client", [CLAUDE_CODE, CLAUDE_CODE_SDK], ids=lambda client: client.version)
 def test_claude_code_runs_30_turns_through_the_proxy_compacted_with_its_thinking_valid(
-    runs: dict[str, ClientFacts],
+    runs: dict[str, ClientFacts], client: AgentClient
 ) -> None:
-    facts = runs[CLAUDE_CODE.name]
+    """npm's Claude Code and the newer one the Agent SDK ships, the same checks."""
+    facts = runs[client.name]
     assert problems(facts) == [], _explained(facts)
     first = facts.sent[0]
     assert any(
@@ -62,6 +67,15 @@ def test_claude_code_runs_30_turns_through_the_proxy_compacted_with_its_thinking
     assert not reasons & {"client_managed", "malformed"}, reasons
     assert facts.thinking_forwarded > 0 and facts.thinking_removed > 0  # kept when valid, removed when stale
     assert any(m.get("role") == "system" for body in facts.forwarded for m in body["messages"])
+
+
+def test_the_agent_sdk_ships_a_claude_that_is_the_claude_code_the_table_names() -> None:
+    """Its package's version is the SDK's (0.3.337): what runs is the CLI, at ``cli_version``."""
+    done = subprocess.run(
+        [str(CLAUDE_CODE_SDK.executable), "--version"], capture_output=True, text=True, timeout=60, check=True
+    )
+    assert done.stdout.strip() == f"{CLAUDE_CODE_SDK.version} (Claude Code)"
+    assert CLAUDE_CODE_SDK.version != CLAUDE_CODE.version
 
 
 def test_codex_runs_30_turns_through_the_proxy_compacted(runs: dict[str, ClientFacts]) -> None:

@@ -65,8 +65,11 @@ def test_a_captured_request_is_ours_to_compact_and_valid_as_sent(path: Path) -> 
     assert pairing_problems(body[ENTRIES[wire.name]], wire) == []
 
 
-def test_claude_code_sends_its_environment_as_a_mid_conversation_system_entry_and_32k_of_reserve() -> None:
-    wire, body = _capture(CAPTURES / "claude-2.1.332-first.json")
+@pytest.mark.parametrize("version", ["2.1.332", "2.1.337"])  # npm's, and the Agent SDK's newer build
+def test_claude_code_sends_its_environment_as_a_mid_conversation_system_entry_and_32k_of_reserve(
+    version: str,
+) -> None:
+    wire, body = _capture(CAPTURES / f"claude-{version}-first.json")
     parsed = wire.parse(body)
     assert isinstance(parsed, Conversation) and parsed.reserve == 32_000
     roles = [item.role for item in parsed.items()]
