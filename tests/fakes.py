@@ -19,13 +19,35 @@ from compact_hook.engine.summary.summarize import Message
 from compact_hook.state.archive import Audit
 from compact_hook.state.store import MemoryStore
 
+SECTIONS = (
+    "Goal and user constraints",
+    "Decisions",
+    "Files and artifacts",
+    "Tool calls and outcomes",
+    "Errors and fixes",
+    "Current state",
+    "Next steps",
+)
+
+
+def sectioned(text: str) -> str:
+    """``text`` as a summary with the sections the prompt asks for (``core.summary_check``): the text
+    under the first, ``none`` under the others — what a model that follows the prompt writes."""
+    if not text.strip():
+        return text
+    return "\n\n".join(f"## {title}\n{text if k == 0 else 'none'}" for k, title in enumerate(SECTIONS))
+
 
 class FakeSummarizer:
-    """Answers summary requests from a queue (str or exception); records every request."""
+    """Answers summary requests from a queue (str or exception), each string as a summary with the
+    prompt's sections (``raw``: as given); records every request."""
 
-    def __init__(self, *answers: str | BaseException, default: str = "the summary") -> None:
+    def __init__(
+        self, *answers: str | BaseException, default: str = "the summary", raw: bool = False
+    ) -> None:
         self.answers = list(answers)
         self.default = default
+        self.raw = raw
         self.requests: list[list[Message]] = []
 
     async def __call__(self, messages: list[Message]) -> str:
@@ -33,7 +55,7 @@ class FakeSummarizer:
         answer = self.answers.pop(0) if self.answers else self.default
         if isinstance(answer, BaseException):
             raise answer
-        return answer
+        return answer if self.raw else sectioned(answer)
 
     @property
     def transcripts(self) -> list[str]:

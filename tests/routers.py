@@ -11,7 +11,10 @@ import litellm
 from tests.support import load_transcript
 
 UPSTREAM = "http://upstream.test/v1"
-SUMMARY = "## Goal and user constraints\nkeep going\n## Current state\nhalfway"
+SUMMARY = (
+    "## Goal and user constraints\nkeep going\n## Decisions\nnone\n## Files and artifacts\nnone\n"
+    "## Tool calls and outcomes\nnone\n## Errors and fixes\nnone\n## Current state\nhalfway\n## Next steps\nnone"
+)
 
 
 class SpyRouter(Protocol):

@@ -196,8 +196,9 @@ def summary_from_texts(texts: list[str]) -> str:
     total_chars = sum(len(t) for t in texts)
     digest = hashlib.sha256("\x00".join(texts).encode("utf-8", "surrogatepass")).hexdigest()[:12]
     last = texts[-1].replace(SUMMARY_MARKER, "").strip() if texts else ""
+    carried = _previous_goal(transcript)
     body = {
-        SUMMARY_HEADINGS[0]: f'- Transcript starts: "{_one_line(transcript)}"',
+        SUMMARY_HEADINGS[0]: f'{carried}- Transcript starts: "{_one_line(transcript)}"',
         SUMMARY_HEADINGS[1]: "- None recorded by the stand-in.",
         SUMMARY_HEADINGS[2]: "- None recorded by the stand-in.",
         SUMMARY_HEADINGS[3]: _recall_handles(transcript),
@@ -208,6 +209,23 @@ def summary_from_texts(texts: list[str]) -> str:
         SUMMARY_HEADINGS[6]: f'- Continue from the last message: "{_one_line(last)}"',
     }
     return "\n\n".join(f"{heading}\n{text}" for heading, text in body.items()) + "\n"
+
+
+PREVIOUS_GOAL = re.compile(
+    re.escape(SUMMARY_HEADINGS[0]) + r"\n(.*?)\n\n" + re.escape(SUMMARY_HEADINGS[1]), re.DOTALL
+)
+
+
+def _previous_goal(transcript: str) -> str:
+    """The goal section of the previous summary the transcript holds, carried word for word as the
+    prompt asks ("" when there is none), each of its lines once."""
+    found = PREVIOUS_GOAL.search(transcript)
+    if found is None:
+        return ""
+    lines = [
+        line for line in found.group(1).splitlines() if not line.startswith('- Transcript starts: "### ')
+    ]
+    return "".join(f"{line}\n" for line in lines)
 
 
 KEPT_IDS = re.compile(r"at most (\d+) of them")

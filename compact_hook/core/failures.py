@@ -30,7 +30,8 @@ class SummaryFailure(enum.StrEnum):
     """The summary call itself was too long for the summary model: the chunk is planned again,
     smaller; never resent unchanged."""
     UNUSABLE = "unusable"
-    """An empty or non-text answer: retried once."""
+    """An empty answer (retried once) or one that is not a summary (``core.summary_check``: a loop,
+    the prompt echoed, its sections missing; not retried): the digest takes its place."""
     DEADLINE = "deadline"
     """``summary_deadline_seconds`` passed."""
     BREAKER_OPEN = "breaker_open"
@@ -48,6 +49,8 @@ CONTEXT_PHRASES = (
     "too many tokens",
     "exceeds the maximum number of tokens",
     "contextwindowexceedederror",
+    "exceeds the available context size",  # llama.cpp's server
+    "exceed_context_size_error",
 )
 LIMIT_PATTERNS = (
     re.compile(r"maximum context length is (?P<limit>\d+) tokens.*?\((?P<sent>\d+) in the messages"),
@@ -59,8 +62,16 @@ LIMIT_PATTERNS = (
         r"input token count \((?P<sent>\d+)\) exceeds the maximum number of tokens allowed \((?P<limit>\d+)\)"
     ),
     re.compile(r"(?P<sent>\d+) \+ \d+ > (?P<limit>\d+)"),
+    re.compile(
+        r"request \((?P<sent>\d+) tokens\) exceeds the available context size \((?P<limit>\d+) tokens\)"
+    ),
+    re.compile(r'"n_prompt_tokens":\s*(?P<sent>\d+),\s*"n_ctx":\s*(?P<limit>\d+)'),
+    re.compile(r"maximum context length is (?P<limit>\d+) tokens.*?request has (?P<sent>\d+) input tokens"),
     re.compile(r"maximum context length is (?P<limit>\d+) tokens"),
 )
+"""The sentences that state a limit, most specific first: OpenAI's (and vLLM's, two forms), Anthropic's,
+Gemini's, Anthropic's on Bedrock (input + max_tokens > limit), llama.cpp's server (its message and
+its JSON fields), and OpenAI's without a count."""
 SAFETY = 0.95
 """With a limit but not what the provider counted, the window is this share of the lower of the
 limit and our estimate of what was sent (we may have under-counted: it was refused)."""

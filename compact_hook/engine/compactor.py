@@ -24,6 +24,7 @@ import asyncio
 import dataclasses
 import logging
 
+from compact_hook.core.failures import SummaryFailure
 from compact_hook.core.outcomes import CacheStatus, Mode, Reason, Summarizer
 from compact_hook.core.partition import Partition
 from compact_hook.engine.ahead.lookup import Ahead
@@ -243,6 +244,10 @@ class Compactor:
         over = await run.tokens(compacted) >= run.window.compact
         cache = CacheStatus.SHARED if shared else made.cache
         outcome = outcome.changed(entry, cache, made.kept, reason=Reason.OVER_TRIGGER if over else None)
+        if made.unusable is not None and not shared:  # the digest stood in: said as a failure
+            unusable = Reason.SUMMARY_FAILED if outcome.reason is None else outcome.reason
+            outcome = dataclasses.replace(outcome, reason=unusable, summary_failure=SummaryFailure.UNUSABLE)
+            _warn_unusable(run, made.unusable)
         return await self._fit(run, compacted, outcome)
 
     async def _without_summary(
@@ -286,6 +291,18 @@ class Compactor:
             outcome, state=state, reason=reason, dropped=fit.dropped, archived=merged(outcome.archived, kept)
         )
         return await finish(run, view, fitted_outcome)
+
+
+def _warn_unusable(run: Run, why: str) -> None:
+    """Once per model group: its summary model answers with no summary (each is counted)."""
+    group = run.request.origin.model_group
+    if run.memory.notices.first(("summary_unusable", group)):
+        logger.warning(
+            "compact_hook: model group %s: %s; the digest stands in (compact_hook_summary_failures_total"
+            '{outcome="unusable"} counts each; a larger summary_model writes real summaries)',
+            group or "?",
+            why,
+        )
 
 
 def _warn_no_room(run: Run) -> None:

@@ -22,7 +22,7 @@ from compact_hook.engine.run import ProcessMemory, Run
 from compact_hook.wires import Conversation
 from tests.compaction import Replica, config, idle, replica, tool_session
 from tests.conversations import wire_of
-from tests.fakes import FakeSummarizer, WordCounter
+from tests.fakes import FakeSummarizer, WordCounter, sectioned
 
 SONNET = Prices.per_million(3.0, 3.75, 0.30, 15.0)
 
@@ -86,7 +86,7 @@ async def test_a_compaction_is_started_once_waits_while_made_and_is_found_at_the
     await idle(node.background)
     assert await ahead.waiting(run, Entry()) is True  # made, waiting for the trigger
     ready = await ahead.at_trigger(run, Entry())
-    assert ready is not None and ready.summary == "the summary" and ready.covered > 0
+    assert ready is not None and ready.summary == sectioned("the summary") and ready.covered > 0
     assert await ahead.start(run, due(run)) is Preparation.READY  # it will suffice: not made again
     assert await ahead.at_trigger(run, ready) is None and await ahead.waiting(run, ready) is False
     other = await measured("another task")  # another conversation has nothing prepared

@@ -11,8 +11,9 @@ import pytest
 
 from compact_hook import CompactConfig, count_tokens
 from compact_hook.core.chain import Owner, scope_of
+from compact_hook.core.failures import SummaryFailure
 from compact_hook.core.limits import Limits
-from compact_hook.core.outcomes import Removal, Summarizer
+from compact_hook.core.outcomes import Reason, Removal, Summarizer
 from compact_hook.engine import Compactor, CompactRequest, CompactResult
 from compact_hook.engine.library import parse_chat
 from compact_hook.engine.run import Run
@@ -64,6 +65,21 @@ async def test_a_replay_makes_one_summary_per_compaction_event() -> None:
     assert {r.cache for r in results} == {"none", "hit", "miss"}
 
 
+async def test_a_summary_model_that_writes_no_summary_is_said_once_and_its_breaker_opens(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Each answer a loop: the digest stands in for each (counted: ``summary_failure``), the log says
+    so once for the group, and the breaker counts them as failures (no call once it is open)."""
+    looped = "## Goal and user constraints\n" + "The agent ran the tests and the tests passed.\n" * 40
+    summarizer = FakeSummarizer(default=looped, raw=True)
+    results = await replay_session(Compactor(MemoryStore(1000, 3600)), summarizer)
+    unusable = [r for r in results if r.summary_failure is SummaryFailure.UNUSABLE]
+    assert len(unusable) == STORE_CONFIG.breaker_failures == len(summarizer.requests)
+    assert all(r.summarizer is Summarizer.DIGEST and r.compacted for r in unusable)
+    assert any(r.reason is Reason.BREAKER_OPEN for r in results)
+    assert caplog.text.count("the digest stands in") == 1
+
+
 async def test_without_a_store_every_turn_over_the_threshold_pays_a_summary() -> None:
     stateless = FakeSummarizer()
     await replay_session(Compactor(None), stateless)
@@ -104,7 +120,7 @@ async def test_re_compaction_merges_the_previous_summary() -> None:
     summarizer = FakeSummarizer(*[f"summary number {i}" for i in range(1, 50)])
     await replay_session(Compactor(MemoryStore(1000, 3600)), summarizer)
     second = summarizer.transcripts[1]
-    assert "### previous summary\nsummary number 1" in second
+    assert "### previous summary\n## Goal and user constraints\nsummary number 1" in second
 
 
 async def test_eight_concurrent_identical_requests_share_one_summary() -> None:

@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from compact_hook import CompactConfig, CompactStats, compact_messages, should_compact
+from compact_hook.core.failures import SummaryFailure
 from compact_hook.core.items import SUMMARY_PREFIX
 from compact_hook.core.limits import Limits
 from compact_hook.core.outcomes import Reason, Summarizer
@@ -199,7 +200,7 @@ async def test_a_previous_summary_is_merged_not_stacked() -> None:
     assert second.compacted
     summaries = [m for m in second.messages if is_summary_message(m)]
     assert len(summaries) == 1 and "second summary" in summaries[0]["content"]
-    assert "### previous summary\nfirst summary" in summarizer.transcripts[0]
+    assert "### previous summary\n## Goal and user constraints\nfirst summary" in summarizer.transcripts[0]
 
 
 async def test_a_failing_summarizer_leaves_the_request_unchanged() -> None:
@@ -293,3 +294,27 @@ async def test_real_transcript_compacts_with_the_real_tokenizer(archive: InMemor
     users = [i for i, m in enumerate(messages) if m["role"] == "user"]
     # no system head: the task (the first user message, pinned) leads, then the latest one
     assert out.messages[0] is messages[users[0]] and out.messages[1] is messages[users[-1]]
+
+
+LOOPED = "## Goal and user constraints\n" + "The agent ran the tests and the tests passed.\n" * 40
+ECHOED = "## Decisions\nChoices made and why, including approaches rejected.\n## Current state\n" + (
+    "Where the work stands at the end of the transcript: what is done, what is in progress."
+)
+
+
+@pytest.mark.parametrize("answer", [LOOPED, ECHOED, "Usage: ponyc [OPTIONS] <package directory>"])
+async def test_an_answer_that_is_no_summary_is_not_applied_the_digest_stands_in(
+    answer: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A 135M model's answers (issue 61): a loop, the prompt echoed, a usage block. One call, not
+    retried; the digest in its place, said as an ``unusable`` summary failure."""
+    summarizer = FakeSummarizer(answer, answer, raw=True)
+    config = small_window_config(context_window=1000)  # room for the digest
+    out = await compact_messages(
+        history(2000), config, summarizer, counter=WordCounter(), archive=InMemoryArchive()
+    )
+    assert out.compacted and out.summarizer is Summarizer.DIGEST and len(summarizer.requests) == 1
+    assert out.reason is Reason.SUMMARY_FAILED and out.summary_failure is SummaryFailure.UNUSABLE
+    summaries = [m["content"] for m in out.messages if is_summary_message(m)]
+    assert len(summaries) == 1 and answer[:60] not in summaries[0]
+    assert "not a summary" in caplog.text and "the digest stands in" in caplog.text

@@ -114,7 +114,7 @@ async def test_a_second_compaction_merges_the_first_summary_instead_of_stacking_
     result = await run(wire, body(wire, longer), config(), summarizer, compactor)
     summaries = [e for e in result.messages if is_summary(e, wire_of(wire))]
     assert len(summaries) == 1 and "second summary" in json.dumps(summaries[0])
-    assert "### previous summary\nfirst summary" in summarizer.transcripts[0]
+    assert "### previous summary\n## Goal and user constraints\nfirst summary" in summarizer.transcripts[0]
     assert pairing_problems(result.messages, wire_of(wire)) == []
 
 

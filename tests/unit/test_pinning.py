@@ -275,7 +275,10 @@ async def test_a_re_compaction_keeps_the_pins_and_asks_to_keep_the_earlier_const
         'Nothing a previous summary lists under "Goal and user constraints" may be dropped'
         in (request[0]["content"])
     )
-    assert "### previous summary\nfirst summary: never use sudo" in request[-1]["content"]
+    assert (
+        "### previous summary\n## Goal and user constraints\nfirst summary: never use sudo"
+        in request[-1]["content"]
+    )
 
 
 # -- facts the digest and the placeholders keep ------------------------------------------------------------

@@ -55,6 +55,25 @@ from tests.support import load_transcript, openai_transcripts, replay_points
             9000,
             12156,
         ),
+        (  # llama.cpp's server, as LiteLLM's openai/ provider passes it on
+            "litellm.ContextWindowExceededError: litellm.BadRequestError: ContextWindowExceededError: "
+            "OpenAIException - request (6031 tokens) exceeds the available context size (2048 tokens), "
+            "try increasing it",
+            2048,
+            6031,
+        ),
+        (  # llama.cpp's server, its JSON body (LiteLLM's anthropic/ provider keeps it whole)
+            '{"error":{"code":400,"message":"request exceeds the available context size",'
+            '"type":"exceed_context_size_error","n_prompt_tokens":6031,"n_ctx":2048}}',
+            2048,
+            6031,
+        ),
+        (  # vLLM's newer wording
+            "This model's maximum context length is 2048 tokens. However, your request has 3001 input "
+            "tokens. Please reduce the length of the input messages.",
+            2048,
+            3001,
+        ),
     ],
 )
 def test_a_context_length_error_says_the_limit_and_the_size_when_it_knows_them(

@@ -118,6 +118,47 @@ async def test_a_retry_is_never_sized_below_our_own_count_by_a_provider_that_cou
     assert report["count_source"] == "prior" and report["tokens_after"] <= 12_000  # in our own count
 
 
+STATED_LIMITS = {  # each form we know of a "too long" that states a limit of 9,000 tokens
+    "openai": "This model's maximum context length is 9000 tokens. However, your messages resulted in "
+    "30000 tokens.",
+    "anthropic": '{"type":"error","error":{"message":"prompt is too long: 30000 tokens > 9000 maximum"}}',
+    "gemini": 'GeminiException - {"error": {"code": 400, "message": "The input token count (30000) exceeds '
+    'the maximum number of tokens allowed (9000).", "status": "INVALID_ARGUMENT"}}',
+    "llama.cpp": "ContextWindowExceededError: OpenAIException - request (30000 tokens) exceeds the "
+    "available context size (9000 tokens), try increasing it",
+    "llama.cpp, its JSON": 'AnthropicException - {"error":{"code":400,"message":"request exceeds the '
+    'available context size","type":"exceed_context_size_error","n_prompt_tokens":30000,"n_ctx":9000}}',
+    "bedrock": "BedrockException - ValidationException: input length and `max_tokens` exceed context "
+    "limit: 30000 + 0 > 9000",
+    "openai, no count": "This model's maximum context length is 9000 tokens. Please reduce the length.",
+}
+
+
+@pytest.mark.parametrize("form", sorted(STATED_LIMITS))
+async def test_a_retry_fits_the_limit_the_refusal_states_in_every_form(
+    form: str, router: SpyRouter, mocked_upstream: respx.Route
+) -> None:
+    """Before issue 61, llama.cpp's words were not read: the retry was fitted to 0.8 of what was sent,
+    capped at the configured window (20,000), more than the 9,000 the server had just stated."""
+    healer = recovery()
+    failure = STATED_LIMITS[form]
+    kwargs = attempt(
+        copy.deepcopy(load_transcript("claude_code_fa812bfe_pre_compact.json")),
+        failure,
+        tokens_after=30_000,
+        **{RETRY_KEY: INTERNAL_TOKEN},
+    )
+    kwargs["metadata"]["model_group"] = kwargs["model"] = "tiers-20k"
+    report_in(kwargs).group = "tiers-20k"  # type: ignore[union-attr]
+    await healer.after_failure(kwargs, RuntimeError(failure), "acompletion")
+    await healer.before_attempt(kwargs, "acompletion")
+    report = report_in(kwargs)
+    assert report is not None and report["recovered"] is True
+    assert report["tokens_after"] <= 9000  # in the server's tokens: its count where it said one
+    assert await healer.services.learned.get("tiers-20k", "team:other") <= 9000  # stated: the group's
+    assert pairing_problems(kwargs["messages"]) == []
+
+
 async def test_a_retry_that_follows_another_error_raises_that_error(router: SpyRouter) -> None:
     healer = recovery()
     kwargs = attempt([{"role": "user", "content": "hi"}], "rate limited", **{RETRY_KEY: INTERNAL_TOKEN})

@@ -25,7 +25,7 @@ from compact_hook.errors import SummarizerError
 from compact_hook.settings.model import CompactConfig
 from compact_hook.state.tokenizers import HFTokenCounter
 from compact_hook.wires import ANTHROPIC, CHAT
-from tests.fakes import FakeSummarizer, WordCounter
+from tests.fakes import FakeSummarizer, WordCounter, sectioned
 from tests.support import assistant, calling, items_of, load_transcript, result, user
 
 SECTIONS = [
@@ -152,9 +152,12 @@ async def test_a_middle_larger_than_the_summary_window_is_summarized_in_chunks_w
     budget = Budget(config)
     text = await summarize_middle(middle, Summarizing(config, summarizer, WordCounter()), budget)
     assert len(summarizer.requests) > 1 and budget.calls == len(summarizer.requests)
-    assert text == f"summary after part {len(summarizer.requests)}"
+    assert text == sectioned(f"summary after part {len(summarizer.requests)}")
     for index, request in enumerate(summarizer.requests[1:], start=1):
-        assert f"<summary-so-far>\nsummary after part {index}\n</summary-so-far>" in request[-1]["content"]
+        assert (
+            f"<summary-so-far>\n{sectioned(f'summary after part {index}')}\n</summary-so-far>"
+            in request[-1]["content"]
+        )
     sent = "".join(summarizer.transcripts)
     assert all(f"fact number {i} " in sent for i in range(40))
 
@@ -198,7 +201,7 @@ def test_a_window_too_small_for_prompt_and_summary_is_an_error() -> None:
 
 async def test_retries_back_off_exponentially() -> None:
     config = CompactConfig(max_retries=2, retry_backoff_seconds=0.05)
-    summarizer = FakeSummarizer(RuntimeError("1"), RuntimeError("2"), "ok")
+    summarizer = FakeSummarizer(RuntimeError("1"), RuntimeError("2"), "ok", raw=True)
     budget = Budget(config)
     start = time.monotonic()
     assert await call_with_retries(summarizer, [user("x")], config, budget) == "ok"
@@ -210,9 +213,12 @@ async def test_an_empty_answer_is_retried_once_however_many_retries_are_left() -
     config = CompactConfig(max_retries=5, retry_backoff_seconds=0)
     budget = Budget(config)
     with pytest.raises(SummarizerError, match="empty") as raised:
-        await call_with_retries(FakeSummarizer("", "   ", "late"), [user("x")], config, budget)
+        await call_with_retries(FakeSummarizer("", "   ", "late", raw=True), [user("x")], config, budget)
     assert budget.calls == 2 and raised.value.kind is SummaryFailure.UNUSABLE
-    assert await call_with_retries(FakeSummarizer("", "fine"), [user("x")], config, Budget(config)) == "fine"
+    assert (
+        await call_with_retries(FakeSummarizer("", "fine", raw=True), [user("x")], config, Budget(config))
+        == "fine"
+    )
 
 
 class StatusError(Exception):
@@ -247,7 +253,10 @@ async def test_a_rate_limit_an_outage_or_an_unknown_error_is_retried_with_backof
     config = CompactConfig(max_retries=2, retry_backoff_seconds=0.02)
     budget = Budget(config)
     start = time.monotonic()
-    assert await call_with_retries(FakeSummarizer(error, error, "ok"), [user("x")], config, budget) == "ok"
+    assert (
+        await call_with_retries(FakeSummarizer(error, error, "ok", raw=True), [user("x")], config, budget)
+        == "ok"
+    )
     assert budget.calls == 3 and time.monotonic() - start >= 0.02 + 0.04
 
 
@@ -278,10 +287,10 @@ async def test_a_chunk_too_long_for_the_summary_model_is_sent_again_in_halves_ne
     budget = Budget(config)
     text = await summarize_middle(middle, Summarizing(config, summarizer, WordCounter()), budget)
     first, *again = summarizer.transcripts
-    assert text == "second half" and len(again) == 2
+    assert text == sectioned("second half") and len(again) == 2
     assert all(len(retry) < len(first) * 0.7 for retry in again)  # smaller each time, never the same
     assert "fact number 0" in again[0] and "fact number 5" in again[1]
-    assert "<summary-so-far>\nfirst half" in again[1]
+    assert f"<summary-so-far>\n{sectioned('first half')}" in again[1]
 
 
 async def test_a_too_long_chunk_with_no_retries_left_fails_as_too_long() -> None:

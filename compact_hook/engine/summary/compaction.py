@@ -49,6 +49,8 @@ class Made:
     summary_calls: int = 0
     kept: Kept = Kept()
     """What archiving the replaced entries did (nothing: prepared ahead, or made elsewhere)."""
+    unusable: str | None = None
+    """The summary model answered with no summary (``core.summary_check``): why; the digest stands in."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -149,16 +151,21 @@ async def make(run: Run, cut: Cut, making: Making) -> Made | Failed:
     budget = Budget(config)
     if making.probe:
         budget.retries_left = 0
+    limit, unusable = config.summary_tokens * DIGEST_CHARS_PER_TOKEN, None
     if making.model is None:
-        limit = config.summary_tokens * DIGEST_CHARS_PER_TOKEN
         text, summarizer = await asyncio.to_thread(digest, middle, limit, config.recall), Summarizer.DIGEST
     else:
         try:
             how = Summarizing(config, making.model, run.counter, run.request.focus, run.ratio)
-            text = await summarize_middle(middle, how, budget)
+            text, summarizer = await summarize_middle(middle, how, budget), Summarizer.MODEL
         except SummarizerError as exc:
-            return Failed(str(exc), budget.calls, exc.kind)
-        summarizer = Summarizer.MODEL
+            if exc.kind is not SummaryFailure.UNUSABLE:
+                return Failed(str(exc), budget.calls, exc.kind)
+            unusable = str(exc)  # the model answered, with nothing to apply: the digest stands in
+            text, summarizer = (
+                await asyncio.to_thread(digest, middle, limit, config.recall),
+                Summarizer.DIGEST,
+            )
     order = assemble_order(view.items, part)
     prefix = order[: len(order) - (len(view.items) - part.tail_start)]
     kept = tuple(run.origin(view, index) for index in prefix if index is not None)
@@ -180,7 +187,7 @@ async def make(run: Run, cut: Cut, making: Making) -> Made | Failed:
         unarchived,
         tuple((run.origin(view, i), shape) for i, shape in part.shapes),
     )
-    return Made(run.applied(entry), CacheStatus.MISS, budget.calls, written)
+    return Made(run.applied(entry), CacheStatus.MISS, budget.calls, written, unusable)
 
 
 def _newly_cut(run: Run, view: View, part: Partition) -> list[int]:

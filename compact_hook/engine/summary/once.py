@@ -105,9 +105,7 @@ class SummaryOnce:
         """Once per compaction across requests; the breaker hears of every model summary made."""
         made = await self._made_or_awaited(run, cut, making)
         if making.model is not None and made.summary_calls:
-            await self.breaker.heard(
-                Breaker.of(run.request), run.config, None if isinstance(made, Made) else made.kind
-            )
+            await self.breaker.heard(Breaker.of(run.request), run.config, failure_of_made(made))
         return made
 
     async def _made_or_awaited(self, run: Run, cut: Cut, making: Making) -> Made | Failed:
@@ -178,6 +176,14 @@ class SummaryOnce:
                 return Made(entry, CacheStatus.SHARED) if entry is not None else None
         logger.warning("compact_hook: waited %.0f s for another replica's summary; making it", patience)
         return None
+
+
+def failure_of_made(made: Made | Failed) -> SummaryFailure | None:
+    """What the breaker hears of a compaction: a model that answered with no summary failed too
+    (the digest stood in; called again, it would answer alike)."""
+    if isinstance(made, Failed):
+        return made.kind
+    return SummaryFailure.UNUSABLE if made.unusable is not None else None
 
 
 def failure_noted(note: str | None) -> SummaryFailure | None:

@@ -24,7 +24,8 @@ from compact_hook.core.calibration import IDENTITY, CountRatio
 from compact_hook.core.counting import TokenCounter
 from compact_hook.core.digest import digest
 from compact_hook.core.failures import SummaryFailure, failure_of
-from compact_hook.core.items import Item
+from compact_hook.core.items import Item, summary_text
+from compact_hook.core.summary_check import Asked, fault_of
 from compact_hook.core.transcript import transcript_entries
 from compact_hook.errors import SummarizerError
 from compact_hook.settings.model import CompactConfig
@@ -49,6 +50,12 @@ DIGEST_CHARS_PER_TOKEN = 3
 @lru_cache(maxsize=1)
 def summary_prompt() -> str:
     return resources.files("compact_hook").joinpath("prompts", "summarize.md").read_text(encoding="utf-8")
+
+
+@lru_cache(maxsize=1)
+def asked() -> Asked:
+    """What the prompt asks a summary to hold (``core.summary_check``)."""
+    return Asked.of_prompt(summary_prompt())
 
 
 RECALL_SUMMARY_IDS = 16
@@ -256,6 +263,13 @@ async def summarize_middle(middle: Sequence[Item], how: Summarizing, budget: Bud
             part, parts = part - 1, parts + len(halves) - 1
     if running is None:
         raise SummarizerError("nothing to summarize", SummaryFailure.UNUSABLE)
+    previous = [summary_text(item) for item in middle if item.is_summary]
+    fault = fault_of(running, asked(), previous)
+    if fault is not None:  # not retried: the same model, asked the same, answers alike
+        raise SummarizerError(
+            f"the summary model's answer is not a summary ({fault.value}): {running[:160]!r}",
+            SummaryFailure.UNUSABLE,
+        )
     return running
 
 

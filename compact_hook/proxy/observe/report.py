@@ -35,6 +35,7 @@ HEADER_FIELDS = (
     "cache",
     "summary_calls",
     "summarizer",
+    "summary_failure",
     "truncated",
     "cleared",
     "dropped",
