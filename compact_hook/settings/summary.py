@@ -27,6 +27,19 @@ def summary_tokens_for(window: int | None, digest: bool = False) -> int:
     return max(least, min(most, int(0.95 * window - SUMMARY_PROMPT_ALLOWANCE) // 4))
 
 
+SUMMARY_CALL_MARGIN = 0.05
+"""The share of the summary model's window a summary call leaves unused (our count may be short)."""
+MIN_TRANSCRIPT_TOKENS = 512
+"""The least transcript a summary call must carry beside its prompt, the running summary and the
+answer (``engine.summary.summarize.MIN_CHUNK_TOKENS``): less, and no summary is ever made."""
+
+
+def transcript_room(window: int, summary_tokens: int) -> int:
+    """The transcript one summary call carries in a ``window``-token summary model beside its prompt
+    (at most ``SUMMARY_PROMPT_ALLOWANCE``), a running summary and an answer of ``summary_tokens`` each."""
+    return int((1 - SUMMARY_CALL_MARGIN) * window) - SUMMARY_PROMPT_ALLOWANCE - 2 * summary_tokens - 64
+
+
 @dataclass(frozen=True)
 class SummarySettings:
     """On or off, the window, the trigger, the summary and its call, the archive, counting."""

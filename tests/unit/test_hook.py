@@ -252,9 +252,33 @@ def test_session_id_comes_from_the_client_first() -> None:
 
 
 def test_a_bad_compact_block_names_the_model_and_key() -> None:
-    models = [deployment("good", {"context_window": 1000}), deployment("bad", {"trigger_ratio": 3})]
+    models = [deployment("good", {"context_window": 100_000}), deployment("bad", {"trigger_ratio": 3})]
     with pytest.raises(ValueError, match=r"model 'bad': model_info\.compact\.trigger_ratio"):
         validate_model_list(models, CompactConfig())
+
+
+def summarized_by(window: int, **compact: object) -> list[dict[str, object]]:
+    agent = deployment("agent", {"summary_model": "small", **compact})
+    small = deployment("small")
+    small["model_info"] = {"max_input_tokens": window}
+    return [agent, small]
+
+
+def test_a_summary_setting_that_leaves_no_transcript_fails_start_up_not_each_request() -> None:
+    """Issue 61: with 4,096 answer tokens reserved twice, a 4K summary model had -4,599 tokens for the
+    transcript and every summary failed, request after request, with nothing said at start-up."""
+    with pytest.raises(
+        ValueError, match=r"model 'agent': model_info\.compact\.summary_max_tokens: 4096 .*'small'"
+    ):
+        validate_model_list(summarized_by(4096, summary_max_tokens=4096), CompactConfig())
+    with pytest.raises(ValueError, match=r"the summary model's window is too small"):
+        validate_model_list(summarized_by(1024), CompactConfig())
+    for window in (2048, 4096, 8192, 32_768, 200_000):  # the derived default fits each
+        validate_model_list(summarized_by(window), CompactConfig())
+    validate_model_list(summarized_by(1024, summary_model="digest"), CompactConfig())  # no model, no room
+    validate_model_list(
+        summarized_by(4096, summary_max_tokens=4096, summary_context_window=32_768), CompactConfig()
+    )
 
 
 async def test_a_group_without_a_known_window_warns_once(

@@ -25,7 +25,7 @@ from compact_hook.core.calibration import claude_version, family_prior
 from compact_hook.core.pricing import Prices
 from compact_hook.proxy import server
 from compact_hook.settings.model import CompactConfig
-from compact_hook.settings.summary import summary_tokens_for
+from compact_hook.settings.summary import MIN_TRANSCRIPT_TOKENS, summary_tokens_for, transcript_room
 from compact_hook.state.tokenizers import tokenizer_name_for_model
 
 logger = logging.getLogger(__name__)
@@ -53,7 +53,8 @@ def validate_model_list(
     lock (``COMPACT_LOCK_TTL_SECONDS``); a model whose summaries may outlast it is warned of — its
     lock would expire mid-summary and another replica make the same summary again."""
     tokenizers: set[str] = set()
-    for entry in model_list:
+    entries = [entry for entry in model_list if isinstance(entry, Mapping)]
+    for entry in entries:
         if not isinstance(entry, Mapping):
             continue
         name = entry.get("model_name", "?")
@@ -64,6 +65,7 @@ def validate_model_list(
         if config is None:
             continue
         tokenizers.add(config.tokenizer or tokenizer_name_for_model(_provider_model(entry, str(name))))
+        _check_summary_room(str(name), config, entries, entry)
         if lock_ttl is not None and config.summary_deadline_seconds > lock_ttl:
             logger.warning(
                 "compact_hook: model %r: summary_deadline_seconds (%g) is longer than "
@@ -74,6 +76,32 @@ def validate_model_list(
                 lock_ttl,
             )
     return tokenizers
+
+
+def _check_summary_room(
+    name: str, config: CompactConfig, entries: Sequence[Mapping[str, Any]], entry: Mapping[str, Any]
+) -> None:
+    """At start-up, not on every request: a summary model whose window (as the config file or
+    LiteLLM's model map says it) leaves no transcript beside the prompt and two ``summary_max_tokens``
+    would fail every summary, so the proxy does not start (where the window is known here)."""
+    if config.uses_digest:
+        return
+    group = config.summary_model or name
+    own = [d for d in entries if d.get("model_name") == group] or [entry]
+    windows = [w for w in (_compact_window(d) or _deployment_window(d) for d in own) if w]
+    window = config.summary_context_window or (min(windows) if windows else None)
+    if window is None:
+        return
+    tokens = config.summary_max_tokens or summary_tokens_for(window)
+    if transcript_room(window, tokens) < MIN_TRANSCRIPT_TOKENS:
+        set_by = "summary_max_tokens" if config.summary_max_tokens else "the summary model's window"
+        raise ValueError(
+            f"compact_hook: model {name!r}: model_info.compact.summary_max_tokens: {tokens} tokens for the "
+            f"answer and as many for the running summary leave the summary model {group!r} ({window} tokens) "
+            f"{transcript_room(window, tokens)} tokens of transcript beside its prompt, under "
+            f"{MIN_TRANSCRIPT_TOKENS}: no summary could be made ({set_by} is too "
+            f"{'large' if config.summary_max_tokens else 'small'}; or use summary_model: digest)"
+        )
 
 
 class ModelSettings:
