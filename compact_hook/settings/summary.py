@@ -90,7 +90,8 @@ class SummarySettings:
         None,
         (
             "`max_tokens` of each summary call (a chunked summary carries its running summary, as long, into "
-            "the next call)"
+            "the next call); one that leaves the summary model under 512 tokens of transcript fails "
+            "start-up"
         ),
         at_least=1,
         scope=True,
