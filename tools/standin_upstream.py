@@ -198,7 +198,7 @@ def summary_from_texts(texts: list[str]) -> str:
     last = texts[-1].replace(SUMMARY_MARKER, "").strip() if texts else ""
     carried = _previous_goal(transcript)
     body = {
-        SUMMARY_HEADINGS[0]: f'{carried}- Transcript starts: "{_one_line(transcript)}"',
+        SUMMARY_HEADINGS[0]: carried or f'- Transcript starts: "{_one_line(transcript)}"',
         SUMMARY_HEADINGS[1]: "- None recorded by the stand-in.",
         SUMMARY_HEADINGS[2]: "- None recorded by the stand-in.",
         SUMMARY_HEADINGS[3]: _recall_handles(transcript),
@@ -217,15 +217,11 @@ PREVIOUS_GOAL = re.compile(
 
 
 def _previous_goal(transcript: str) -> str:
-    """The goal section of the previous summary the transcript holds, carried word for word as the
-    prompt asks ("" when there is none), each of its lines once."""
+    """The goal section of the previous summary (or the summary so far) the transcript holds, carried
+    word for word as the prompt asks, in place of a new one ("" when there is none): a merged summary
+    as long as a first one."""
     found = PREVIOUS_GOAL.search(transcript)
-    if found is None:
-        return ""
-    lines = [
-        line for line in found.group(1).splitlines() if not line.startswith('- Transcript starts: "### ')
-    ]
-    return "".join(f"{line}\n" for line in lines)
+    return found.group(1).strip() if found is not None else ""
 
 
 KEPT_IDS = re.compile(r"at most (\d+) of them")

@@ -94,3 +94,16 @@ def test_a_previous_goal_too_short_to_judge_is_not_held_against_the_answer(goal:
 def test_a_prompt_without_sections_asks_for_none() -> None:
     assert Asked.of_prompt("Summarize.") == Asked((), ())
     assert fault_of("anything at all", Asked.of_prompt("Summarize.")) is None
+
+
+def test_the_stand_ins_summaries_are_summaries_and_its_merges_carry_the_goal() -> None:
+    """The stand-in provider answers our summary requests as a model that follows the prompt would:
+    every section, and a merge keeps the previous summary's goal word for word (in its place)."""
+    from tests.integration.harness import load_tool
+
+    standin = load_tool("standin_upstream")
+    first = standin.summary_from_texts(["<transcript>\n### user\nfix the parser in src/parse.c, never push"])
+    assert fault_of(first, asked()) is None
+    merged = standin.summary_from_texts([f"<transcript>\n### previous summary\n{first}\n### user\nnext"])
+    assert fault_of(merged, asked(), [first]) is None
+    assert merged.split("## Decisions")[0] == first.split("## Decisions")[0]
