@@ -2,6 +2,7 @@
 
 from typing import Any
 
+import httpx
 import pytest
 import respx
 from prometheus_client import CollectorRegistry, generate_latest
@@ -18,7 +19,7 @@ from compact_hook.state.store import MemoryStore
 from compact_hook.state.tiered import TieredStore
 from tests.fakes import BrokenStore
 from tests.metric_names import panel_exprs, rule_exprs, selectors
-from tests.routers import SpyRouter, request
+from tests.routers import SpyRouter, completion, request
 from tests.support import Samples, metric_samples, metric_value
 
 
@@ -74,6 +75,28 @@ async def test_a_compaction_is_counted_by_model_group_format_and_outcome(
     samples = scrape_registry(registry)
     assert value(samples, "compact_hook_store_lookups_total", **where, outcome="hit") == 1
     assert value(samples, "compact_hook_compactions_total", **where, outcome="miss") == 1  # reused, not made
+
+
+async def test_an_answer_that_is_no_summary_is_counted_unusable_and_the_digest_compacts(
+    router: SpyRouter,
+    mocked_upstream: respx.Route,
+) -> None:
+    """The summary model answers with a loop (issue 61): the request is compacted by the digest, and
+    the failure is counted with its kind, the header says it."""
+    mocked_upstream.mock(
+        return_value=httpx.Response(200, json=completion("You've already entered something.\n" * 60))
+    )
+    hook, registry = hook_with_registry()
+    data = request()
+    await hook.async_pre_call_hook(None, None, data, "acompletion")
+    report = data["metadata"]["compact_hook"]
+    assert report["summarizer"] == "digest" and report["summary_failure"] == "unusable"
+    samples = scrape_registry(registry)
+    where = {"model_group": "agent", "format": "chat"}
+    assert value(samples, "compact_hook_summary_failures_total", **where, outcome="unusable") == 1
+    assert (
+        value(samples, "compact_hook_summary_calls_total", **where) == len(router.calls) == 1
+    )  # of 11 chunks
 
 
 def test_the_counts_rules_divide_by_start_at_zero_on_a_groups_first_request() -> None:

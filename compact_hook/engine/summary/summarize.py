@@ -256,21 +256,28 @@ async def summarize_middle(middle: Sequence[Item], how: Summarizing, budget: Bud
         part += 1
         try:
             request = summary_request(chunk, running, (part, parts), how.focus, config.recall)
-            running = await call_with_retries(how.model, request, config, budget)
+            running = _judged(await call_with_retries(how.model, request, config, budget))
         except SummarizerError as exc:
             halves = _halved(exc, chunk, budget)
             pending.extend(reversed(halves))
             part, parts = part - 1, parts + len(halves) - 1
     if running is None:
         raise SummarizerError("nothing to summarize", SummaryFailure.UNUSABLE)
-    previous = [summary_text(item) for item in middle if item.is_summary]
-    fault = fault_of(running, asked(), previous)
-    if fault is not None:  # not retried: the same model, asked the same, answers alike
+    return _judged(running, [summary_text(item) for item in middle if item.is_summary])
+
+
+def _judged(answer: str, previous: Sequence[str] = ()) -> str:
+    """``answer`` if it is a summary (``core.summary_check``; ``previous``: the summaries it had to
+    merge, whose goal it must carry). Each chunk's answer is judged as it comes: the rest of the
+    middle is not sent after one that is no summary. Not retried: the same model, asked the same,
+    answers alike."""
+    fault = fault_of(answer, asked(), previous)
+    if fault is not None:
         raise SummarizerError(
-            f"the summary model's answer is not a summary ({fault.value}): {running[:160]!r}",
+            f"the summary model's answer is not a summary ({fault.value}): {answer[:160]!r}",
             SummaryFailure.UNUSABLE,
         )
-    return running
+    return answer
 
 
 def _halved(failure: SummarizerError, chunk: str, budget: Budget) -> list[str]:
