@@ -216,8 +216,9 @@ class CompactConfig(SummarySettings):
         0.5,
         (
             "the smallest window a refusal or a server's ceiling may teach, as a share of `context_window`: "
-            "a stated limit below it is kept at it (and logged: set `context_window` instead); one that "
-            "leaves the conversation no room beside system, tools and the reply is not used"
+            "a stated limit below it is kept at it (and logged: set `context_window` instead), but for "
+            "the key or team whose request was refused; one that leaves the conversation no room beside "
+            "system, tools and the reply is not used"
         ),
         fraction=Fraction.CLOSED,
     )

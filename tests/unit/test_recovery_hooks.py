@@ -159,6 +159,29 @@ async def test_a_retry_fits_the_limit_the_refusal_states_in_every_form(
     assert pairing_problems(kwargs["messages"]) == []
 
 
+async def test_a_limit_stated_below_the_floor_serves_the_refused_tenant_as_stated_and_others_at_the_floor(
+    router: SpyRouter, mocked_upstream: respx.Route
+) -> None:
+    """A proxy told more than twice the server's context (20,000 against 4,000): before, the refused
+    tenant's next requests were fitted to the floor (10,000) and refused again, every turn."""
+    from compact_hook.proxy.request.caller import Caller
+    from compact_hook.proxy.request.control import Control
+    from compact_hook.proxy.request.settings import settle
+
+    healer = recovery()
+    failure = (
+        "This model's maximum context length is 4000 tokens. However, your messages resulted in 30000 tokens."
+    )
+    kwargs = attempt([], failure, tokens_after=30_000)
+    kwargs["metadata"]["model_group"] = kwargs["model"] = "tiers-20k"
+    report_in(kwargs).group = "tiers-20k"  # type: ignore[union-attr]
+    await healer.after_failure(kwargs, RuntimeError(failure), "acompletion")
+    refused = await settle(healer.services, router, "tiers-20k", Caller("team:t", Control()))
+    other = await settle(healer.services, router, "tiers-20k", Caller("team:other", Control()))
+    assert refused is not None and refused.window == 4000
+    assert other is not None and other.window == 10_000  # learned_window_floor (0.5) of 20,000
+
+
 async def test_a_retry_that_follows_another_error_raises_that_error(router: SpyRouter) -> None:
     healer = recovery()
     kwargs = attempt([{"role": "user", "content": "hi"}], "rate limited", **{RETRY_KEY: INTERNAL_TOKEN})

@@ -186,23 +186,27 @@ class Recovery:
         ttl = config.learned_window_ttl_seconds
         taught = Taught.STATED if stated else Taught.GUESSED
         learned = await self.services.learned.learn(group, window, ttl, report.tenant, taught)
-        self._say_below_floor(group, learned, config)
+        if self._below_floor(group, learned, config) and stated:  # the refused tenant uses it as stated
+            await self.services.learned.learn(group, learned, ttl, report.tenant, Taught.BELOW_FLOOR)
         return Refusal(learned, ratio)
 
-    def _say_below_floor(self, group: str, learned: int, config: CompactConfig) -> None:
+    def _below_floor(self, group: str, learned: int, config: CompactConfig) -> bool:
+        """Whether ``learned`` is under ``learned_window_floor`` of the group's configured window (said)."""
         configured = self.services.models.resolve(server.proxy_router(), group)
         window = configured.context_window if configured is not None else None
-        if window is not None and learned < config.learned_window_floor * window:
+        below = window is not None and learned < config.learned_window_floor * window
+        if below:
             logger.warning(
                 "compact_hook: model %r taught a window of %d tokens, below learned_window_floor (%g) of its "
-                "context_window (%d): later requests keep %d; set context_window to what the provider "
-                "accepts",
+                "context_window (%d): later requests keep %d (but the key or team it refused, where the "
+                "limit was stated); set context_window to what the provider accepts",
                 group,
                 learned,
                 config.learned_window_floor,
                 window,
-                math.ceil(config.learned_window_floor * window),
+                math.ceil(config.learned_window_floor * (window or 0)),
             )
+        return below
 
     async def _teach(self, request: Mapping[str, Any], ratio: CountRatio) -> None:
         """The refused request's count, judged as a response's usage is (``core.evidence``), into its

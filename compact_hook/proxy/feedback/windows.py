@@ -43,6 +43,10 @@ class Taught(enum.Enum):
     """A refusal with no limit stated, guessed from what was sent: that tenant's only."""
     CEILING = "ceiling"
     """A bill pinned at a server's context while we forwarded more: that tenant's only, until refuted."""
+    BELOW_FLOOR = "below_floor"
+    """A stated limit under ``learned_window_floor`` of the configured window: the group keeps the
+    floor, the tenant whose request was refused uses the limit as stated (read apart: ``exact``) —
+    or each of its turns would be refused once (a proxy told more than twice the server's context)."""
 
 
 class LearnedWindows:
@@ -53,10 +57,15 @@ class LearnedWindows:
         self._memo: OrderedDict[bytes, tuple[float, int | None]] = OrderedDict()
 
     async def get(self, group: str, tenant: str) -> int | None:
-        """The smallest window the group and the tenant were taught, if any."""
-        found = [await self._read(_window_key(group, tenant, taught)) for taught in Taught]
+        """The smallest window the group and the tenant were taught, if any (read never below
+        ``learned_window_floor``: ``proxy.request.settings``)."""
+        found = [await self._read(_window_key(group, tenant, taught)) for taught in FLOORED]
         known = [window for window in found if window is not None]
         return min(known) if known else None
+
+    async def exact(self, group: str, tenant: str) -> int | None:
+        """A limit the provider stated below the floor when it refused this tenant's request, if any."""
+        return await self._read(_window_key(group, tenant, Taught.BELOW_FLOOR))
 
     async def learn(self, group: str, window: int, ttl: float, tenant: str, taught: Taught) -> int:
         """Remember ``window`` (or a smaller one already known) for ``ttl`` seconds."""
@@ -106,10 +115,14 @@ class LearnedWindows:
             self._memo.popitem(last=False)
 
 
+FLOORED = (Taught.STATED, Taught.GUESSED, Taught.CEILING)
+"""The windows read never below ``learned_window_floor`` of the configured one."""
+
 _SAID = {
     Taught.STATED: " (the provider stated its limit)",
     Taught.GUESSED: " for that key or team (guessed: no limit stated)",
     Taught.CEILING: " for that key or team (its bills pinned at a server's context)",
+    Taught.BELOW_FLOOR: " for that key or team (the provider stated it, below learned_window_floor)",
 }
 
 
@@ -122,5 +135,5 @@ def _window_key(group: str, tenant: str, taught: Taught) -> bytes:
     elif taught is Taught.GUESSED:
         scope = f"{group}\n{tenant_tag(tenant)}"
     else:
-        scope = f"{group}\n{tenant_tag(tenant)}\nceiling"
+        scope = f"{group}\n{tenant_tag(tenant)}\n{taught.value}"
     return NOTE_PREFIX + scope.encode("utf-8", "surrogatepass")

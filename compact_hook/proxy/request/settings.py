@@ -30,6 +30,9 @@ async def settle(
     config = who.control.settings(resolved)
     learned = await services.learned.get(group, who.tenant) if config.recover else None
     window = learned_window(config, learned) if learned is not None else None
+    exact = await services.learned.exact(group, who.tenant) if config.recover else None
+    if exact is not None:  # stated below the floor, to this tenant: as stated
+        window = min(window, exact) if window is not None else exact
     if window is not None and config.summary_context_window is None:  # the group writes its summaries
         config = revised(config, summary_context_window=window)
     ratio = await services.ratios.ratio(group, who.tenant, trust_of(config))
