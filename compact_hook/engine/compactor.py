@@ -40,7 +40,7 @@ from compact_hook.engine.result import CompactRequest, CompactResult
 from compact_hook.engine.run import ProcessMemory, Run
 from compact_hook.engine.summary.breaker import Breaker
 from compact_hook.engine.summary.compaction import Cut, Failed, Made, Making, make, plan
-from compact_hook.engine.summary.once import Leases, SingleFlight, SummaryOnce
+from compact_hook.engine.summary.once import Leases, SingleFlight, SummaryOnce, warn_unusable
 from compact_hook.engine.tiers.clearing import clearing_step
 from compact_hook.engine.view import View, without_stale_thinking
 from compact_hook.state.store import CompactionStore
@@ -247,7 +247,7 @@ class Compactor:
         if made.unusable is not None and not shared:  # the digest stood in: said as a failure
             unusable = Reason.SUMMARY_FAILED if outcome.reason is None else outcome.reason
             outcome = dataclasses.replace(outcome, reason=unusable, summary_failure=SummaryFailure.UNUSABLE)
-            _warn_unusable(run, made.unusable)
+            warn_unusable(run, made.unusable)
         return await self._fit(run, compacted, outcome)
 
     async def _without_summary(
@@ -291,18 +291,6 @@ class Compactor:
             outcome, state=state, reason=reason, dropped=fit.dropped, archived=merged(outcome.archived, kept)
         )
         return await finish(run, view, fitted_outcome)
-
-
-def _warn_unusable(run: Run, why: str) -> None:
-    """Once per model group: its summary model answers with no summary (each is counted)."""
-    group = run.request.origin.model_group
-    if run.memory.notices.first(("summary_unusable", group)):
-        logger.warning(
-            "compact_hook: model group %s: %s; the digest stands in (compact_hook_summary_failures_total"
-            '{outcome="unusable"} counts each; a larger summary_model writes real summaries)',
-            group or "?",
-            why,
-        )
 
 
 def _warn_no_room(run: Run) -> None:

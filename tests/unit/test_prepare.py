@@ -17,7 +17,7 @@ import pytest
 
 from compact_hook import CompactConfig, count_tokens
 from compact_hook.core.limits import Limits
-from compact_hook.core.outcomes import CacheStatus, Preparation
+from compact_hook.core.outcomes import CacheStatus, Preparation, Summarizer
 from compact_hook.engine import Compactor, CompactResult
 from compact_hook.engine.ahead.background import Background, Job
 from compact_hook.engine.summary.breaker import Breaker
@@ -209,6 +209,20 @@ async def test_a_failed_preparation_counts_toward_the_breaker_and_the_trigger_co
     result = await compact_turn(node.compactor, AT_TRIGGER, summarizer, config=config)
     assert result.cache != CacheStatus.PREPARED and result.summary_calls == 1
     assert node.compactor.preparations.stats.failed == 1  # type: ignore[union-attr]
+
+
+async def test_a_prepared_answer_that_is_no_summary_is_prepared_as_the_digest_and_heard_by_the_breaker(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    node = replica()
+    looped = "## Goal and user constraints\n" + "The agent ran the tests and the tests passed.\n" * 40
+    summarizer = FakeSummarizer(default=looped, raw=True)
+    await compact_turn(node.compactor, IN_ZONE, summarizer)
+    await idle(node.background)
+    assert (await node.compactor.breaker._state(Breaker.key("", ""))).failures == 1
+    assert caplog.text.count("the digest stands in") == 1 and len(summarizer.requests) == 1
+    applied = await compact_turn(node.compactor, AT_TRIGGER, summarizer)
+    assert applied.cache == CacheStatus.PREPARED and applied.summarizer is Summarizer.DIGEST
 
 
 async def test_two_replicas_prepare_a_conversation_once() -> None:

@@ -49,7 +49,7 @@ from compact_hook.engine.memory.archiving import session_of
 from compact_hook.engine.run import Run
 from compact_hook.engine.summary.breaker import Breaker, Circuit
 from compact_hook.engine.summary.compaction import Cut, Made, Making, make, plan
-from compact_hook.engine.summary.once import Leases, pause
+from compact_hook.engine.summary.once import Leases, failure_of_made, pause, warn_unusable
 from compact_hook.engine.view import View
 from compact_hook.state.store import CompactionStore
 
@@ -197,8 +197,10 @@ class Preparations:
             making = Making(run.request.summarize, preparing.probe, archive=False)
             made = await make(run, Cut(view, part, preparing.base), making)
             self.stats.summary_calls += made.summary_calls
-            if isinstance(made, Made):
-                await self.breaker.heard(Breaker.of(run.request), run.config, None)
+            if isinstance(made, Made):  # an answer that is no summary: the digest prepared in its place
+                await self.breaker.heard(Breaker.of(run.request), run.config, failure_of_made(made))
+                if made.unusable is not None:
+                    warn_unusable(run, made.unusable)
                 await self.store.put(run.root, run.chain[made.entry.span], made.entry)
                 self.stats.tally = self.stats.tally.counted(made=1)
                 session = await self.tally.count(run.root, made=1)

@@ -186,6 +186,18 @@ def failure_of_made(made: Made | Failed) -> SummaryFailure | None:
     return SummaryFailure.UNUSABLE if made.unusable is not None else None
 
 
+def warn_unusable(run: Run, why: str) -> None:
+    """Once per model group: its summary model answers with no summary (the digest stood in)."""
+    group = run.request.origin.model_group
+    if run.memory.notices.first(("summary_unusable", group)):
+        logger.warning(
+            "compact_hook: model group %s: %s; the digest stands in, now and whenever it answers so (a "
+            "larger summary_model writes real summaries)",
+            group or "?",
+            why,
+        )
+
+
 def failure_noted(note: str | None) -> SummaryFailure | None:
     """The kind of failure a replica noted (an older replica's note, "1", reads as unavailable)."""
     if note is None:
