@@ -151,21 +151,19 @@ async def make(run: Run, cut: Cut, making: Making) -> Made | Failed:
     budget = Budget(config)
     if making.probe:
         budget.retries_left = 0
-    limit, unusable = config.summary_tokens * DIGEST_CHARS_PER_TOKEN, None
-    if making.model is None:
-        text, summarizer = await asyncio.to_thread(digest, middle, limit, config.recall), Summarizer.DIGEST
-    else:
+    text, unusable = None, None
+    if making.model is not None:
         try:
             how = Summarizing(config, making.model, run.counter, run.request.focus, run.ratio)
-            text, summarizer = await summarize_middle(middle, how, budget), Summarizer.MODEL
+            text = await summarize_middle(middle, how, budget)
         except SummarizerError as exc:
             if exc.kind is not SummaryFailure.UNUSABLE:
                 return Failed(str(exc), budget.calls, exc.kind)
             unusable = str(exc)  # the model answered, with nothing to apply: the digest stands in
-            text, summarizer = (
-                await asyncio.to_thread(digest, middle, limit, config.recall),
-                Summarizer.DIGEST,
-            )
+    summarizer = Summarizer.MODEL if text is not None else Summarizer.DIGEST
+    if text is None:
+        limit = config.summary_tokens * DIGEST_CHARS_PER_TOKEN
+        text = await asyncio.to_thread(digest, middle, limit, config.recall)
     order = assemble_order(view.items, part)
     prefix = order[: len(order) - (len(view.items) - part.tail_start)]
     kept = tuple(run.origin(view, index) for index in prefix if index is not None)
