@@ -176,7 +176,10 @@ class RedisSentinelServer(_Servers):
 
     def __init__(self) -> None:
         super().__init__("redis-sentinel-")
-        self.master = self._node("master", free_port(), "--appendonly", "no")
+        # Redis waits 5 s before a replica's first (diskless) sync, to batch replicas; a test that
+        # writes at once and WAITs for the replica raced that against the client's 5 s read timeout
+        no_delay = ("--repl-diskless-sync-delay", "0")
+        self.master = self._node("master", free_port(), "--appendonly", "no", *no_delay)
         replica_of = ("--replicaof", "127.0.0.1", str(self.master.port))
         self.replica = self._node("replica", free_port(), "--appendonly", "no", *replica_of)
         self.sentinels = [self._sentinel(f"sentinel{number}") for number in range(2)]
@@ -208,6 +211,10 @@ class RedisSentinelServer(_Servers):
             if time.monotonic() > deadline:
                 raise RuntimeError("the sentinels did not find the master")
             time.sleep(0.1)
+        while "master_link_status:up" not in _redis_cli("-p", str(self.replica.port), "info", "replication"):
+            if time.monotonic() > deadline:
+                raise RuntimeError("the replica did not sync with the master")
+            time.sleep(0.05)
 
     def flush(self) -> None:
         """Forget every key (each test starts from an empty master)."""
