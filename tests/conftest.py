@@ -78,10 +78,13 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 
 @pytest.fixture(autouse=True)
-def clean_compact_environ(monkeypatch: pytest.MonkeyPatch) -> None:
+def clean_compact_environ(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """No ``COMPACT_*`` from outside; the file store's default folder is the test's own (a hook
+    built with the default settings shares a file with no other test)."""
     for name in list(os.environ):
         if name.startswith("COMPACT_"):
             monkeypatch.delenv(name)
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
 
 
 @pytest.fixture(autouse=True)

@@ -14,7 +14,7 @@ from compact_hook.settings.checks import check_choice, environ_values
 from compact_hook.settings.setting import Unset, check_declared, setting
 from compact_hook.state.redis_clients import check_url
 
-StoreBackend = Literal["auto", "memory", "redis", "off"]
+StoreBackend = Literal["auto", "memory", "file", "redis", "off"]
 GcMode = Literal["auto", "loop", "interpreter"]
 DEFAULT_STORE_MAX_BYTES = 64 * 1024 * 1024
 DEFAULT_TENANT_RECORD_BYTES = 8 * 1024 * 1024
@@ -31,8 +31,10 @@ class ProcessConfig:
     store: StoreBackend = setting(
         "auto",
         (
-            "where compactions are remembered: `auto` (Redis if configured, else in-process), `memory`, "
-            "`redis`, `off` (remember nothing: every turn over the threshold pays a new summary)"
+            "where compactions are remembered: `auto` (Redis if configured, else `file`), `file` (one "
+            "SQLite file in `store_dir`, shared by the proxy's worker processes and kept across restarts), "
+            "`memory` (each process its own), `redis`, `off` (remember nothing: every turn over the "
+            "threshold pays a new summary)"
         ),
     )
     redis_url: str | None = setting(
@@ -49,10 +51,21 @@ class ProcessConfig:
         non_empty=True,
         unset=Unset("unset"),
     )
-    store_max_entries: int = setting(10_000, "bound of the in-process store (LRU), in entries", at_least=1)
+    store_dir: str | None = setting(
+        None,
+        (
+            "the folder of the file store (`store: file`, or `auto` without Redis); local to the machine "
+            "and private to the proxy's user (made 0700, the file 0600)"
+        ),
+        non_empty=True,
+        unset=Unset("`$XDG_STATE_HOME/compact_hook`, else `~/.local/state/compact_hook`"),
+    )
+    store_max_entries: int = setting(
+        10_000, "bound of the in-process store (LRU) and of the file store, in entries", at_least=1
+    )
     store_max_bytes: int = setting(
         DEFAULT_STORE_MAX_BYTES,
-        "bound of the in-process store, in bytes (summaries are most of it)",
+        "bound of the in-process store and of the file store, in bytes (summaries are most of it)",
         at_least=1024,
         suffix=" (64 MiB)",
     )
@@ -67,7 +80,7 @@ class ProcessConfig:
         suffix=" (8 MiB)",
     )
     store_ttl_seconds: int = setting(
-        86_400, "lifetime of a remembered compaction (in-process and Redis)", at_least=1
+        86_400, "lifetime of a remembered compaction (in process, in the file store and in Redis)", at_least=1
     )
     redis_timeout_seconds: float = setting(0.5, "per Redis call; slower counts as down", at_least=0.001)
     lock_ttl_seconds: float = setting(

@@ -1,5 +1,6 @@
-"""Redis over the in-process store: what a replica shares with the others, answered from its own
-memory whenever Redis cannot answer (a failed call, a timeout, Redis set aside for a while).
+"""A shared store over the in-process one: what a replica shares with the others — through Redis, or
+the processes of one machine through the file store (``state.file_store``) — answered from its own
+memory whenever the shared store cannot answer (a failed call, a timeout, set aside for a while).
 
 Every write goes to both; a read prefers Redis's answer, and a state this replica made while Redis
 was away, longer than Redis's, is given back to it (the others catch up instead of summarizing the
@@ -12,16 +13,19 @@ import asyncio
 import logging
 import time
 from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 from compact_hook.core.chain import Entry
-from compact_hook.state.redis_clients import MOVED_HINT, is_outage
+from compact_hook.state import redis_clients
 from compact_hook.state.store import CompactionStore, MemoryStore
 
 logger = logging.getLogger(__name__)
 
 DOWN_SECONDS = 1.0
 """How long Redis is set aside once found unreachable (behind sentinels, until they name another master)."""
+SAID_MOST = 64
+"""Distinct faults a store that says each once remembers having said (past it, it says no more)."""
 PROBE_SECONDS = 0.1
 """While Redis behind sentinels is set aside, they are asked for its master at most this often."""
 
@@ -82,6 +86,24 @@ class Rest:
         return True
 
 
+@dataclass(frozen=True, slots=True)
+class SharedKind:
+    """What a tiered store shares through, as its log lines name it and its faults read."""
+
+    name: str
+    is_outage: Callable[[BaseException], bool]
+    """Whether a fault says the store cannot serve now (set aside for ``DOWN_SECONDS``), rather
+    than that one call failed."""
+    hint: Callable[[BaseException], str] = lambda _: ""
+    once: bool = False
+    """Each distinct fault logged once (a file that stays read-only would say so every second)."""
+
+
+REDIS = SharedKind(
+    "Redis", redis_clients.is_outage, lambda exc: redis_clients.MOVED_HINT if "MOVED" in str(exc) else ""
+)
+
+
 class TieredStore:
     """Redis first (shared truth across replicas), the in-process store always written too.
 
@@ -103,8 +125,11 @@ class TieredStore:
         timeout: float,
         clock: Callable[[], float] = time.monotonic,
         watch: MasterWatch | None = None,
+        kind: SharedKind = REDIS,
     ) -> None:
         self.shared = shared
+        self.kind = kind
+        self._said: set[str] = set()
         self.local = local
         self.timeout = timeout
         self.clock = clock
@@ -179,20 +204,30 @@ class TieredStore:
         except Exception as exc:  # Redis down, slow, or answering garbage: never the caller's problem
             self.errors += 1
             self.fallbacks += 1
-            if is_outage(exc):
+            outage = self.kind.is_outage(exc)
+            if outage:
                 self.outages += 1
                 self.rest.begin(self.clock())
-                logger.warning(
-                    "compact_hook: Redis store unavailable (%s: %s); using the in-process store for %.0f s",
-                    type(exc).__name__,
-                    exc,
-                    DOWN_SECONDS,
-                )
-            else:
-                logger.warning(
-                    "compact_hook: Redis store call failed (%s: %s); answered from the in-process store%s",
-                    type(exc).__name__,
-                    exc,
-                    MOVED_HINT if "MOVED" in str(exc) else "",
-                )
+            self._say(exc, outage)
             return False, None
+
+    def _say(self, exc: BaseException, outage: bool) -> None:
+        fault = f"{type(exc).__name__}: {exc}"
+        if self.kind.once:
+            if fault in self._said or len(self._said) >= SAID_MOST:
+                return
+            self._said.add(fault)
+        if outage:
+            logger.warning(
+                "compact_hook: %s store unavailable (%s); using the in-process store for %.0f s",
+                self.kind.name,
+                fault,
+                DOWN_SECONDS,
+            )
+        else:
+            logger.warning(
+                "compact_hook: %s store call failed (%s); answered from the in-process store%s",
+                self.kind.name,
+                fault,
+                self.kind.hint(exc),
+            )

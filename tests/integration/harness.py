@@ -301,6 +301,8 @@ class ProxyProcess:
         """Inherited env minus shared infrastructure, plus test-proxy defaults, plus the caller's env."""
         env = shared_environment()
         env["LITELLM_MASTER_KEY"] = self.master_key
+        # the file store in the proxy's own folder: no other proxy (test) shares it unless told to
+        env["COMPACT_STORE_DIR"] = str(Path(self._tmp.name) / "store")
         env.update(self.extra_env)
         return env
 

@@ -215,7 +215,8 @@ def world(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, mocked_upstream: Any)
     monkeypatch.setattr(server, "proxy_router", lambda: router)
 
     def fresh() -> World:
-        services = Services(CompactConfig(), ProcessConfig(), Metrics(CollectorRegistry()))
+        # each example its own memory: the file store would carry what one taught into the next
+        services = Services(CompactConfig(), ProcessConfig(store="memory"), Metrics(CollectorRegistry()))
         return World(
             RequestGate(services, Telemetry(services.metrics, lambda: services.compactor.memory.notices))
         )

@@ -1,12 +1,14 @@
 """MemoryStore and the Redis-over-memory fallback (Redis itself is tested in tests/integration)."""
 
 from collections.abc import Sequence
+from pathlib import Path
 
 import pytest
 
 from compact_hook.core.chain import Entry
 from compact_hook.settings.process import ProcessConfig
 from compact_hook.state.backends import build_stores
+from compact_hook.state.file_store import FileStore
 from compact_hook.state.store import MemoryStore
 from compact_hook.state.tiered import DOWN_SECONDS, PROBE_SECONDS, TieredStore
 from tests.fakes import BrokenStore
@@ -195,10 +197,12 @@ async def test_a_slow_shared_store_times_out_into_memory() -> None:
 def test_build_store_follows_the_settings() -> None:
     assert build_stores(ProcessConfig(store="off")).main is None
     assert isinstance(build_stores(ProcessConfig(store="memory")).main, MemoryStore)
-    assert isinstance(build_stores(ProcessConfig(store="auto")).main, MemoryStore)
-    assert isinstance(
-        build_stores(ProcessConfig(store="redis")).main, MemoryStore
-    )  # nothing configured: warn, memory
+    auto = build_stores(ProcessConfig(store="auto")).main  # no Redis: the file store, memory behind it
+    assert isinstance(auto, TieredStore) and isinstance(auto.shared, FileStore)
+    file = build_stores(ProcessConfig(store="file", store_dir="/nowhere/else")).main
+    assert isinstance(file, TieredStore) and file.shared.folder == Path("/nowhere/else")  # type: ignore[attr-defined]
+    nothing = build_stores(ProcessConfig(store="redis")).main  # nothing configured: warn, the file store
+    assert isinstance(nothing, TieredStore) and isinstance(nothing.shared, FileStore)
     assert isinstance(build_stores(ProcessConfig(redis_url="redis://127.0.0.1:1/0")).main, TieredStore)
 
 

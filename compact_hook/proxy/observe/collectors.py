@@ -11,6 +11,7 @@ from prometheus_client.registry import Collector
 
 from compact_hook.engine.compactor import Compactor
 from compact_hook.state.recent import Recent
+from compact_hook.state.file_store import FILE
 from compact_hook.state.tiered import TieredStore
 
 PREFIX = "compact_hook"
@@ -30,17 +31,25 @@ class EngineCollector(Collector):
         yield from _breaker(compactor)
         store = compactor.store
         if isinstance(store, TieredStore):
-            yield _counter("store_errors", "Failed Redis store calls", store.errors)
-            fallbacks = "Store calls answered by the in-process store (Redis failed or resting)"
-            yield _counter("store_fallbacks", fallbacks, store.fallbacks)
-            outages = "Times Redis was found unreachable and set aside for a second"
-            yield _counter("store_outages", outages, store.outages)
-            topology = getattr(store.shared, "topology", "single")
-            info = GaugeMetricFamily(
-                f"{PREFIX}_store_redis", "The Redis this replica shares state through", labels=["topology"]
-            )
-            info.add_metric([str(topology)], 1)
-            yield info
+            yield from _shared_store(store)
+
+
+def _shared_store(store: TieredStore) -> Iterator[Metric]:
+    """The shared store's faults (Redis or the file store alike), and which one this process uses."""
+    yield _counter("store_errors", "Failed shared store calls (Redis or the file store)", store.errors)
+    fallbacks = "Store calls answered by the in-process store (the shared store failed or is resting)"
+    yield _counter("store_fallbacks", fallbacks, store.fallbacks)
+    outages = "Times the shared store was found unable to serve and set aside for a second"
+    yield _counter("store_outages", outages, store.outages)
+    if store.kind is FILE:
+        yield _gauge("store_file", "1: this process shares state through the file store (no Redis)", 1)
+        return
+    topology = getattr(store.shared, "topology", "single")
+    info = GaugeMetricFamily(
+        f"{PREFIX}_store_redis", "The Redis this replica shares state through", labels=["topology"]
+    )
+    info.add_metric([str(topology)], 1)
+    yield info
 
 
 class RecentCollector(Collector):

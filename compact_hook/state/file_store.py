@@ -1,0 +1,363 @@
+"""The file store: one SQLite file shared by the processes of one machine, where no Redis is.
+
+LiteLLM runs several worker processes (``--num_workers``, ``--run_gunicorn``) and recycles them
+(``--max_requests_before_restart``). With each worker's own memory as the store, consecutive turns of
+one conversation reach workers that remember different compactions: the history alternates between
+summaries (the provider's prompt cache broken on nearly every turn) and each worker pays its own
+summary. One file under a local folder, in WAL mode, is what every process of a machine can open:
+compactions, leases (one summary per event, whichever worker gets the turn), notes and records live
+in it with the bounds, expiry and tenant quotas the in-process store and Redis keep. SQLite over
+another embedded store because it ships with Python, takes locks across processes itself, and a
+file it cannot use fails a call, never the process.
+
+Every call runs on the store's own thread (a lock held by another process waits there, never on the
+event loop) and is bounded by ``tiered.TieredStore``, which answers from memory when a call fails:
+a locked, full, read-only or corrupt file costs the sharing, never a request. The file's
+``user_version`` says its layout: a file of another layout (an older release's) is emptied and laid
+out anew at start-up (what it held is a cache), and one that is not a database at all is moved aside.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import sqlite3
+import time
+import uuid
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TypeVar
+
+from compact_hook.core.chain import Entry
+from compact_hook.state.quota import charge, fits
+from compact_hook.state.store import INDEX_LIMIT, MAX_NOTE_CHARS, MAX_RECORD_CHARS, best_match, entry_bytes
+from compact_hook.state.tiered import SharedKind
+
+logger = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+LAYOUT = 1
+"""The tables' layout (the file's ``user_version``); a file of another is laid out anew."""
+FILE_NAME = "store.sqlite3"
+BUSY_SECONDS = 0.25
+"""How long a call waits on another process's write before it fails (and memory answers): writes
+last a millisecond or so, so a longer wait is a process stuck holding the file."""
+PRUNE_EVERY = 64
+"""Notes are bounded in number by a sweep every this many writes of one process (a count per write
+would cost more than the write): the bound is ``max_entries`` plus what the processes wrote since."""
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS entries (
+    ns TEXT NOT NULL, key BLOB NOT NULL, root BLOB NOT NULL, value TEXT NOT NULL,
+    bytes INTEGER NOT NULL, expires REAL NOT NULL, written REAL NOT NULL, PRIMARY KEY (ns, key));
+CREATE INDEX IF NOT EXISTS entries_root ON entries (ns, root, written);
+CREATE INDEX IF NOT EXISTS entries_written ON entries (ns, written);
+CREATE TABLE IF NOT EXISTS locks (
+    ns TEXT NOT NULL, key BLOB NOT NULL, token TEXT NOT NULL, expires REAL NOT NULL,
+    PRIMARY KEY (ns, key));
+CREATE TABLE IF NOT EXISTS notes (
+    ns TEXT NOT NULL, key BLOB NOT NULL, value TEXT NOT NULL, expires REAL NOT NULL,
+    written REAL NOT NULL, PRIMARY KEY (ns, key));
+CREATE INDEX IF NOT EXISTS notes_written ON notes (ns, written);
+CREATE TABLE IF NOT EXISTS records (
+    ns TEXT NOT NULL, key BLOB NOT NULL, value TEXT NOT NULL, tenant TEXT, size INTEGER NOT NULL,
+    expires REAL NOT NULL, written REAL NOT NULL, PRIMARY KEY (ns, key));
+CREATE INDEX IF NOT EXISTS records_tenant ON records (ns, tenant, written);
+CREATE INDEX IF NOT EXISTS records_written ON records (ns, written);
+"""
+TABLES = ("entries", "locks", "notes", "records")
+
+
+def default_folder() -> Path:
+    """``$XDG_STATE_HOME/compact_hook``, else ``~/.local/state/compact_hook``: the user's own state
+    folder (made private), kept across restarts, local to the machine; not ``/tmp``, which other
+    users can list, nor ``/dev/shm``, a container's 64 MB by default."""
+    base = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
+    return Path(base) / "compact_hook"
+
+
+def is_outage(error: BaseException) -> bool:
+    """Whether the file cannot serve now (full, read-only, corrupt, gone), rather than that one call
+    met another process's write (``database is locked``: that call alone fails)."""
+    if isinstance(error, sqlite3.OperationalError) and "locked" in str(error):
+        return False
+    return isinstance(error, (sqlite3.Error, OSError, asyncio.TimeoutError, TimeoutError))
+
+
+FILE = SharedKind("file", is_outage, once=True)
+"""How the tiered store names the file store and reads its faults."""
+
+
+class FileStore:
+    """A ``store.CompactionStore`` in one SQLite file; ``namespace`` separates the stores sharing it
+    (prepared compactions apart from applied ones under the same keys), as in Redis.
+
+    Expiry is by the wall clock (the processes sharing the file share it). Entries are bounded in
+    number and bytes, records in bytes and by each tenant's quota, the oldest written going first;
+    a lock is a row with an expiry, taken in one write transaction."""
+
+    def __init__(
+        self, folder: Path, limits: Limits, namespace: str = "", clock: Callable[[], float] = time.time
+    ) -> None:
+        self.folder = folder
+        self.limits = limits
+        self.ns = namespace
+        self.clock = clock
+        self._connection: sqlite3.Connection | None = None
+        """Opened on the store's thread by the first call (and again after the file failed)."""
+        self._thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="compact-store")
+        self._writes = 0
+
+    @property
+    def connection(self) -> sqlite3.Connection:
+        """The file, opened (or opened again) on the store's thread; raises what keeps it closed."""
+        if self._connection is None:
+            self._connection = open_file(self.folder)
+        return self._connection
+
+    async def find(self, root: bytes, chain: Sequence[bytes]) -> tuple[bytes, Entry] | None:
+        rows = await self._run(
+            "SELECT key, value FROM entries WHERE ns = ? AND root = ? AND expires > ? "
+            "ORDER BY written DESC LIMIT ?",
+            (self.ns, root, self.clock(), INDEX_LIMIT),
+        )
+        entries = {bytes(key): Entry.from_json(value) for key, value in rows}
+        for _, key in best_match([(entry.span, key) for key, entry in entries.items()], chain):
+            return key, entries[key]
+        return None
+
+    async def get(self, key: bytes) -> Entry | None:
+        rows = await self._run(
+            "SELECT value FROM entries WHERE ns = ? AND key = ? AND expires > ?", (self.ns, key, self.clock())
+        )
+        return Entry.from_json(rows[0][0]) if rows else None
+
+    async def put(self, root: bytes, key: bytes, entry: Entry) -> None:
+        await self._call(self._put, root, key, entry)
+
+    def _put(self, root: bytes, key: bytes, entry: Entry) -> None:
+        now, limits = self.clock(), self.limits
+        with Transaction(self.connection) as db:
+            db.execute(
+                "INSERT OR REPLACE INTO entries VALUES (?, ?, ?, ?, ?, ?, ?)",
+                (self.ns, key, root, entry.to_json(), entry_bytes(entry), now + limits.ttl, now),
+            )
+            db.execute("DELETE FROM entries WHERE ns = ? AND expires <= ?", (self.ns, now))
+            count, total = db.execute(
+                "SELECT count(*), coalesce(sum(bytes), 0) FROM entries WHERE ns = ?", (self.ns,)
+            ).fetchone()
+            if count > limits.max_entries or total > limits.max_bytes:
+                self._evict(db, "entries", "bytes", (count - limits.max_entries, total - limits.max_bytes))
+
+    def _evict(self, db: sqlite3.Connection, table: str, size: str, over: tuple[int, int]) -> None:
+        """Delete ``table``'s oldest rows of this namespace until ``over`` (rows, bytes) is paid."""
+        rows, size_over = over
+        oldest = db.execute(
+            f"SELECT key, {size} FROM {table} WHERE ns = ? ORDER BY written",
+            (self.ns,),  # noqa: S608
+        )
+        gone: list[bytes] = []
+        for key, held in oldest:
+            if rows <= 0 and size_over <= 0:
+                break
+            gone.append(key)
+            rows, size_over = rows - 1, size_over - held
+        sql = f"DELETE FROM {table} WHERE ns = ? AND key = ?"  # noqa: S608 (our own table names)
+        db.executemany(sql, [(self.ns, key) for key in gone])
+
+    async def try_lock(self, key: bytes, ttl: float) -> str | None:
+        return await self._call(self._try_lock, key, ttl)
+
+    def _try_lock(self, key: bytes, ttl: float) -> str | None:
+        token, now = uuid.uuid4().hex, self.clock()
+        with Transaction(self.connection) as db:
+            db.execute("DELETE FROM locks WHERE ns = ? AND key = ? AND expires <= ?", (self.ns, key, now))
+            taken = db.execute(
+                "INSERT OR IGNORE INTO locks VALUES (?, ?, ?, ?)", (self.ns, key, token, now + ttl)
+            ).rowcount
+        return token if taken else None
+
+    async def unlock(self, key: bytes, token: str) -> None:
+        await self._call(
+            self._write, "DELETE FROM locks WHERE ns = ? AND key = ? AND token = ?", (self.ns, key, token)
+        )
+
+    async def is_locked(self, key: bytes) -> bool:
+        rows = await self._run(
+            "SELECT 1 FROM locks WHERE ns = ? AND key = ? AND expires > ?", (self.ns, key, self.clock())
+        )
+        return bool(rows)
+
+    async def set_note(self, key: bytes, value: str, ttl: float) -> None:
+        await self._call(self._set_note, key, value[:MAX_NOTE_CHARS], ttl)
+
+    def _set_note(self, key: bytes, value: str, ttl: float) -> None:
+        now = self.clock()
+        with Transaction(self.connection) as db:
+            db.execute(
+                "INSERT OR REPLACE INTO notes VALUES (?, ?, ?, ?, ?)", (self.ns, key, value, now + ttl, now)
+            )
+            self._writes += 1
+            if self._writes % PRUNE_EVERY == 0:
+                db.execute("DELETE FROM notes WHERE ns = ? AND expires <= ?", (self.ns, now))
+                (count,) = db.execute("SELECT count(*) FROM notes WHERE ns = ?", (self.ns,)).fetchone()
+                if count > self.limits.max_entries:
+                    self._evict(db, "notes", "0", (count - self.limits.max_entries, 0))
+
+    async def get_note(self, key: bytes) -> str | None:
+        rows = await self._run(
+            "SELECT value FROM notes WHERE ns = ? AND key = ? AND expires > ?", (self.ns, key, self.clock())
+        )
+        return str(rows[0][0]) if rows else None
+
+    async def put_record(self, key: bytes, value: str, ttl: float, tenant: str | None = None) -> bool:
+        """As ``MemoryStore.put_record``: at most ``max_bytes`` of records, a tenant's at most its
+        quota, the oldest written going first (the tenant's own first)."""
+        if not fits(value, tenant, self.limits.tenant_bytes, MAX_RECORD_CHARS):
+            return False
+        await self._call(self._put_record, key, value, ttl, tenant)
+        return True
+
+    def _put_record(self, key: bytes, value: str, ttl: float, tenant: str | None) -> None:
+        now = self.clock()
+        with Transaction(self.connection) as db:
+            db.execute(
+                "INSERT OR REPLACE INTO records VALUES (?, ?, ?, ?, ?, ?, ?)",
+                (self.ns, key, value, tenant, charge(value), now + ttl, now),
+            )
+            db.execute("DELETE FROM records WHERE ns = ? AND expires <= ?", (self.ns, now))
+            if tenant is not None:
+                self._give_up(db, tenant)
+            (total,) = db.execute(
+                "SELECT coalesce(sum(size), 0) FROM records WHERE ns = ?", (self.ns,)
+            ).fetchone()
+            if total > self.limits.max_bytes:
+                self._evict(db, "records", "size", (0, total - self.limits.max_bytes))
+
+    def _give_up(self, db: sqlite3.Connection, tenant: str) -> None:
+        """The tenant's oldest records past its quota deleted (never another tenant's)."""
+        rows = db.execute(
+            "SELECT key, size FROM records WHERE ns = ? AND tenant = ? ORDER BY written DESC",
+            (self.ns, tenant),
+        ).fetchall()
+        total, gone = 0, []
+        for key, size in rows:  # newest first: the newest within the quota stay
+            total += size
+            if total > self.limits.tenant_bytes:
+                gone.append((self.ns, key))
+        db.executemany("DELETE FROM records WHERE ns = ? AND key = ?", gone)
+
+    async def get_record(self, key: bytes) -> str | None:
+        rows = await self._run(
+            "SELECT value FROM records WHERE ns = ? AND key = ? AND expires > ?", (self.ns, key, self.clock())
+        )
+        return str(rows[0][0]) if rows else None
+
+    def close(self) -> None:
+        self._thread.shutdown(wait=False)
+
+    # -- on the store's thread ---------------------------------------------------------------------
+
+    async def _run(self, sql: str, parameters: tuple[object, ...]) -> list[tuple[Any, ...]]:
+        """A read (autocommit: it sees every write committed before it)."""
+        return await self._call(lambda: self.connection.execute(sql, parameters).fetchall())
+
+    def _write(self, sql: str, parameters: tuple[object, ...]) -> None:
+        with Transaction(self.connection) as db:
+            db.execute(sql, parameters)
+
+    async def _call(self, function: Callable[..., T], *arguments: object) -> T:
+        return await asyncio.get_running_loop().run_in_executor(
+            self._thread, self._guarded, function, arguments
+        )
+
+    def _guarded(self, function: Callable[..., T], arguments: tuple[object, ...]) -> T:
+        """``function`` on the store's thread; a fault that is not another process's lock closes the
+        file, so the next call opens it again (a corrupt file moved aside by any process is then
+        replaced, a folder made writable again is used)."""
+        try:
+            return function(*arguments)
+        except Exception as error:
+            if is_outage(error) and self._connection is not None:
+                self._connection.close()
+                self._connection = None
+            raise
+
+
+class Transaction:
+    """``BEGIN IMMEDIATE`` … ``COMMIT`` (``ROLLBACK`` on an error): the write lock taken first, so two
+    processes' read-then-write transactions never deadlock on an upgrade."""
+
+    def __init__(self, connection: sqlite3.Connection) -> None:
+        self.connection = connection
+
+    def __enter__(self) -> sqlite3.Connection:
+        self.connection.execute("BEGIN IMMEDIATE")
+        return self.connection
+
+    def __exit__(self, kind: type[BaseException] | None, *_: object) -> None:
+        self.connection.execute("COMMIT" if kind is None else "ROLLBACK")
+
+
+@dataclass(frozen=True, slots=True)
+class Limits:
+    """What one namespace of the file may hold: what the in-process store's settings say."""
+
+    ttl: float
+    max_entries: int
+    max_bytes: int
+    tenant_bytes: int
+
+
+def open_file(folder: Path) -> sqlite3.Connection:
+    """The store's file in ``folder`` (made, private to this user), laid out for this release.
+
+    Raises ``sqlite3.Error`` or ``OSError`` when it cannot be used (the caller keeps the in-process
+    store); a file that is not a database is moved aside (``.corrupt-<time>``) and made anew."""
+    folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+    path = folder / FILE_NAME
+    if not path.exists():
+        os.close(os.open(path, os.O_CREAT | os.O_WRONLY, 0o600))
+    try:
+        return _laid_out(path)
+    except sqlite3.DatabaseError as error:
+        if isinstance(error, sqlite3.OperationalError):
+            raise
+        aside = path.with_name(f"{FILE_NAME}.corrupt-{int(time.time())}")
+        logger.warning(
+            "compact_hook: the store's file %s is not a database (%s); moved to %s", path, error, aside
+        )
+        path.replace(aside)
+        return _laid_out(path)
+
+
+def _laid_out(path: Path) -> sqlite3.Connection:
+    connection = sqlite3.connect(path, timeout=BUSY_SECONDS, isolation_level=None, check_same_thread=False)
+    try:
+        connection.execute("PRAGMA journal_mode=WAL")
+        connection.execute(
+            "PRAGMA synchronous=NORMAL"
+        )  # WAL: durable at checkpoints; a lost write is a lost cache entry
+        with Transaction(connection) as db:
+            (layout,) = db.execute("PRAGMA user_version").fetchone()
+            if layout != LAYOUT:
+                if layout:
+                    logger.warning(
+                        "compact_hook: the store's file %s has layout %s, this release %s: laid out anew",
+                        path,
+                        layout,
+                        LAYOUT,
+                    )
+                for table in TABLES:
+                    db.execute(f"DROP TABLE IF EXISTS {table}")  # noqa: S608
+                for statement in filter(str.strip, SCHEMA.split(";")):  # executescript would commit
+                    db.execute(statement)
+                db.execute(f"PRAGMA user_version = {LAYOUT}")
+    except BaseException:
+        connection.close()
+        raise
+    return connection
