@@ -19,7 +19,7 @@ import tempfile
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from types import ModuleType, TracebackType
 from typing import IO, Any
@@ -213,8 +213,11 @@ class ProxyProcess:
         log_path: Path | None = None,
         startup_timeout: float = STARTUP_TIMEOUT,
         fork: bool = not EXEC_PROXIES,
+        args: Sequence[str] = (),
     ) -> None:
         self.config = config
+        self.args = tuple(args)
+        """More of the ``litellm`` command's options (``--num_workers 2``)."""
         self.fork = fork
         """Forked from the launcher that imported LiteLLM once (see ``launcher``), else exec'd."""
         self.port = port or free_port()
@@ -315,6 +318,7 @@ class ProxyProcess:
             "127.0.0.1",
             "--port",
             str(self.port),
+            *self.args,
         ]
 
     def _launch(self) -> None:

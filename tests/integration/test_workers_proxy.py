@@ -1,0 +1,54 @@
+"""Issue 62: the worker processes of one proxy share one memory without Redis (the file store).
+
+One proxy, no Redis, a compacting chat group (window 20,000), a Claude Code session replayed turn
+by turn, each request on a connection of its own (as clients that do not keep connections alive,
+or several clients behind one proxy, arrive): the kernel hands each to any worker. With each
+worker's own memory the history alternated between summaries turn after turn (22 of 29 requests
+with two workers) and each worker paid its own summaries. With the file store, 2 and 4 workers,
+and workers recycled mid-session, cost what one worker costs: the same summary calls and changes
+of summary (± 1). ``bench/bench_workers.py`` shows both stores side by side.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from tests.integration.harness import ProxyProcess
+from tests.integration.stateful import SummaryTrail, replay_apart, workers_config
+
+
+@pytest.fixture(scope="module")
+def one_worker(standin: Any) -> SummaryTrail:
+    with ProxyProcess(workers_config(standin)) as proxy:
+        return replay_apart(standin, proxy)
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        pytest.param(("--num_workers", "2"), id="2 workers"),
+        pytest.param(("--num_workers", "4"), id="4 workers"),
+        pytest.param(("--num_workers", "2", "--max_requests_before_restart", "6"), id="2 recycled"),
+    ],
+)
+def test_several_workers_cost_what_one_does(
+    args: tuple[str, ...], one_worker: SummaryTrail, standin: Any, record_property: Any
+) -> None:
+    # exec'd: uvicorn spawns the workers, fresh interpreters, from the litellm command; each must
+    # finish LiteLLM's start-up within uvicorn's health check (5 s by default: ~15 s here)
+    patient = (*args, "--timeout_worker_healthcheck", "120")
+    with ProxyProcess(workers_config(standin), args=patient, fork=False, startup_timeout=300) as proxy:
+        several = replay_apart(standin, proxy)
+        logs = proxy.log_text()
+    figures = {
+        "one worker": (one_worker.summary_calls, one_worker.distinct, one_worker.changes),
+        " ".join(args): (several.summary_calls, several.distinct, several.changes),
+    }
+    record_property("workers_figures", figures)
+    print("summary calls, distinct summaries, changes of summary:", figures)
+    assert one_worker.summary_calls >= 2, figures  # the replay compacts more than once
+    assert abs(several.summary_calls - one_worker.summary_calls) <= 1, figures
+    assert abs(several.changes - one_worker.changes) <= 1, figures
+    assert "a file shared by this machine's proxy processes" in logs
