@@ -10,8 +10,8 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Histo
 from prometheus_client.registry import Collector
 
 from compact_hook.engine.compactor import Compactor
-from compact_hook.state.recent import Recent
 from compact_hook.state.file_store import FILE
+from compact_hook.state.recent import Recent
 from compact_hook.state.tiered import TieredStore
 
 PREFIX = "compact_hook"
