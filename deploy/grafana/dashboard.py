@@ -38,11 +38,16 @@ def panel(title: str, unit: str, *targets: prometheus.Dataquery, empty: str = ""
     return built.span(PANEL_WIDTH).height(PANEL_HEIGHT)
 
 
-NO_REDIS = (
-    "Redis calls that failed, calls answered by the replica's own memory, and times Redis was set aside. "
-    "No data on a replica without Redis (COMPACT_STORE=memory, or auto with no Redis configured): "
-    "its in-process store makes no call that could fail."
+NO_SHARED_STORE = (
+    "Calls of the shared store (Redis, or the file store the workers of one machine share) that failed, "
+    "calls answered by the process's own memory, and times the shared store was set aside. "
+    "No data on a process with COMPACT_STORE=memory: its in-process store makes no call that could fail."
 )
+SHARED_THROUGH = (
+    'max by (instance, store) (label_replace(compact_hook_store_file, "store", "file", "", "") '
+    'or label_replace(compact_hook_store_redis, "store", "redis $1", "topology", "(.*)"))'
+)
+"""1 per process for what it shares through: ``file``, or ``redis`` and the topology."""
 
 
 PANELS = {
@@ -110,8 +115,9 @@ PANELS = {
             query(
                 "sum by (instance) (increase(compact_hook_store_outages_total[5m]))", "outages {{instance}}"
             ),
-            empty=NO_REDIS,
+            empty=NO_SHARED_STORE,
         ),
+        panel("Shared through", "short", query(SHARED_THROUGH, "{{store}} {{instance}}")),
         panel(
             "Breakers open, prepared summaries unused",
             "short",

@@ -40,7 +40,7 @@ def test_the_sdk_reads_it_back_with_every_panel_and_the_group_variable() -> None
     names = [v.name for v in model.templating.list_val or []]
     assert names == ["datasource", "model_group"]
     panels = [p for p in board["panels"] if p["type"] == "timeseries"]
-    assert len(panels) == 10 and all(p["targets"] for p in panels)
+    assert len(panels) == 11 and all(p["targets"] for p in panels)
 
 
 def test_every_query_reads_metrics_the_hook_exports() -> None:
