@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from tests.integration.harness import ProxyProcess
-from tests.integration.stateful import SummaryTrail, replay_apart, workers_config
+from tests.integration.stateful import WORKERS_POINTS, SummaryTrail, replay_apart, workers_config
 
 
 @pytest.fixture(scope="module")
@@ -52,3 +52,18 @@ def test_several_workers_cost_what_one_does(
     assert abs(several.summary_calls - one_worker.summary_calls) <= 1, figures
     assert abs(several.changes - one_worker.changes) <= 1, figures
     assert "a file shared by this machine's proxy processes" in logs
+
+
+def test_a_restarted_proxy_finds_the_conversations_compaction(
+    standin: Any, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """Issue 62 item 2: the same summary and the same prefix after a restart, with no summary call:
+    the compaction was in the file, not in the process that stopped."""
+    folder = {"COMPACT_STORE_DIR": str(tmp_path_factory.mktemp("store"))}
+    points = WORKERS_POINTS[:16]
+    with ProxyProcess(workers_config(standin), env=folder) as before:
+        first = replay_apart(standin, before, points)
+    assert first.summaries[-1] is not None, "the first proxy compacted"
+    with ProxyProcess(workers_config(standin), env=folder) as after:
+        again = replay_apart(standin, after, points[-1:])
+    assert again.summaries == first.summaries[-1:] and again.summary_calls == 0
