@@ -92,13 +92,18 @@ def _file_stores(config: ProcessConfig, main: MemoryStore, prepared: MemoryStore
         config.store_ttl_seconds, prepared.max_entries, prepared.max_bytes, config.store_tenant_record_bytes
     )
     timeout = config.redis_timeout_seconds
-    main_store = TieredStore(FileStore(folder, limits), main, timeout, kind=FILE)
-    prepared_store = TieredStore(
-        FileStore(folder, prepared_limits, PREPARED_NAMESPACE), prepared, timeout, kind=FILE
-    )
+    main_store = over_file(FileStore(folder, limits), main, timeout)
+    prepared_store = over_file(FileStore(folder, prepared_limits, PREPARED_NAMESPACE), prepared, timeout)
     where = folder / file_store.FILE_NAME
     description = f"a file shared by this machine's proxy processes ({where}); in process while it fails"
     return Stores(main_store, prepared_store, description)
+
+
+def over_file(file: FileStore, memory: MemoryStore, timeout: float) -> TieredStore:
+    """The file over memory; the writes the file queues report their faults to the tiered store."""
+    tiered = TieredStore(file, memory, timeout, kind=FILE)
+    file.on_fault = tiered.fault
+    return tiered
 
 
 def _said(stores: Stores) -> Stores:

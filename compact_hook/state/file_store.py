@@ -25,6 +25,7 @@ import os
 import sqlite3
 import time
 import uuid
+from collections import Counter
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -34,7 +35,7 @@ from typing import Any, TypeVar
 from compact_hook.core.chain import Entry
 from compact_hook.state.quota import charge, fits
 from compact_hook.state.store import INDEX_LIMIT, MAX_NOTE_CHARS, MAX_RECORD_CHARS, best_match, entry_bytes
-from compact_hook.state.tiered import SharedKind
+from compact_hook.state.tiered import Pending, SharedKind
 
 logger = logging.getLogger(__name__)
 
@@ -46,6 +47,8 @@ FILE_NAME = "store.sqlite3"
 BUSY_SECONDS = 0.25
 """How long a call waits on another process's write before it fails (and memory answers): writes
 last a millisecond or so, so a longer wait is a process stuck holding the file."""
+MAX_QUEUED = 1024
+"""Writes a process may have waiting on the store's thread (a file slower than the traffic)."""
 PRUNE_EVERY = 64
 """Notes are bounded in number by a sweep every this many writes of one process (a count per write
 would cost more than the write): the bound is ``max_entries`` plus what the processes wrote since."""
@@ -88,7 +91,7 @@ def is_outage(error: BaseException) -> bool:
     return isinstance(error, (sqlite3.Error, OSError, asyncio.TimeoutError, TimeoutError))
 
 
-FILE = SharedKind("file", is_outage, once=True)
+FILE = SharedKind("file", is_outage, once=True, waits=False)
 """How the tiered store names the file store and reads its faults."""
 
 
@@ -109,8 +112,15 @@ class FileStore:
         self.clock = clock
         self._connection: sqlite3.Connection | None = None
         """Opened on the store's thread by the first call (and again after the file failed)."""
+        self._reader: sqlite3.Connection | None = None
+        """The event loop's own, read-only, never waiting (``read``); opened once the file is laid out."""
+        self._laid_out = False
         self._thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="compact-store")
         self._writes = 0
+        self._pending: Counter[bytes] = Counter()
+        """What queued writes are about (``_tag``): a read of it is answered from memory meanwhile."""
+        self.on_fault: Callable[[BaseException], None] = lambda _: None
+        """Told of a queued write that failed (``TieredStore.fault``: counted, logged once)."""
 
     @property
     def connection(self) -> sqlite3.Connection:
@@ -124,6 +134,7 @@ class FileStore:
             "SELECT key, value FROM entries WHERE ns = ? AND root = ? AND expires > ? "
             "ORDER BY written DESC LIMIT ?",
             (self.ns, root, self.clock(), INDEX_LIMIT),
+            _tag("root", root),
         )
         entries = {bytes(key): Entry.from_json(value) for key, value in rows}
         for _, key in best_match([(entry.span, key) for key, entry in entries.items()], chain):
@@ -132,12 +143,14 @@ class FileStore:
 
     async def get(self, key: bytes) -> Entry | None:
         rows = await self._run(
-            "SELECT value FROM entries WHERE ns = ? AND key = ? AND expires > ?", (self.ns, key, self.clock())
+            "SELECT value FROM entries WHERE ns = ? AND key = ? AND expires > ?",
+            (self.ns, key, self.clock()),
+            _tag("entry", key),
         )
         return Entry.from_json(rows[0][0]) if rows else None
 
     async def put(self, root: bytes, key: bytes, entry: Entry) -> None:
-        await self._call(self._put, root, key, entry)
+        self._later((_tag("root", root), _tag("entry", key)), self._put, root, key, entry)
 
     def _put(self, root: bytes, key: bytes, entry: Entry) -> None:
         now, limits = self.clock(), self.limits
@@ -188,12 +201,14 @@ class FileStore:
 
     async def is_locked(self, key: bytes) -> bool:
         rows = await self._run(
-            "SELECT 1 FROM locks WHERE ns = ? AND key = ? AND expires > ?", (self.ns, key, self.clock())
+            "SELECT 1 FROM locks WHERE ns = ? AND key = ? AND expires > ?",
+            (self.ns, key, self.clock()),
+            _tag("lock", key),
         )
         return bool(rows)
 
     async def set_note(self, key: bytes, value: str, ttl: float) -> None:
-        await self._call(self._set_note, key, value[:MAX_NOTE_CHARS], ttl)
+        self._later((_tag("note", key),), self._set_note, key, value[:MAX_NOTE_CHARS], ttl)
 
     def _set_note(self, key: bytes, value: str, ttl: float) -> None:
         now = self.clock()
@@ -210,7 +225,9 @@ class FileStore:
 
     async def get_note(self, key: bytes) -> str | None:
         rows = await self._run(
-            "SELECT value FROM notes WHERE ns = ? AND key = ? AND expires > ?", (self.ns, key, self.clock())
+            "SELECT value FROM notes WHERE ns = ? AND key = ? AND expires > ?",
+            (self.ns, key, self.clock()),
+            _tag("note", key),
         )
         return str(rows[0][0]) if rows else None
 
@@ -219,7 +236,7 @@ class FileStore:
         quota, the oldest written going first (the tenant's own first)."""
         if not fits(value, tenant, self.limits.tenant_bytes, MAX_RECORD_CHARS):
             return False
-        await self._call(self._put_record, key, value, ttl, tenant)
+        self._later((_tag("record", key),), self._put_record, key, value, ttl, tenant)
         return True
 
     def _put_record(self, key: bytes, value: str, ttl: float, tenant: str | None) -> None:
@@ -253,18 +270,61 @@ class FileStore:
 
     async def get_record(self, key: bytes) -> str | None:
         rows = await self._run(
-            "SELECT value FROM records WHERE ns = ? AND key = ? AND expires > ?", (self.ns, key, self.clock())
+            "SELECT value FROM records WHERE ns = ? AND key = ? AND expires > ?",
+            (self.ns, key, self.clock()),
+            _tag("record", key),
         )
         return str(rows[0][0]) if rows else None
+
+    async def flush(self) -> None:
+        """Until every write queued so far is done (the thread takes them in order)."""
+        await self._call(lambda: None)
 
     def close(self) -> None:
         self._thread.shutdown(wait=False)
 
-    # -- on the store's thread ---------------------------------------------------------------------
+    # -- reads on the loop, writes queued on the store's thread ------------------------------------
 
-    async def _run(self, sql: str, parameters: tuple[object, ...]) -> list[tuple[Any, ...]]:
-        """A read (autocommit: it sees every write committed before it)."""
-        return await self._call(lambda: self.connection.execute(sql, parameters).fetchall())
+    async def _run(self, sql: str, parameters: tuple[object, ...], tag: bytes) -> list[tuple[Any, ...]]:
+        """A read. On the event loop itself once the file is laid out: a read of a WAL file never
+        waits for a writer, and the loop's connection waits for nothing (``timeout=0``: a file busy
+        recovering fails the call, and memory answers), so it costs the query (tens of µs) and no
+        trip through the loop, which a saturated proxy makes every request wait for. Before that,
+        on the store's thread, which opens the file."""
+        if self._pending[tag]:
+            raise Pending
+        if not self._laid_out:
+            return await self._call(lambda: self.connection.execute(sql, parameters).fetchall())
+        try:
+            if self._reader is None:
+                self._reader = _reader(self.folder / FILE_NAME)
+            return self._reader.execute(sql, parameters).fetchall()
+        except Exception:
+            if self._reader is not None:
+                self._reader.close()
+                self._reader = None
+            raise
+
+    def _later(self, tags: tuple[bytes, ...], function: Callable[..., None], *arguments: object) -> None:
+        """A write queued on the store's thread, not waited for: a request pays no trip through the
+        loop for it. Until it is done, a read of what it is about (``tags``) is answered from memory
+        (which the tiered store wrote first), so this process reads its own writes; a write that
+        fails is told to ``on_fault``. At most ``MAX_QUEUED`` wait: past them the write fails now."""
+        if sum(self._pending.values()) >= MAX_QUEUED:
+            raise Backlog(f"{MAX_QUEUED} writes waiting on the store's file")
+        for tag in tags:
+            self._pending[tag] += 1
+        done = asyncio.get_running_loop().run_in_executor(self._thread, self._guarded, function, arguments)
+        done.add_done_callback(lambda finished: self._written(tags, finished))
+
+    def _written(self, tags: tuple[bytes, ...], finished: asyncio.Future[None]) -> None:
+        for tag in tags:
+            self._pending[tag] -= 1
+            if self._pending[tag] <= 0:
+                del self._pending[tag]
+        error = None if finished.cancelled() else finished.exception()
+        if error is not None:
+            self.on_fault(error)
 
     def _write(self, sql: str, parameters: tuple[object, ...]) -> None:
         with Transaction(self.connection) as db:
@@ -280,12 +340,29 @@ class FileStore:
         file, so the next call opens it again (a corrupt file moved aside by any process is then
         replaced, a folder made writable again is used)."""
         try:
-            return function(*arguments)
+            done = function(*arguments)
+            self._laid_out = True
+            return done
         except Exception as error:
             if is_outage(error) and self._connection is not None:
                 self._connection.close()
                 self._connection = None
             raise
+
+
+class Backlog(Exception):  # noqa: N818
+    """Too many writes wait on the file: this one fails now (memory keeps it; counted)."""
+
+
+def _tag(kind: str, key: bytes) -> bytes:
+    return kind.encode() + b":" + key
+
+
+def _reader(path: Path) -> sqlite3.Connection:
+    """The loop's connection: read-only, and waiting for nothing."""
+    reader = sqlite3.connect(path, timeout=0, isolation_level=None, check_same_thread=False)
+    reader.execute("PRAGMA query_only = ON")
+    return reader
 
 
 class Transaction:

@@ -97,6 +97,15 @@ class SharedKind:
     hint: Callable[[BaseException], str] = lambda _: ""
     once: bool = False
     """Each distinct fault logged once (a file that stays read-only would say so every second)."""
+    waits: bool = True
+    """Whether a call may wait on something outside (a server): bounded by the tiered store's timeout.
+    The file store's never do (its reads wait for nothing, its writes are queued), and a timeout
+    costs each call a trip through the loop (``asyncio.wait_for`` schedules a task)."""
+
+
+class Pending(Exception):  # noqa: N818 (a state, not an error)
+    """The shared store cannot answer this read yet (a write about it is queued): memory answers,
+    neither a fault nor a fallback."""
 
 
 REDIS = SharedKind(
@@ -183,7 +192,9 @@ class TieredStore:
 
     async def get_note(self, key: bytes) -> str | None:
         ok, value = await self._shared(lambda: self.shared.get_note(key))
-        return value if ok else await self.local.get_note(key)
+        # notes are never deleted, only written again or expired: one this process wrote and could
+        # not share (a failed write) is still known here
+        return value if ok and value is not None else await self.local.get_note(key)
 
     async def put_record(self, key: bytes, value: str, ttl: float, tenant: str | None = None) -> bool:
         kept = await self.local.put_record(key, value, ttl, tenant)
@@ -195,21 +206,32 @@ class TieredStore:
         return value if ok and value is not None else await self.local.get_record(key)
 
     async def _shared(self, call: Callable[[], Awaitable[Any]]) -> tuple[bool, Any]:
-        """Run a Redis call: ``(True, value)``, or ``(False, None)`` when Redis failed or is resting."""
+        """Run a shared store's call: ``(True, value)``, or ``(False, None)`` when it failed, is
+        resting, or cannot answer yet (``Pending``)."""
         if not self.shared_available and not await self.rest.ended_early(self.clock()):
             self.fallbacks += 1
             return False, None
         try:
+            if not self.kind.waits:
+                return True, await call()
             return True, await asyncio.wait_for(call(), timeout=self.timeout)
-        except Exception as exc:  # Redis down, slow, or answering garbage: never the caller's problem
-            self.errors += 1
-            self.fallbacks += 1
-            outage = self.kind.is_outage(exc)
-            if outage:
-                self.outages += 1
-                self.rest.begin(self.clock())
-            self._say(exc, outage)
+        except Pending:
             return False, None
+        except Exception as exc:  # down, slow, or answering garbage: never the caller's problem
+            self.fault(exc)
+            return False, None
+
+    def fault(self, exc: BaseException) -> None:
+        """A shared store's call failed (here, or a write it queued): counted, said, and the store
+        set aside for a while when the fault says it cannot serve now. Memory answered the call, or
+        keeps what the write was to share: a fallback."""
+        self.errors += 1
+        self.fallbacks += 1
+        outage = self.kind.is_outage(exc)
+        if outage:
+            self.outages += 1
+            self.rest.begin(self.clock())
+        self._say(exc, outage)
 
     def _say(self, exc: BaseException, outage: bool) -> None:
         fault = f"{type(exc).__name__}: {exc}"

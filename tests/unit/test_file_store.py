@@ -19,8 +19,8 @@ import pytest
 
 from compact_hook.core.chain import Entry
 from compact_hook.settings.process import ProcessConfig
-from compact_hook.state.backends import build_stores
-from compact_hook.state.file_store import FILE, FILE_NAME, LAYOUT, FileStore, Limits
+from compact_hook.state.backends import build_stores, over_file
+from compact_hook.state.file_store import FILE_NAME, LAYOUT, MAX_QUEUED, FileStore, Limits
 from compact_hook.state.store import MemoryStore
 from compact_hook.state.tiered import TieredStore
 
@@ -33,17 +33,20 @@ def entry(span: int, summary: str = "summary") -> Entry:
 
 def tiered(folder: Path) -> tuple[TieredStore, FileStore]:
     file = FileStore(folder, LIMITS)
-    return TieredStore(file, MemoryStore(100, 60), timeout=5, kind=FILE), file
+    return over_file(file, MemoryStore(100, 60), timeout=5), file
 
 
 async def test_two_stores_on_one_folder_share_compactions_notes_and_records(tmp_path: Path) -> None:
     first, second = FileStore(tmp_path, LIMITS), FileStore(tmp_path, LIMITS)
     await first.put(b"root", b"k2", entry(2))
+    await first.flush()  # writes are queued on the store's thread
     assert await second.find(b"root", [b"k0", b"k1", b"k2", b"k3"]) == (b"k2", entry(2))
     assert await second.find(b"other root", [b"k0", b"k1", b"k2"]) is None
     await first.set_note(b"n", "noted", 60)
+    await first.flush()
     assert await second.get_note(b"n") == "noted"
     assert await first.put_record(b"r", "what a handle stands for", 60, "team:a")
+    await first.flush()
     assert await second.get_record(b"r") == "what a handle stands for"
 
 
@@ -52,6 +55,7 @@ async def test_the_longest_stored_prefix_of_the_request_is_found(tmp_path: Path)
     await store.put(b"root", b"k1", entry(1, "shorter"))
     await store.put(b"root", b"k3", entry(3, "longer"))
     await store.put(b"root", b"x3", entry(3, "a fork"))
+    await store.flush()
     assert await store.find(b"root", [b"k0", b"k1", b"k2", b"k3"]) == (b"k3", entry(3, "longer"))
     assert await store.find(b"root", [b"k0", b"k1", b"j2", b"j3"]) == (b"k1", entry(1, "shorter"))
 
@@ -59,6 +63,7 @@ async def test_the_longest_stored_prefix_of_the_request_is_found(tmp_path: Path)
 async def test_namespaces_on_one_file_are_apart(tmp_path: Path) -> None:
     applied, prepared = FileStore(tmp_path, LIMITS), FileStore(tmp_path, LIMITS, "prepared")
     await prepared.put(b"root", b"k1", entry(1))
+    await prepared.flush()
     assert await applied.get(b"k1") is None and await prepared.get(b"k1") == entry(1)
 
 
@@ -67,6 +72,7 @@ async def test_what_expired_is_gone(tmp_path: Path) -> None:
     store = FileStore(tmp_path, LIMITS, clock=lambda: now[0])
     await store.put(b"root", b"k1", entry(1))
     await store.set_note(b"n", "noted", 5)
+    await store.flush()
     assert await store.try_lock(b"lock", 5) is not None
     now[0] += 10
     assert await store.get(b"k1") == entry(1) and await store.get_note(b"n") is None
@@ -80,11 +86,13 @@ async def test_entries_are_bounded_in_number_and_bytes_the_oldest_written_going_
     store = FileStore(tmp_path, Limits(60, 3, 1 << 20, 4096), clock=lambda: float(next(clock)))
     for number in range(5):
         await store.put(b"root", f"k{number}".encode(), entry(number))
+    await store.flush()
     kept = [number for number in range(5) if await store.get(f"k{number}".encode()) is not None]
     assert kept == [2, 3, 4]
     small = FileStore(tmp_path / "small", Limits(60, 100, 3 * 1200, 4096), clock=lambda: float(next(clock)))
     for number in range(5):
         await small.put(b"root", f"k{number}".encode(), entry(number, "s" * 1000))
+    await small.flush()
     assert [n for n in range(5) if await small.get(f"k{n}".encode()) is not None] == [2, 3, 4]
 
 
@@ -94,6 +102,7 @@ async def test_a_tenant_past_its_quota_gives_up_its_own_oldest_records(tmp_path:
     assert await store.put_record(b"b", "B's", 60, "team:b")
     for number in range(6):
         assert await store.put_record(f"a{number}".encode(), "a" * 1000, 60, "team:a")
+    await store.flush()
     kept = [n for n in range(6) if await store.get_record(f"a{n}".encode()) is not None]
     assert kept == [3, 4, 5]  # 3 x (1000 + 256) within 4096
     assert await store.get_record(b"b") == "B's"
@@ -135,19 +144,22 @@ async def test_a_locked_file_is_answered_from_memory_counted_and_said_once(
 ) -> None:
     store, file = tiered(tmp_path)
     await store.put(b"root", b"k1", entry(1))
+    await file.flush()
     other = sqlite3.connect(tmp_path / FILE_NAME, isolation_level=None)
-    other.execute("BEGIN EXCLUSIVE")  # another process holds the file
+    other.execute("BEGIN EXCLUSIVE")  # another process writing
     with pytest.raises(sqlite3.OperationalError, match="locked"):
-        await file.put(b"root", b"k2", entry(2))
+        await file._call(file._put, b"root", b"k2", entry(2))  # the file's own write fails
     with caplog.at_level(logging.WARNING):
         for number in range(2, 5):
-            await store.put(b"root", f"k{number}".encode(), entry(number))  # no error: in memory
+            await store.put(b"root", f"k{number}".encode(), entry(number))  # no error: memory keeps it
+            await file.flush()
     assert await store.find(b"root", [b"k0", b"k1", b"k2", b"k3", b"k4"]) == (b"k4", entry(4))
-    assert store.fallbacks >= 3 and store.outages == 0  # each call lost, the file not set aside
+    assert store.fallbacks >= 3 and store.outages == 0  # each write lost, the file not set aside
     assert caplog.text.count("file store call failed") == 1
     other.execute("ROLLBACK")
     other.close()
     assert await store.find(b"root", [b"k0", b"k1", b"k2", b"k3", b"k4"]) == (b"k4", entry(4))
+    await file.flush()
     assert await file.get(b"k4") == entry(4)  # the longer state given back to the file
 
 
@@ -158,10 +170,12 @@ async def test_a_full_file_is_answered_from_memory_and_used_again_after_its_rest
     await store.put(b"root", b"k1", entry(1))
     await file._call(lambda: file.connection.execute("PRAGMA max_page_count = 1"))  # what a full disk says
     await store.put(b"root", b"k2", entry(2, "x" * 100_000))  # no error: in memory
+    await file.flush()
     assert await store.local.get(b"k2") is not None and store.outages == 1
     assert await store.get(b"k2") is not None  # resting: memory answers
     now[0] += 2  # the rest over: the file (opened again) serves
     await store.put(b"root", b"k3", entry(3))
+    await file.flush()
     assert await file.get(b"k3") == entry(3) and store.outages == 1
 
 
@@ -171,9 +185,24 @@ async def test_a_read_only_file_is_answered_from_memory(tmp_path: Path) -> None:
     await file._call(lambda: file.connection.execute("PRAGMA query_only = ON"))  # what a read-only file says
     with pytest.raises(sqlite3.OperationalError, match="readonly"):
         await file._call(file._put, b"root", b"k2", entry(2))
-    await file._call(lambda: file.connection.execute("PRAGMA query_only = ON"))
+    await file._call(lambda: file.connection.execute("PRAGMA query_only = ON"))  # opened again: read-only
     await store.put(b"root", b"k2", entry(2))
+    await file.flush()
     assert await store.local.get(b"k2") == entry(2) and store.fallbacks == 1
+    assert await store.get(b"k2") == entry(2)  # the file set aside: memory answers
+
+
+async def test_writes_waiting_on_the_file_are_bounded(tmp_path: Path) -> None:
+    store, file = tiered(tmp_path)
+    other = sqlite3.connect(tmp_path / FILE_NAME, isolation_level=None)
+    await file.get(b"opened")
+    other.execute("BEGIN EXCLUSIVE")  # every write waits its 0.25 s, then fails
+    for number in range(MAX_QUEUED + 5):
+        await store.set_note(f"n{number}".encode(), "v", 60)
+    assert sum(file._pending.values()) == MAX_QUEUED and store.errors >= 5  # the rest failed at once
+    assert await store.get_note(f"n{MAX_QUEUED + 4}".encode()) == "v"  # memory kept what failed
+    other.execute("ROLLBACK")
+    other.close()
 
 
 async def test_a_folder_that_cannot_be_made_is_answered_from_memory(tmp_path: Path) -> None:
@@ -185,6 +214,7 @@ async def test_a_folder_that_cannot_be_made_is_answered_from_memory(tmp_path: Pa
     with pytest.raises(OSError):
         await store.shared.get(b"k1")
     await store.put(b"root", b"k1", entry(1))
+    await store.shared.flush()  # type: ignore[attr-defined]
     assert await store.find(b"root", [b"k0", b"k1"]) == (b"k1", entry(1))
     assert store.fallbacks >= 1 and store.outages == 1
 
@@ -195,9 +225,10 @@ async def test_a_corrupt_file_is_moved_aside_and_made_anew(
     (tmp_path / FILE_NAME).write_bytes(b"this is not a database, " * 100)
     with pytest.raises(sqlite3.DatabaseError):
         sqlite3.connect(tmp_path / FILE_NAME).execute("SELECT * FROM sqlite_master").fetchall()
-    store, _ = tiered(tmp_path)
+    store, file = tiered(tmp_path)
     with caplog.at_level(logging.WARNING):
         await store.put(b"root", b"k1", entry(1))
+        await file.flush()
     assert await store.shared.get(b"k1") == entry(1) and store.fallbacks == 0
     assert [p.name.startswith(f"{FILE_NAME}.corrupt-") for p in tmp_path.iterdir()].count(True) == 1
     assert "is not a database" in caplog.text
@@ -211,9 +242,10 @@ async def test_a_file_of_another_release_is_laid_out_anew(tmp_path: Path, layout
     old.execute(f"PRAGMA user_version = {layout}")
     old.commit()
     old.close()
-    store, _ = tiered(tmp_path)
+    store, file = tiered(tmp_path)
     assert await store.get(b"k1") is None and store.fallbacks == 0
     await store.put(b"root", b"k1", entry(1))
+    await file.flush()
     assert await store.shared.get(b"k1") == entry(1)
 
 
@@ -228,5 +260,6 @@ def test_the_default_folder_is_the_users_state_folder(
 async def test_the_folder_and_file_are_private(tmp_path: Path) -> None:
     store = FileStore(tmp_path / "store", LIMITS)
     await store.set_note(b"n", "v", 60)
+    await store.flush()
     assert (tmp_path / "store").stat().st_mode & 0o777 == 0o700
     assert (tmp_path / "store" / FILE_NAME).stat().st_mode & 0o777 == 0o600
