@@ -10,9 +10,13 @@ in it with the bounds, expiry and tenant quotas the in-process store and Redis k
 another embedded store because it ships with Python, takes locks across processes itself, and a
 file it cannot use fails a call, never the process.
 
-Every call runs on the store's own thread (a lock held by another process waits there, never on the
-event loop) and is bounded by ``tiered.TieredStore``, which answers from memory when a call fails:
-a locked, full, read-only or corrupt file costs the sharing, never a request. The file's
+A read runs on the event loop, on a read-only connection that waits for nothing (a WAL file's readers
+never wait for its writers): tens of µs, and no trip through the loop — which a saturated proxy makes
+every request wait for (awaiting the store's thread for each call took the hook's median time under
+``bench/bench_load.py`` from 2 ms to 513 ms). Writes are queued on the store's own thread, in order,
+and not waited for; a lease is taken there and waited for (once per compaction event). The tiered
+store (``tiered.TieredStore``) answers from memory whatever the file cannot: a locked, full,
+read-only or corrupt file costs the sharing, never a request. The file's
 ``user_version`` says its layout: a file of another layout (an older release's) is emptied and laid
 out anew at start-up (what it held is a cache), and one that is not a database at all is moved aside.
 """
@@ -23,6 +27,7 @@ import asyncio
 import logging
 import os
 import sqlite3
+import threading
 import time
 import uuid
 from collections import Counter
@@ -40,6 +45,8 @@ from compact_hook.state.tiered import Pending, SharedKind
 logger = logging.getLogger(__name__)
 
 T = TypeVar("T")
+Write = tuple[tuple[bytes, ...], Callable[..., None], tuple[object, ...]]
+"""A queued write: what it is about (tags), the function that writes it in a transaction, its arguments."""
 
 LAYOUT = 1
 """The tables' layout (the file's ``user_version``); a file of another is laid out anew."""
@@ -50,8 +57,19 @@ last a millisecond or so, so a longer wait is a process stuck holding the file."
 MAX_QUEUED = 1024
 """Writes a process may have waiting on the store's thread (a file slower than the traffic)."""
 PRUNE_EVERY = 64
-"""Notes are bounded in number by a sweep every this many writes of one process (a count per write
-would cost more than the write): the bound is ``max_entries`` plus what the processes wrote since."""
+"""What expired goes, and notes and records are brought within their bounds, every this many writes of
+one process (a count per write would cost more than the write): between sweeps they may pass the
+bound by what the processes wrote since. A tenant's quota is kept at every write."""
+BATCH = 64
+"""Queued writes the store's thread puts in one transaction."""
+GIVE_UP = """
+DELETE FROM records WHERE ns = ? AND key IN (
+    SELECT key FROM (
+        SELECT key, sum(size) OVER (ORDER BY written DESC, key) AS newer
+        FROM records WHERE ns = ? AND tenant = ?)
+    WHERE newer > ?)
+"""
+"""A tenant's records past its quota, oldest first: each with the size of those at least as new."""
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS entries (
@@ -117,6 +135,10 @@ class FileStore:
         self._laid_out = False
         self._thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="compact-store")
         self._writes = 0
+        self._lock = threading.Lock()
+        """Guards the queue and what it is about, shared by the loop and the store's thread."""
+        self._queue: list[Write] = []
+        self._draining = False
         self._pending: Counter[bytes] = Counter()
         """What queued writes are about (``_tag``): a read of it is answered from memory meanwhile."""
         self.on_fault: Callable[[BaseException], None] = lambda _: None
@@ -152,27 +174,27 @@ class FileStore:
     async def put(self, root: bytes, key: bytes, entry: Entry) -> None:
         self._later((_tag("root", root), _tag("entry", key)), self._put, root, key, entry)
 
-    def _put(self, root: bytes, key: bytes, entry: Entry) -> None:
+    def _put(self, db: sqlite3.Connection, root: bytes, key: bytes, entry: Entry) -> None:
+        """An entry (once per compaction: its bounds checked at once, the oldest written going)."""
         now, limits = self.clock(), self.limits
-        with Transaction(self.connection) as db:
-            db.execute(
-                "INSERT OR REPLACE INTO entries VALUES (?, ?, ?, ?, ?, ?, ?)",
-                (self.ns, key, root, entry.to_json(), entry_bytes(entry), now + limits.ttl, now),
-            )
-            db.execute("DELETE FROM entries WHERE ns = ? AND expires <= ?", (self.ns, now))
-            count, total = db.execute(
-                "SELECT count(*), coalesce(sum(bytes), 0) FROM entries WHERE ns = ?", (self.ns,)
-            ).fetchone()
-            if count > limits.max_entries or total > limits.max_bytes:
-                self._evict(db, "entries", "bytes", (count - limits.max_entries, total - limits.max_bytes))
+        db.execute(
+            "INSERT OR REPLACE INTO entries VALUES (?, ?, ?, ?, ?, ?, ?)",
+            (self.ns, key, root, entry.to_json(), entry_bytes(entry), now + limits.ttl, now),
+        )
+        db.execute("DELETE FROM entries WHERE ns = ? AND expires <= ?", (self.ns, now))
+        count, total = db.execute(
+            "SELECT count(*), coalesce(sum(bytes), 0) FROM entries WHERE ns = ?", (self.ns,)
+        ).fetchone()
+        if count > limits.max_entries or total > limits.max_bytes:
+            self._evict(db, "entries", "bytes", (count - limits.max_entries, total - limits.max_bytes))
 
     def _evict(self, db: sqlite3.Connection, table: str, size: str, over: tuple[int, int]) -> None:
         """Delete ``table``'s oldest rows of this namespace until ``over`` (rows, bytes) is paid."""
         rows, size_over = over
         oldest = db.execute(
-            f"SELECT key, {size} FROM {table} WHERE ns = ? ORDER BY written",
-            (self.ns,),  # noqa: S608
-        )
+            f"SELECT key, {size} FROM {table} WHERE ns = ? ORDER BY written",  # noqa: S608
+            (self.ns,),
+        ).fetchall()
         gone: list[bytes] = []
         for key, held in oldest:
             if rows <= 0 and size_over <= 0:
@@ -181,6 +203,21 @@ class FileStore:
             rows, size_over = rows - 1, size_over - held
         sql = f"DELETE FROM {table} WHERE ns = ? AND key = ?"  # noqa: S608 (our own table names)
         db.executemany(sql, [(self.ns, key) for key in gone])
+
+    def _sweep(self, db: sqlite3.Connection) -> None:
+        """Every ``PRUNE_EVERY`` writes: what expired goes, and notes and records are brought within
+        their bounds (between sweeps they may pass them by what was written since)."""
+        now, limits = self.clock(), self.limits
+        for table in ("notes", "records", "locks"):
+            db.execute(f"DELETE FROM {table} WHERE ns = ? AND expires <= ?", (self.ns, now))  # noqa: S608
+        (notes,) = db.execute("SELECT count(*) FROM notes WHERE ns = ?", (self.ns,)).fetchone()
+        if notes > limits.max_entries:
+            self._evict(db, "notes", "0", (notes - limits.max_entries, 0))
+        (records,) = db.execute(
+            "SELECT coalesce(sum(size), 0) FROM records WHERE ns = ?", (self.ns,)
+        ).fetchone()
+        if records > limits.max_bytes:
+            self._evict(db, "records", "size", (0, records - limits.max_bytes))
 
     async def try_lock(self, key: bytes, ttl: float) -> str | None:
         return await self._call(self._try_lock, key, ttl)
@@ -195,9 +232,8 @@ class FileStore:
         return token if taken else None
 
     async def unlock(self, key: bytes, token: str) -> None:
-        await self._call(
-            self._write, "DELETE FROM locks WHERE ns = ? AND key = ? AND token = ?", (self.ns, key, token)
-        )
+        sql = "DELETE FROM locks WHERE ns = ? AND key = ? AND token = ?"
+        self._later((_tag("lock", key),), self._write, sql, (self.ns, key, token))
 
     async def is_locked(self, key: bytes) -> bool:
         rows = await self._run(
@@ -210,18 +246,11 @@ class FileStore:
     async def set_note(self, key: bytes, value: str, ttl: float) -> None:
         self._later((_tag("note", key),), self._set_note, key, value[:MAX_NOTE_CHARS], ttl)
 
-    def _set_note(self, key: bytes, value: str, ttl: float) -> None:
+    def _set_note(self, db: sqlite3.Connection, key: bytes, value: str, ttl: float) -> None:
         now = self.clock()
-        with Transaction(self.connection) as db:
-            db.execute(
-                "INSERT OR REPLACE INTO notes VALUES (?, ?, ?, ?, ?)", (self.ns, key, value, now + ttl, now)
-            )
-            self._writes += 1
-            if self._writes % PRUNE_EVERY == 0:
-                db.execute("DELETE FROM notes WHERE ns = ? AND expires <= ?", (self.ns, now))
-                (count,) = db.execute("SELECT count(*) FROM notes WHERE ns = ?", (self.ns,)).fetchone()
-                if count > self.limits.max_entries:
-                    self._evict(db, "notes", "0", (count - self.limits.max_entries, 0))
+        db.execute(
+            "INSERT OR REPLACE INTO notes VALUES (?, ?, ?, ?, ?)", (self.ns, key, value, now + ttl, now)
+        )
 
     async def get_note(self, key: bytes) -> str | None:
         rows = await self._run(
@@ -239,34 +268,16 @@ class FileStore:
         self._later((_tag("record", key),), self._put_record, key, value, ttl, tenant)
         return True
 
-    def _put_record(self, key: bytes, value: str, ttl: float, tenant: str | None) -> None:
+    def _put_record(
+        self, db: sqlite3.Connection, key: bytes, value: str, ttl: float, tenant: str | None
+    ) -> None:
         now = self.clock()
-        with Transaction(self.connection) as db:
-            db.execute(
-                "INSERT OR REPLACE INTO records VALUES (?, ?, ?, ?, ?, ?, ?)",
-                (self.ns, key, value, tenant, charge(value), now + ttl, now),
-            )
-            db.execute("DELETE FROM records WHERE ns = ? AND expires <= ?", (self.ns, now))
-            if tenant is not None:
-                self._give_up(db, tenant)
-            (total,) = db.execute(
-                "SELECT coalesce(sum(size), 0) FROM records WHERE ns = ?", (self.ns,)
-            ).fetchone()
-            if total > self.limits.max_bytes:
-                self._evict(db, "records", "size", (0, total - self.limits.max_bytes))
-
-    def _give_up(self, db: sqlite3.Connection, tenant: str) -> None:
-        """The tenant's oldest records past its quota deleted (never another tenant's)."""
-        rows = db.execute(
-            "SELECT key, size FROM records WHERE ns = ? AND tenant = ? ORDER BY written DESC",
-            (self.ns, tenant),
-        ).fetchall()
-        total, gone = 0, []
-        for key, size in rows:  # newest first: the newest within the quota stay
-            total += size
-            if total > self.limits.tenant_bytes:
-                gone.append((self.ns, key))
-        db.executemany("DELETE FROM records WHERE ns = ? AND key = ?", gone)
+        db.execute(
+            "INSERT OR REPLACE INTO records VALUES (?, ?, ?, ?, ?, ?, ?)",
+            (self.ns, key, value, tenant, charge(value), now + ttl, now),
+        )
+        if tenant is not None:  # the tenant's oldest past its quota, in one statement (never another's)
+            db.execute(GIVE_UP, (self.ns, self.ns, tenant, self.limits.tenant_bytes))
 
     async def get_record(self, key: bytes) -> str | None:
         rows = await self._run(
@@ -306,29 +317,51 @@ class FileStore:
             raise
 
     def _later(self, tags: tuple[bytes, ...], function: Callable[..., None], *arguments: object) -> None:
-        """A write queued on the store's thread, not waited for: a request pays no trip through the
-        loop for it. Until it is done, a read of what it is about (``tags``) is answered from memory
-        (which the tiered store wrote first), so this process reads its own writes; a write that
-        fails is told to ``on_fault``. At most ``MAX_QUEUED`` wait: past them the write fails now."""
-        if sum(self._pending.values()) >= MAX_QUEUED:
-            raise Backlog(f"{MAX_QUEUED} writes waiting on the store's file")
-        for tag in tags:
-            self._pending[tag] += 1
-        done = asyncio.get_running_loop().run_in_executor(self._thread, self._guarded, function, arguments)
-        done.add_done_callback(lambda finished: self._written(tags, finished))
+        """A write queued for the store's thread, not waited for: a request pays no trip through the
+        loop for it. The thread writes what is queued in one transaction a batch (each statement of
+        it hands the GIL back and forth with the loop: fewer is cheaper for every request). Until it
+        is written, a read of what it is about (``tags``) is answered from memory (which the tiered
+        store wrote first), so this process reads its own writes; a batch that fails is told to
+        ``on_fault``. At most ``MAX_QUEUED`` wait: past them a write fails now."""
+        with self._lock:
+            if len(self._queue) >= MAX_QUEUED:
+                raise Backlog(f"{MAX_QUEUED} writes waiting on the store's file")
+            self._pending.update(tags)
+            self._queue.append((tags, function, arguments))
+            if self._draining:
+                return
+            self._draining = True
+        self._thread.submit(self._drain)
 
-    def _written(self, tags: tuple[bytes, ...], finished: asyncio.Future[None]) -> None:
-        for tag in tags:
-            self._pending[tag] -= 1
-            if self._pending[tag] <= 0:
-                del self._pending[tag]
-        error = None if finished.cancelled() else finished.exception()
-        if error is not None:
-            self.on_fault(error)
+    def _drain(self) -> None:
+        """On the store's thread: what is queued, a batch a transaction, until nothing is."""
+        while True:
+            with self._lock:
+                batch, self._queue = self._queue[:BATCH], self._queue[BATCH:]
+                if not batch:
+                    self._draining = False
+                    return
+            try:
+                self._guarded(self._write_batch, (batch,))
+            except Exception as error:
+                self.on_fault(error)
+            finally:
+                with self._lock:
+                    self._pending.subtract(tag for tags, _, _ in batch for tag in tags)
+                    self._pending = +self._pending
 
-    def _write(self, sql: str, parameters: tuple[object, ...]) -> None:
+    def _write_batch(
+        self, batch: list[tuple[tuple[bytes, ...], Callable[..., None], tuple[object, ...]]]
+    ) -> None:
         with Transaction(self.connection) as db:
-            db.execute(sql, parameters)
+            for _, function, arguments in batch:
+                function(db, *arguments)
+            before, self._writes = self._writes, self._writes + len(batch)
+            if before // PRUNE_EVERY != self._writes // PRUNE_EVERY:
+                self._sweep(db)
+
+    def _write(self, db: sqlite3.Connection, sql: str, parameters: tuple[object, ...]) -> None:
+        db.execute(sql, parameters)
 
     async def _call(self, function: Callable[..., T], *arguments: object) -> T:
         return await asyncio.get_running_loop().run_in_executor(
