@@ -27,7 +27,6 @@ import asyncio
 import logging
 import os
 import sqlite3
-import threading
 import time
 import uuid
 from collections import Counter
@@ -61,7 +60,11 @@ PRUNE_EVERY = 64
 one process (a count per write would cost more than the write): between sweeps they may pass the
 bound by what the processes wrote since. A tenant's quota is kept at every write."""
 BATCH = 64
-"""Queued writes the store's thread puts in one transaction."""
+"""Queued writes put in one transaction."""
+RETRY_SECONDS = 0.002
+"""How soon a batch that met another process's write lock is tried again."""
+CHECKPOINT_EVERY = 256
+"""Writes between two checkpoints of the WAL, on the store's thread."""
 GIVE_UP = """
 DELETE FROM records WHERE ns = ? AND key IN (
     SELECT key FROM (
@@ -131,14 +134,15 @@ class FileStore:
         self._connection: sqlite3.Connection | None = None
         """Opened on the store's thread by the first call (and again after the file failed)."""
         self._reader: sqlite3.Connection | None = None
-        """The event loop's own, read-only, never waiting (``read``); opened once the file is laid out."""
+        """The event loop's own, waiting for nothing (``_loop_connection``); opened once the file is
+        laid out."""
         self._laid_out = False
         self._thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="compact-store")
         self._writes = 0
-        self._lock = threading.Lock()
-        """Guards the queue and what it is about, shared by the loop and the store's thread."""
         self._queue: list[Write] = []
-        self._draining = False
+        self._scheduled = False
+        self._since = time.monotonic()
+        """When the queue's first batch began waiting (for another process's lock)."""
         self._pending: Counter[bytes] = Counter()
         """What queued writes are about (``_tag``): a read of it is answered from memory meanwhile."""
         self.on_fault: Callable[[BaseException], None] = lambda _: None
@@ -220,6 +224,10 @@ class FileStore:
             self._evict(db, "records", "size", (0, records - limits.max_bytes))
 
     async def try_lock(self, key: bytes, ttl: float) -> str | None:
+        """On the store's thread, waited for (once per compaction event); what is queued (a lock's
+        release) written first."""
+        if self._queue and self._laid_out:
+            self._write_queued()
         return await self._call(self._try_lock, key, ttl)
 
     def _try_lock(self, key: bytes, ttl: float) -> str | None:
@@ -288,8 +296,9 @@ class FileStore:
         return str(rows[0][0]) if rows else None
 
     async def flush(self) -> None:
-        """Until every write queued so far is done (the thread takes them in order)."""
-        await self._call(lambda: None)
+        """Until every write queued so far is written or dropped."""
+        while self._queue:
+            await asyncio.sleep(RETRY_SECONDS)
 
     def close(self) -> None:
         self._thread.shutdown(wait=False)
@@ -307,9 +316,7 @@ class FileStore:
         if not self._laid_out:
             return await self._call(lambda: self.connection.execute(sql, parameters).fetchall())
         try:
-            if self._reader is None:
-                self._reader = _reader(self.folder / FILE_NAME)
-            return self._reader.execute(sql, parameters).fetchall()
+            return self._loop_connection().execute(sql, parameters).fetchall()
         except Exception:
             if self._reader is not None:
                 self._reader.close()
@@ -317,48 +324,90 @@ class FileStore:
             raise
 
     def _later(self, tags: tuple[bytes, ...], function: Callable[..., None], *arguments: object) -> None:
-        """A write queued for the store's thread, not waited for: a request pays no trip through the
-        loop for it. The thread writes what is queued in one transaction a batch (each statement of
-        it hands the GIL back and forth with the loop: fewer is cheaper for every request). Until it
-        is written, a read of what it is about (``tags``) is answered from memory (which the tiered
-        store wrote first), so this process reads its own writes; a batch that fails is told to
-        ``on_fault``. At most ``MAX_QUEUED`` wait: past them a write fails now."""
-        with self._lock:
-            if len(self._queue) >= MAX_QUEUED:
-                raise Backlog(f"{MAX_QUEUED} writes waiting on the store's file")
-            self._pending.update(tags)
-            self._queue.append((tags, function, arguments))
-            if self._draining:
+        """A write, queued and not waited for: the writes a turn of the loop queues are written
+        together at its end, in one transaction, on the loop (``_write_queued``). A thread would
+        cost more: each statement it ran handed the GIL back and forth with the loop (~5-9% of a
+        saturated proxy's throughput under ``bench/bench_load.py``). Until it is written, a read of
+        what it is about (``tags``) is answered from memory, which the tiered store wrote first:
+        this process reads its own writes. At most ``MAX_QUEUED`` wait: past them a write fails now."""
+        if len(self._queue) >= MAX_QUEUED:
+            raise Backlog(f"{MAX_QUEUED} writes waiting on the store's file")
+        self._pending.update(tags)
+        self._queue.append((tags, function, arguments))
+        if not self._scheduled:
+            self._write_soon()
+
+    def _write_queued(self) -> None:
+        """What is queued, in one transaction on the loop. The loop's connection waits for nothing:
+        another process's write lock defers the batch a moment (``RETRY_SECONDS``) until the batch
+        has waited ``BUSY_SECONDS``, then it is dropped and said (``on_fault``); nothing blocks."""
+        self._scheduled = False
+        if not self._queue:
+            return
+        loop = asyncio.get_running_loop()
+        if not self._laid_out:  # the store's thread opens (and lays out) the file first
+            opened = loop.run_in_executor(self._thread, self._guarded, lambda: self.connection, ())
+            opened.add_done_callback(self._opened)
+            self._scheduled = True
+            return
+        batch = self._queue[:BATCH]
+        try:
+            with Transaction(self._loop_connection()) as db:
+                for _, function, arguments in batch:
+                    function(db, *arguments)
+                self._writes, before = self._writes + len(batch), self._writes
+                if before // PRUNE_EVERY != self._writes // PRUNE_EVERY:
+                    self._sweep(db)
+        except sqlite3.OperationalError as error:
+            if "locked" in str(error) and time.monotonic() - self._since < BUSY_SECONDS:
+                self._scheduled = True
+                loop.call_later(RETRY_SECONDS, self._write_queued)
                 return
-            self._draining = True
-        self._thread.submit(self._drain)
+            self._dropped(batch, error)
+        except Exception as error:
+            self._dropped(batch, error)
+        else:
+            self._done(batch)
+            if self._writes // CHECKPOINT_EVERY != (self._writes - len(batch)) // CHECKPOINT_EVERY:
+                self._thread.submit(self._guarded, self._checkpoint, ())
+        if self._queue:
+            self._write_soon()
 
-    def _drain(self) -> None:
-        """On the store's thread: what is queued, a batch a transaction, until nothing is."""
-        while True:
-            with self._lock:
-                batch, self._queue = self._queue[:BATCH], self._queue[BATCH:]
-                if not batch:
-                    self._draining = False
-                    return
-            try:
-                self._guarded(self._write_batch, (batch,))
-            except Exception as error:
-                self.on_fault(error)
-            finally:
-                with self._lock:
-                    self._pending.subtract(tag for tags, _, _ in batch for tag in tags)
-                    self._pending = +self._pending
+    def _opened(self, opened: asyncio.Future[object]) -> None:
+        """The store's thread tried to open the file for what is queued: write it, or drop it all."""
+        error = None if opened.cancelled() else opened.exception()
+        if error is None:
+            self._write_soon()
+            return
+        self._scheduled = False
+        self._dropped(list(self._queue), error)
 
-    def _write_batch(
-        self, batch: list[tuple[tuple[bytes, ...], Callable[..., None], tuple[object, ...]]]
-    ) -> None:
-        with Transaction(self.connection) as db:
-            for _, function, arguments in batch:
-                function(db, *arguments)
-            before, self._writes = self._writes, self._writes + len(batch)
-            if before // PRUNE_EVERY != self._writes // PRUNE_EVERY:
-                self._sweep(db)
+    def _write_soon(self) -> None:
+        self._scheduled, self._since = True, time.monotonic()
+        asyncio.get_running_loop().call_soon(self._write_queued)
+
+    def _done(self, batch: list[Write]) -> None:
+        del self._queue[: len(batch)]
+        self._pending.subtract(tag for tags, _, _ in batch for tag in tags)
+        self._pending = +self._pending
+        self._since = time.monotonic()
+
+    def _dropped(self, batch: list[Write], error: BaseException) -> None:
+        self._done(batch)
+        if is_outage(error) and self._reader is not None:
+            self._reader.close()
+            self._reader = None
+        self.on_fault(error)
+
+    def _checkpoint(self) -> None:
+        """On the store's thread: the WAL copied back into the file (the loop's connection never
+        checkpoints: that is where a commit would wait on the disk)."""
+        self.connection.execute("PRAGMA wal_checkpoint(PASSIVE)")
+
+    def _loop_connection(self) -> sqlite3.Connection:
+        if self._reader is None:
+            self._reader = _loop_connection(self.folder / FILE_NAME)
+        return self._reader
 
     def _write(self, db: sqlite3.Connection, sql: str, parameters: tuple[object, ...]) -> None:
         db.execute(sql, parameters)
@@ -391,11 +440,12 @@ def _tag(kind: str, key: bytes) -> bytes:
     return kind.encode() + b":" + key
 
 
-def _reader(path: Path) -> sqlite3.Connection:
-    """The loop's connection: read-only, and waiting for nothing."""
-    reader = sqlite3.connect(path, timeout=0, isolation_level=None, check_same_thread=False)
-    reader.execute("PRAGMA query_only = ON")
-    return reader
+def _loop_connection(path: Path) -> sqlite3.Connection:
+    """The loop's connection: waiting for nothing (a lock fails at once), never checkpointing."""
+    connection = sqlite3.connect(path, timeout=0, isolation_level=None, check_same_thread=False)
+    connection.execute("PRAGMA wal_autocheckpoint = 0")
+    connection.execute("PRAGMA synchronous = NORMAL")
+    return connection
 
 
 class Transaction:

@@ -20,7 +20,7 @@ import pytest
 from compact_hook.core.chain import Entry
 from compact_hook.settings.process import ProcessConfig
 from compact_hook.state.backends import build_stores, over_file
-from compact_hook.state.file_store import FILE_NAME, LAYOUT, MAX_QUEUED, FileStore, Limits
+from compact_hook.state.file_store import FILE_NAME, LAYOUT, MAX_QUEUED, FileStore, Limits, Transaction
 from compact_hook.state.store import MemoryStore
 from compact_hook.state.tiered import TieredStore
 
@@ -32,8 +32,9 @@ def entry(span: int, summary: str = "summary") -> Entry:
 
 
 async def written_now(file: FileStore, key: bytes, written: Entry) -> None:
-    """A write of the file store's own, waited for: its fault raised here (a queued one reports it)."""
-    await file._call(file._write_batch, [((), file._put, (b"root", key, written))])
+    """A write of the file store's own, at once: its fault raised here (a queued one reports it)."""
+    with Transaction(file._loop_connection()) as db:
+        file._put(db, b"root", key, written)
 
 
 def tiered(folder: Path) -> tuple[TieredStore, FileStore]:
@@ -173,7 +174,8 @@ async def test_a_full_file_is_answered_from_memory_and_used_again_after_its_rest
     now = [0.0]
     store.clock = lambda: now[0]
     await store.put(b"root", b"k1", entry(1))
-    await file._call(lambda: file.connection.execute("PRAGMA max_page_count = 1"))  # what a full disk says
+    await file.flush()
+    file._loop_connection().execute("PRAGMA max_page_count = 1")  # what a full disk says
     await store.put(b"root", b"k2", entry(2, "x" * 100_000))  # no error: in memory
     await file.flush()
     assert await store.local.get(b"k2") is not None and store.outages == 1
@@ -187,10 +189,10 @@ async def test_a_full_file_is_answered_from_memory_and_used_again_after_its_rest
 async def test_a_read_only_file_is_answered_from_memory(tmp_path: Path) -> None:
     store, file = tiered(tmp_path)
     await store.put(b"root", b"k1", entry(1))
-    await file._call(lambda: file.connection.execute("PRAGMA query_only = ON"))  # what a read-only file says
+    await file.flush()
+    file._loop_connection().execute("PRAGMA query_only = ON")  # what a read-only file says
     with pytest.raises(sqlite3.OperationalError, match="readonly"):
         await written_now(file, b"k2", entry(2))
-    await file._call(lambda: file.connection.execute("PRAGMA query_only = ON"))  # opened again: read-only
     await store.put(b"root", b"k2", entry(2))
     await file.flush()
     assert await store.local.get(b"k2") == entry(2) and store.fallbacks == 1
