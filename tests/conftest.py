@@ -23,6 +23,7 @@ core's tests do not depend on LiteLLM's version."""
 
 
 LONGEST_FIRST = (
+    "test_workers_proxy.py",
     "test_clients_proxy.py",
     "test_billing_proxy.py",
     "test_billing_wires_proxy.py",
