@@ -18,9 +18,10 @@ and written together at the end of the loop's turn, in one transaction on the sa
 (another process's lock defers them, never blocks); a thread writing them cost 5-9% of a saturated
 proxy's throughput in GIL hand-offs. The store's own thread opens and lays out the file, takes leases
 (waited for: once per compaction event) and checkpoints the WAL. The tiered store
-(``tiered.TieredStore``) answers from memory whatever the file cannot: a locked, full, read-only or corrupt file costs the sharing, never a request. The file's
-``user_version`` says its layout: a file of another layout (an older release's) is emptied and laid
-out anew at start-up (what it held is a cache), and one that is not a database at all is moved aside.
+(``tiered.TieredStore``) answers from memory whatever the file cannot: a locked, full, read-only or
+corrupt file costs the sharing, never a request. The file's ``user_version`` says its layout: a file
+of another layout (an older release's) is emptied and laid out anew at start-up (what it held is a
+cache), and one that is not a database at all is moved aside.
 """
 
 from __future__ import annotations
