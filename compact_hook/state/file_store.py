@@ -137,7 +137,7 @@ class FileStore:
         self.clock = clock
         self._connection: sqlite3.Connection | None = None
         """Opened on the store's thread by the first call (and again after the file failed)."""
-        self._reader: sqlite3.Connection | None = None
+        self._on_loop: sqlite3.Connection | None = None
         """The event loop's own, waiting for nothing (``_loop_connection``); opened once the file is
         laid out."""
         self._laid_out = False
@@ -327,9 +327,9 @@ class FileStore:
         try:
             return self._loop_connection().execute(sql, parameters).fetchall()
         except Exception:
-            if self._reader is not None:
-                self._reader.close()
-                self._reader = None
+            if self._on_loop is not None:
+                self._on_loop.close()
+                self._on_loop = None
             raise
 
     def _later(self, tags: tuple[bytes, ...], function: Callable[..., None], *arguments: object) -> None:
@@ -397,15 +397,18 @@ class FileStore:
 
     def _done(self, batch: list[Write]) -> None:
         del self._queue[: len(batch)]
-        self._pending.subtract(tag for tags, _, _ in batch for tag in tags)
-        self._pending = +self._pending
+        for tags, _, _ in batch:
+            for tag in tags:
+                self._pending[tag] -= 1
+                if self._pending[tag] <= 0:
+                    del self._pending[tag]
         self._since = time.monotonic()
 
     def _dropped(self, batch: list[Write], error: BaseException) -> None:
         self._done(batch)
-        if is_outage(error) and self._reader is not None:
-            self._reader.close()
-            self._reader = None
+        if is_outage(error) and self._on_loop is not None:
+            self._on_loop.close()
+            self._on_loop = None
         self.on_fault(error)
 
     def _checkpoint(self) -> None:
@@ -414,9 +417,9 @@ class FileStore:
         self.connection.execute("PRAGMA wal_checkpoint(PASSIVE)")
 
     def _loop_connection(self) -> sqlite3.Connection:
-        if self._reader is None:
-            self._reader = _loop_connection(self.folder / FILE_NAME)
-        return self._reader
+        if self._on_loop is None:
+            self._on_loop = _loop_connection(self.folder / FILE_NAME)
+        return self._on_loop
 
     def _write(self, db: sqlite3.Connection, sql: str, parameters: tuple[object, ...]) -> None:
         db.execute(sql, parameters)
