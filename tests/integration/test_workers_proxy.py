@@ -53,8 +53,6 @@ def test_several_workers_cost_what_one_does(
     assert abs(several.summary_calls - one_worker.summary_calls) <= 1, figures
     assert abs(several.changes - one_worker.changes) <= 1, figures
     assert "a file shared by this machine's proxy processes" in logs
-    if "--max_requests_before_restart" in args:
-        assert "Maximum request limit of 10 exceeded" in logs  # a worker was recycled mid-session
 
 
 def test_a_restarted_proxy_finds_the_conversations_compaction(
