@@ -38,6 +38,7 @@ from compact_hook.proxy.services import Services
 from compact_hook.settings.model import CompactConfig
 from compact_hook.settings.process import ProcessConfig
 from compact_hook.wires import CHAT
+from tests.compaction import idle
 from tests.routers import Key, deployment, spy_router
 from tests.support import chat_tool_definitions, tokens_of
 
@@ -115,11 +116,16 @@ class World:
         return self.gate.services
 
     async def close(self) -> None:
-        """Compactions still prepared in the background cancelled and awaited, as at the proxy's
-        shutdown: left to the loop's end they were destroyed pending (an unraisable warning that
-        failed the test's teardown on a loaded machine)."""
-        if self.services.built is not None:
-            await self.services.built.close()
+        """Compactions still prepared in the background finished, then the compactor closed. Not
+        cancelled: a summary call cancelled inside LiteLLM's executor hop leaves its coroutine never
+        awaited (an unraisable warning that failed the test on a loaded machine, twice on CI); the
+        faked provider answers every call, so waiting for them ends."""
+        built = self.services.built
+        if built is None:
+            return
+        if built.preparations is not None:
+            await idle(built.preparations.setup.background)
+        await built.close()
 
     async def turn(self, event: Turn) -> None:
         history = self.histories[event.conversation]
