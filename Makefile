@@ -57,7 +57,7 @@ run: install
 # type check (a minute on one core, from nothing) runs beside them; its output comes after theirs.
 test: install system-deps clients-install lint
 	@$(PY) -m mypy > .typecheck.log 2>&1 & typed=$$!; \
-	$(PY) -m pytest -n 2 --dist loadfile; tested=$$?; \
+	$(PY) -m pytest -n 2 --dist loadfile --durations=30; tested=$$?; \
 	wait $$typed; checked=$$?; echo "$(PY) -m mypy"; cat .typecheck.log; rm -f .typecheck.log; \
 	test $$tested -eq 0 && test $$checked -eq 0
 

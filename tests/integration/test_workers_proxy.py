@@ -26,16 +26,23 @@ def one_worker(standin: Any) -> SummaryTrail:
         return replay_apart(standin, proxy)
 
 
+SHARED = "a file shared by this machine's proxy processes"
+"""What each proxy process logs once, when its first request opens the store: one line per process
+that served."""
+
+
 @pytest.mark.parametrize(
-    "args",
+    ("args", "processes"),
     [
-        pytest.param(("--num_workers", "4"), id="4 workers"),
-        # 30 requests on two workers: one takes 15 or more, so it is recycled mid-session at least once
-        pytest.param(("--num_workers", "2", "--max_requests_before_restart", "10"), id="2 recycled"),
+        # more than one process served (the kernel hands connections to any worker; one may get none)
+        pytest.param(("--num_workers", "4"), 2, id="4 workers"),
+        # 30 requests, one at a time, on two workers that each serve about 10 (uvicorn checks every
+        # 0.1 s): the first two serve ~22 at most, so a third process — a recycled worker — served
+        pytest.param(("--num_workers", "2", "--max_requests_before_restart", "10"), 3, id="2 recycled"),
     ],
 )
 def test_several_workers_cost_what_one_does(
-    args: tuple[str, ...], one_worker: SummaryTrail, standin: Any, record_property: Any
+    args: tuple[str, ...], processes: int, one_worker: SummaryTrail, standin: Any, record_property: Any
 ) -> None:
     # exec'd: uvicorn spawns the workers, fresh interpreters, from the litellm command; each must
     # finish LiteLLM's start-up within uvicorn's health check (5 s by default: ~15 s here)
@@ -52,7 +59,9 @@ def test_several_workers_cost_what_one_does(
     assert one_worker.summary_calls >= 2, figures  # the replay compacts more than once
     assert abs(several.summary_calls - one_worker.summary_calls) <= 1, figures
     assert abs(several.changes - one_worker.changes) <= 1, figures
-    assert "a file shared by this machine's proxy processes" in logs
+    # counted from our own log line: uvicorn's "Maximum request limit … exceeded" was missing from
+    # the captured output on CI twice (the counts were right), so it proves nothing either way
+    assert logs.count(SHARED) >= processes, (logs.count(SHARED), processes)
 
 
 def test_a_restarted_proxy_finds_the_conversations_compaction(
