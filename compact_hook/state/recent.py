@@ -72,6 +72,11 @@ class Comparison:
     unseen: list[int]
     """The indices of the entries that are not: the ones to check, read and learn."""
 
+    @property
+    def first_contact(self) -> bool:
+        """Nothing was known of the conversation: every entry is new to this process."""
+        return self.basis is NOTHING
+
 
 class Recent:
     """The last request of each conversation (see the module), within its byte bounds."""

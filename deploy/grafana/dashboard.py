@@ -21,6 +21,8 @@ from grafana_foundation_sdk.models.dashboard import DataSourceRef
 SOURCE = DataSourceRef(type_val="prometheus", uid="${datasource}")
 GROUP = 'model_group=~"$model_group"'
 LATENCY = f"sum by (le) (rate(compact_hook_hook_seconds_bucket{{{GROUP}}}[5m]))"
+FIRST_CONTACTS = f'sum by (le) (rate(compact_hook_hook_seconds_bucket{{{GROUP}, first_contact="true"}}[5m]))'
+"""A conversation's first request to a process (a burst of new sessions, a restart): all of it is new."""
 PANEL_WIDTH, PANEL_HEIGHT = 12, 8
 
 
@@ -68,6 +70,7 @@ PANELS = {
             "s",
             query(f"histogram_quantile(0.5, {LATENCY})", "median"),
             query(f"histogram_quantile(0.99, {LATENCY})", "p99"),
+            query(f"histogram_quantile(0.99, {FIRST_CONTACTS})", "p99, first contacts"),
         ),
         panel(
             "Recalls answered",

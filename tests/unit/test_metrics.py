@@ -55,7 +55,8 @@ async def test_a_compaction_is_counted_by_model_group_format_and_outcome(
     assert value(samples, "compact_hook_summary_calls_total", **where) == len(router.calls) >= 1
     assert value(samples, "compact_hook_store_lookups_total", **where, outcome="miss") == 1
     assert value(samples, "compact_hook_archive_writes_total", **where, outcome="written") == 1
-    assert value(samples, "compact_hook_hook_seconds_count", **where) == 1
+    assert value(samples, "compact_hook_hook_seconds_count", **where, first_contact="true") == 1
+    assert value(samples, "compact_hook_hook_seconds_count", **where, first_contact="false") == 0
     # LiteLLM's spend tracking reads the savings here (proxy/spend_tracking/compression_savings.py)
     savings = data["metadata"]["compression_savings"]
     assert {k: savings[k] for k in ("tokens_before", "tokens_after", "tokens_saved", "source")} == {
@@ -70,11 +71,13 @@ async def test_a_compaction_is_counted_by_model_group_format_and_outcome(
     spent = value(samples, "compact_hook_summary_cost_usd_total", **where)  # the report's is to the millionth
     assert spent == pytest.approx(report["summary_cost_usd"], abs=1e-6) and spent > 0
 
-    again = request()
+    again = request()  # the same conversation again: no longer a first contact
     await hook.async_pre_call_hook(None, None, again, "acompletion")
     samples = scrape_registry(registry)
     assert value(samples, "compact_hook_store_lookups_total", **where, outcome="hit") == 1
     assert value(samples, "compact_hook_compactions_total", **where, outcome="miss") == 1  # reused, not made
+    assert value(samples, "compact_hook_hook_seconds_count", **where, first_contact="true") == 1
+    assert value(samples, "compact_hook_hook_seconds_count", **where, first_contact="false") == 1
 
 
 async def test_an_answer_that_is_no_summary_is_counted_unusable_and_the_digest_compacts(

@@ -43,6 +43,8 @@ FALLING_BEHIND = (
 APPLIED = (CacheStatus.MISS, CacheStatus.SHARED, CacheStatus.PREPARED)
 """How a compaction a request applied was had: made now, shared by another replica, prepared ahead."""
 RECALL_OUTCOMES = ("found", "not_found")
+FIRST_CONTACT = {True: "true", False: "false"}
+"""The ``first_contact`` label's values."""
 LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60)
 
 
@@ -112,8 +114,9 @@ class Metrics:
         self.requests = counter("requests", "Requests compact_hook engaged on, by outcome", outcome=True)
         self.latency = Histogram(
             f"{PREFIX}_hook_seconds",
-            "Time the pre-call hook held a request",
-            ("model_group", "format"),
+            "Time the pre-call hook held a request; first_contact: the conversation's first request "
+            "this process saw (a burst of new sessions, a restart: all of each history is new to it)",
+            ("model_group", "format", "first_contact"),
             buckets=LATENCY_BUCKETS,
             registry=registry,
         )
@@ -190,6 +193,8 @@ class Metrics:
         group, wire = where.model_group, where.wire
         for series in self._started_series():
             series.labels(group, wire)
+        for first in FIRST_CONTACT.values():
+            self.latency.labels(group, wire, first)
         for counter, outcomes in self._started_outcomes():
             for outcome in outcomes:
                 counter.labels(group, wire, outcome)
@@ -205,7 +210,6 @@ class Metrics:
             self.cost_saved,
             self.summary_cost,
             self.recall_bytes,
-            self.latency,
         )
 
     def _started_outcomes(self) -> tuple[tuple[Counter, tuple[str, ...]], ...]:
@@ -256,8 +260,8 @@ class Metrics:
         """A request that ended without an engine result (failed open, passed through, answered)."""
         self._of(self.requests, where.model_group, where.wire, outcome.value).inc()
 
-    def held(self, seconds: float, where: Labels) -> None:
-        self._of(self.latency, where.model_group, where.wire).observe(seconds)
+    def held(self, seconds: float, where: Labels, first_contact: bool) -> None:
+        self._of(self.latency, where.model_group, where.wire, FIRST_CONTACT[first_contact]).observe(seconds)
 
     def count_sample(self, model_group: str, learned: Learned) -> None:
         """One response's usage against our count: what it was (``core.evidence.Verdict``), and the

@@ -82,6 +82,9 @@ class Report(dict[str, Any]):
     """Where the request stands in its conversation (``core.notes``)."""
     compaction: CompactionAnswer | None = None
     """Our answer to Codex's compaction trigger, for the response hooks to deliver."""
+    first_contact: bool = False
+    """The conversation's first request this process saw (nothing known of it: every entry is read,
+    fingerprinted and counted now): the hook's time on it is measured apart (``proxy.observe.metrics``)."""
     recall: Pending | None = None
     """What answering this request's recall calls needs (``proxy.recall``): taken once, by the first
     response hook (success, stream or failure) — on the request itself, never in a map a client's id

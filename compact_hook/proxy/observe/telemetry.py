@@ -57,7 +57,7 @@ class Telemetry:
         if report is not None:
             elapsed = time.perf_counter() - start
             report["duration_ms"] = round(elapsed * 1000, 3)
-            self.metrics.held(elapsed, self.labels(data, call_type))
+            self.metrics.held(elapsed, self.labels(data, call_type), report.first_contact)
 
     def unhandled(self, call_type: str, group: str) -> None:
         """A conversation on a call type we have no format for (LiteLLM's call types are a fixed

@@ -222,6 +222,7 @@ class RequestGate:
         request = engine_request(data, parsed, who, inbound.settled, spending)
         result = await self.services.compactor.compact(request)
         report = self.telemetry.compacted(data, wire, result, who)
+        report.first_contact = comparison.first_contact
         record_summary_cost(data, wire.metadata_key, report, spending.total)
         return result, report, who
 
