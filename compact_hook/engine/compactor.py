@@ -20,7 +20,6 @@ input entries are never mutated.
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
 import logging
 
@@ -43,6 +42,7 @@ from compact_hook.engine.summary.compaction import Cut, Failed, Made, Making, ma
 from compact_hook.engine.summary.once import Leases, SingleFlight, SummaryOnce, warn_unusable
 from compact_hook.engine.tiers.clearing import clearing_step
 from compact_hook.engine.view import View, without_stale_thinking
+from compact_hook.offload import off_loop
 from compact_hook.state.store import CompactionStore
 
 logger = logging.getLogger(__name__)
@@ -226,7 +226,7 @@ class Compactor:
         view, part = decision.view, decision.part
         assert view is not None
         if part is None:
-            part = await asyncio.to_thread(plan, run, view, Costs(run, decision.economy).target())
+            part = await off_loop(plan, run, view, Costs(run, decision.economy).target())
         if not part.middle:
             nothing = dataclasses.replace(outcome, reason=Reason.NOTHING_TO_SUMMARIZE)
             return await self._fit(run, view, nothing)
@@ -279,7 +279,7 @@ class Compactor:
         )
         if await run.tokens(view) <= run.window.window:
             return await finish(run, view, outcome)
-        fit = await asyncio.to_thread(fitted, run, view)  # shrinking tokenizes
+        fit = await off_loop(fitted, run, view)  # shrinking tokenizes
         kept = await keep(run, fit.lost)
         reason = outcome.reason or Reason.FITTED
         if not fit.fits:

@@ -15,6 +15,7 @@ import functools
 import itertools
 import logging
 import operator
+import os
 import threading
 from collections.abc import Callable, Iterable, Sequence
 from importlib import resources
@@ -26,6 +27,7 @@ from tokenizers import Encoding, Tokenizer
 from compact_hook.core.counting import StringsOf
 from compact_hook.core.fingerprint import Fingerprint
 from compact_hook.errors import TokenizerError
+from compact_hook.offload import off_loop
 
 DEFAULT_TOKENIZER = "o200k_base"
 DEFAULT_CACHE_SIZE = 200_000
@@ -39,6 +41,12 @@ _CL100K_PREFIXES = ("gpt-4", "gpt-3.5", "gpt-35", "text-embedding-3", "text-embe
 _CLAUDE_MARKERS = ("claude", "anthropic")
 
 logger = logging.getLogger(__name__)
+
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+"""Each batch encoded on the thread that asks (the operator's setting wins). Left on, ``tokenizers``
+spreads a batch over a pool of its own threads, one per core, at the loop's priority: a history new
+to the proxy then took every core from the loop while it was counted (``compact_hook.offload`` runs
+our counting at a lower priority, which its pool's threads would not share)."""
 
 
 def tokenizer_name_for_model(model: str) -> str:
@@ -144,7 +152,7 @@ class HFTokenCounter:
             return cast(list[int], found)
         texts, owners, counts = _collect(strings, missing)
         if sum(map(len, texts)) > OFFLOAD_CHARS:
-            lengths = await asyncio.to_thread(self._encode_trimmed, texts)
+            lengths = await off_loop(self._encode_trimmed, texts)
         else:
             lengths = self._encode_lengths(texts)
         return self._fill(prints, found, missing, _add_lengths(counts, owners, lengths))

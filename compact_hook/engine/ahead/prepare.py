@@ -51,6 +51,7 @@ from compact_hook.engine.summary.breaker import Breaker, Circuit
 from compact_hook.engine.summary.compaction import Cut, Made, Making, make, plan
 from compact_hook.engine.summary.once import Leases, failure_of_made, pause, warn_unusable
 from compact_hook.engine.view import View
+from compact_hook.offload import off_loop
 from compact_hook.state.store import CompactionStore
 
 logger = logging.getLogger(__name__)
@@ -191,7 +192,7 @@ class Preparations:
             return
         try:
             ahead = costs.turns_ahead(await run.tokens(view))
-            part = await asyncio.to_thread(plan, run, view, costs.target(), ahead)
+            part = await off_loop(plan, run, view, costs.target(), ahead)
             if not part.middle:
                 return
             making = Making(run.request.summarize, preparing.probe, archive=False)

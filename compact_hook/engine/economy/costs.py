@@ -9,7 +9,6 @@ every answer is the one the token rules give alone.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import time
 from dataclasses import dataclass, field
@@ -36,6 +35,7 @@ from compact_hook.engine.run import Run
 from compact_hook.engine.summary.compaction import for_summary, sized_plan
 from compact_hook.engine.tiers.batch import advance_clearing
 from compact_hook.engine.view import View
+from compact_hook.offload import off_loop
 
 logger = logging.getLogger(__name__)
 
@@ -219,7 +219,7 @@ class Costs:
         trigger (asked by clearing, then by preparing) weigh the same cut."""
         key = (tuple(view.prints), tuple(view.origins), self.target())
         if key not in self.cuts:
-            part, size = await asyncio.to_thread(sized_plan, self.run, view, key[2])
+            part, size = await off_loop(sized_plan, self.run, view, key[2])
             self.cuts[key] = (part, size, self._read(view, part))
         return self.cuts[key]
 

@@ -9,7 +9,6 @@ compactor's job.
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -35,6 +34,7 @@ from compact_hook.engine.summary.summarize import (
 )
 from compact_hook.engine.view import View
 from compact_hook.errors import SummarizerError
+from compact_hook.offload import off_loop
 
 SHRINK_FLOOR = 4
 """A cost-aware compaction shrinks the tail kept verbatim to no less than 1/4 of its budget."""
@@ -163,7 +163,7 @@ async def make(run: Run, cut: Cut, making: Making) -> Made | Failed:
     summarizer = Summarizer.MODEL if text is not None else Summarizer.DIGEST
     if text is None:
         limit = config.summary_tokens * DIGEST_CHARS_PER_TOKEN
-        text = await asyncio.to_thread(digest, middle, limit, config.recall)
+        text = await off_loop(digest, middle, limit, config.recall)
     order = assemble_order(view.items, part)
     prefix = order[: len(order) - (len(view.items) - part.tail_start)]
     kept = tuple(run.origin(view, index) for index in prefix if index is not None)

@@ -28,6 +28,7 @@ from compact_hook.core.items import Item, summary_text
 from compact_hook.core.summary_check import Asked, fault_of
 from compact_hook.core.transcript import transcript_entries
 from compact_hook.errors import SummarizerError
+from compact_hook.offload import off_loop
 from compact_hook.settings.model import CompactConfig
 
 logger = logging.getLogger(__name__)
@@ -241,7 +242,7 @@ async def summarize_middle(middle: Sequence[Item], how: Summarizing, budget: Bud
     A chunk the summary model finds too long is split in two and each half sent in its turn
     (one retry each time; never resent unchanged)."""
     config = how.config
-    start, chunks = await asyncio.to_thread(_plan, middle, how)
+    start, chunks = await off_loop(_plan, middle, how)
     limit = config.summary_tokens * DIGEST_CHARS_PER_TOKEN
     running = digest(middle[:start], limit, config.recall) if start else None
     if start:

@@ -6,7 +6,6 @@ the event loop (``Truncation.prepare``): tokenizing a 4 MB output takes seconds.
 
 from __future__ import annotations
 
-import asyncio
 from collections import OrderedDict
 from collections.abc import Iterator
 from functools import cached_property
@@ -15,6 +14,7 @@ from typing import TYPE_CHECKING, NamedTuple
 from compact_hook.core.fingerprint import Fingerprint
 from compact_hook.core.items import Item
 from compact_hook.core.truncate import Truncating, truncate_results
+from compact_hook.offload import off_loop
 
 if TYPE_CHECKING:
     from compact_hook.engine.view import Tiers
@@ -56,7 +56,7 @@ class Truncation:
         keys = {index: self._cut_key(index) for index in self._oversized_items()}
         todo = [index for index, key in keys.items() if self.tiers.cache.get(key) is None]
         if todo:
-            cuts = await asyncio.to_thread(lambda: [self._cut(index) for index in todo])
+            cuts = await off_loop(lambda: [self._cut(index) for index in todo])
             for index, cut in zip(todo, cuts, strict=True):
                 self.tiers.cache.put(keys[index], cut)
 
