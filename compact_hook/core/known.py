@@ -7,8 +7,8 @@ sends the entry again). Side by side, not an object an entry: a request reads ev
 fingerprint, and one object an entry was one more to fetch each.
 
 The stages that work on a request add what they worked out for the next one — its items parsed
-(``wires.base``), its prefix chain (``engine.run``), its pairings, cleared items and runs
-(``engine.view``), the copy of its system and tools (``wires.base``) — only through the methods here,
+(``wires.conversation``), its prefix chain (``engine.run``), its pairings, cleared items and runs
+(``engine.view``), the copy of its system and tools (``wires.conversation``) — only through the methods here,
 and what they keep is charged (``weight``) to the conversation's account (``state.recent``: the
 bounds are in bytes, per tenant and in all): the items and the chain with the entries, up front; the
 rest as it is kept. The charges are estimates of the memory a Python

@@ -18,7 +18,8 @@ from compact_hook.core.pricing import Prices
 from compact_hook.engine.summary.summarize import Summarize
 from compact_hook.settings.model import CompactConfig
 from compact_hook.state.archive import Archive, Origin
-from compact_hook.wires.base import Conversation, Rejected
+from compact_hook.wires.base import Rejected
+from compact_hook.wires.conversation import Conversation
 
 
 @dataclass(frozen=True, slots=True)

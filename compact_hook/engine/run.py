@@ -47,7 +47,7 @@ from compact_hook.engine.view import Counted, Tiers, View
 from compact_hook.settings.model import CompactConfig
 from compact_hook.state.archive import ArchiveFolders, ArchiveLog
 from compact_hook.state.tokenizers import DEFAULT_TOKENIZER, acounter_for
-from compact_hook.wires.base import Conversation
+from compact_hook.wires.conversation import Conversation
 from compact_hook.wires.parsing import context_strings
 
 logger = logging.getLogger(__name__)

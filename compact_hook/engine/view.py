@@ -23,7 +23,7 @@ from compact_hook.core.pairing import Pairing, pair, pair_again
 from compact_hook.core.pinning import Shape, shown_texts
 from compact_hook.engine.tiers.truncation import Tier1, Truncation
 from compact_hook.settings.model import CompactConfig
-from compact_hook.wires.base import Conversation
+from compact_hook.wires.conversation import Conversation
 
 
 @dataclass(slots=True)

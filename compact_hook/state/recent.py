@@ -9,7 +9,7 @@ its last request sent, with what it learned of each (its fingerprint, its size, 
 with the copies, index by index — Python values compared in C, ~15× cheaper than fingerprinting —
 and reuses all of it for each entry that is the same. Items parsed from the copies hold the copies:
 the engine maps them back to the request's own objects in what it forwards
-(``wires.base.Conversation.as_sent``). The latest pairing of the items is kept with them, so the next
+(``wires.conversation.Conversation.as_sent``). The latest pairing of the items is kept with them, so the next
 request pairs only its new turns (``core.pairing``), and so are the items tier 2 cleared
 (``core.items.Cleared``), so it builds only the newly cleared.
 

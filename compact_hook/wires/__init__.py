@@ -12,8 +12,9 @@ name. Nothing outside this package reads a wire field. This module gives the fou
 from __future__ import annotations
 
 from compact_hook.wires.anthropic.format import AnthropicFormat
-from compact_hook.wires.base import Conversation, Rejected, WireFormat
+from compact_hook.wires.base import Rejected, WireFormat
 from compact_hook.wires.chat.format import ChatFormat
+from compact_hook.wires.conversation import Conversation
 from compact_hook.wires.google.format import GoogleFormat
 from compact_hook.wires.responses.format import ResponsesFormat
 

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from compact_hook.wires import ANTHROPIC
-from compact_hook.wires.base import Conversation
+from compact_hook.wires.conversation import Conversation
 from tests.compaction import config, run
 from tests.conversations import WIRE_NAMES, Call, Said, Step, Tools, body, entries, w, wire_of
 from tests.support import pairing_problems, summaries_in

@@ -5,7 +5,7 @@ The gate sets each request's entries against its conversation's last request (``
 the wire then checks and parses only the entries that differ (``WireFormat.parse``'s ``unseen``),
 and items, fingerprints and the context's prints come from what was kept wherever the entry is
 the same (``Conversation.item``, ``prints``, ``context_prints``). Those rules live in docstrings
-across ``state/recent.py``, each wire's ``parse`` and ``wires/base.py``; here they are one
+across ``state/recent.py``, each wire's ``parse`` and ``wires/conversation.py``; here they are one
 property, over generated edits of the requests the real CLIs sent (``tests/data/clients``, one per
 wire): entries appended, inserted, removed, edited in place, swapped; a ``/compact`` typed; the
 tenant, the session or the model group switched; an earlier request sent again. Each request is read

@@ -11,7 +11,8 @@ from compact_hook.proxy.answers.codex import MAX_EXPANDED, MAX_EXPANDED_CHARS, M
 from compact_hook.proxy.answers.compact import KEPT_FOR_PING, as_ping
 from compact_hook.state.store import MAX_RECORD_CHARS, MemoryStore
 from compact_hook.wires import RESPONSES
-from compact_hook.wires.base import Conversation, Rejected
+from compact_hook.wires.base import Rejected
+from compact_hook.wires.conversation import Conversation
 from compact_hook.wires.responses.compaction import (
     HANDLE_PREFIX,
     LOST_NOTICE,

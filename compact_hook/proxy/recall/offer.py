@@ -44,7 +44,8 @@ from compact_hook.settings.model import CompactConfig
 from compact_hook.state.archive import Archive
 from compact_hook.state.store import CompactionStore
 from compact_hook.state.tokenizers import DEFAULT_TOKENIZER, acounter_for
-from compact_hook.wires.base import Conversation, RecallWire
+from compact_hook.wires.base import RecallWire
+from compact_hook.wires.conversation import Conversation
 from compact_hook.wires.parsing import TOOL_OVERHEAD, compact_json
 from compact_hook.wires.registry import WIRES
 

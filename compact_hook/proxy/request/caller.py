@@ -22,8 +22,8 @@ from compact_hook.proxy.request.control import Control
 from compact_hook.proxy.request.summarizer import RouterSummarizer, Spending
 from compact_hook.settings.model import CompactConfig
 from compact_hook.state.archive import Origin, conversation_session_id
-from compact_hook.wires.base import Conversation
 from compact_hook.wires.command import ran_command
+from compact_hook.wires.conversation import Conversation
 
 SESSION_KEYS = ("session_id", "litellm_session_id")
 

@@ -14,7 +14,8 @@ from typing import Any
 
 from compact_hook.core.items import Item, Part, PartKind, Placement, Role, summary_body
 from compact_hook.core.normalize import ABORTED_RESULT
-from compact_hook.wires.base import Conversation, Rejected
+from compact_hook.wires.base import Rejected
+from compact_hook.wires.conversation import Conversation
 from compact_hook.wires.openai_parts import content_parts, joined_text, output_replaced, with_texts
 from compact_hook.wires.parsing import arguments_text, positive_int, shape_rejected, string
 

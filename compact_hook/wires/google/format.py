@@ -36,7 +36,8 @@ from typing import Any
 from compact_hook.core.items import Item, Part, PartKind, Placement, Role, summary_body
 from compact_hook.core.normalize import ABORTED_RESULT
 from compact_hook.core.outcomes import Reason
-from compact_hook.wires.base import Conversation, Rejected
+from compact_hook.wires.base import Rejected
+from compact_hook.wires.conversation import Conversation
 from compact_hook.wires.parsing import (
     EntryShape,
     answers_after,
