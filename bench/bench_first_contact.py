@@ -46,7 +46,7 @@ import httpx
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from bench.bench_load import ROUTES, body, config, p, start_standin  # noqa: E402
+from bench.bench_load import ROUTES, body, config, loop_cpu, p, start_standin  # noqa: E402
 from compact_hook import count_tokens  # noqa: E402
 from tests.integration.harness import ProxyProcess, free_port  # noqa: E402
 from tests.integration.redis_server import RedisServer  # noqa: E402
@@ -68,6 +68,8 @@ class Timed:
     """The conversation's first request to this proxy process."""
     ms: float
     hook_ms: float | None
+    prepared: bool = False
+    """The hook started preparing the conversation's compaction (a summary call in the background)."""
 
 
 @dataclass
@@ -75,6 +77,25 @@ class Run:
     group: str
     seconds: float
     samples: list[Timed] = field(default_factory=list)
+    loop: float = 0.0
+    """CPU seconds of the proxy's event loop (its main thread) over the timed requests."""
+    threads: float = 0.0
+    """CPU seconds of all the proxy's threads (the loop's and those it hands work to)."""
+
+
+def process_cpu(proxy: ProxyProcess) -> float:
+    """CPU seconds of all the proxy's threads (``/proc``: user and system time, in clock ticks)."""
+    fields = Path(f"/proc/{proxy.pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+@contextlib.contextmanager
+def measured(run: Run, proxy: ProxyProcess) -> Iterator[None]:
+    """``run``'s wall time and the proxy's CPU (its loop's, all its threads') over the block."""
+    loop, threads, began = loop_cpu(proxy), process_cpu(proxy), time.perf_counter()
+    yield
+    run.seconds = time.perf_counter() - began
+    run.loop, run.threads = loop_cpu(proxy) - loop, process_cpu(proxy) - threads
 
 
 def ends(messages: list[dict[str, Any]]) -> list[int]:
@@ -169,7 +190,8 @@ async def timed(
         response = await send(client, proxy, wire, content)
         ms = (time.perf_counter() - start) * 1000
         hook = response.headers.get("x-compact-duration-ms")
-        out.append(Timed(group, first and number == 0, ms, float(hook) if hook else None))
+        prepared = response.headers.get("x-compact-prepare") == "started"
+        out.append(Timed(group, first and number == 0, ms, float(hook) if hook else None, prepared))
     return out
 
 
@@ -187,13 +209,14 @@ async def burst(args: argparse.Namespace, proxy: ProxyProcess, group: str, label
     async with client_for(args.ongoing + args.new) as client:
         for start in range(0, args.ongoing, 8):  # the ongoing sessions' first turn: untimed
             await asyncio.gather(*(send(client, proxy, args.wire, o[0]) for o in ongoing[start : start + 8]))
-        began = time.perf_counter()
-        found = await asyncio.gather(
-            *(timed(client, proxy, args.wire, o[1 : 1 + ONGOING_TURNS], group) for o in ongoing),
-            *(timed(client, proxy, args.wire, n, group, first=True) for n in new),
-        )
-        seconds = time.perf_counter() - began
-    return Run(group, seconds, [sample for samples in found for sample in samples])
+        run = Run(group, 0.0)
+        with measured(run, proxy):
+            found = await asyncio.gather(
+                *(timed(client, proxy, args.wire, o[1 : 1 + ONGOING_TURNS], group) for o in ongoing),
+                *(timed(client, proxy, args.wire, n, group, first=True) for n in new),
+            )
+    run.samples = [sample for samples in found for sample in samples]
+    return run
 
 
 async def bursts(args: argparse.Namespace, proxy: ProxyProcess) -> list[Run]:
@@ -246,9 +269,11 @@ async def at_once(
     client: httpx.AsyncClient, proxy: ProxyProcess, wire: str, group: str, requests: list[list[bytes]]
 ) -> Run:
     """Each session's requests, all sessions at once: each one's first a first contact."""
-    began = time.perf_counter()
-    done = await asyncio.gather(*(timed(client, proxy, wire, r, group, first=True) for r in requests))
-    return Run(group, time.perf_counter() - began, [sample for samples in done for sample in samples])
+    run = Run(group, 0.0)
+    with measured(run, proxy):
+        done = await asyncio.gather(*(timed(client, proxy, wire, r, group, first=True) for r in requests))
+    run.samples = [sample for samples in done for sample in samples]
+    return run
 
 
 def row(name: str, hooked: list[float], plain: list[float]) -> str:
@@ -270,6 +295,10 @@ def table(runs: list[Run], args: argparse.Namespace) -> str:
 
     def median(values: list[float]) -> float:
         return statistics.median(values) if values else float("nan")
+
+    def cpu(group: str, kind: str) -> float:
+        spent = sum(r.loop if kind == "loop" else r.threads for r in runs if r.group == group)
+        return 1000 * spent / len(samples[group])
 
     own_ms = [s.hook_ms for s in samples["hooked"] if s.first and s.hook_ms is not None]
     rest_ms = [s.hook_ms for s in samples["hooked"] if not s.first and s.hook_ms is not None]
@@ -293,7 +322,14 @@ def table(runs: list[Run], args: argparse.Namespace) -> str:
             f"Requests/s hooked over plain: **{rate['hooked'] / rate['plain']:.3f}** "
             f"({rate['hooked']:.1f} / {rate['plain']:.1f}). The hook's own time on a first contact: "
             f"median {median(own_ms):.1f} ms, p99 {p(own_ms, 0.99):.1f} ms; on the others median "
-            f"{median(rest_ms):.2f} ms, p99 {p(rest_ms, 0.99):.2f} ms.",
+            f"{median(rest_ms):.2f} ms, p99 {p(rest_ms, 0.99):.2f} ms. Compactions prepared ahead (a "
+            f"summary call each, in the background): {sum(s.prepared for s in samples['hooked'])}.",
+            "",
+            f"The proxy's CPU a request, hooked / plain: its event loop {cpu('hooked', 'loop'):.1f} / "
+            f"{cpu('plain', 'loop'):.1f} ms (**{cpu('hooked', 'loop') / cpu('plain', 'loop'):.2f}**: what a "
+            f"saturated loop is bound by), all its threads {cpu('hooked', 'threads'):.1f} / "
+            f"{cpu('plain', 'threads'):.1f} ms ({cpu('hooked', 'threads') / cpu('plain', 'threads'):.2f}: "
+            "the rest is our counting, at a lower priority, on the cores the loop leaves).",
             "",
         ]
     )
