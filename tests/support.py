@@ -397,7 +397,7 @@ def tokens_of(body: dict[str, Any], wire: WireFormat, tokenizer: str) -> int:
     """Everything the model reads in a request body (items, system, tools) with a shipped tokenizer."""
     from compact_hook.core.counting import item_strings, request_total
     from compact_hook.state.tokenizers import counter_for
-    from compact_hook.wires.base import Conversation
+    from compact_hook.wires.conversation import Conversation
     from compact_hook.wires.parsing import context_strings
 
     counter = counter_for(tokenizer)
