@@ -284,7 +284,7 @@ def test_what_the_model_reads_besides_the_entries_is_hashed_again_only_when_it_c
     """An agent sends the same tools and system (tens of KB) on every request: the conversation's
     last request's fingerprints of them serve while they are the same; a change, or LiteLLM changing
     what was forwarded, does not reach them."""
-    from compact_hook.wires import ANTHROPIC, base
+    from compact_hook.wires import ANTHROPIC, conversation
 
     tools = [
         {"name": f"tool{n}", "description": "does things " * 50, "input_schema": {"type": "object"}}
@@ -292,7 +292,7 @@ def test_what_the_model_reads_besides_the_entries_is_hashed_again_only_when_it_c
     ]
     hashed: list[Any] = []
     monkeypatch.setattr(
-        base, "fingerprint", lambda value, seed=0: hashed.append(value) or fingerprint(value, seed)
+        conversation, "fingerprint", lambda value, seed=0: hashed.append(value) or fingerprint(value, seed)
     )
     recent, prints = Recent(), []
     for turn, system in enumerate(["be brief", "be brief", "be brief", "be thorough"]):
