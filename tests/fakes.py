@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from compact_hook.core.chain import Entry
-from compact_hook.core.counting import StringsOf
+from compact_hook.core.counting import Recall, StringsOf
 from compact_hook.core.fingerprint import Fingerprint
 from compact_hook.engine.summary.summarize import Message
 from compact_hook.state.archive import Audit
@@ -95,7 +95,9 @@ class WordCounter:
     def count(self, prints: Sequence[Fingerprint], strings: StringsOf) -> list[int]:
         return [1 + sum(len(text.split()) for text in strings(index)[0]) for index in range(len(prints))]
 
-    async def acount(self, prints: Sequence[Fingerprint], strings: StringsOf) -> list[int]:
+    async def acount(
+        self, prints: Sequence[Fingerprint], strings: StringsOf, recall: Recall | None = None
+    ) -> list[int]:
         return self.count(prints, strings)
 
 

@@ -10,7 +10,7 @@ cost what the format estimates (``Part.fixed_tokens``). Ids are bookkeeping, not
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Protocol
 
 from compact_hook.core.fingerprint import Fingerprint
@@ -28,6 +28,11 @@ StringsOf = Callable[[int], Strings]
 """The strings of entry ``i`` of a batch; only called for entries not already counted."""
 
 
+Recall = Callable[[], Awaitable[Mapping[Fingerprint, int]]]
+"""Counts remembered elsewhere (the store), asked for before a large batch is tokenized: evidence,
+used only where coherent with the entry's text."""
+
+
 class TokenCounter(Protocol):
     """What the engine needs from a counter; ``state.tokenizers.HFTokenCounter`` is the real one."""
 
@@ -42,8 +47,11 @@ class TokenCounter(Protocol):
         """Tokens of each entry, remembered by fingerprint: only new entries are tokenized."""
         ...
 
-    async def acount(self, prints: Sequence[Fingerprint], strings: StringsOf) -> list[int]:
-        """As ``count``; a large batch of new text is tokenized off the event loop."""
+    async def acount(
+        self, prints: Sequence[Fingerprint], strings: StringsOf, recall: Recall | None = None
+    ) -> list[int]:
+        """As ``count``; a large batch of new text is tokenized off the event loop, after what
+        ``recall`` finds of it (counts kept in the store, ``engine.memory.counts``)."""
         ...
 
 

@@ -34,6 +34,7 @@ from compact_hook.engine.economy.prompt_cache import CacheLedger
 from compact_hook.engine.finish import Forwarding, finish, untouched
 from compact_hook.engine.guarantee import fitted, normalized
 from compact_hook.engine.memory.archiving import archive_pending, keep, merged
+from compact_hook.engine.memory.counts import RememberedCounts
 from compact_hook.engine.memory.states import Restored, States
 from compact_hook.engine.result import CompactRequest, CompactResult
 from compact_hook.engine.run import ProcessMemory, Run
@@ -67,6 +68,7 @@ class Compactor:
         self.breaker = Breaker(store)
         self.once = SummaryOnce(store, self.leases, self.breaker)
         self.ledger = CacheLedger(store)
+        self.counts = RememberedCounts(store)
         self.preparations = (
             Preparations(prepare, self.breaker, self.leases)
             if prepare is not None and store is not None
@@ -91,7 +93,7 @@ class Compactor:
         conversation = request.conversation.client_turn_apart()
         if conversation is not request.conversation:
             request = dataclasses.replace(request, conversation=conversation)
-        run = await Run.measure(request, self.memory, self.ledger)
+        run = await Run.measure(request, self.memory, self.ledger, self.counts)
         result = await self.carry_out(run, await self.decide(run))
         return result.followed_by(conversation.tail)
 

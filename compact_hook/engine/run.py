@@ -18,7 +18,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 
@@ -39,6 +39,7 @@ from compact_hook.core.limits import Limits, output_limit
 from compact_hook.core.notes import CacheNote
 from compact_hook.core.pinning import Pin, find_pins
 from compact_hook.engine.economy.prompt_cache import CacheLedger
+from compact_hook.engine.memory.counts import RememberedCounts
 from compact_hook.engine.notices import Notices
 from compact_hook.engine.result import CompactRequest
 from compact_hook.engine.sizes import Sizes
@@ -89,15 +90,27 @@ class Run:
 
     @classmethod
     async def measure(
-        cls, request: CompactRequest, memory: ProcessMemory, ledger: CacheLedger | None = None
+        cls,
+        request: CompactRequest,
+        memory: ProcessMemory,
+        ledger: CacheLedger | None = None,
+        remembered: RememberedCounts | None = None,
     ) -> Run:
-        """Count everything the model reads (only entries never seen before are tokenized), then put
-        the limits in our tokens at the request's ratio (``_calibrate``)."""
+        """Count everything the model reads (only entries never seen before are tokenized, after what
+        the store ``remembered`` of them), then put the limits in our tokens at the request's ratio
+        (``_calibrate``)."""
         conversation, config = request.conversation, request.config
-        counter = request.counter or await acounter_for(config.tokenizer or DEFAULT_TOKENIZER)
+        spec = config.tokenizer or DEFAULT_TOKENIZER
+        counter = request.counter or await acounter_for(spec)
         conversation.for_tenant(request.tenant)
         prints = conversation.prints()
-        counts = await counter.acount(prints, _strings_noted(conversation, prints, memory.estimated))
+        recall = None
+        if remembered is not None:
+
+            async def recall() -> dict[Fingerprint, int]:
+                return await remembered.recall(counts_key(spec, _conversation_key(request, prints)))
+
+        counts = await counter.acount(prints, _strings_noted(conversation, prints, memory.estimated), recall)
         fixed = fixed_tokens(conversation, counter)
         tier1 = Tier1(memory.truncations, output_limit(config, conversation.reserve, fixed))
         tiers = Tiers(conversation, Counted(prints, counts, counter), config, tier1)
@@ -117,6 +130,8 @@ class Run:
         )
         if ledger is not None:
             await run._calibrate(ledger)
+        if remembered is not None:
+            await remembered.keep(counts_key(spec, run.conversation_key), prints, counts, request.tenant)
         run._say_unused()
         return run
 
@@ -237,8 +252,7 @@ class Run:
         root (tenant and settings included), and the client's session id where it sends one — two
         sessions that begin alike (every Codex session of a repository) never share a note; what
         still does (sub-agents of one prompt) is told apart by what each extends."""
-        session = (self.request.session_id or "").encode("utf-8", "surrogatepass")
-        return hashlib.blake2b(self.root + session, digest_size=16).digest()
+        return _keyed(self.root, self.request.session_id)
 
     @cached_property
     def pins(self) -> dict[int, Pin]:
@@ -297,6 +311,28 @@ class Run:
 
 def _limits_of(request: CompactRequest, fixed: int, ratio: CountRatio) -> Limits | None:
     return Limits.of(request.config, request.conversation.reserve, fixed, ratio, request.learned_window)
+
+
+def _keyed(root: bytes, session_id: str | None) -> bytes:
+    """A conversation's key (``Run.conversation_key``) from its root and the client's session id."""
+    session = (session_id or "").encode("utf-8", "surrogatepass")
+    return hashlib.blake2b(root + session, digest_size=16).digest()
+
+
+def _conversation_key(request: CompactRequest, prints: Sequence[Fingerprint]) -> bytes:
+    """``Run.conversation_key`` before the run is made (its counts read from the store first)."""
+    conversation = request.conversation
+    position = root_position(conversation.lazy_items())
+    known = conversation.known
+    root = prefix_chain(request.scope, prints[:position], known.chain if known else ())[position]
+    return _keyed(root, request.session_id)
+
+
+def counts_key(spec: str, conversation: bytes) -> bytes:
+    """Where a conversation's counts by one tokenizer are kept (``engine.memory.counts``)."""
+    return hashlib.blake2b(
+        spec.encode("utf-8", "surrogatepass") + b"\0" + conversation, digest_size=16
+    ).digest()
 
 
 def _strings_noted(

@@ -17,14 +17,14 @@ import logging
 import operator
 import os
 import threading
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from importlib import resources
 from pathlib import Path
 from typing import cast
 
 from tokenizers import Encoding, Tokenizer
 
-from compact_hook.core.counting import StringsOf
+from compact_hook.core.counting import Recall, StringsOf
 from compact_hook.core.fingerprint import Fingerprint
 from compact_hook.errors import TokenizerError
 from compact_hook.offload import off_loop
@@ -145,13 +145,21 @@ class HFTokenCounter:
             return cast(list[int], found)
         return self._fill(prints, found, missing, self._count_now(strings, missing))
 
-    async def acount(self, prints: Sequence[Fingerprint], strings: StringsOf) -> list[int]:
-        """As ``count``, but a large batch of new text is tokenized off the event loop."""
+    async def acount(
+        self, prints: Sequence[Fingerprint], strings: StringsOf, recall: Recall | None = None
+    ) -> list[int]:
+        """As ``count``, but a large batch of new text is tokenized off the event loop — after what
+        ``recall`` knows of it is taken, where coherent (``recalled``)."""
         found, missing = self._cached(prints)
         if not missing:
             return cast(list[int], found)
         texts, owners, counts = _collect(strings, missing)
         if sum(map(len, texts)) > OFFLOAD_CHARS:
+            if recall is not None:
+                taken = recalled(await recall(), [prints[i] for i in missing], texts, owners, counts)
+                if taken:
+                    self._fill(prints, found, [missing[slot] for slot in taken], list(taken.values()))
+                    return await self.acount(prints, strings)  # the rest, as if nothing was recalled
             lengths = await off_loop(self._encode_trimmed, texts)
         else:
             lengths = self._encode_lengths(texts)
@@ -249,6 +257,30 @@ class Generations:
         if len(self._young) + len(counts) > self.half:
             self._old, self._young = self._young, {}
         self._young.update(counts)
+
+
+def recalled(
+    remembered: Mapping[Fingerprint, int],
+    prints: Sequence[Fingerprint],
+    texts: Sequence[str],
+    owners: Sequence[int],
+    fixed: Sequence[int],
+) -> dict[int, int]:
+    """Of a batch's entries (slots: ``prints``, their ``texts`` by ``owners``, their ``fixed`` costs),
+    those ``remembered`` counts, where the count is coherent with the entry: at least its fixed
+    cost, at most that plus its text's UTF-8 bytes (a byte-level tokenizer makes no more tokens than
+    bytes) — a record is read from a store others can write, never taken whole."""
+    if not remembered:
+        return {}
+    most = list(fixed)
+    for owner, text in zip(owners, texts, strict=True):
+        most[owner] += len(text.encode("utf-8", "surrogatepass"))
+    taken = {}
+    for slot, print_ in enumerate(prints):
+        count = remembered.get(print_)
+        if count is not None and fixed[slot] <= count <= most[slot]:
+            taken[slot] = count
+    return taken
 
 
 def _collect(strings: StringsOf, indexes: list[int]) -> tuple[list[str], list[int], list[int]]:
