@@ -7,13 +7,13 @@ sends the entry again). Side by side, not an object an entry: a request reads ev
 fingerprint, and one object an entry was one more to fetch each.
 
 The stages that work on a request add what they worked out for the next one — its items parsed
-(``wires.conversation``), its prefix chain (``engine.run``), its pairings, cleared items and runs
-(``engine.view``), the copy of its system and tools (``wires.conversation``) — only through the methods here,
-and what they keep is charged (``weight``) to the conversation's account (``state.recent``: the
-bounds are in bytes, per tenant and in all): the items and the chain with the entries, up front; the
-rest as it is kept. The charges are estimates of the memory a Python
-object of that kind holds, measured with ``tracemalloc`` (``bench/bench_recent_memory.py``: what they
-charge a Claude Code session against what it holds).
+(``wires.conversation``), its prefix chain (``engine.run``), its pairings (``engine.tiers.pairings``),
+cleared items and runs (``engine.tiers.cleared_items``), the copy of its system and tools
+(``wires.conversation``) — only through the methods here, and what they keep is charged (``weight``)
+to the conversation's account (``state.recent``: the bounds are in bytes, per tenant and in all):
+the items and the chain with the entries, up front; the rest as it is kept. The charges are
+estimates of the memory a Python object of that kind holds, measured with ``tracemalloc``
+(``bench/bench_recent_memory.py``: what they charge a Claude Code session against what it holds).
 """
 
 from __future__ import annotations
@@ -44,10 +44,10 @@ CLEARED_BYTES = 900
 RUN_ITEM_BYTES = 120
 """Per item of a cleared run kept (its slots; the cleared items are charged as cleared)."""
 PAIRINGS_KEPT = 2
-"""A conversation's latest pairings kept (``engine.view.Tiers.paired``): its items', and its forwarded
+"""A conversation's latest pairings kept (``engine.tiers.pairings``): its items', and its forwarded
 view's."""
 RUNS_KEPT = 4
-"""A conversation's cleared runs kept (``engine.view.Tiers._run``): a request weighs its state and the
+"""A conversation's cleared runs kept (``engine.tiers.cleared_items``): a request weighs its state and the
 next batch."""
 
 Charge = Callable[[int], None]

@@ -8,19 +8,19 @@ makes the forwarded prefix stable between two changes of state.
 
 from __future__ import annotations
 
-import operator
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import NamedTuple
 
 from compact_hook.core.chain import Entry, is_stale
-from compact_hook.core.clearing import clearable_parts, placeholders
 from compact_hook.core.counting import TokenCounter
 from compact_hook.core.fingerprint import Fingerprint
-from compact_hook.core.items import Cleared, ClearedRun, Item, PartKind
-from compact_hook.core.pairing import Pairing, pair, pair_again
+from compact_hook.core.items import Item, PartKind
+from compact_hook.core.pairing import Pairing, pair
 from compact_hook.core.pinning import Shape, shown_texts
+from compact_hook.engine.tiers.cleared_items import ClearedItems
+from compact_hook.engine.tiers.pairings import paired
 from compact_hook.engine.tiers.truncation import Tier1, Truncation
 from compact_hook.settings.model import CompactConfig
 from compact_hook.wires.conversation import Conversation
@@ -138,7 +138,7 @@ class Tiers:
         self.config = config
         self.cache = tier1.cache
         self.tier1 = Truncation(self, tier1.output_limit or config.tool_output_max_tokens)
-        self._cleared: dict[int, Cleared | None] = {}
+        self.tier2 = ClearedItems(self)
         self._views: dict[Entry | None, View] = {}
 
     @property
@@ -161,29 +161,13 @@ class Tiers:
 
     @cached_property
     def pairing(self) -> Pairing:
-        return self._paired(self.items, self.prints)
+        return paired(self.conversation, self.items, self.prints)
 
     def paired(self, items: list[Item], prints: Sequence[Fingerprint]) -> Pairing:
         """``items`` (of this request: the client's, or a view's) paired anew only from where they part
         from those of the conversation's latest pairings that they share the most with (``core.pairing.
         pair_again``): the client's items, and the view forwarded — stable from request to request."""
-        return self.pairing if items is self.items else self._paired(items, prints)
-
-    def _paired(self, items: list[Item], prints: Sequence[Fingerprint]) -> Pairing:
-        known = self.conversation.known
-        if known is None:
-            return pair(items)
-        prints = tuple(prints)
-        best: Pairing | None = None
-        most = 0
-        for earlier_prints, earlier in known.pairings:
-            same = list(map(operator.eq, earlier_prints, prints))  # in C
-            length = same.index(False) if False in same else len(same)
-            if best is None or length > most:
-                best, most = earlier, length
-        found = pair(items) if best is None else pair_again(items, best, most)
-        known.keep_pairing(prints, found)
-        return found
+        return self.pairing if items is self.items else paired(self.conversation, items, prints)
 
     @cached_property
     def result_items(self) -> list[int]:
@@ -213,7 +197,7 @@ class Tiers:
             shown.insert(entry.summary_position, (summary, self.conversation.fingerprint(summary.raw), None))
         bound = max(entry.covered, entry.cleared_before)
         made = [item for item, _, origin in shown if not self._as_tier1(item, origin)]
-        run = self._run(entry.covered, bound)
+        run = self.tier2.run(entry.covered, bound)
         made.extend(run.made)
         cut = len(shown)  # the kept items and the summary, then the run, then the items after it
         shown.extend((*self.truncated(index), index) for index in range(bound, len(self.items)))
@@ -222,26 +206,6 @@ class Tiers:
         spliced = len(entry.keep) + 1 if summary_at is not None else 0
         view = View(items, prints, origins, summary_at, spliced, built=tuple(made), _tiers=self)
         return without_stale_thinking(view, entry.stale_thinking, self.conversation)
-
-    def _run(self, start: int, bound: int) -> ClearedRun:
-        """The client's items ``start`` to ``bound`` with their old results cleared — the same as the
-        conversation's last request showed them where nothing before ``bound`` changed since and tier 1
-        cuts nothing (``Known.runs``): only the items after ``bound`` are looked at one by one."""
-        config = self.config
-        key = (start, bound, config.recall, tuple(config.protected_tools))
-        known = None if self.oversized else self.conversation.known  # tier 1's cuts are this request's
-        carried = None if known is None else known.run(key)
-        if carried is not None:  # a conversation keeps only the runs its entries still hold
-            return carried
-        found = {index: self._clearing(index) for index in range(start, bound)}
-        shown = [(f.item, f.print) if f else self.truncated(i) for i, f in found.items()]
-        made = tuple(f.item for f in found.values() if f is not None and f.item is not f.source)
-        items, prints = tuple(item for item, _ in shown), tuple(print_ for _, print_ in shown)
-        cleared = sum(len(f.shown) for f in found.values() if f)
-        run = ClearedRun(key, bound, items, prints, tuple(found), made, cleared)
-        if known is not None:
-            known.keep_run(key, run)
-        return run
 
     def _as_tier1(self, item: Item, origin: int | None) -> bool:
         """Whether ``item`` is the client's item ``origin`` as tier 1 shows it, not one made for a view."""
@@ -263,46 +227,7 @@ class Tiers:
 
     def cleared(self, index: int) -> tuple[Item, Fingerprint]:
         """Tier 2 on top of tier 1: the item's clearable results shown as placeholders."""
-        found = self._clearing(index)
-        return (found.item, found.print) if found is not None else self.truncated(index)
-
-    def _clearing(self, index: int) -> Cleared | None:
-        """Item ``index`` cleared (None: nothing in it to clear) — built once per request (a request
-        weighs several views, each clearing the same old results), and taken from the conversation's
-        last request where built from the same (``Known.cleared``): an agent's old results are
-        cleared again on every turn, and only the newly cleared are built."""
-        if index in self._cleared:
-            return self._cleared[index]
-        item, print_ = self.truncated(index)
-        tools = clearable_parts(item, index, self.pairing.tool_of, self.config.protected_tools)
-        found = None
-        if tools:
-            key = ("cleared", print_, self.config.recall, *sorted(tools.items()))
-            known = self.conversation.known
-            carried = known.cleared(index) if known is not None else None
-            same = carried is not None and carried.source is item and carried.key == key
-            found = carried if same else self._clear(index, key, tools)
-        self._cleared[index] = found
-        return found
-
-    def _clear(self, index: int, key: tuple[object, ...], tools: dict[int, str]) -> Cleared | None:
-        """Placeholders for item ``index``'s clearable results (``tools``), made once per output (they
-        quote its error lines: reading every cleared output on every request would not be cheap)."""
-        item, _ = self.truncated(index)
-        shown = self.cache.get(key)
-        if shown is None:
-            shown = placeholders(item, tools, self.conversation.item(index) if self.config.recall else None)
-            self.cache.put(key, shown)
-        if not shown:
-            return None
-        cleared = self.conversation.wire.replace_outputs(item, shown, keep_media=False)
-        found = Cleared(item, key, shown, cleared, self.conversation.fingerprint(cleared.raw))
-        known = self.conversation.known
-        if cleared is not item and known is not None:  # tier 1's item is this request's own
-            known.keep_cleared(index, found)
-        return found
+        return self.tier2.item(index)
 
     def cleared_count(self, entry: Entry) -> int:
-        if entry.cleared_before <= entry.covered:
-            return 0
-        return self._run(entry.covered, entry.cleared_before).cleared
+        return self.tier2.count(entry)
