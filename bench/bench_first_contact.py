@@ -46,7 +46,7 @@ import httpx
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from bench.bench_load import ROUTES, body, config, loop_cpu, p, start_standin  # noqa: E402
+from bench.bench_load import ROUTES, body, config, loop_cpu, p, reported, start_standin  # noqa: E402
 from compact_hook import count_tokens  # noqa: E402
 from tests.integration.harness import ProxyProcess, free_port  # noqa: E402
 from tests.integration.redis_server import RedisServer  # noqa: E402
@@ -365,11 +365,7 @@ def main() -> None:
     finally:
         standin.terminate()
         standin.wait()
-    out = table(runs, args)
-    print(out)
-    if not args.no_save:
-        with RESULTS.open("a", encoding="utf-8") as results:
-            results.write(out + "\n")
+    reported(table(runs, args), RESULTS, save=not args.no_save)
 
 
 if __name__ == "__main__":

@@ -381,11 +381,15 @@ def main() -> None:
     if args.only:
         print(f"{args.only}: {sum(len(r.samples) for r in rounds)} requests")
         return
-    found = table(rounds, args)
-    print(found)
-    if not args.no_save:
-        with RESULTS.open("a", encoding="utf-8") as out:
-            out.write(found + "\n")
+    reported(table(rounds, args), RESULTS, save=not args.no_save)
+
+
+def reported(text: str, results: Path, save: bool) -> None:
+    """A bench's table printed, and appended to its results file unless told not to."""
+    print(text)
+    if save:
+        with results.open("a", encoding="utf-8") as out:
+            out.write(text + "\n")
 
 
 if __name__ == "__main__":

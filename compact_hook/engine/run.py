@@ -131,7 +131,9 @@ class Run:
         if ledger is not None:
             await run._calibrate(ledger)
         if remembered is not None:
-            await remembered.keep(counts_key(spec, run.conversation_key), prints, counts, request.tenant)
+            await remembered.keep(
+                lambda: counts_key(spec, run.conversation_key), prints, counts, request.tenant
+            )
         run._say_unused()
         return run
 
@@ -241,10 +243,7 @@ class Run:
         position = self.root_span
         if "chain" in self.__dict__:
             return self.chain[position]
-        known = self.request.conversation.known
-        return prefix_chain(self.request.scope, self.prints[:position], known.chain if known else ())[
-            position
-        ]
+        return _root(self.request, self.prints, position)
 
     @cached_property
     def conversation_key(self) -> bytes:
@@ -319,13 +318,16 @@ def _keyed(root: bytes, session_id: str | None) -> bytes:
     return hashlib.blake2b(root + session, digest_size=16).digest()
 
 
+def _root(request: CompactRequest, prints: Sequence[Fingerprint], position: int) -> bytes:
+    """The chain at the conversation's first user turn (``position``): ``Run.root``."""
+    known = request.conversation.known
+    return prefix_chain(request.scope, prints[:position], known.chain if known else ())[position]
+
+
 def _conversation_key(request: CompactRequest, prints: Sequence[Fingerprint]) -> bytes:
     """``Run.conversation_key`` before the run is made (its counts read from the store first)."""
-    conversation = request.conversation
-    position = root_position(conversation.lazy_items())
-    known = conversation.known
-    root = prefix_chain(request.scope, prints[:position], known.chain if known else ())[position]
-    return _keyed(root, request.session_id)
+    position = root_position(request.conversation.lazy_items())
+    return _keyed(_root(request, prints, position), request.session_id)
 
 
 def counts_key(spec: str, conversation: bytes) -> bytes:

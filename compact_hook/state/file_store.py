@@ -327,9 +327,7 @@ class FileStore:
         try:
             return self._loop_connection().execute(sql, parameters).fetchall()
         except Exception:
-            if self._on_loop is not None:
-                self._on_loop.close()
-                self._on_loop = None
+            self._close_on_loop()
             raise
 
     def _later(self, tags: tuple[bytes, ...], function: Callable[..., None], *arguments: object) -> None:
@@ -406,15 +404,20 @@ class FileStore:
 
     def _dropped(self, batch: list[Write], error: BaseException) -> None:
         self._done(batch)
-        if is_outage(error) and self._on_loop is not None:
-            self._on_loop.close()
-            self._on_loop = None
+        if is_outage(error):
+            self._close_on_loop()
         self.on_fault(error)
 
     def _checkpoint(self) -> None:
         """On the store's thread: the WAL copied back into the file (the loop's connection never
         checkpoints: that is where a commit would wait on the disk)."""
         self.connection.execute("PRAGMA wal_checkpoint(PASSIVE)")
+
+    def _close_on_loop(self) -> None:
+        """The loop's connection closed after a fault (opened again by the next read)."""
+        if self._on_loop is not None:
+            self._on_loop.close()
+            self._on_loop = None
 
     def _loop_connection(self) -> sqlite3.Connection:
         if self._on_loop is None:

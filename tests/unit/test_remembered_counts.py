@@ -95,7 +95,7 @@ async def test_a_record_is_written_once_per_keep_tokens_of_growth(store: MemoryS
     store.put_record = counting  # type: ignore[method-assign]
     remembered = RememberedCounts(store)
     prints = [bytes([n]) * 16 for n in range(10)]
-    await remembered.keep(b"k", prints, [100] * 10, "team:a")  # 1,000 tokens: not worth a record
-    await remembered.keep(b"k", prints, [1_000] * 10, "team:a")  # 10,000: written
-    await remembered.keep(b"k", prints, [1_100] * 10, "team:a")  # 1,000 more: not yet
+    await remembered.keep(lambda: b"k", prints, [100] * 10, "team:a")  # 1,000 tokens: not worth a record
+    await remembered.keep(lambda: b"k", prints, [1_000] * 10, "team:a")  # 10,000: written
+    await remembered.keep(lambda: b"k", prints, [1_100] * 10, "team:a")  # 1,000 more: not yet
     assert len(writes) == 1

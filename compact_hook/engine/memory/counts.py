@@ -25,7 +25,7 @@ from __future__ import annotations
 import base64
 import struct
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from compact_hook.core.fingerprint import Fingerprint
 from compact_hook.state.store import CompactionStore
@@ -66,12 +66,16 @@ class RememberedCounts:
         return found
 
     async def keep(
-        self, key: bytes, prints: Sequence[Fingerprint], counts: Sequence[int], tenant: str
+        self, key_of: Callable[[], bytes], prints: Sequence[Fingerprint], counts: Sequence[int], tenant: str
     ) -> None:
-        """The conversation's counts written, when it grew by ``KEEP_TOKENS`` since its last record."""
+        """The conversation's counts written, when it grew by ``KEEP_TOKENS`` since its last record
+        (``key_of``: its key, worked out only for a conversation that large)."""
         if self.store is None:
             return
         total = sum(counts)
+        if total < KEEP_TOKENS:
+            return
+        key = key_of()
         if total - self._kept.get(key, 0) < KEEP_TOKENS:
             return
         if await self.store.put_record(PREFIX + key, packed(prints, counts), COUNTS_TTL, ACCOUNT + tenant):
