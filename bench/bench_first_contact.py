@@ -46,7 +46,7 @@ import httpx
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from bench.bench_load import ROUTES, body, config, loop_cpu, p, reported, start_standin  # noqa: E402
+from bench.bench_load import ROUTES, body, config, loop_cpu, p, reported, route, start_standin  # noqa: E402
 from compact_hook import count_tokens  # noqa: E402
 from tests.integration.harness import ProxyProcess, free_port  # noqa: E402
 from tests.integration.redis_server import RedisServer  # noqa: E402
@@ -164,9 +164,10 @@ class Sessions:
         return [body(self.args.wire, group, history, tag) for history in mine]
 
 
-async def send(client: httpx.AsyncClient, proxy: ProxyProcess, wire: str, content: bytes) -> httpx.Response:
+async def send(client: httpx.AsyncClient, proxy: ProxyProcess, path: str, content: bytes) -> httpx.Response:
+    """One request to ``path`` (``route``: the wire's, and for Google the group's)."""
     response = await client.post(
-        f"{proxy.url}{ROUTES[wire]}",
+        f"{proxy.url}{path}",
         content=content,
         headers={**proxy.auth_headers, "content-type": "application/json"},
     )
@@ -184,10 +185,10 @@ async def timed(
     first: bool = False,
 ) -> list[Timed]:
     """The requests one after the other; only the first may be a first contact."""
-    out = []
+    out, path = [], route(wire, group)
     for number, content in enumerate(requests):
         start = time.perf_counter()
-        response = await send(client, proxy, wire, content)
+        response = await send(client, proxy, path, content)
         ms = (time.perf_counter() - start) * 1000
         hook = response.headers.get("x-compact-duration-ms")
         prepared = response.headers.get("x-compact-prepare") == "started"
@@ -208,7 +209,8 @@ async def burst(args: argparse.Namespace, proxy: ProxyProcess, group: str, label
     new = [made.requests(group, f"{label} new {s}")[:2] for s in range(args.new)]
     async with client_for(args.ongoing + args.new) as client:
         for start in range(0, args.ongoing, 8):  # the ongoing sessions' first turn: untimed
-            await asyncio.gather(*(send(client, proxy, args.wire, o[0]) for o in ongoing[start : start + 8]))
+            path = route(args.wire, group)
+            await asyncio.gather(*(send(client, proxy, path, o[0]) for o in ongoing[start : start + 8]))
         run = Run(group, 0.0)
         with measured(run, proxy):
             found = await asyncio.gather(
@@ -258,7 +260,7 @@ async def restart(args: argparse.Namespace, found: dict[str, Any], env: dict[str
     with ProxyProcess(found, port=port, env=env) as proxy:
         async with client_for(args.ongoing) as client:
             for group in sessions:  # LiteLLM's own first requests (its clients made): before the clock
-                await send(client, proxy, args.wire, body(args.wire, group, WARM, "warm"))
+                await send(client, proxy, route(args.wire, group), body(args.wire, group, WARM, "warm"))
             for group, requests in sessions.items():
                 runs.append(await at_once(client, proxy, args.wire, group, [r[2:3] for r in requests]))
                 print(f"after the restart, {group}: {runs[-1].seconds:.1f} s", flush=True)

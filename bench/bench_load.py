@@ -53,13 +53,20 @@ from tests.integration.harness import (  # noqa: E402
     ProxyProcess,
     anthropic_deployment,
     free_port,
+    gemini_deployment,
     standin_deployment,
 )
-from tests.support import chat_to_responses, load_transcript  # noqa: E402
+from tests.support import chat_to_google, chat_to_responses, load_transcript  # noqa: E402
 
 WINDOW = 32_000
 FIRST = 20_000
-ROUTES = {"chat": "/v1/chat/completions", "anthropic": "/v1/messages", "responses": "/v1/responses"}
+ROUTES = {
+    "chat": "/v1/chat/completions",
+    "anthropic": "/v1/messages",
+    "responses": "/v1/responses",
+    "google": "/v1beta/models/{model}:generateContent",
+}
+"""Each wire's path on the proxy (Google's names the model group in it: ``route``)."""
 RESULTS = ROOT / "bench" / "results" / "load.md"
 COMPACTING = ("miss", "shared", "prepared")
 
@@ -112,6 +119,10 @@ def cut_points(messages: list[dict[str, Any]], turns: int) -> list[int]:
     return ends[first : first + turns]
 
 
+def route(wire: str, group: str) -> str:
+    return ROUTES[wire].format(model=group)
+
+
 def body(wire: str, group: str, entries: list[dict[str, Any]], label: str) -> bytes:
     """One request: the entries with ``label`` making the conversation its own."""
     first = dict(entries[0])
@@ -124,6 +135,10 @@ def body(wire: str, group: str, entries: list[dict[str, Any]], label: str) -> by
     if wire == "responses":
         return json.dumps(
             {"model": group, "input": chat_to_responses(entries), "max_output_tokens": 256}
+        ).encode()
+    if wire == "google":  # the model is in the path; contents as the Google GenAI SDK sends them
+        return json.dumps(
+            {"contents": chat_to_google(entries), "generationConfig": {"maxOutputTokens": 256}}
         ).encode()
     return json.dumps({"model": group, "messages": entries, "max_tokens": 256}).encode()
 
@@ -150,6 +165,12 @@ def config(
             anthropic_deployment("hooked", root, "standin-quarter-hooked", **compact),
             anthropic_deployment("plain", root, "standin-quarter-plain"),
         ]
+    elif wire == "google":
+        root = standin.removesuffix("/v1")
+        deployments = [
+            gemini_deployment("hooked", root, "gemini-2.5-standin-quarter-hooked", **compact),
+            gemini_deployment("plain", root, "gemini-2.5-standin-quarter-plain"),
+        ]
     else:
         deployments = [
             standin_deployment("hooked", standin, "standin-quarter-hooked", **compact),
@@ -162,13 +183,13 @@ def config(
 
 
 async def session(
-    client: httpx.AsyncClient, proxy: ProxyProcess, route: str, requests: list[bytes], who: tuple[str, int]
+    client: httpx.AsyncClient, proxy: ProxyProcess, path: str, requests: list[bytes], who: tuple[str, int]
 ) -> list[Sample]:
     samples = []
     for turn, content in enumerate(requests):
         start = time.perf_counter()
         response = await client.post(
-            f"{proxy.url}{route}",
+            f"{proxy.url}{path}",
             content=content,
             headers={**proxy.auth_headers, "content-type": "application/json"},
         )
@@ -184,7 +205,7 @@ async def session(
 
 
 async def one_round(args: argparse.Namespace, proxy: ProxyProcess, group: str, number: int) -> Round:
-    route = ROUTES[args.wire]
+    path = route(args.wire, group)
     histories = sessions(args.wire, args.turns)
     requests = [
         [body(args.wire, group, history, f"round {number} session {s}") for history in histories]
@@ -194,7 +215,7 @@ async def one_round(args: argparse.Namespace, proxy: ProxyProcess, group: str, n
     async with httpx.AsyncClient(timeout=300, limits=limits) as client:
         start = time.perf_counter()
         found = await asyncio.gather(
-            *(session(client, proxy, route, requests[s], (group, s)) for s in range(args.sessions))
+            *(session(client, proxy, path, requests[s], (group, s)) for s in range(args.sessions))
         )
         seconds = time.perf_counter() - start
     return Round(group, seconds, [sample for samples in found for sample in samples])
@@ -254,8 +275,29 @@ def table(rounds: list[Round], args: argparse.Namespace) -> str:
         f"plain {cpu[0]:.2f} ms, hooked {cpu[1]:.2f} ms — the throughput the loop allows, hooked over plain: "
         f"**{cpu[0] / cpu[1]:.3f}**.",
         "",
+        *by_turn(samples),
     ]
     return "\n".join(lines)
+
+
+def by_turn(samples: dict[str, list[Sample]]) -> list[str]:
+    """The hooked group turn by turn (issue 63's table): turn 0 is each conversation's first request
+    to the proxy, its whole history new to it; the plain group's p50 and p99 over all its turns."""
+    hooked = samples["hooked"]
+    turns = sorted({s.turn for s in hooked})
+    ms = {t: [s.ms for s in hooked if s.turn == t] for t in turns}
+    later = turns[1:]
+    plain = [s.ms for s in samples["plain"]]
+    lines = ["| turn (hooked) | median ms | slowest ms |", "|---|---|---|"]
+    first = ms[turns[0]]
+    lines.append(f"| 0 (new to the proxy) | {statistics.median(first):.0f} | {max(first):.0f} |")
+    if later:
+        medians = [statistics.median(ms[t]) for t in later]
+        slowest = [max(ms[t]) for t in later]
+        span = f"{min(medians):.0f}–{max(medians):.0f} | {min(slowest):.0f}–{max(slowest):.0f}"
+        lines.append(f"| 1–{later[-1]} | {span} |")
+    lines += [f"| plain group, all turns | {p(plain, 0.5):.0f} (p50) | {p(plain, 0.99):.0f} (p99) |", ""]
+    return lines
 
 
 NOISE = {False: "", True: " — `--noise`: neither group compacts (what the ratios are when nothing differs)"}
