@@ -6,7 +6,9 @@ Two real proxies side by side. For each pathological request — 8,000 short use
 carry an interrupt marker (nothing can be summarized: everything must be fitted), a single 4 MB tool
 output (truncated), a 1.2M-token history against a 16K window (the summary-call cap), a Responses
 request carrying our compaction item 10,000 times (a Codex client's, made by the proxy) — it is sent to a
-compacting model while a second client probes another model on the same proxy every 20 ms. Reported:
+compacting model while a second client probes another model on the same proxy every 20 ms; and a
+first contact (issue 63): a ~200K-token history new to the proxy, under a window it fits (counted
+whole, nothing compacted: what every session's next turn is to a replica that just restarted). Reported:
 the pathological request's own time, and the worst probe latency while it was in flight (the stall
 every other request on that proxy saw), with and without the hook, and their ratio (target ≤ 1.5).
 """
@@ -26,6 +28,7 @@ import httpx
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from bench.bench_first_contact import histories, own  # noqa: E402
 from tests.integration.harness import ProxyProcess, StandinUpstream, standin_deployment  # noqa: E402
 from tests.support import load_transcript  # noqa: E402
 
@@ -38,6 +41,7 @@ def config(upstream: StandinUpstream, with_hook: bool) -> dict[str, Any]:
         "model_list": [
             standin_deployment("agent", upstream.url, "standin-agent", **compact),
             standin_deployment("probe", upstream.url, "standin-probe"),
+            standin_deployment("newcomer", upstream.url, "standin-newcomer", compact=FITS),
         ],
         "router_settings": {"num_retries": 0},
     }
@@ -46,10 +50,20 @@ def config(upstream: StandinUpstream, with_hook: bool) -> dict[str, Any]:
     return result
 
 
+FITS = {"context_window": 400_000}
+"""The first contact's group: its ~200K tokens fit, so the hook counts them and forwards them whole."""
+
+
+def first_contact() -> dict[str, Any]:
+    """A session's ~200K tokens the proxy never saw (each entry's text its own: nothing counted before)."""
+    history = own(histories("chat", 200_000, 1)[0], "first contact", shared=False)
+    return {"model": "newcomer", "messages": history}
+
+
 def pathological() -> dict[str, list[dict[str, Any]]]:
     markers = [{"role": "user", "content": f"[Request interrupted by user] turn {i}"} for i in range(8000)]
     output = "\n".join(f"line {i}: some long build output that keeps going and going" for i in range(70_000))
-    big_output = [
+    big_output: list[dict[str, Any]] = [
         {"role": "user", "content": "build it"},
         {
             "role": "assistant",
@@ -84,8 +98,8 @@ def codex_flood(proxy: ProxyProcess) -> dict[str, Any]:
     trigger = {"model": "agent", "input": [*items, {"type": "compaction_trigger"}], "stream": False}
     with httpx.Client(timeout=300) as client:
         answer = client.post(f"{proxy.base_url}/responses", json=trigger, headers=proxy.auth_headers)
-    output = answer.json().get("output") if answer.status_code == 200 else None
-    found = [o for o in output or [] if isinstance(o, dict) and o.get("type") == "compaction"]
+    answered = answer.json().get("output") if answer.status_code == 200 else None
+    found = [o for o in answered or [] if isinstance(o, dict) and o.get("type") == "compaction"]
     item = found[0] if found else {"type": "compaction", "encrypted_content": "compact_hook:" + "a" * 22}
     return {"model": "agent", "input": [item] * 10_000 + [{"role": "user", "content": "go on"}]}
 
@@ -94,8 +108,8 @@ def measure(
     proxy: ProxyProcess, request: list[dict[str, Any]] | dict[str, Any], every: float
 ) -> tuple[float, float, int]:
     """(pathological request ms, worst probe ms while it ran, probes sent). ``request``: chat messages,
-    or a whole Responses body."""
-    path = "/chat/completions" if isinstance(request, list) else "/responses"
+    or a whole body (Responses' ``input``, or chat's ``messages`` for another model)."""
+    path = "/responses" if isinstance(request, dict) and "input" in request else "/chat/completions"
     body = json.dumps(
         {"model": "agent", "messages": request} if isinstance(request, list) else request
     ).encode()
@@ -142,6 +156,15 @@ def main() -> None:
             name = "Codex's compaction item 10,000 times (Responses)"
             base = measure(plain, codex_flood(plain), args.probes_every)
             rows.append((name, base, measure(hooked, codex_flood(hooked), args.probes_every)))
+            newcomer = first_contact()
+            name = "a ~200K-token history new to the proxy, fitting its window"
+            rows.append(
+                (
+                    name,
+                    measure(plain, newcomer, args.probes_every),
+                    measure(hooked, newcomer, args.probes_every),
+                )
+            )
     print("| pathological request | its time without / with hook | worst probe: without | with | ratio |")
     print("|---|---|---|---|---|")
     for name, (took, stall, _), (took_hook, stall_hook, _) in rows:

@@ -12,10 +12,16 @@ tenant, the session or the model group switched; an earlier request sent again. 
 twice — through one ``Recent`` kept across the sequence (the proxy's path), and from nothing — and
 everything the engine reads of it must agree: accepted or rejected (and why), the items, each
 entry's fingerprint, the context's, the client's last turn, the reserve.
+
+On Responses, our own compaction items are among the edits (``Mementos.expand``): an item the proxy
+gave out, put anywhere, kept for one tenant (another finds it gone), sent again as the same item. The
+fast path looks over only the entries the last request did not send the same (``among``), and compares
+the input again once it was replaced, as the gate does; from nothing, every entry is looked over.
 """
 
 from __future__ import annotations
 
+import asyncio
 import copy
 import json
 from pathlib import Path
@@ -24,8 +30,10 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from compact_hook.proxy.answers.codex import Mementos
 from compact_hook.proxy.request.caller import session_id_of
 from compact_hook.state.recent import Recent
+from compact_hook.state.store import MemoryStore
 from compact_hook.wires import ANTHROPIC, CHAT, GOOGLE, RESPONSES, Conversation, Rejected, WireFormat
 from compact_hook.wires.command import is_command
 
@@ -60,7 +68,12 @@ EDIT = st.one_of(
     st.tuples(st.just("command")),
     st.tuples(st.just("switch"), st.sampled_from(["tenant", "session", "model"])),
     st.tuples(st.just("replay"), st.integers(0, 10_000)),
+    st.tuples(st.just("ours"), st.integers(0, 10_000), st.integers(0, 10_000)),
 )
+MEMENTOS = Mementos(MemoryStore(10_000, 3600), 3600)
+"""Our compaction items' contents, each kept for the tenant whose request it answered."""
+MEMENTO_SIZE = 3
+"""Entries an item of ours stands for (taken from the capture: they parse as the wire's)."""
 
 
 class Client:
@@ -93,10 +106,21 @@ class Client:
             entries.append(copy.deepcopy(COMMANDS[self.wire]))
         elif kind == "switch":
             self.switch(args[0])
+        elif kind == "ours" and self.wire is RESPONSES:
+            entries.insert(args[0] % (len(entries) + 1), self.ours(args[1]))
         elif kind == "replay" and self.sent:
             self.entries, self.tenant, self.model, self.session = copy.deepcopy(
                 self.sent[args[0] % len(self.sent)]
             )
+
+    def ours(self, start: int) -> dict[str, Any]:
+        """An item of ours, as Codex sends back what the proxy gave it: kept for this client's tenant
+        (``start``: where in the capture the entries it stands for begin)."""
+        start %= len(self.pool)
+        memento = copy.deepcopy(self.pool[start : start + MEMENTO_SIZE])
+        handle = asyncio.run(MEMENTOS.keep(memento, self.tenant))
+        assert handle is not None
+        return {"type": "compaction", "encrypted_content": handle}
 
     def switch(self, what: str) -> None:
         if what == "tenant":
@@ -140,21 +164,31 @@ def edited(entry: Any, which: int) -> None:
 
 
 def read(wire: WireFormat, data: dict[str, Any], tenant: str, recent: Recent | None) -> Any:
-    """What the engine reads of the request: the gate's compare → parse → learn with ``recent``, or
-    the wire's parse of every entry (``recent`` None)."""
-    entries = data[wire.entries_key]
-    comparison = None
-    if recent is not None:
-        key = (tenant, wire.name, data["model"], session_id_of(data, entries))
-        comparison = recent.compare(key, entries)
+    """What the engine reads of the request: the gate's compare → expand our items → parse → learn
+    with ``recent``, or our items expanded and the wire's parse of every entry (``recent`` None)."""
+    comparison = compared(wire, data, tenant, recent)
+    expansion = None
+    if wire is RESPONSES:
+        among = comparison.unseen if comparison is not None else None
+        expansion = asyncio.run(MEMENTOS.expand(data, tenant, among))
+        if expansion.rewrote:
+            comparison = compared(wire, data, tenant, recent)
     parsed = wire.parse(data, comparison.unseen if comparison is not None else None)
     if isinstance(parsed, Rejected):
-        return parsed
+        return parsed, expansion
     assert isinstance(parsed, Conversation)
     parsed.for_tenant(tenant)
     if recent is not None and comparison is not None:
         parsed.known = recent.learn(comparison, parsed.fingerprint, is_command)
-    return seen(parsed)
+    return seen(parsed), expansion
+
+
+def compared(wire: WireFormat, data: dict[str, Any], tenant: str, recent: Recent | None) -> Any:
+    """The request set against its conversation's last (``Recent.compare``); None without ``recent``."""
+    if recent is None:
+        return None
+    entries = data[wire.entries_key]
+    return recent.compare((tenant, wire.name, data["model"], session_id_of(data, entries)), entries)
 
 
 def seen(parsed: Conversation) -> dict[str, Any]:
