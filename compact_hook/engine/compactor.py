@@ -44,7 +44,7 @@ from compact_hook.engine.summary.once import Leases, SingleFlight, SummaryOnce, 
 from compact_hook.engine.tiers.clearing import clearing_step
 from compact_hook.engine.view import View, without_stale_thinking
 from compact_hook.offload import off_loop
-from compact_hook.state.store import CompactionStore
+from compact_hook.state.store import CompactionStore, MemoryStore
 
 logger = logging.getLogger(__name__)
 
@@ -68,7 +68,9 @@ class Compactor:
         self.breaker = Breaker(store)
         self.once = SummaryOnce(store, self.leases, self.breaker)
         self.ledger = CacheLedger(store)
-        self.counts = RememberedCounts(store)
+        self.counts = RememberedCounts(None if isinstance(store, MemoryStore) else store)
+        """Kept only where another process can read them (Redis, the file): this process's own
+        counts are its tokenizer's cache already."""
         self.preparations = (
             Preparations(prepare, self.breaker, self.leases)
             if prepare is not None and store is not None

@@ -8,11 +8,13 @@ from typing import Any
 
 import pytest
 
+from compact_hook.engine.compactor import Compactor
 from compact_hook.engine.memory.counts import PREFIX, RememberedCounts, packed, unpacked
 from compact_hook.engine.result import CompactRequest
 from compact_hook.engine.run import ProcessMemory, Run, counts_key
 from compact_hook.settings.model import CompactConfig
 from compact_hook.state.store import MemoryStore
+from compact_hook.state.tiered import TieredStore
 from compact_hook.state.tokenizers import HFTokenCounter
 from compact_hook.wires import CHAT, Conversation
 from tests.fakes import FakeSummarizer
@@ -99,3 +101,17 @@ async def test_a_record_is_written_once_per_keep_tokens_of_growth(store: MemoryS
     await remembered.keep(lambda: b"k", prints, [1_000] * 10, "team:a")  # 10,000: written
     await remembered.keep(lambda: b"k", prints, [1_100] * 10, "team:a")  # 1,000 more: not yet
     assert len(writes) == 1
+
+
+async def test_counts_are_kept_only_where_another_process_can_read_them() -> None:
+    """One process alone (``COMPACT_STORE=memory``) keeps no records: its tokenizer's cache has the
+    counts already. On a shared store (Redis, the file: behind ``TieredStore``) they are kept."""
+    alone = Compactor(MemoryStore(100, 60))
+    shared = TieredStore(MemoryStore(100, 60), MemoryStore(100, 60), timeout=0.1)
+    together = Compactor(shared)
+    try:
+        assert alone.counts.store is None
+        assert together.counts.store is shared
+    finally:
+        await alone.close()
+        await together.close()
