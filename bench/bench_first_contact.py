@@ -32,6 +32,7 @@ import asyncio
 import contextlib
 import copy
 import os
+import signal
 import statistics
 import sys
 import tempfile
@@ -46,7 +47,7 @@ import httpx
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from bench.bench_load import ROUTES, body, config, loop_cpu, p, reported, route, start_standin  # noqa: E402
+from bench.bench_load import ROUTES, body, config, loop_cpu, p, profiler, reported, route, start_standin  # noqa: E402
 from compact_hook import count_tokens  # noqa: E402
 from tests.integration.harness import ProxyProcess, free_port  # noqa: E402
 from tests.integration.redis_server import RedisServer  # noqa: E402
@@ -226,7 +227,7 @@ async def bursts(args: argparse.Namespace, proxy: ProxyProcess) -> list[Run]:
     runs = []
     for number in range(args.rounds):
         order = ("plain", "hooked") if number % 2 == 0 else ("hooked", "plain")
-        for group in order:
+        for group in (g for g in order if args.only in (None, g)):
             done = await burst(args, proxy, group, f"round {number}", made)
             runs.append(done)
             print(f"round {number} {group}: {len(done.samples)} requests in {done.seconds:.1f} s", flush=True)
@@ -353,6 +354,12 @@ def main() -> None:
     parser.add_argument("--restart", action="store_true", help="the restart case instead of the burst")
     parser.add_argument("--store", choices=("redis", "file", "memory"), default="redis")
     parser.add_argument("--no-save", action="store_true", help="print only")
+    parser.add_argument(
+        "--only", choices=GROUPS, help="one group's bursts (a profile of it alone, for profile_table.py)"
+    )
+    parser.add_argument(
+        "--profile", type=Path, help="py-spy's raw stacks of the proxy (a burst), written here"
+    )
     args = parser.parse_args()
     standin, url = start_standin()
     try:
@@ -363,10 +370,17 @@ def main() -> None:
                     runs = asyncio.run(restart(args, found, env))
             else:
                 with ProxyProcess(found) as proxy:
+                    spy = profiler(proxy, args.profile) if args.profile else None
                     runs = asyncio.run(bursts(args, proxy))
+                    if spy is not None:
+                        spy.send_signal(signal.SIGINT)
+                        spy.wait()
     finally:
         standin.terminate()
         standin.wait()
+    if args.only:
+        print(f"{args.only}: {sum(len(r.samples) for r in runs)} requests")
+        return
     reported(table(runs, args), RESULTS, save=not args.no_save)
 
 
