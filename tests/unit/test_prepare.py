@@ -244,6 +244,26 @@ async def test_two_replicas_prepare_a_conversation_once() -> None:
     assert len(summarizer.requests) == 1
 
 
+async def test_a_replica_whose_preparation_starts_after_anothers_ended_does_not_prepare_it_again() -> None:
+    """The lock says another replica is on it only while that one runs: a preparation queued here
+    before the other took the lock, run after it let go, finds its compaction and makes none (a
+    loaded CI machine: 6 summary calls for 4 events on a Redis Cluster)."""
+    shared, prepared = LockingMemoryStore(), LockingMemoryStore()
+    first, second = replica(shared, prepared), replica(shared, prepared, concurrency=1)
+    busy = asyncio.Event()
+    second.background.submit(b"busy", Job("other", busy.wait, lambda: None))
+    summarizer = FakeSummarizer()
+    queued = await compact_turn(second.compactor, IN_ZONE, summarizer)
+    started = await compact_turn(first.compactor, IN_ZONE, summarizer)
+    await idle(first.background)
+    busy.set()
+    await idle(second.background)
+    trigger = await compact_turn(second.compactor, AT_TRIGGER, summarizer)
+    assert queued.preparation == started.preparation == Preparation.STARTED
+    assert len(summarizer.requests) == 1
+    assert trigger.cache == CacheStatus.PREPARED and trigger.summary_calls == 0
+
+
 async def test_preparation_off_or_digest_never_runs_in_the_background() -> None:
     for config in (
         dataclasses.replace(STORE_CONFIG, prepare=False),

@@ -12,8 +12,10 @@ and the turn that reaches the trigger applies it with no summary call on its pat
 - What the summary replaces is archived when the compaction is applied (it is remembered in
   the entry's ``unarchived``), never at preparation: nothing left the model's view yet.
 - One preparation per conversation: in process the background queue knows it by key; across
-  replicas a lock in the prepared store says another replica is on it. The trigger awaits
-  one in flight rather than starting its own.
+  replicas a lock in the prepared store says another replica is on it, and a preparation that
+  takes the lock first looks for what a replica prepared and let go of since it was queued (the
+  lock alone leaves that window open: a loaded machine queued one before the other locked and ran
+  it after). The trigger awaits one in flight rather than starting its own.
 - While one is prepared or being prepared, the clearing tier waits (``Compactor._clear``): a
   batch cleared meanwhile would bring the conversation back under ``prepare_ratio``, put off the
   trigger, and leave the prepared cut short by the time it comes — a second summary then, merged,
@@ -191,6 +193,8 @@ class Preparations:
         if token is None:  # another replica prepares it
             return
         try:
+            if await self.find(run, preparing.base) is not None:  # it did, and let go since we looked
+                return
             ahead = costs.turns_ahead(await run.tokens(view))
             part = await off_loop(plan, run, view, costs.target(), ahead)
             if not part.middle:
